@@ -1,0 +1,380 @@
+#include "cli/commands.h"
+
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <ctime>
+#include <filesystem>
+#include <iostream>
+#include <thread>
+
+#include <ATen/Parallel.h>
+#include <boost/program_options.hpp>
+#include <torch/cuda.h>
+#include <torch/optim/optimizer.h>
+#include <torch/utils.h>
+
+#include "config/experiment.h"
+#include "plugins/loader.h"
+#include "train/components.h"
+#include "train/guard.h"
+#include "train/trainer.h"
+#include "trainyard/version.h"
+#include "util/files.h"
+#include "util/json.h"
+#include "util/text.h"
+
+namespace po = boost::program_options;
+namespace fs = std::filesystem;
+
+namespace trainyard::host {
+namespace {
+
+const char* kUsage =
+    "usage: trainyard COMMAND [OPTIONS]\n"
+    "\n"
+    "commands:\n"
+    "  run EXP.yaml        train (resumes from the run's latest checkpoint)\n"
+    "  validate EXP.yaml   check the experiment and build its components, without training\n"
+    "  plugins             list plugin libraries and their components\n"
+    "  describe NAME       print a component's (or a host section's) options\n"
+    "\n"
+    "  trainyard COMMAND --help   options of one command\n"
+    "  trainyard --version\n";
+
+struct Common {
+  std::vector<std::string> plugin_dirs;
+  std::vector<std::string> sets;
+  std::string experiment;
+};
+
+po::options_description plugin_options() {
+  po::options_description d("plugin options");
+  d.add_options()("plugin-dir", po::value<std::vector<std::string>>()->composing(),
+                  "also load plugins from this folder (repeatable)");
+  return d;
+}
+
+po::options_description experiment_options() {
+  po::options_description d("experiment options");
+  d.add_options()("set", po::value<std::vector<std::string>>()->composing(),
+                  "override a key of the experiment: --set optimizer.lr=0.1 (repeatable)");
+  return d;
+}
+
+po::options_description help_option() {
+  po::options_description d("general");
+  d.add_options()("help,h", "print this help")("version", "print the version");
+  return d;
+}
+
+// Parses argv[2..]; returns false when --help/--version was answered.
+bool parse(int argc, char** argv, const std::string& usage, po::options_description visible,
+           bool wants_experiment, po::variables_map& vm) {
+  po::options_description all;
+  all.add(visible);
+  po::positional_options_description positional;
+  if (wants_experiment) {
+    all.add_options()("experiment", po::value<std::string>(), "experiment file");
+    positional.add("experiment", 1);
+  }
+  try {
+    po::store(po::command_line_parser(argc - 1, argv + 1).options(all).positional(positional).run(), vm);
+    po::notify(vm);
+  } catch (const po::error& e) {
+    throw ConfigError(std::string("command line: ") + e.what(), "expected " + usage, "see trainyard " +
+                      std::string(argv[1]) + " --help");
+  }
+  if (vm.count("help")) {
+    std::cout << "usage: " << usage << "\n\n" << visible << "\n";
+    return false;
+  }
+  if (vm.count("version")) {
+    std::cout << "trainyard " << TRAINYARD_VERSION << " (SDK API " << sdk_api_version() << ", "
+              << TRAINYARD_FINGERPRINT << ")\n";
+    return false;
+  }
+  if (wants_experiment && !vm.count("experiment"))
+    throw ConfigError("command line: missing the experiment file", "expected " + usage,
+                      "e.g. trainyard " + std::string(argv[1]) + " experiments/fashion_mnist_mlp.yaml");
+  return true;
+}
+
+template <class T>
+std::vector<T> many(const po::variables_map& vm, const char* key) {
+  return vm.count(key) ? vm[key].as<std::vector<T>>() : std::vector<T>{};
+}
+
+// Loads the plugins an experiment can see and validates it.
+Experiment load(const std::string& file, const std::vector<std::string>& sets,
+                const std::vector<std::string>& plugin_dirs, Registry& registry) {
+  ExperimentSource source = read_experiment(file, sets);
+  load_plugin_folders(plugin_search_path(experiment_plugin_dirs(source), plugin_dirs), registry);
+  return validate_experiment(std::move(source), registry);
+}
+
+Context make_context(const Experiment& e) {
+  Context context;
+  context.seed = e.seed;
+  context.experiment = e.name;
+  context.extra = Extra(e.extra);
+  if (e.distributed.num_gpus > 0) {
+    if (!torch::cuda::is_available())
+      throw ConfigError(e.source.where(e.source.root["distributed"]["num_gpus"], "distributed.num_gpus") +
+                            ": GPUs requested but this LibTorch has no CUDA device",
+                        "expected num_gpus: 0 on this machine, got " + std::to_string(e.distributed.num_gpus),
+                        "set distributed.num_gpus: 0 to train on the CPU");
+    context.device = c10::Device(c10::DeviceType::CUDA, static_cast<c10::DeviceIndex>(e.distributed.first_gpu_id));
+  }
+  int threads = static_cast<int>(e.distributed.threads_per_process);
+  if (threads == 0) threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  at::set_num_threads(threads);
+  return context;
+}
+
+std::string timestamp() {
+  char buf[32];
+  std::time_t t = std::time(nullptr);
+  std::strftime(buf, sizeof buf, "%Y%m%d-%H%M%S", std::localtime(&t));
+  return buf;
+}
+
+int run(int argc, char** argv) {
+  const std::string usage = "trainyard run EXP.yaml [--set KEY=VALUE]... [--output-dir DIR] [--fresh] [--plugin-dir DIR]...";
+  po::options_description visible;
+  po::options_description run_options("run options");
+  run_options.add_options()("output-dir", po::value<std::string>(), "folder for run directories (default: output.dir)")(
+      "fresh", "start over instead of resuming; the old run directory is kept, renamed");
+  visible.add(run_options).add(experiment_options()).add(plugin_options()).add(help_option());
+  po::variables_map vm;
+  if (!parse(argc, argv, usage, visible, true, vm)) return 0;
+
+  Registry registry;
+  Experiment e = load(vm["experiment"].as<std::string>(), many<std::string>(vm, "set"),
+                      many<std::string>(vm, "plugin-dir"), registry);
+  const std::string out_dir = vm.count("output-dir") ? vm["output-dir"].as<std::string>() : e.output.dir;
+  const std::string run_dir = (fs::path(out_dir) / e.name).string();
+
+  Context context = make_context(e);
+  context.run_dir = run_dir;
+  torch::manual_seed(e.seed);
+  Components components = build_components(e, context);
+  const auto [params, trainable] = parameter_count(*components.network.object);
+  Trainer trainer(e, std::move(components), context, RunPaths(run_dir));
+
+  // Resume before writing anything: a checkpoint that does not fit is bad input.
+  const bool fresh = vm.count("fresh") != 0;
+  std::string resumed_from;
+  if (!fresh) {
+    auto checkpoints = list_checkpoints(RunPaths(run_dir).checkpoints);
+    std::vector<std::string> failures;
+    for (auto it = checkpoints.rbegin(); it != checkpoints.rend() && resumed_from.empty(); ++it) {
+      try {
+        trainer.resume(*it);
+        resumed_from = *it;
+      } catch (const Error& err) {
+        failures.push_back(err.what());
+        context.log("warning: " + std::string(err.what()) + "; trying an older checkpoint");
+      }
+    }
+    if (resumed_from.empty() && !failures.empty())
+      throw ConfigError(run_dir + ": no checkpoint of this run could be loaded (" + failures.front() + ")",
+                        "expected a checkpoint of the same network and optimizer",
+                        "run with --fresh to start over (the old run directory is kept)");
+  }
+  if (fresh && fs::exists(run_dir)) {
+    const std::string kept = run_dir + ".replaced-" + timestamp();
+    fs::rename(run_dir, kept);
+    std::cout << "trainyard: --fresh: previous run kept in " << kept << "\n";
+  }
+  fs::create_directories(run_dir);
+  YAML::Emitter yaml;
+  yaml << e.resolved();
+  write_file_atomic((fs::path(run_dir) / "config.yaml").string(), std::string(yaml.c_str()) + "\n");
+  write_file_atomic((fs::path(run_dir) / "config.json").string(), yaml_to_json(e.resolved()) + "\n");
+
+  std::cout << "trainyard: " << e.name << ": network " << e.network.plugin << " (" << params << " parameters, "
+            << trainable << " trainable), " << at::get_num_threads() << " threads, run directory " << run_dir << "\n";
+  if (!resumed_from.empty()) {
+    auto at = trainer.position_state();
+    std::cout << "trainyard: resuming from " << resumed_from << " (epoch " << at.epoch << " done, iteration "
+              << at.iteration << ")\n";
+    if (at.epoch >= e.loop.epochs && at.position == 0)
+      std::cout << "trainyard: all " << e.loop.epochs << " epochs are already done; raise loop.epochs to train more\n";
+  }
+  std::cout.flush();
+  trainer.run();
+  std::string final_values;
+  for (const auto& [k, v] : trainer.values()) final_values += " " + k + "=" + json_number(v);
+  std::cout << "trainyard: done: " << trainer.epoch() << "/" << e.loop.epochs << " epochs," << final_values
+            << "; summary in " << RunPaths(run_dir).summary << "\n";
+  return 0;
+}
+
+int validate(int argc, char** argv) {
+  const std::string usage = "trainyard validate EXP.yaml [--set KEY=VALUE]... [--plugin-dir DIR]...";
+  po::options_description visible;
+  visible.add(experiment_options()).add(plugin_options()).add(help_option());
+  po::variables_map vm;
+  if (!parse(argc, argv, usage, visible, true, vm)) return 0;
+  Registry registry;
+  Experiment e = load(vm["experiment"].as<std::string>(), many<std::string>(vm, "set"),
+                      many<std::string>(vm, "plugin-dir"), registry);
+  Context context = make_context(e);
+  torch::manual_seed(e.seed);
+  Components c = build_components(e, context);
+  const auto [params, trainable] = parameter_count(*c.network.object);
+  std::cout << "ok: " << e.source.path << " (" << e.name << "): dataset " << e.train_data.plugin << " ("
+            << c.train_data.object->size() << " train"
+            << (c.test_data.object ? ", " + std::to_string(c.test_data.object->size()) + " test" : std::string())
+            << " samples), network " << e.network.plugin << " (" << params << " parameters, " << trainable
+            << " trainable), loss " << e.loss.plugin << ", optimizer " << e.optimizer.plugin << ", "
+            << e.meters.size() << " meters, " << e.callbacks.size() << " callbacks, " << e.overrides.size()
+            << " overrides\n";
+  return 0;
+}
+
+int plugins(int argc, char** argv) {
+  const std::string usage = "trainyard plugins [--plugin-dir DIR]...";
+  po::options_description visible;
+  visible.add(plugin_options()).add(help_option());
+  po::variables_map vm;
+  if (!parse(argc, argv, usage, visible, false, vm)) return 0;
+  Registry registry;
+  std::vector<std::string> refused;
+  auto folders = plugin_search_path({}, many<std::string>(vm, "plugin-dir"));
+  load_plugin_folders(folders, registry, &refused);
+  std::cout << "host: trainyard " << TRAINYARD_VERSION << ", SDK API " << sdk_api_version() << ", fingerprint "
+            << TRAINYARD_FINGERPRINT << "\n";
+  for (const auto& f : folders) std::cout << "folder: " << f.path << " (" << f.origin << ")\n";
+  for (const auto& lib : registry.libraries()) {
+    std::cout << "\n" << lib->path << "\n  " << lib->name << " " << lib->version << " (API " << lib->api_major << "."
+              << lib->api_minor << "), fingerprint ok";
+    if (!lib->description.empty()) std::cout << "\n  " << lib->description;
+    std::cout << "\n";
+    for (Kind kind : kAllKinds) {
+      std::vector<std::string> names;
+      for (const auto* c : registry.components_of(*lib))
+        if (c->kind == kind) names.push_back(c->name);
+      if (!names.empty()) std::cout << "  " << kind_plural(kind) << ": " << join(names) << "\n";
+    }
+  }
+  for (const auto& r : refused) std::cout << "\nREFUSED: " << r << "\n";
+  if (!refused.empty()) {
+    std::cerr << "error: " << refused.size() << " plugin librar" << (refused.size() == 1 ? "y was" : "ies were")
+              << " refused (listed above)\n";
+    return 2;
+  }
+  return 0;
+}
+
+void print_schema(const Schema& schema) {
+  if (schema.specs().empty()) {
+    std::cout << "  (no options)\n";
+    return;
+  }
+  for (const auto& s : schema.specs()) {
+    std::string constraints;
+    if (s.min_value) constraints += " min " + to_string(Value(*s.min_value));
+    if (s.max_value) constraints += " max " + to_string(Value(*s.max_value));
+    if (!s.choices.empty()) constraints += " one of: " + join(s.choices);
+    std::cout << "  " << s.key << "\n      type: " << type_name(s.type)
+              << "\n      default: " << (s.required() ? "(required)" : to_string(*s.default_value))
+              << (constraints.empty() ? "" : "\n      constraints:" + constraints) << "\n      " << s.description
+              << "\n";
+  }
+}
+
+int describe(int argc, char** argv) {
+  const std::string usage = "trainyard describe NAME [--plugin-dir DIR]...";
+  po::options_description visible;
+  visible.add(plugin_options()).add(help_option());
+  po::variables_map vm;
+  po::options_description all;
+  all.add(visible);
+  all.add_options()("name", po::value<std::string>());
+  po::positional_options_description positional;
+  positional.add("name", 1);
+  try {
+    po::store(po::command_line_parser(argc - 1, argv + 1).options(all).positional(positional).run(), vm);
+  } catch (const po::error& e) {
+    throw ConfigError(std::string("command line: ") + e.what(), "expected " + usage, "see trainyard describe --help");
+  }
+  if (vm.count("help")) {
+    std::cout << "usage: " << usage << "\n\nNAME is a component name (mlp, sgd, ...) or a host section (loop, "
+                 "distributed, output).\n\n"
+              << visible << "\n";
+    return 0;
+  }
+  if (vm.count("version")) return parse(argc, argv, usage, visible, false, vm), 0;
+  if (!vm.count("name"))
+    throw ConfigError("command line: missing NAME", "expected " + usage, "e.g. trainyard describe mlp");
+  const std::string name = vm["name"].as<std::string>();
+  const std::vector<std::pair<std::string, const Schema*>> sections = {
+      {"loop", &loop_schema()}, {"distributed", &distributed_schema()}, {"output", &output_schema()}};
+  for (const auto& [section, schema] : sections)
+    if (name == section) {
+      std::cout << section << " (host section)\n";
+      print_schema(*schema);
+      return 0;
+    }
+  Registry registry;
+  load_plugin_folders(plugin_search_path({}, many<std::string>(vm, "plugin-dir")), registry);
+  auto found = registry.find_any(name);
+  if (found.empty()) {
+    std::vector<std::string> known = {"loop", "distributed", "output"};
+    for (Kind kind : kAllKinds)
+      for (const auto& n : registry.names(kind)) known.push_back(n);
+    throw ConfigError("describe: '" + name + "' is neither a registered component nor a host section",
+                      "expected one of " + join(known), did_you_mean(name, known).substr(2));
+  }
+  for (const auto* c : found) {
+    std::cout << c->name << " (" << kind_name(c->kind) << ") from " << c->library->path << " "
+              << c->library->version << "\n  " << c->description << "\noptions:\n";
+    print_schema(c->schema);
+  }
+  return 0;
+}
+
+}  // namespace
+
+int command_main(int argc, char** argv) {
+  if (argc < 2) {
+    std::cerr << kUsage;
+    return 2;
+  }
+  const std::string command = argv[1];
+  if (command == "--help" || command == "-h" || command == "help") {
+    std::cout << kUsage;
+    return 0;
+  }
+  if (command == "--version") {
+    std::cout << "trainyard " << TRAINYARD_VERSION << " (SDK API " << sdk_api_version() << ", "
+              << TRAINYARD_FINGERPRINT << ")\n";
+    return 0;
+  }
+  try {
+    if (command == "run") return run(argc, argv);
+    if (command == "validate") return validate(argc, argv);
+    if (command == "plugins") return plugins(argc, argv);
+    if (command == "describe") return describe(argc, argv);
+    const std::vector<std::string> commands = {"run", "validate", "plugins", "describe"};
+    throw ConfigError("unknown command '" + command + "'", "expected one of " + join(commands),
+                      did_you_mean(command, commands).substr(2));
+  } catch (const ConfigError& e) {
+    std::cerr << "error: " << e.what() << "\n";
+    return 2;
+  } catch (const ComponentFailure& e) {
+    std::cerr << "error: " << e.what() << "\n";
+    return 1;
+  } catch (const c10::Error& e) {
+    std::cerr << "error: " << e.what_without_backtrace() << "\n";
+    return 1;
+  } catch (const std::exception& e) {
+    std::cerr << "error: " << e.what() << "\n";
+    return 1;
+  }
+}
+
+}  // namespace trainyard::host

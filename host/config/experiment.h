@@ -1,0 +1,103 @@
+#pragma once
+// The experiment file: parsing, --set overrides, and validation of every
+// section against the host's and the plugins' schemas, before anything runs.
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <yaml-cpp/yaml.h>
+
+#include "plugins/registry.h"
+#include "trainyard/options.h"
+
+namespace trainyard::host {
+
+/// The YAML as read, with --set applied, and what is needed to point at a line.
+struct ExperimentSource {
+  std::string path;
+  YAML::Node root;
+  std::map<std::string, std::string> set_origins;  ///< key path -> "--set KEY=VALUE"
+
+  /// "FILE:LINE:COL: KEY" for a node read from the file, "--set KEY=VALUE: KEY" for one set.
+  std::string where(const YAML::Node& node, const std::string& key) const;
+};
+
+/// Reads and parses the file and applies --set KEY=VALUE. Throws ConfigError
+/// for syntax errors (file:line:col) and --set on a key that does not exist.
+ExperimentSource read_experiment(const std::string& path, const std::vector<std::string>& sets);
+
+/// plugin_dirs from the file, made absolute relative to the file's folder.
+std::vector<std::string> experiment_plugin_dirs(const ExperimentSource& source);
+
+/// One component entry: `plugin:` plus its options, plus host keys.
+struct ComponentConfig {
+  Kind kind = Kind::dataset;
+  std::string key;       ///< "network", "dataset.train", "meters[1]"
+  std::string where;     ///< file:line:col of the entry
+  std::string plugin;
+  Options options;
+  const Component* component = nullptr;
+  int64_t priority = 0;                                 ///< callbacks
+  std::optional<int64_t> order;                         ///< overrides
+  std::vector<std::string> phases{"train", "test"};     ///< meters
+  std::string pretrained;                               ///< network
+};
+
+struct LoopConfig {
+  int64_t epochs = 1;
+  int64_t batch_per_device = 64;
+  int64_t test_batch_per_device = 0;  ///< 0: batch_per_device
+  int64_t train_samples_per_epoch = 0;  ///< 0: one pass over the training set
+  int64_t test_every_iters = 0;         ///< 0: only at the end of each epoch
+  int64_t test_samples = 0;             ///< 0: the whole test set
+  bool shuffle = true;
+  bool drop_last = false;
+  int64_t log_every_iters = 50;
+  int64_t checkpoint_every_iters = 0;   ///< 0: only at the end of each epoch
+};
+
+struct DistributedConfig {
+  int64_t num_gpus = 0;
+  int64_t first_gpu_id = 0;
+  int64_t threads_per_process = 0;  ///< 0: every core
+};
+
+struct OutputConfig {
+  std::string dir = "runs";
+  int64_t keep_checkpoints = 3;  ///< 0: keep all
+};
+
+struct Experiment {
+  ExperimentSource source;
+  std::string name;
+  uint64_t seed = 0;
+  std::vector<std::string> plugin_dirs;
+  ComponentConfig train_data, test_data, network, loss, optimizer;
+  std::vector<ComponentConfig> meters, callbacks, overrides;
+  LoopConfig loop;
+  DistributedConfig distributed;
+  OutputConfig output;
+  std::map<std::string, std::string> extra;  ///< flattened `extra:` section
+
+  /// The experiment with every default filled in (config.yaml / config.json).
+  YAML::Node resolved() const;
+};
+
+/// Validates the whole experiment against the registry. Throws ConfigError
+/// naming file:line:col and key for the first problem found.
+Experiment validate_experiment(ExperimentSource source, const Registry& registry);
+
+/// The host's own sections, as schemas (for validation and documentation).
+const Schema& loop_schema();
+const Schema& distributed_schema();
+const Schema& output_schema();
+
+/// Checks `map` against `schema` (skipping `host_keys`) and returns the values
+/// with defaults filled in. `key` is the map's key path, for messages.
+Options validate_options(const ExperimentSource& source, const YAML::Node& map, const std::string& key,
+                         const Schema& schema, const std::vector<std::string>& host_keys,
+                         const std::string& owner);
+
+}  // namespace trainyard::host

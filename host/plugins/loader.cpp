@@ -1,0 +1,202 @@
+#include "plugins/loader.h"
+
+#include <algorithm>
+#include <cstdlib>
+#include <filesystem>
+
+#include <boost/dll/runtime_symbol_info.hpp>
+#include <boost/dll/shared_library.hpp>
+
+#include "trainyard/error.h"
+#include "util/text.h"
+
+namespace fs = std::filesystem;
+
+namespace trainyard::host {
+namespace {
+
+// Receives one library's registrations; they reach the registry only if the
+// whole registration succeeds.
+class CollectingRegistrar : public Registrar {
+ public:
+  std::vector<Component> components;
+
+  void add_dataset(const std::string& n, const std::string& d, Schema s, Factory<Dataset> f) override {
+    add(Kind::dataset, n, d, std::move(s), std::move(f));
+  }
+  void add_network(const std::string& n, const std::string& d, Schema s, Factory<Network> f) override {
+    add(Kind::network, n, d, std::move(s), std::move(f));
+  }
+  void add_loss(const std::string& n, const std::string& d, Schema s, Factory<Loss> f) override {
+    add(Kind::loss, n, d, std::move(s), std::move(f));
+  }
+  void add_optimizer(const std::string& n, const std::string& d, Schema s, Factory<Optimizer> f) override {
+    add(Kind::optimizer, n, d, std::move(s), std::move(f));
+  }
+  void add_meter(const std::string& n, const std::string& d, Schema s, Factory<Meter> f) override {
+    add(Kind::meter, n, d, std::move(s), std::move(f));
+  }
+  void add_callback(const std::string& n, const std::string& d, Schema s, Factory<Callback> f) override {
+    add(Kind::callback, n, d, std::move(s), std::move(f));
+  }
+  void add_override(const std::string& n, const std::string& d, Schema s,
+                    Factory<AdditionalOverride> f) override {
+    add(Kind::additional_override, n, d, std::move(s), std::move(f));
+  }
+
+ private:
+  template <class F>
+  void add(Kind kind, const std::string& name, const std::string& description, Schema schema, F factory) {
+    if (name.empty() || name.find_first_not_of("abcdefghijklmnopqrstuvwxyz0123456789_") != std::string::npos)
+      throw Error("component name '" + name + "' must be snake_case (a-z, 0-9, _)");
+    if (!factory) throw Error(std::string(kind_name(kind)) + " '" + name + "' was registered without a factory");
+    Component c{kind, name, description, std::move(schema), nullptr, std::move(factory)};
+    components.push_back(std::move(c));
+  }
+};
+
+// Libraries are never unloaded: objects they made may live until exit.
+std::vector<boost::dll::shared_library*>& resident_libraries() {
+  static auto* libs = new std::vector<boost::dll::shared_library*>();
+  return *libs;
+}
+
+std::string fingerprint_difference(const std::string& plugin, const std::string& host) {
+  auto a = split(plugin, ';'), b = split(host, ';');
+  std::vector<std::string> diffs;
+  for (size_t i = 0; i < std::max(a.size(), b.size()); ++i) {
+    std::string x = i < a.size() ? a[i] : "(absent)", y = i < b.size() ? b[i] : "(absent)";
+    if (x != y) diffs.push_back("plugin " + x + " vs host " + y);
+  }
+  return join(diffs);
+}
+
+const TrainyardPluginInfo kFirstInfo{};  // the v1.0 layout: what every plugin must provide
+constexpr size_t kMinimumInfoSize = sizeof(kFirstInfo);
+
+}  // namespace
+
+std::string builtin_plugin_dir() {
+  fs::path exe_dir = boost::dll::program_location().parent_path().string();
+  fs::path build_tree = exe_dir.parent_path() / "plugins";
+  if (fs::is_directory(build_tree)) return build_tree.string();
+  return (exe_dir.parent_path() / "lib" / "trainyard" / "plugins").string();
+}
+
+std::vector<PluginFolder> plugin_search_path(const std::vector<std::string>& experiment_dirs,
+                                             const std::vector<std::string>& cli_dirs) {
+  std::vector<PluginFolder> folders{{builtin_plugin_dir(), "built-in"}};
+  if (const char* env = std::getenv("TRAINYARD_PLUGIN_PATH"))
+    for (const auto& dir : split(env, ':'))
+      if (!dir.empty()) folders.push_back({dir, "TRAINYARD_PLUGIN_PATH"});
+  for (const auto& dir : experiment_dirs) folders.push_back({dir, "plugin_dirs"});
+  for (const auto& dir : cli_dirs) folders.push_back({dir, "--plugin-dir"});
+  // A folder named twice is loaded once.
+  std::vector<PluginFolder> unique;
+  for (auto& f : folders) {
+    std::error_code ec;
+    auto canonical = fs::weakly_canonical(f.path, ec).string();
+    bool seen = std::any_of(unique.begin(), unique.end(), [&](const PluginFolder& u) {
+      return fs::weakly_canonical(u.path, ec).string() == canonical;
+    });
+    if (!seen) unique.push_back(std::move(f));
+  }
+  return unique;
+}
+
+void load_plugin_folders(const std::vector<PluginFolder>& folders, Registry& registry,
+                         std::vector<std::string>* refused) {
+  for (const auto& folder : folders) {
+    if (!fs::is_directory(folder.path)) {
+      ConfigError error(folder.path + ": plugin folder does not exist (named by " + folder.origin + ")",
+                        "expected a folder holding plugin libraries (*.so)",
+                        "create it or remove it from " + folder.origin);
+      if (!refused) throw error;
+      refused->push_back(error.what());
+      continue;
+    }
+    std::vector<std::string> libraries;
+    for (const auto& entry : fs::directory_iterator(folder.path))
+      if (entry.is_regular_file() && entry.path().extension() == ".so") libraries.push_back(entry.path().string());
+    std::sort(libraries.begin(), libraries.end());
+    for (const auto& path : libraries) {
+      try {
+        load_plugin_library(path, registry);
+      } catch (const ConfigError& e) {
+        if (!refused) throw;
+        refused->push_back(e.what());
+      }
+    }
+  }
+}
+
+void load_plugin_library(const std::string& path, Registry& registry) {
+  namespace mode = boost::dll::load_mode;
+  auto* library = new boost::dll::shared_library();
+  try {
+    library->load(path, mode::rtld_now | mode::rtld_local);
+  } catch (const std::exception& e) {
+    delete library;
+    throw ConfigError(path + ": cannot load the library: " + e.what(),
+                      "expected a shared library built with trainyard_add_plugin()",
+                      "check that its dependencies resolve (ldd " + path + ")");
+  }
+  resident_libraries().push_back(library);
+
+  if (!library->has(TRAINYARD_PLUGIN_ENTRY_SYMBOL))
+    throw ConfigError(path + ": not a trainyard plugin: no '" TRAINYARD_PLUGIN_ENTRY_SYMBOL "' entry point",
+                      "expected a library defining TRAINYARD_PLUGIN(...)",
+                      "add TRAINYARD_PLUGIN(...) to its plugin.cpp, or move the file out of the plugin folder");
+  auto entry = library->get<const TrainyardPluginInfo*()>(TRAINYARD_PLUGIN_ENTRY_SYMBOL);
+  const TrainyardPluginInfo* info = entry();
+  if (info == nullptr || info->magic != TRAINYARD_PLUGIN_MAGIC)
+    throw ConfigError(path + ": the entry point returned no valid plugin info",
+                      "expected magic 'TYPL' from TRAINYARD_PLUGIN(...)", "rebuild the plugin against this SDK");
+
+  const std::string host_api = std::to_string(TRAINYARD_API_MAJOR) + "." + std::to_string(TRAINYARD_API_MINOR);
+  const std::string plugin_api = std::to_string(info->api_major) + "." + std::to_string(info->api_minor);
+  if (info->api_major != TRAINYARD_API_MAJOR)
+    throw ConfigError(path + ": SDK API major version differs",
+                      "expected " + host_api + " (same major), got " + plugin_api,
+                      "rebuild the plugin against this host's SDK");
+  if (info->api_minor > TRAINYARD_API_MINOR)
+    throw ConfigError(path + ": built against a newer SDK than this host",
+                      "expected API " + host_api + " or an older minor, got " + plugin_api,
+                      "upgrade the host or rebuild the plugin against this host's SDK");
+  if (info->struct_size < kMinimumInfoSize)
+    throw ConfigError(path + ": plugin info is truncated",
+                      "expected at least " + std::to_string(kMinimumInfoSize) + " bytes, got " +
+                          std::to_string(info->struct_size),
+                      "rebuild the plugin against this SDK");
+  const std::string host_fingerprint = TRAINYARD_FINGERPRINT;
+  const std::string plugin_fingerprint = info->fingerprint ? info->fingerprint : "";
+  if (plugin_fingerprint != host_fingerprint)
+    throw ConfigError(path + ": build fingerprint differs (" +
+                          fingerprint_difference(plugin_fingerprint, host_fingerprint) + ")",
+                      "expected " + host_fingerprint + ", got " + plugin_fingerprint,
+                      "rebuild the plugin against this SDK with the same compiler and LibTorch");
+
+  auto lib = std::make_shared<LibraryInfo>();
+  lib->path = path;
+  lib->name = info->name ? info->name : "";
+  lib->version = info->version ? info->version : "";
+  lib->description = info->description ? info->description : "";
+  lib->fingerprint = plugin_fingerprint;
+  lib->api_major = info->api_major;
+  lib->api_minor = info->api_minor;
+
+  CollectingRegistrar registrar;
+  try {
+    if (info->register_components == nullptr) throw Error("register_components is null");
+    info->register_components(registrar);
+  } catch (const std::exception& e) {
+    throw ConfigError(path + ": library '" + lib->name + "' failed while registering its components: " + e.what(),
+                      "expected registration to succeed", "fix or remove the library");
+  } catch (...) {
+    throw ConfigError(path + ": library '" + lib->name + "' threw a non-standard exception while registering",
+                      "expected registration to succeed", "fix or remove the library");
+  }
+  registry.add_library(std::move(lib), std::move(registrar.components));
+}
+
+}  // namespace trainyard::host

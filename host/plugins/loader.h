@@ -1,0 +1,35 @@
+#pragma once
+// Finding plugin folders and loading the libraries in them with Boost.DLL.
+#include <string>
+#include <vector>
+
+#include "plugins/registry.h"
+
+namespace trainyard::host {
+
+struct PluginFolder {
+  std::string path;
+  std::string origin;  ///< where it was named: "built-in", "TRAINYARD_PLUGIN_PATH", "plugin_dirs", "--plugin-dir"
+};
+
+/// The built-in plugin folder: build/plugins next to build/bin, or
+/// lib/trainyard/plugins in an installed tree.
+std::string builtin_plugin_dir();
+
+/// Search order: built-in, TRAINYARD_PLUGIN_PATH (colon-separated), the
+/// experiment's plugin_dirs, then --plugin-dir.
+std::vector<PluginFolder> plugin_search_path(const std::vector<std::string>& experiment_dirs,
+                                             const std::vector<std::string>& cli_dirs);
+
+/// Loads every *.so in every folder (sorted by name) into the registry.
+/// Throws ConfigError for a missing folder or a library that cannot be used,
+/// unless `refused` is given: then each refused library's error is collected
+/// there and loading goes on (for `trainyard plugins`).
+void load_plugin_folders(const std::vector<PluginFolder>& folders, Registry& registry,
+                         std::vector<std::string>* refused = nullptr);
+
+/// Loads one library: checks the entry point, API version and fingerprint,
+/// then calls its registration. The library stays loaded until exit.
+void load_plugin_library(const std::string& path, Registry& registry);
+
+}  // namespace trainyard::host

@@ -1,0 +1,206 @@
+#include "train/checkpoint.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <filesystem>
+#include <regex>
+
+#include <ATen/CPUGeneratorImpl.h>
+#include <torch/optim/optimizer.h>
+#include <torch/serialize/input-archive.h>
+#include <torch/serialize/output-archive.h>
+
+#include "trainyard/error.h"
+#include "trainyard/network.h"
+#include "util/files.h"
+#include "util/text.h"
+
+namespace fs = std::filesystem;
+
+namespace trainyard::host {
+namespace {
+
+constexpr int64_t kFormatVersion = 1;
+const std::regex kName(R"(ckpt-e(\d+)-i(\d+)\.pt)");
+
+int64_t read_int(torch::serialize::InputArchive& archive, const std::string& key) {
+  c10::IValue v;
+  archive.read(key, v);
+  return v.toInt();
+}
+
+std::string shape_text(const at::Tensor& t) {
+  std::vector<std::string> dims;
+  for (auto d : t.sizes()) dims.push_back(std::to_string(d));
+  return "[" + join(dims) + "]";
+}
+
+}  // namespace
+
+std::string checkpoint_file_name(const LoopPosition& at) {
+  char name[64];
+  std::snprintf(name, sizeof name, "ckpt-e%04lld-i%08lld.pt", static_cast<long long>(at.epoch),
+                static_cast<long long>(at.iteration));
+  return name;
+}
+
+void save_checkpoint(const std::string& path, Network& network, torch::optim::Optimizer& optimizer,
+                     const CheckpointState& state) {
+  torch::serialize::OutputArchive archive;
+  archive.write("format", c10::IValue(kFormatVersion));
+  archive.write("epoch", c10::IValue(state.at.epoch));
+  archive.write("position", c10::IValue(state.at.position));
+  archive.write("iteration", c10::IValue(state.at.iteration));
+  torch::serialize::OutputArchive net, opt;
+  network.save(net);
+  optimizer.save(opt);
+  archive.write("network", net);
+  archive.write("optimizer", opt);
+  {
+    auto gen = at::detail::getDefaultCPUGenerator();
+    std::lock_guard<std::mutex> lock(gen.mutex());
+    archive.write("rng_cpu", gen.get_state());
+  }
+  archive.write("train_meter_count", c10::IValue(static_cast<int64_t>(state.train_meters.size())));
+  for (size_t i = 0; i < state.train_meters.size(); ++i) {
+    auto acc = state.train_meters[i];
+    archive.write("train_meter_" + std::to_string(i),
+                  at::tensor(at::ArrayRef<double>(acc.data(), acc.size()), at::kDouble));
+  }
+  replace_file_atomic(path, [&](const std::string& tmp) { archive.save_to(tmp); });
+}
+
+CheckpointState load_checkpoint(const std::string& path, Network& network, torch::optim::Optimizer& optimizer) {
+  CheckpointState state;
+  try {
+    torch::serialize::InputArchive archive;
+    archive.load_from(path);
+    int64_t format = read_int(archive, "format");
+    if (format != kFormatVersion)
+      throw Error("checkpoint format " + std::to_string(format) + ", this host reads " + std::to_string(kFormatVersion));
+    state.at.epoch = read_int(archive, "epoch");
+    state.at.position = read_int(archive, "position");
+    state.at.iteration = read_int(archive, "iteration");
+    torch::serialize::InputArchive net, opt;
+    archive.read("network", net);
+    archive.read("optimizer", opt);
+    network.load(net);
+    optimizer.load(opt);
+    at::Tensor rng;
+    archive.read("rng_cpu", rng);
+    {
+      auto gen = at::detail::getDefaultCPUGenerator();
+      std::lock_guard<std::mutex> lock(gen.mutex());
+      gen.set_state(rng);
+    }
+    int64_t meters = read_int(archive, "train_meter_count");
+    for (int64_t i = 0; i < meters; ++i) {
+      at::Tensor t;
+      archive.read("train_meter_" + std::to_string(i), t);
+      t = t.contiguous();
+      state.train_meters.emplace_back(t.data_ptr<double>(), t.data_ptr<double>() + t.numel());
+    }
+  } catch (const c10::Error& e) {
+    throw Error(path + ": cannot load checkpoint: " + e.what_without_backtrace());
+  } catch (const Error&) {
+    throw;
+  } catch (const std::exception& e) {
+    throw Error(path + ": cannot load checkpoint: " + e.what());
+  }
+  return state;
+}
+
+std::vector<std::string> list_checkpoints(const std::string& dir) {
+  std::vector<std::pair<std::pair<int64_t, int64_t>, std::string>> found;
+  if (!fs::is_directory(dir)) return {};
+  for (const auto& entry : fs::directory_iterator(dir)) {
+    std::smatch m;
+    const std::string name = entry.path().filename().string();
+    if (entry.is_regular_file() && std::regex_match(name, m, kName))
+      found.push_back({{std::stoll(m[2]), std::stoll(m[1])}, entry.path().string()});
+  }
+  std::sort(found.begin(), found.end());
+  std::vector<std::string> out;
+  for (auto& f : found) out.push_back(std::move(f.second));
+  return out;
+}
+
+void prune_checkpoints(const std::string& dir, int64_t keep) {
+  if (keep <= 0) return;
+  auto files = list_checkpoints(dir);
+  for (size_t i = 0; i + static_cast<size_t>(keep) < files.size(); ++i) fs::remove(files[i]);
+}
+
+namespace {
+
+// Walks the module tree and the archive side by side.
+void match(torch::nn::Module& module, torch::serialize::InputArchive& archive, const std::string& prefix,
+           PretrainedReport& report, std::vector<std::string>& shape_errors) {
+  std::vector<std::string> keys = archive.keys();
+  auto has_key = [&](const std::string& k) { return std::find(keys.begin(), keys.end(), k) != keys.end(); };
+  std::vector<std::string> own;
+  auto load_tensor = [&](const std::string& name, at::Tensor& target, bool is_buffer) {
+    own.push_back(name);
+    at::Tensor value;
+    if (!has_key(name) || !archive.try_read(name, value, is_buffer)) {
+      report.missing.push_back(prefix + name);
+      return;
+    }
+    if (value.sizes() != target.sizes()) {
+      shape_errors.push_back(prefix + name + " (file " + shape_text(value) + ", network " + shape_text(target) + ")");
+      return;
+    }
+    at::NoGradGuard no_grad;
+    target.copy_(value);
+    report.loaded.push_back(prefix + name);
+  };
+  for (auto& p : module.named_parameters(/*recurse=*/false)) load_tensor(p.key(), p.value(), false);
+  for (auto& b : module.named_buffers(/*recurse=*/false)) load_tensor(b.key(), b.value(), true);
+  for (auto& child : module.named_children()) {
+    own.push_back(child.key());
+    torch::serialize::InputArchive sub;
+    if (has_key(child.key()) && archive.try_read(child.key(), sub)) {
+      match(*child.value(), sub, prefix + child.key() + ".", report, shape_errors);
+    } else {
+      for (auto& p : child.value()->named_parameters()) report.missing.push_back(prefix + child.key() + "." + p.key());
+    }
+  }
+  for (const auto& k : keys)
+    if (std::find(own.begin(), own.end(), k) == own.end()) report.unexpected.push_back(prefix + k);
+}
+
+}  // namespace
+
+PretrainedReport load_pretrained(const std::string& path, Network& network) {
+  const std::string where = "network.pretrained: " + path;
+  if (!fs::is_regular_file(path))
+    throw ConfigError(where + ": file does not exist", "expected a trainyard checkpoint or a torch::save'd module",
+                      "check the path (relative to the working directory)");
+  PretrainedReport report;
+  std::vector<std::string> shape_errors;
+  try {
+    torch::serialize::InputArchive archive;
+    archive.load_from(path);
+    torch::serialize::InputArchive net;
+    auto keys = archive.keys();
+    if (std::find(keys.begin(), keys.end(), "format") != keys.end() && archive.try_read("network", net))
+      match(network, net, "", report, shape_errors);
+    else
+      match(network, archive, "", report, shape_errors);
+  } catch (const c10::Error& e) {
+    throw ConfigError(where + ": cannot read: " + e.what_without_backtrace(),
+                      "expected a trainyard checkpoint or a torch::save'd module", "");
+  }
+  if (!shape_errors.empty())
+    throw ConfigError(where + ": parameter shapes do not fit the network: " + join(shape_errors),
+                      "expected the same shapes as the network's parameters",
+                      "use a checkpoint of the same network with the same options");
+  if (report.loaded.empty())
+    throw ConfigError(where + ": no parameter name matches the network",
+                      "expected names like " + (report.missing.empty() ? std::string("(none)") : report.missing.front()) +
+                          ", got " + (report.unexpected.empty() ? std::string("nothing") : join(report.unexpected)),
+                      "use a checkpoint of the same network");
+  return report;
+}
+
+}  // namespace trainyard::host

@@ -1,0 +1,56 @@
+#pragma once
+// Checkpoint files: network, optimizer, loop position, RNG state and the train
+// meters' accumulators, in one torch archive written atomically.
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace torch::optim {
+class Optimizer;
+}
+
+namespace trainyard {
+class Network;
+}
+
+namespace trainyard::host {
+
+struct LoopPosition {
+  int64_t epoch = 0;      ///< epochs completed
+  int64_t position = 0;   ///< train batches done in the current epoch
+  int64_t iteration = 0;  ///< train iterations since the run began
+};
+
+struct CheckpointState {
+  LoopPosition at;
+  std::vector<std::vector<double>> train_meters;  ///< accumulators, in meter order
+};
+
+/// checkpoints/ckpt-e0002-i00001876.pt
+std::string checkpoint_file_name(const LoopPosition& at);
+
+/// Writes to a temporary file and renames it into place.
+void save_checkpoint(const std::string& path, Network& network, torch::optim::Optimizer& optimizer,
+                     const CheckpointState& state);
+
+/// Restores network, optimizer and the global CPU RNG; returns the position.
+/// Throws trainyard::Error naming the file on any mismatch or damage.
+CheckpointState load_checkpoint(const std::string& path, Network& network, torch::optim::Optimizer& optimizer);
+
+/// Checkpoint files in `dir`, oldest first (by iteration).
+std::vector<std::string> list_checkpoints(const std::string& dir);
+
+/// Deletes all but the newest `keep` checkpoints (keep 0: delete none).
+void prune_checkpoints(const std::string& dir, int64_t keep);
+
+/// What `pretrained:` loading matched.
+struct PretrainedReport {
+  std::vector<std::string> loaded, missing, unexpected;
+};
+
+/// Initializes the network's parameters and buffers from a checkpoint (or a
+/// torch::save'd module) by name. Throws ConfigError naming every parameter
+/// whose shape differs, or when nothing matches.
+PretrainedReport load_pretrained(const std::string& path, Network& network);
+
+}  // namespace trainyard::host

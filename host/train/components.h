@@ -1,0 +1,43 @@
+#pragma once
+// Building every component of an experiment from its validated options.
+#include <memory>
+#include <vector>
+
+#include "config/experiment.h"
+#include "trainyard/callback.h"
+#include "trainyard/dataset.h"
+#include "trainyard/loss.h"
+#include "trainyard/meter.h"
+#include "trainyard/network.h"
+#include "trainyard/optimizer.h"
+#include "trainyard/override.h"
+
+namespace trainyard::host {
+
+template <class T>
+struct Built {
+  const ComponentConfig* config = nullptr;
+  std::shared_ptr<T> object;
+};
+
+struct Components {
+  Built<Dataset> train_data, test_data;  ///< test_data.object may be null
+  Built<Network> network;
+  Built<Loss> loss;
+  Built<Optimizer> optimizer_plugin;
+  std::unique_ptr<torch::optim::Optimizer> optimizer;
+  std::vector<Built<Meter>> train_meters, test_meters;
+  std::vector<Built<Callback>> callbacks;            ///< sorted by priority (stable)
+  std::vector<Built<AdditionalOverride>> overrides;  ///< in install order
+};
+
+/// Builds datasets first (their info goes into the context), then the network
+/// (moved to the context's device, initialized from `pretrained:` if given),
+/// loss, optimizer over the network's parameters, meters, callbacks and
+/// overrides. Checks override conflicts. Throws ConfigError or ComponentFailure.
+Components build_components(const Experiment& experiment, Context& context);
+
+/// Parameters the network has: {count, trainable}.
+std::pair<int64_t, int64_t> parameter_count(Network& network);
+
+}  // namespace trainyard::host

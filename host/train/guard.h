@@ -1,0 +1,42 @@
+#pragma once
+// Calls into plugin code, so that a failure names the component and library.
+#include <exception>
+#include <string>
+#include <utility>
+
+#include <c10/util/Exception.h>
+
+#include "config/experiment.h"
+#include "trainyard/error.h"
+
+namespace trainyard::host {
+
+/// A component threw while the loop ran (exit code 1).
+class ComponentFailure : public Error {
+ public:
+  using Error::Error;
+};
+
+/// "network 'mlp' from libmlp.so 1.0.0"
+std::string component_label(const ComponentConfig& config);
+
+/// Runs `f`; rethrows a failure with the component named. A ConfigError stays
+/// one (exit 2) and gets the entry's key and file position in front.
+template <class F>
+auto guarded(const ComponentConfig& who, const char* action, F&& f) -> decltype(f()) {
+  try {
+    return f();
+  } catch (const ComponentFailure&) {
+    throw;  // already names the innermost component
+  } catch (const ConfigError& e) {
+    throw ConfigError(who.where + " (" + component_label(who) + "): " + e.what());
+  } catch (const c10::Error& e) {
+    throw ComponentFailure(component_label(who) + " failed in " + action + ": " + e.what_without_backtrace());
+  } catch (const std::exception& e) {
+    throw ComponentFailure(component_label(who) + " failed in " + action + ": " + e.what());
+  } catch (...) {
+    throw ComponentFailure(component_label(who) + " failed in " + action + ": a non-standard exception");
+  }
+}
+
+}  // namespace trainyard::host

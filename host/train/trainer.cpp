@@ -1,0 +1,257 @@
+#include "train/trainer.h"
+
+#include <ctime>
+#include <filesystem>
+
+#include <ATen/ATen.h>
+#include <torch/optim/optimizer.h>
+
+#include "train/guard.h"
+#include "util/files.h"
+#include "util/json.h"
+
+namespace fs = std::filesystem;
+
+namespace trainyard::host {
+namespace {
+
+double seconds_since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+}  // namespace
+
+RunPaths::RunPaths(const std::string& dir)
+    : run_dir(dir),
+      checkpoints((fs::path(dir) / "checkpoints").string()),
+      metrics((fs::path(dir) / "metrics.jsonl").string()),
+      summary((fs::path(dir) / "summary.json").string()) {}
+
+Trainer::Trainer(const Experiment& experiment, Components components, Context context, RunPaths paths)
+    : e_(experiment), c_(std::move(components)), context_(std::move(context)), paths_(std::move(paths)) {
+  plan_.dataset_size = c_.train_data.object->size();
+  plan_.samples_per_epoch = e_.loop.train_samples_per_epoch;
+  plan_.batch_size = e_.loop.batch_per_device;
+  plan_.shuffle = e_.loop.shuffle;
+  plan_.drop_last = e_.loop.drop_last;
+  plan_.seed = e_.seed;
+
+  stages_.run = [this] { default_run(); };
+  stages_.should_continue = [this] { return default_should_continue(); };
+  stages_.epoch = [this](int64_t epoch) { default_epoch(epoch); };
+  stages_.train_batches = [this](int64_t epoch) { return default_train_batches(epoch); };
+  stages_.train_step = [this](const Batch& batch) { return default_train_step(batch); };
+  stages_.test = [this] { return default_test(); };
+  stages_.checkpoint = [this] { default_checkpoint(); };
+}
+
+const Dataset& Trainer::test_dataset() const {
+  if (!c_.test_data.object) throw Error("this experiment has no dataset.test");
+  return *c_.test_data.object;
+}
+
+void Trainer::resume(const std::string& checkpoint) {
+  CheckpointState state = load_checkpoint(checkpoint, *c_.network.object, *c_.optimizer);
+  at_ = state.at;
+  if (state.train_meters.size() == c_.train_meters.size())
+    for (size_t i = 0; i < state.train_meters.size(); ++i)
+      guarded(*c_.train_meters[i].config, "set_accumulators",
+              [&] { c_.train_meters[i].object->set_accumulators(state.train_meters[i]); });
+}
+
+template <class F>
+void Trainer::each_callback(const char* stage, F&& f) {
+  for (auto& cb : c_.callbacks) guarded(*cb.config, stage, [&] { f(*cb.object); });
+}
+
+void Trainer::install_overrides() {
+  // Each override's replacement runs under its name, so a failure inside it
+  // (but not inside a default it calls) is reported against it.
+  for (auto& o : c_.overrides) {
+    guarded(*o.config, "install", [&] { o.object->install(stages_, *this); });
+    const ComponentConfig& who = *o.config;
+    for (const auto& stage : o.object->replaces()) {
+      if (stage == "run") stages_.run = [f = stages_.run, &who] { guarded(who, "stage run", f); };
+      if (stage == "should_continue")
+        stages_.should_continue = [f = stages_.should_continue, &who] { return guarded(who, "stage should_continue", f); };
+      if (stage == "epoch")
+        stages_.epoch = [f = stages_.epoch, &who](int64_t e) { guarded(who, "stage epoch", [&] { f(e); }); };
+      if (stage == "train_batches")
+        stages_.train_batches = [f = stages_.train_batches, &who](int64_t e) {
+          return guarded(who, "stage train_batches", [&] { return f(e); });
+        };
+      if (stage == "train_step")
+        stages_.train_step = [f = stages_.train_step, &who](const Batch& b) {
+          return guarded(who, "stage train_step", [&] { return f(b); });
+        };
+      if (stage == "test") stages_.test = [f = stages_.test, &who] { return guarded(who, "stage test", f); };
+      if (stage == "checkpoint") stages_.checkpoint = [f = stages_.checkpoint, &who] { guarded(who, "stage checkpoint", f); };
+    }
+  }
+}
+
+void Trainer::run() {
+  const auto t0 = std::chrono::steady_clock::now();
+  install_overrides();
+  stages_.run();
+  write_summary(seconds_since(t0));
+}
+
+void Trainer::default_run() {
+  each_callback("before_run", [&](Callback& cb) { cb.before_run(*this); });
+  while (stages_.should_continue()) stages_.epoch(at_.epoch);
+  each_callback("after_run", [&](Callback& cb) { cb.after_run(*this); });
+}
+
+bool Trainer::default_should_continue() { return at_.epoch < e_.loop.epochs && !stop_requested(); }
+
+BatchStream Trainer::default_train_batches(int64_t epoch) {
+  BatchStream inner = batch_stream(*c_.train_data.object, plan_.indices(epoch), plan_.batch_size, at_.position,
+                                   plan_.drop_last, context_.device);
+  const ComponentConfig& who = *c_.train_data.config;
+  return [inner, &who] { return guarded(who, "get_batch", inner); };
+}
+
+StepResult Trainer::default_train_step(const Batch& batch) {
+  c_.network.object->train();
+  c_.optimizer->zero_grad();
+  at::Tensor output = guarded(*c_.network.config, "forward", [&] { return c_.network.object->forward(batch); });
+  at::Tensor loss = guarded(*c_.loss.config, "compute", [&] { return c_.loss.object->compute(output, batch); });
+  guarded(*c_.network.config, "backward", [&] { loss.backward(); });
+  guarded(*c_.optimizer_plugin.config, "step", [&] { c_.optimizer->step(); });
+  return {batch, output.detach(), loss.detach()};
+}
+
+MeterValues Trainer::meter_values(const std::vector<Built<Meter>>& meters, const std::string& prefix) {
+  MeterValues out;
+  for (const auto& m : meters) {
+    auto values = guarded(*m.config, "values", [&] { return m.object->values(); });
+    for (const auto& [k, v] : values) out[prefix + k] = v;
+  }
+  return out;
+}
+
+void Trainer::default_epoch(int64_t epoch) {
+  each_callback("before_epoch", [&](Callback& cb) { cb.before_epoch(*this); });
+  if (at_.position == 0)
+    for (auto& m : c_.train_meters) guarded(*m.config, "reset", [&] { m.object->reset(); });
+
+  BatchStream batches = stages_.train_batches(epoch);
+  double train_seconds = 0;
+  int64_t train_samples = 0;
+  while (!stop_requested()) {
+    const auto t0 = std::chrono::steady_clock::now();
+    std::optional<Batch> batch = batches();
+    if (!batch) break;
+    each_callback("before_train_iter", [&](Callback& cb) { cb.before_train_iter(*this, *batch); });
+    StepResult result = stages_.train_step(*batch);
+    ++at_.position;
+    ++at_.iteration;
+    for (auto& m : c_.train_meters)
+      guarded(*m.config, "update", [&] { m.object->update({result.batch, result.output, result.loss}); });
+    train_seconds += seconds_since(t0);
+    train_samples += batch->size();
+    each_callback("after_train_iter", [&](Callback& cb) { cb.after_train_iter(*this, result); });
+
+    if (at_.iteration % e_.loop.log_every_iters == 0) {
+      MeterValues v = meter_values(c_.train_meters, "train_");
+      for (const auto& [k, x] : v) values_[k] = x;
+      log("train", v);
+    }
+    if (e_.loop.test_every_iters > 0 && at_.iteration % e_.loop.test_every_iters == 0)
+      for (const auto& [k, x] : stages_.test()) values_[k] = x;
+    if (e_.loop.checkpoint_every_iters > 0 && at_.iteration % e_.loop.checkpoint_every_iters == 0)
+      stages_.checkpoint();
+  }
+  if (stop_requested()) {
+    // Keep the place in the epoch so that the next run resumes here.
+    stages_.checkpoint();
+    return;
+  }
+  ++at_.epoch;
+  at_.position = 0;
+  secs_per_train_ = train_seconds;
+  samples_per_sec_ = train_seconds > 0 ? static_cast<double>(train_samples) / train_seconds : 0;
+  MeterValues v = meter_values(c_.train_meters, "train_");
+  for (const auto& [k, x] : v) values_[k] = x;
+  v["secs_per_train"] = secs_per_train_;
+  v["samples_per_sec"] = samples_per_sec_;
+  v["lr"] = c_.optimizer->param_groups().at(0).options().get_lr();
+  log("train", v);
+  for (const auto& [k, x] : stages_.test()) values_[k] = x;
+  stages_.checkpoint();
+  each_callback("after_epoch", [&](Callback& cb) { cb.after_epoch(*this); });
+}
+
+MeterValues Trainer::default_test() {
+  if (!c_.test_data.object) return {};
+  each_callback("before_test", [&](Callback& cb) { cb.before_test(*this); });
+  for (auto& m : c_.test_meters) guarded(*m.config, "reset", [&] { m.object->reset(); });
+  Network& net = *c_.network.object;
+  net.eval();
+  {
+    at::NoGradGuard no_grad;
+    const int64_t size = c_.test_data.object->size();
+    const int64_t count = e_.loop.test_samples > 0 ? std::min(e_.loop.test_samples, size) : size;
+    std::vector<int64_t> order(static_cast<size_t>(count));
+    for (int64_t i = 0; i < count; ++i) order[static_cast<size_t>(i)] = i;
+    const int64_t batch_size = e_.loop.test_batch_per_device > 0 ? e_.loop.test_batch_per_device : e_.loop.batch_per_device;
+    BatchStream batches = batch_stream(*c_.test_data.object, std::move(order), batch_size, 0, false, context_.device);
+    while (true) {
+      std::optional<Batch> batch = guarded(*c_.test_data.config, "get_batch", batches);
+      if (!batch) break;
+      at::Tensor output = guarded(*c_.network.config, "forward", [&] { return net.forward(*batch); });
+      at::Tensor loss = guarded(*c_.loss.config, "compute", [&] { return c_.loss.object->compute(output, *batch); });
+      for (auto& m : c_.test_meters) guarded(*m.config, "update", [&] { m.object->update({*batch, output, loss}); });
+    }
+  }
+  net.train();
+  MeterValues v = meter_values(c_.test_meters, "test_");
+  log("test", v);
+  each_callback("after_test", [&](Callback& cb) { cb.after_test(*this, v); });
+  return v;
+}
+
+void Trainer::default_checkpoint() {
+  each_callback("before_checkpoint", [&](Callback& cb) { cb.before_checkpoint(*this); });
+  CheckpointState state;
+  state.at = at_;
+  for (const auto& m : c_.train_meters)
+    state.train_meters.push_back(guarded(*m.config, "accumulators", [&] { return m.object->accumulators(); }));
+  fs::create_directories(paths_.checkpoints);
+  const std::string path = (fs::path(paths_.checkpoints) / checkpoint_file_name(at_)).string();
+  save_checkpoint(path, *c_.network.object, *c_.optimizer, state);
+  prune_checkpoints(paths_.checkpoints, e_.output.keep_checkpoints);
+  each_callback("after_checkpoint", [&](Callback& cb) { cb.after_checkpoint(*this, path); });
+}
+
+void Trainer::log(const std::string& phase, const MeterValues& values) {
+  // The epoch an event belongs to, counted from 1; events after an epoch's
+  // last iteration (its test pass) carry that epoch's number.
+  const int64_t epoch_number = at_.position == 0 ? at_.epoch : at_.epoch + 1;
+  append_line(paths_.metrics, "{\"phase\": " + json_string(phase) + ", \"epoch\": " + std::to_string(epoch_number) +
+                                  ", \"iteration\": " + std::to_string(at_.iteration) +
+                                  ", \"time\": " + json_number(static_cast<double>(std::time(nullptr))) +
+                                  ", \"values\": " + json_object(values) + "}");
+}
+
+void Trainer::request_stop(const std::string& reason) {
+  if (stop_reason_.empty()) {
+    stop_reason_ = reason.empty() ? "requested" : reason;
+    context_.log("stopping: " + stop_reason_);
+  }
+}
+
+void Trainer::write_summary(double wall_s) {
+  std::string s = "{\n  \"experiment\": " + json_string(e_.name) +
+                  ",\n  \"epochs_completed\": " + std::to_string(at_.epoch) +
+                  ",\n  \"iteration\": " + std::to_string(at_.iteration) +
+                  ",\n  \"metrics\": " + json_object(values_) +
+                  ",\n  \"samples_per_sec\": " + json_number(samples_per_sec_) +
+                  ",\n  \"secs_per_train\": " + json_number(secs_per_train_) +
+                  ",\n  \"wall_s\": " + json_number(wall_s) +
+                  (stop_reason_.empty() ? "" : ",\n  \"stopped\": " + json_string(stop_reason_)) + "\n}\n";
+  write_file_atomic(paths_.summary, s);
+}
+
+}  // namespace trainyard::host

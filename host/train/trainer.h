@@ -1,0 +1,81 @@
+#pragma once
+// The train/test loop as a table of replaceable stages (Caffe2 Playground's
+// iteration scheme: epochs of train iterations, a test pass every N
+// iterations and at each epoch end, a checkpoint at each epoch end).
+#include <chrono>
+#include <string>
+
+#include "config/experiment.h"
+#include "data/loader.h"
+#include "train/checkpoint.h"
+#include "train/components.h"
+#include "trainyard/loop.h"
+
+namespace trainyard::host {
+
+struct RunPaths {
+  std::string run_dir;
+  std::string checkpoints;  ///< run_dir/checkpoints
+  std::string metrics;      ///< run_dir/metrics.jsonl
+  std::string summary;      ///< run_dir/summary.json
+  explicit RunPaths(const std::string& dir);
+};
+
+class Trainer final : public Loop {
+ public:
+  Trainer(const Experiment& experiment, Components components, Context context, RunPaths paths);
+
+  /// Continues from a checkpoint (network, optimizer, RNG, position, meters).
+  void resume(const std::string& checkpoint);
+  /// Installs the overrides, runs the `run` stage, writes summary.json.
+  void run();
+
+  // Loop
+  const Context& context() const override { return context_; }
+  Network& network() override { return *c_.network.object; }
+  torch::optim::Optimizer& optimizer() override { return *c_.optimizer; }
+  const Dataset& train_dataset() const override { return *c_.train_data.object; }
+  const Dataset& test_dataset() const override;
+  int64_t epoch() const override { return at_.epoch; }
+  int64_t epochs() const override { return e_.loop.epochs; }
+  int64_t iteration() const override { return at_.iteration; }
+  int64_t position() const override { return at_.position; }
+  int64_t iterations_per_epoch() const override { return plan_.batches_per_epoch(); }
+  int64_t batch_size() const override { return e_.loop.batch_per_device; }
+  const MeterValues& values() const override { return values_; }
+  void log(const std::string& phase, const MeterValues& values) override;
+  void request_stop(const std::string& reason) override;
+  bool stop_requested() const override { return !stop_reason_.empty(); }
+  Stages& stages() override { return stages_; }
+
+  LoopPosition position_state() const { return at_; }
+
+ private:
+  void default_run();
+  bool default_should_continue();
+  void default_epoch(int64_t epoch);
+  BatchStream default_train_batches(int64_t epoch);
+  StepResult default_train_step(const Batch& batch);
+  MeterValues default_test();
+  void default_checkpoint();
+
+  void install_overrides();
+  template <class F>
+  void each_callback(const char* stage, F&& f);
+  MeterValues meter_values(const std::vector<Built<Meter>>& meters, const std::string& prefix);
+  void write_summary(double wall_s);
+
+  const Experiment& e_;
+  Components c_;
+  Context context_;
+  RunPaths paths_;
+  EpochPlan plan_;
+  Stages stages_;
+
+  LoopPosition at_;
+  MeterValues values_;
+  std::string stop_reason_;
+  double secs_per_train_ = 0, samples_per_sec_ = 0;
+};
+
+}  // namespace trainyard::host

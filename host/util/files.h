@@ -1,0 +1,20 @@
+#pragma once
+// Writing files so that a crash never leaves a half-written one under the final name.
+#include <functional>
+#include <string>
+
+namespace trainyard::host {
+
+/// Writes `content` to PATH.tmp-PID, fsyncs it, renames it over `path` and
+/// fsyncs the folder. Throws trainyard::Error naming the path on failure.
+void write_file_atomic(const std::string& path, const std::string& content);
+/// The same for a file some other code writes: `write(tmp_path)` fills the
+/// temporary file, then it is synced and renamed into place.
+void replace_file_atomic(const std::string& path, const std::function<void(const std::string&)>& write);
+/// fsync of a file or folder by path.
+void sync_path(const std::string& path);
+/// Appends one line and flushes it to the OS (not fsync'd: metrics may lose
+/// the last lines in a power cut, never their order).
+void append_line(const std::string& path, const std::string& line);
+
+}  // namespace trainyard::host

@@ -1,0 +1,84 @@
+// A small convolutional network: blocks of (conv, batch norm, ReLU) x N then
+// 2x2 pooling, then dropout and a classifier with an optional hidden layer.
+#include "convnet.h"
+
+#include <torch/nn/modules/activation.h>
+#include <torch/nn/modules/batchnorm.h>
+#include <torch/nn/modules/container/sequential.h>
+#include <torch/nn/modules/conv.h>
+#include <torch/nn/modules/dropout.h>
+#include <torch/nn/modules/linear.h>
+#include <torch/nn/modules/pooling.h>
+#include <trainyard/error.h>
+
+namespace convnet {
+namespace {
+
+class ConvNet : public trainyard::Network {
+ public:
+  ConvNet(const trainyard::Options& o, const trainyard::Context& c) {
+    const auto& shape = c.dataset.sample_shape;
+    if (shape.size() != 3)
+      throw trainyard::ConfigError("convnet needs image inputs",
+                                   "expected a sample shape [channels, height, width], got " +
+                                       std::to_string(shape.size()) + " dimensions",
+                                   "use a network like mlp for flat inputs");
+    if (c.dataset.num_classes <= 0)
+      throw trainyard::ConfigError("the dataset reports no classes", "expected a classification dataset", "");
+    int64_t channels = shape[0], h = shape[1], w = shape[2];
+    const int64_t k = o.get<int64_t>("kernel_size");
+    const bool bn = o.get<bool>("batch_norm");
+    const bool max_pool = o.get<std::string>("pool") == "max";
+    for (int64_t out : o.get<std::vector<int64_t>>("channels")) {
+      for (int64_t i = 0; i < o.get<int64_t>("convs_per_block"); ++i) {
+        features_->push_back(torch::nn::Conv2d(torch::nn::Conv2dOptions(channels, out, k).padding(k / 2).bias(!bn)));
+        if (bn) features_->push_back(torch::nn::BatchNorm2d(out));
+        features_->push_back(torch::nn::ReLU());
+        channels = out;
+      }
+      if (h < 2 || w < 2)
+        throw trainyard::ConfigError("too many pooling blocks for a " + std::to_string(shape[1]) + "x" +
+                                         std::to_string(shape[2]) + " input",
+                                     "expected at most log2(size) blocks", "remove entries from channels");
+      if (max_pool) features_->push_back(torch::nn::MaxPool2d(2));
+      else features_->push_back(torch::nn::AvgPool2d(2));
+      h /= 2, w /= 2;
+    }
+    int64_t width = channels * h * w;
+    if (o.get<double>("dropout") > 0) classifier_->push_back(torch::nn::Dropout(o.get<double>("dropout")));
+    if (o.get<int64_t>("hidden") > 0) {
+      classifier_->push_back(torch::nn::Linear(width, o.get<int64_t>("hidden")));
+      classifier_->push_back(torch::nn::ReLU());
+      width = o.get<int64_t>("hidden");
+    }
+    classifier_->push_back(torch::nn::Linear(width, c.dataset.num_classes));
+    register_module("features", features_);
+    register_module("classifier", classifier_);
+  }
+  at::Tensor forward(const trainyard::Batch& batch) override {
+    return classifier_->forward(features_->forward(batch.input).flatten(1));
+  }
+
+ private:
+  torch::nn::Sequential features_, classifier_;
+};
+
+}  // namespace
+
+trainyard::Schema schema() {
+  trainyard::Schema s;
+  s.add("channels", std::vector<int64_t>{32, 64}, "output channels of each block; each block halves the size").min(1);
+  s.add("convs_per_block", 1, "convolutions in each block").range(1, 8);
+  s.add("kernel_size", 3, "convolution kernel size (odd: padding keeps the size)").range(1, 11);
+  s.add("batch_norm", true, "batch norm after each convolution");
+  s.add("pool", "max", "pooling at the end of each block").one_of({"max", "avg"});
+  s.add("dropout", 0.25, "dropout before the classifier").range(0.0, 0.99);
+  s.add("hidden", 128, "hidden units in the classifier; 0 for a linear classifier").min(0);
+  return s;
+}
+
+std::shared_ptr<trainyard::Network> make(const trainyard::Options& options, const trainyard::Context& context) {
+  return std::make_shared<ConvNet>(options, context);
+}
+
+}  // namespace convnet

@@ -1,0 +1,12 @@
+#pragma once
+#include <memory>
+
+#include <trainyard/loss.h>
+#include <trainyard/options.h>
+
+namespace cross_entropy {
+
+trainyard::Schema schema();
+std::shared_ptr<trainyard::Loss> make(const trainyard::Options& options);
+
+}  // namespace cross_entropy

@@ -1,0 +1,85 @@
+// The Fashion-MNIST idx files, held in memory as a float tensor.
+#include "fashion_mnist.h"
+
+#include <filesystem>
+
+#include <ATen/ATen.h>
+#include <trainyard/error.h>
+
+#include "idx.h"
+
+namespace fashion_mnist {
+namespace {
+
+const std::vector<std::string> kClassNames = {"T-shirt/top", "Trouser", "Pullover", "Dress", "Coat",
+                                              "Sandal",      "Shirt",   "Sneaker",  "Bag",   "Ankle boot"};
+
+std::string find_file(const std::string& dir, const std::string& stem) {
+  for (const char* suffix : {".gz", ""}) {
+    auto p = std::filesystem::path(dir) / (stem + suffix);
+    if (std::filesystem::exists(p)) return p.string();
+  }
+  return (std::filesystem::path(dir) / (stem + ".gz")).string();
+}
+
+class FashionMnist : public trainyard::Dataset {
+ public:
+  explicit FashionMnist(const trainyard::Options& o) {
+    const auto& dir = o.get<std::string>("directory");
+    if (!std::filesystem::is_directory(dir))
+      throw trainyard::ConfigError("directory '" + dir + "' does not exist",
+                                   "expected a folder holding the Fashion-MNIST idx files",
+                                   "install the dataset-fashion-mnist package or set the directory option");
+    const std::string prefix = o.get<std::string>("split") == "train" ? "train" : "t10k";
+    IdxArray images = read_idx(find_file(dir, prefix + "-images-idx3-ubyte"), 3);
+    IdxArray labels = read_idx(find_file(dir, prefix + "-labels-idx1-ubyte"), 1);
+    if (images.dims[0] != labels.dims[0])
+      throw trainyard::ConfigError(dir + ": " + prefix + " images and labels disagree",
+                                   "expected as many labels as images, got " + std::to_string(labels.dims[0]) +
+                                       " labels for " + std::to_string(images.dims[0]) + " images",
+                                   "reinstall the dataset");
+    int64_t n = images.dims[0];
+    if (o.get<int64_t>("limit") > 0) n = std::min(n, o.get<int64_t>("limit"));
+    const int64_t h = images.dims[1], w = images.dims[2];
+    auto bytes = at::from_blob(images.data.data(), {images.dims[0], 1, h, w}, at::kByte).narrow(0, 0, n);
+    images_ = bytes.to(at::kFloat).div_(255.0);
+    if (o.get<bool>("normalize")) images_.sub_(o.get<double>("mean")).div_(o.get<double>("std"));
+    labels_ = at::from_blob(labels.data.data(), {labels.dims[0]}, at::kByte).narrow(0, 0, n).to(at::kLong);
+    int64_t max_label = labels_.max().item<int64_t>();
+    if (max_label >= 10)
+      throw trainyard::ConfigError(dir + ": label " + std::to_string(max_label) + " out of range",
+                                   "expected classes 0..9", "reinstall the dataset");
+    shape_ = {1, h, w};
+  }
+
+  int64_t size() const override { return images_.size(0); }
+  trainyard::Example get(int64_t i) const override { return {images_[i], labels_[i]}; }
+  trainyard::Batch get_batch(const std::vector<int64_t>& indices) const override {
+    auto idx = at::tensor(indices, at::kLong);
+    return {images_.index_select(0, idx), labels_.index_select(0, idx), indices};
+  }
+  trainyard::DatasetInfo info() const override { return {size(), 10, shape_, kClassNames}; }
+
+ private:
+  at::Tensor images_, labels_;
+  std::vector<int64_t> shape_;
+};
+
+}  // namespace
+
+trainyard::Schema schema() {
+  trainyard::Schema s;
+  s.add("directory", "/usr/share/datasets/fashion-mnist", "folder with the idx files (.gz or uncompressed)");
+  s.add("split", "train", "which files to read").one_of({"train", "test"});
+  s.add("normalize", true, "subtract mean and divide by std after scaling pixels to [0, 1]");
+  s.add("mean", 0.2860, "pixel mean used by normalize (Fashion-MNIST train set)");
+  s.add("std", 0.3530, "pixel standard deviation used by normalize").min(1e-6);
+  s.add("limit", 0, "use only the first N samples; 0 uses all").min(0);
+  return s;
+}
+
+std::shared_ptr<trainyard::Dataset> make(const trainyard::Options& options) {
+  return std::make_shared<FashionMnist>(options);
+}
+
+}  // namespace fashion_mnist

@@ -1,0 +1,15 @@
+#pragma once
+#include <memory>
+
+#include <trainyard/context.h>
+#include <trainyard/meter.h>
+#include <trainyard/options.h>
+
+namespace meters {
+
+trainyard::Schema loss_schema();
+std::shared_ptr<trainyard::Meter> make_loss(const trainyard::Options& options);
+trainyard::Schema topk_schema();
+std::shared_ptr<trainyard::Meter> make_topk(const trainyard::Options& options, const trainyard::Context& context);
+
+}  // namespace meters

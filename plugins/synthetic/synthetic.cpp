@@ -1,0 +1,58 @@
+// Random but learnable data: each class has a fixed random prototype, and a
+// sample is its class's prototype plus Gaussian noise. Train and test splits
+// share prototypes (prototype_seed) and differ in noise (seed).
+#include "synthetic.h"
+
+#include <ATen/ATen.h>
+#include <ATen/CPUGeneratorImpl.h>
+
+namespace synthetic {
+namespace {
+
+class Synthetic : public trainyard::Dataset {
+ public:
+  explicit Synthetic(const trainyard::Options& o) : shape_(o.get<std::vector<int64_t>>("shape")) {
+    const int64_t n = o.get<int64_t>("size"), classes = o.get<int64_t>("num_classes");
+    classes_ = classes;
+    std::vector<int64_t> full = {n};
+    full.insert(full.end(), shape_.begin(), shape_.end());
+    std::vector<int64_t> protos = {classes};
+    protos.insert(protos.end(), shape_.begin(), shape_.end());
+    auto proto_gen = at::make_generator<at::CPUGeneratorImpl>(static_cast<uint64_t>(o.get<int64_t>("prototype_seed")));
+    auto noise_gen = at::make_generator<at::CPUGeneratorImpl>(static_cast<uint64_t>(o.get<int64_t>("seed")));
+    at::Tensor prototypes = at::randn(protos, proto_gen, at::kFloat);
+    labels_ = at::arange(n, at::kLong).remainder(classes);
+    inputs_ = prototypes.index_select(0, labels_) + o.get<double>("noise") * at::randn(full, noise_gen, at::kFloat);
+  }
+  int64_t size() const override { return inputs_.size(0); }
+  trainyard::Example get(int64_t i) const override { return {inputs_[i], labels_[i]}; }
+  trainyard::Batch get_batch(const std::vector<int64_t>& indices) const override {
+    auto idx = at::tensor(indices, at::kLong);
+    return {inputs_.index_select(0, idx), labels_.index_select(0, idx), indices};
+  }
+  trainyard::DatasetInfo info() const override { return {size(), classes_, shape_, {}}; }
+
+ private:
+  std::vector<int64_t> shape_;
+  int64_t classes_ = 0;
+  at::Tensor inputs_, labels_;
+};
+
+}  // namespace
+
+trainyard::Schema schema() {
+  trainyard::Schema s;
+  s.add("size", 1024, "number of samples").min(1);
+  s.add("num_classes", 10, "number of classes; sample i has class i % num_classes").min(1);
+  s.add("shape", std::vector<int64_t>{1, 8, 8}, "shape of one input").min(1);
+  s.add("noise", 0.5, "standard deviation of the noise added to the class prototype").min(0.0);
+  s.add("seed", 1, "seed of the noise (use different seeds for train and test)").min(0);
+  s.add("prototype_seed", 1234, "seed of the class prototypes (keep equal for train and test)").min(0);
+  return s;
+}
+
+std::shared_ptr<trainyard::Dataset> make(const trainyard::Options& options) {
+  return std::make_shared<Synthetic>(options);
+}
+
+}  // namespace synthetic

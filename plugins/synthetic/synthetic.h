@@ -1,0 +1,12 @@
+#pragma once
+#include <memory>
+
+#include <trainyard/dataset.h>
+#include <trainyard/options.h>
+
+namespace synthetic {
+
+trainyard::Schema schema();
+std::shared_ptr<trainyard::Dataset> make(const trainyard::Options& options);
+
+}  // namespace synthetic
