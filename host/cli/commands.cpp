@@ -327,7 +327,7 @@ int describe(int argc, char** argv) {
     for (Kind kind : kAllKinds)
       for (const auto& n : registry.names(kind)) known.push_back(n);
     throw ConfigError("describe: '" + name + "' is neither a registered component nor a host section",
-                      "expected one of " + join(known), did_you_mean(name, known).substr(2));
+                      "expected one of " + join(known), did_you_mean(name, known));
   }
   for (const auto* c : found) {
     std::cout << c->name << " (" << kind_name(c->kind) << ") from " << c->library->path << " "
@@ -361,7 +361,7 @@ int command_main(int argc, char** argv) {
     if (command == "describe") return describe(argc, argv);
     const std::vector<std::string> commands = {"run", "validate", "plugins", "describe"};
     throw ConfigError("unknown command '" + command + "'", "expected one of " + join(commands),
-                      did_you_mean(command, commands).substr(2));
+                      did_you_mean(command, commands));
   } catch (const ConfigError& e) {
     std::cerr << "error: " << e.what() << "\n";
     return 2;

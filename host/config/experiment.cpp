@@ -70,11 +70,14 @@ struct Checker {
   const OptionSpec& spec;
   const std::string& key;
 
+  std::string bound(double v) const {
+    const bool integral = spec.type == OptionType::integer || spec.type == OptionType::integer_list;
+    return integral ? std::to_string(static_cast<int64_t>(v)) : to_string(Value(v));
+  }
   std::string limits() const {
-    if (spec.min_value && spec.max_value)
-      return "between " + to_string(Value(*spec.min_value)) + " and " + to_string(Value(*spec.max_value));
-    if (spec.min_value) return "at least " + to_string(Value(*spec.min_value));
-    return "at most " + to_string(Value(*spec.max_value));
+    if (spec.min_value && spec.max_value) return "between " + bound(*spec.min_value) + " and " + bound(*spec.max_value);
+    if (spec.min_value) return "at least " + bound(*spec.min_value);
+    return "at most " + bound(*spec.max_value);
   }
   void check_range(const YAML::Node& node, double v) const {
     if ((spec.min_value && v < *spec.min_value) || (spec.max_value && v > *spec.max_value))
@@ -85,7 +88,7 @@ struct Checker {
     for (const auto& c : spec.choices)
       if (c == v) return;
     fail(source.where(node, key), "'" + v + "' is not a valid choice",
-         "expected one of " + join(spec.choices) + ", got '" + v + "'", did_you_mean(v, spec.choices).substr(2));
+         "expected one of " + join(spec.choices) + ", got '" + v + "'", did_you_mean(v, spec.choices));
   }
   [[noreturn]] void wrong(const YAML::Node& node, const std::string& expected) const {
     fail(source.where(node, key), "wrong type", "expected " + expected + ", got " + shown(node),
@@ -257,7 +260,7 @@ ExperimentSource read_experiment(const std::string& path, const std::vector<std:
         auto keys = key.empty() ? kTopLevelKeys : map_keys(current);
         throw ConfigError(origin + ": key '" + here + "' does not exist",
                           "expected one of " + join(keys) + (key.empty() ? "" : " under " + key) + ", got '" + seg + "'",
-                          did_you_mean(seg, keys).substr(2));
+                          did_you_mean(seg, keys));
       }
       key = here;
     }
@@ -468,7 +471,7 @@ Experiment validate_experiment(ExperimentSource source, const Registry& registry
     const std::string k = kv.first.Scalar();
     if (k != "train" && k != "test")
       fail(src.where(kv.first, "dataset." + k), "unknown key under dataset", "expected train or test, got '" + k + "'",
-           did_you_mean(k, {"train", "test"}).substr(2));
+           did_you_mean(k, {"train", "test"}));
   }
   e.train_data = v.component(v.get(dataset, "train"), "dataset.train", Kind::dataset, {});
   if (v.get(dataset, "test").IsDefined())

@@ -31,7 +31,7 @@ std::string closest(const std::string& word, const std::vector<std::string>& can
 
 std::string did_you_mean(const std::string& word, const std::vector<std::string>& candidates) {
   std::string c = closest(word, candidates);
-  return c.empty() ? "" : "; did you mean '" + c + "'?";
+  return c.empty() ? "" : "did you mean '" + c + "'?";
 }
 
 std::string join(const std::vector<std::string>& items, const std::string& sep) {

@@ -9,7 +9,7 @@ namespace trainyard::host {
 size_t edit_distance(const std::string& a, const std::string& b);
 /// The closest candidate when it is close enough to be a likely typo, else "".
 std::string closest(const std::string& word, const std::vector<std::string>& candidates);
-/// "; did you mean 'x'?" or "".
+/// "did you mean 'x'?" or "".
 std::string did_you_mean(const std::string& word, const std::vector<std::string>& candidates);
 /// "a, b, c" (or "(none)").
 std::string join(const std::vector<std::string>& items, const std::string& sep = ", ");

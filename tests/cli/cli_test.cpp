@@ -1,0 +1,206 @@
+// The trainyard command line end to end: real processes, real files.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+
+#include "support/support.h"
+
+namespace fs = std::filesystem;
+
+namespace trainyard::test {
+namespace {
+
+std::string experiment(const std::string& name, const std::string& more = "") {
+  const std::string path = temp_dir("exp") + "/" + name + ".yaml";
+  write_file(path, synthetic_experiment(name, more));
+  return path;
+}
+
+TEST(Cli, RunWritesConfigMetricsSummaryAndCheckpoints) {
+  const std::string out = temp_dir("out");
+  auto r = trainyard("run " + experiment("basic") + " --output-dir " + out);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const std::string dir = out + "/basic";
+  std::string config = read_file(dir + "/config.yaml");
+  EXPECT_TRUE(contains(config, "activation: relu")) << config;  // defaults are filled in
+  std::string json = read_file(dir + "/config.json");
+  EXPECT_TRUE(contains(json, "\"plugin\": \"mlp\"")) << json;
+  EXPECT_TRUE(contains(json, "\"epochs\": 2")) << json;
+  EXPECT_TRUE(contains(json, "\"version\": \"1.0.0\"")) << json;
+  auto metrics = read_lines(dir + "/metrics.jsonl");
+  ASSERT_FALSE(metrics.empty());
+  for (const auto& line : metrics) {
+    EXPECT_EQ(line.front(), '{');
+    EXPECT_TRUE(contains(line, "\"phase\": ") && contains(line, "\"epoch\": ") && contains(line, "\"iteration\": ") &&
+                contains(line, "\"values\": {"))
+        << line;
+  }
+  std::string summary = read_file(dir + "/summary.json");
+  for (const char* key : {"\"experiment\": \"basic\"", "\"epochs_completed\": 2", "\"test_accuracy_top1\": ",
+                          "\"test_accuracy_top2\": ", "\"train_loss\": ", "\"test_loss\": ", "\"samples_per_sec\": ",
+                          "\"secs_per_train\": ", "\"wall_s\": "})
+    EXPECT_TRUE(contains(summary, key)) << key << " in " << summary;
+  EXPECT_TRUE(fs::exists(dir + "/checkpoints/ckpt-e0001-i00000016.pt"));
+  EXPECT_TRUE(fs::exists(dir + "/checkpoints/ckpt-e0002-i00000032.pt"));
+  for (const auto& e : fs::directory_iterator(dir + "/checkpoints"))  // no temporary file left behind
+    EXPECT_FALSE(contains(e.path().filename().string(), ".tmp")) << e.path();
+}
+
+TEST(Cli, RunAgainResumesAndSaysSo) {
+  const std::string out = temp_dir("out"), exp = experiment("again");
+  ASSERT_EQ(trainyard("run " + exp + " --output-dir " + out).exit_code, 0);
+  auto r = trainyard("run " + exp + " --output-dir " + out);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_TRUE(contains(r.out, "resuming from " + out + "/again/checkpoints/ckpt-e0002-i00000032.pt")) << r.out;
+  EXPECT_TRUE(contains(r.out, "all 2 epochs are already done")) << r.out;
+  r = trainyard("run " + exp + " --output-dir " + out + " --set loop.epochs=3");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_TRUE(fs::exists(out + "/again/checkpoints/ckpt-e0003-i00000048.pt"));
+}
+
+TEST(Cli, FreshStartsOverAndKeepsTheOldRun) {
+  const std::string out = temp_dir("out"), exp = experiment("fresh");
+  ASSERT_EQ(trainyard("run " + exp + " --output-dir " + out + " --set loop.epochs=1").exit_code, 0);
+  auto r = trainyard("run " + exp + " --output-dir " + out + " --set loop.epochs=1 --fresh");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_FALSE(contains(r.out, "resuming")) << r.out;
+  int kept = 0;
+  for (const auto& e : fs::directory_iterator(out)) kept += contains(e.path().string(), "fresh.replaced-");
+  EXPECT_EQ(kept, 1);
+}
+
+// Bad input: exit code 2, one "error:" line, nothing written.
+void expect_bad_input(const std::string& args, const std::string& message) {
+  const std::string out = temp_dir("bad-out");
+  fs::remove_all(out);
+  auto r = trainyard("run " + args + " --output-dir " + out);
+  EXPECT_EQ(r.exit_code, 2) << args << "\n" << r.err;
+  EXPECT_EQ(r.err.rfind("error: ", 0), 0u) << r.err;
+  EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+  EXPECT_TRUE(contains(r.err, message)) << "expected '" << message << "' in: " << r.err;
+  EXPECT_FALSE(fs::exists(out)) << args;
+}
+
+TEST(Cli, BadInputExitsTwoWithOneLineAndWritesNothing) {
+  const std::string exp = experiment("bad");
+  expect_bad_input(exp + " --set network.plugin=mpl", "did you mean 'mlp'?");
+  expect_bad_input(exp + " --set optimizer.lrr=0.1", "--set optimizer.lrr=0.1");
+  expect_bad_input(exp + " --set nosuch.key=1", "key 'nosuch' does not exist");
+  expect_bad_input(exp + " --plugin-dir /nonexistent/folder", "/nonexistent/folder: plugin folder does not exist");
+  expect_bad_input(exp + " --plugin-dir " + fixture_dir("wrong_major"), "SDK API major version differs");
+  expect_bad_input(exp + " --plugin-dir " + fixture_dir("bad_fingerprint"), "build fingerprint differs");
+  expect_bad_input(exp + " --plugin-dir " + fixture_dir("no_entry"), "no 'trainyard_plugin_entry' entry point");
+  expect_bad_input(temp_dir("none") + "/missing.yaml", "missing.yaml: experiment file does not exist");
+  expect_bad_input(exp + " --bogus-flag", "unrecognised option '--bogus-flag'");
+}
+
+TEST(Cli, MissingOrTruncatedDatasetFilesAreBadInput) {
+  const std::string exp = temp_dir("exp") + "/fm.yaml";
+  const std::string data = temp_dir("data");
+  std::string yaml = synthetic_experiment("fm");
+  const std::string train = "{plugin: synthetic, size: 512, num_classes: 4, shape: [1, 4, 4], seed: 1}";
+  yaml.replace(yaml.find(train), train.size(), "{plugin: fashion_mnist, directory: " + data + "}");
+  write_file(exp, yaml);
+  expect_bad_input(exp, "train-images-idx3-ubyte.gz: file does not exist");
+  // Valid header promising 60000 labels, then only 10 bytes.
+  std::string labels("\x00\x00\x08\x01\x00\x00\xea\x60", 8);
+  labels += std::string(10, '\x01');
+  std::string images("\x00\x00\x08\x03\x00\x00\x00\x01\x00\x00\x00\x1c\x00\x00\x00\x1c", 16);
+  images += std::string(28 * 28, '\x10');
+  write_file(data + "/train-images-idx3-ubyte", images);
+  write_file(data + "/train-labels-idx1-ubyte", labels);
+  expect_bad_input(exp, "train-labels-idx1-ubyte: truncated; expected 60000 data bytes, got 10");
+  expect_bad_input(exp + " --set dataset.train.directory=/nonexistent", "directory '/nonexistent' does not exist");
+}
+
+TEST(Cli, PretrainedInitializesTheNetworkOrNamesTheMismatch) {
+  const std::string out = temp_dir("out");
+  ASSERT_EQ(trainyard("run " + experiment("source") + " --output-dir " + out + " --set loop.epochs=1").exit_code, 0);
+  const std::string checkpoint = out + "/source/checkpoints/ckpt-e0001-i00000016.pt";
+  auto r = trainyard("run " + experiment("target") + " --output-dir " + out + " --set loop.epochs=1" +
+                     " --set network.pretrained=" + checkpoint);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_TRUE(contains(r.err, "pretrained: 4 tensors loaded from " + checkpoint)) << r.err;
+  expect_bad_input(experiment("wider") + " --set network.hidden_sizes=[64] --set network.pretrained=" + checkpoint,
+                   "parameter shapes do not fit the network: layers.0.weight (file [32, 16], network [64, 16])");
+  expect_bad_input(experiment("nofile") + " --set network.pretrained=/nonexistent.pt", "file does not exist");
+}
+
+TEST(Cli, PluginCrashIsReportedWithItsName) {
+  std::string yaml = synthetic_experiment("crash");
+  const std::string network = "{plugin: mlp, hidden_sizes: [32], dropout: 0.1}";
+  yaml.replace(yaml.find(network), network.size(), "{plugin: crashing, crash_at: 3}");
+  const std::string exp = temp_dir("exp") + "/crash.yaml";
+  write_file(exp, yaml);
+  auto r = trainyard("run " + exp + " --output-dir " + temp_dir("out") + " --plugin-dir " + fixture_dir("components"));
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_TRUE(contains(r.err, "error: network 'crashing' from libtest_components.so 0.1.0 failed in forward: "
+                              "fixture crash in forward"))
+      << r.err;
+}
+
+TEST(Cli, ValidateBuildsEverythingWithoutTraining) {
+  const std::string exp = experiment("valid");
+  auto r = trainyard("validate " + exp);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_TRUE(contains(r.out, "ok: " + exp + " (valid): dataset synthetic (512 train, 128 test samples), network mlp"))
+      << r.out;
+  r = trainyard("validate " + exp + " --set loop.epochs=-1");
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_TRUE(contains(r.err, "loop.epochs: value out of range; expected at least 0, got -1")) << r.err;
+}
+
+TEST(Cli, PluginsListsLibrariesWithVersionsAndComponents) {
+  auto r = trainyard("plugins --plugin-dir " + fixture_dir("components"));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_TRUE(contains(r.out, "libmlp.so\n  mlp 1.0.0 (API 1.0), fingerprint ok")) << r.out;
+  EXPECT_TRUE(contains(r.out, "  meters: loss, topk_accuracy\n")) << r.out;
+  EXPECT_TRUE(contains(r.out, "libtest_components.so")) << r.out;
+  r = trainyard("plugins --plugin-dir " + fixture_dir("newer_minor"));
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_TRUE(contains(r.out, "REFUSED: ")) << r.out;
+  EXPECT_TRUE(contains(r.out, "libmlp.so")) << r.out;  // the others are still listed
+}
+
+TEST(Cli, DescribePrintsOptionsWithTypesDefaultsAndConstraints) {
+  auto r = trainyard("describe mlp");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_TRUE(contains(r.out, "mlp (network) from ")) << r.out;
+  EXPECT_TRUE(contains(r.out, "  hidden_sizes\n      type: list of integers\n      default: [256, 128]")) << r.out;
+  EXPECT_TRUE(contains(r.out, "one of: relu, tanh, gelu, sigmoid")) << r.out;
+  r = trainyard("describe loop");
+  ASSERT_EQ(r.exit_code, 0);
+  EXPECT_TRUE(contains(r.out, "  epochs\n      type: integer\n      default: 1")) << r.out;
+  r = trainyard("describe mpl");
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_TRUE(contains(r.err, "did you mean 'mlp'?")) << r.err;
+}
+
+TEST(Cli, HelpAndVersionWorkEverywhere) {
+  for (const char* command : {"", "run ", "validate ", "plugins ", "describe "}) {
+    auto help = trainyard(std::string(command) + "--help");
+    EXPECT_EQ(help.exit_code, 0) << command;
+    EXPECT_TRUE(contains(help.out, "usage: trainyard")) << command << help.out;
+    auto version = trainyard(std::string(command) + "--version");
+    EXPECT_EQ(version.exit_code, 0) << command;
+    EXPECT_TRUE(contains(version.out, "trainyard 0.1.0 (SDK API 1.0, ")) << command << version.out;
+  }
+  auto r = trainyard("trian x.yaml");
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_TRUE(contains(r.err, "unknown command 'trian'")) << r.err;
+}
+
+TEST(Cli, DemoExperimentLearnsFashionMnist) {
+  // The README's main job, on the real data set: at least 0.85 test top-1 in 2 epochs.
+  const std::string out = temp_dir("out");
+  auto r = trainyard("run " + source_dir() + "/experiments/fashion_mnist_mlp.yaml --output-dir " + out);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  std::string summary = read_file(out + "/fashion_mnist_mlp/summary.json");
+  auto at = summary.find("\"test_accuracy_top1\": ");
+  ASSERT_NE(at, std::string::npos) << summary;
+  EXPECT_GE(std::stod(summary.substr(at + 22)), 0.85) << summary;
+  EXPECT_TRUE(contains(summary, "\"epochs_completed\": 2")) << summary;
+}
+
+}  // namespace
+}  // namespace trainyard::test

@@ -1,0 +1,190 @@
+// The train/test loop, run for real on synthetic data by the trainyard binary:
+// learning, meters, overrides, callback order, and resuming.
+#include <gtest/gtest.h>
+
+#include <ATen/ATen.h>
+#include <filesystem>
+
+#include "plugins/loader.h"
+#include "support/support.h"
+#include "trainyard/meter.h"
+
+namespace fs = std::filesystem;
+
+namespace trainyard::host {
+namespace {
+
+using test::contains;
+
+struct RunOutput {
+  std::string dir;       ///< output dir
+  std::string run_dir;   ///< dir/<name>
+  test::CommandResult result;
+};
+
+RunOutput run(const std::string& name, const std::string& more = "", const std::string& args = "",
+        const std::string& out_dir = "") {
+  RunOutput r;
+  r.dir = out_dir.empty() ? test::temp_dir("out-" + name) : out_dir;
+  r.run_dir = r.dir + "/" + name;
+  const std::string exp = test::temp_dir("exp-" + name) + "/" + name + ".yaml";
+  test::write_file(exp, test::synthetic_experiment(name, more));
+  r.result = test::trainyard("run " + exp + " --output-dir " + r.dir + " --plugin-dir " +
+                             test::fixture_dir("components") + " " + args);
+  return r;
+}
+
+std::vector<double> metric_series(const std::string& metrics_file, const std::string& key) {
+  std::vector<double> out;
+  for (const auto& line : test::read_lines(metrics_file)) {
+    auto at = line.find("\"" + key + "\": ");
+    if (at != std::string::npos) out.push_back(std::stod(line.substr(at + key.size() + 4)));
+  }
+  return out;
+}
+
+std::string latest_checkpoint(const std::string& run_dir) {
+  std::vector<std::string> files;
+  for (const auto& e : fs::directory_iterator(run_dir + "/checkpoints")) files.push_back(e.path().string());
+  std::sort(files.begin(), files.end());
+  return files.empty() ? "" : files.back();
+}
+
+TEST(Loop, LossGoesDownAndTestAccuracyRisesOnSyntheticData) {
+  RunOutput r = run("learn", "", "--set loop.epochs=3");
+  ASSERT_EQ(r.result.exit_code, 0) << r.result.err;
+  auto losses = metric_series(r.run_dir + "/metrics.jsonl", "train_loss");
+  ASSERT_GE(losses.size(), 3u);
+  EXPECT_LT(losses.back(), 0.5 * losses.front());
+  auto accuracy = metric_series(r.run_dir + "/metrics.jsonl", "test_accuracy_top1");
+  ASSERT_EQ(accuracy.size(), 3u);  // one test pass per epoch
+  EXPECT_GT(accuracy.back(), 0.9);
+}
+
+TEST(Loop, TestsEveryNIterationsAndAtEpochEnd) {
+  // 512 samples / 32 = 16 iterations per epoch; test every 5 -> 5, 10, 15, 16(end), 20, 25, 30, 32(end).
+  RunOutput r = run("every", "", "--set loop.test_every_iters=5 --set loop.test_samples=64");
+  ASSERT_EQ(r.result.exit_code, 0) << r.result.err;
+  std::vector<int> iterations;
+  for (const auto& line : test::read_lines(r.run_dir + "/metrics.jsonl"))
+    if (contains(line, "\"phase\": \"test\"")) {
+      auto at = line.find("\"iteration\": ");
+      iterations.push_back(std::stoi(line.substr(at + 13)));
+    }
+  EXPECT_EQ(iterations, (std::vector<int>{5, 10, 15, 16, 20, 25, 30, 32}));
+}
+
+TEST(Meters, LossAndTopkAreRightOnAKnownBatch) {
+  Registry registry;
+  load_plugin_folders({{test::builtin_plugin_dir(), "built-in"}}, registry);
+  Context context;
+  context.dataset.num_classes = 3;
+  auto make = [&](const std::string& name, std::map<std::string, Value> options) {
+    const auto& c = registry.get(Kind::meter, name);
+    return std::get<Factory<Meter>>(c.factory)(Options(std::move(options)), context);
+  };
+  auto loss = make("loss", {});
+  auto topk = make("topk_accuracy", {{"k", std::vector<int64_t>{1, 2}}});
+  // Sample 0: class 2 ranked 1st; sample 1: class 0 ranked 2nd; sample 2: class 1 ranked 3rd.
+  Batch b1{at::zeros({2, 1}), at::tensor({2, 0}, at::kLong), {0, 1}};
+  at::Tensor out1 = at::tensor({0.1f, 0.2f, 0.7f, 0.3f, 0.6f, 0.1f}).view({2, 3});
+  Batch b2{at::zeros({1, 1}), at::tensor({1}, at::kLong), {2}};
+  at::Tensor out2 = at::tensor({0.5f, 0.1f, 0.4f}).view({1, 3});
+  at::Tensor l1 = at::tensor(1.0), l2 = at::tensor(4.0);
+  for (auto* m : {loss.get(), topk.get()}) {
+    m->reset();
+    m->update({b1, out1, l1});
+    m->update({b2, out2, l2});
+  }
+  EXPECT_DOUBLE_EQ(loss->values().at("loss"), (1.0 * 2 + 4.0 * 1) / 3);  // weighted by batch size
+  EXPECT_DOUBLE_EQ(topk->values().at("accuracy_top1"), 1.0 / 3);
+  EXPECT_DOUBLE_EQ(topk->values().at("accuracy_top2"), 2.0 / 3);
+  // Accumulators restore the same values (checkpoints and cross-rank sums rely on it).
+  auto fresh = make("topk_accuracy", {{"k", std::vector<int64_t>{1, 2}}});
+  fresh->set_accumulators(topk->accumulators());
+  EXPECT_EQ(fresh->values(), topk->values());
+}
+
+TEST(Overrides, NoTestNoCheckpointReplacesBothStages) {
+  const std::string events_file = test::temp_dir("rec") + "/events";
+  RunOutput r = run("notest", "overrides: [{plugin: no_test_no_checkpoint}]\n"
+                        "callbacks: [{plugin: recorder, path: " + events_file + "}]\n");
+  ASSERT_EQ(r.result.exit_code, 0) << r.result.err;
+  EXPECT_FALSE(fs::exists(r.run_dir + "/checkpoints"));
+  EXPECT_FALSE(contains(test::read_file(r.run_dir + "/metrics.jsonl"), "\"phase\": \"test\""));
+  std::string events = test::read_file(events_file);
+  EXPECT_TRUE(contains(events, "after_epoch 2")) << events;
+  EXPECT_FALSE(contains(events, "before_test")) << events;
+  EXPECT_TRUE(contains(test::read_file(r.run_dir + "/summary.json"), "\"epochs_completed\": 2"));
+}
+
+TEST(Overrides, OverfitBatchesTrainsOnTheFirstBatchesOnly) {
+  RunOutput r = run("overfit", "overrides: [{plugin: overfit_batches, batches: 2}]\n", "--set loop.epochs=20");
+  ASSERT_EQ(r.result.exit_code, 0) << r.result.err;
+  std::string summary = test::read_file(r.run_dir + "/summary.json");
+  EXPECT_TRUE(contains(summary, "\"iteration\": 40")) << summary;  // 20 epochs x 2 batches
+  auto losses = metric_series(r.run_dir + "/metrics.jsonl", "train_loss");
+  EXPECT_LT(losses.back(), 0.05);  // memorized
+}
+
+TEST(Overrides, TwoOverridesOfOneStageNeedAnExplicitOrder) {
+  RunOutput r = run("twice", "overrides: [{plugin: no_test_no_checkpoint}, {plugin: no_test_no_checkpoint}]\n");
+  EXPECT_EQ(r.result.exit_code, 2);
+  EXPECT_TRUE(contains(r.result.err, "both replace stage 'checkpoint' and no explicit order is given")) << r.result.err;
+  EXPECT_FALSE(fs::exists(r.run_dir));
+  RunOutput ordered = run("ordered", "overrides: [{plugin: no_test_no_checkpoint, order: 2}, "
+                               "{plugin: no_test_no_checkpoint, order: 1}]\n");
+  EXPECT_EQ(ordered.result.exit_code, 0) << ordered.result.err;
+}
+
+TEST(Callbacks, RunInPriorityOrderAndSeeEveryStage) {
+  const std::string events = test::temp_dir("rec") + "/events";
+  RunOutput r = run("order",
+              "callbacks:\n"
+              "  - {plugin: recorder, path: " + events + ", tag: late, priority: 5}\n"
+              "  - {plugin: recorder, path: " + events + ", tag: early, priority: -1}\n"
+              "  - {plugin: recorder, path: " + events + ", tag: middle}\n",
+              "--set loop.epochs=1");
+  ASSERT_EQ(r.result.exit_code, 0) << r.result.err;
+  auto lines = test::read_lines(events);
+  std::vector<std::string> expected;
+  for (const char* stage : {"before_run", "before_epoch 0", "before_train_iter 0", "before_test", "after_test 3",
+                            "before_checkpoint", "after_checkpoint", "after_epoch 1", "after_run"})
+    for (const char* tag : {"early", "middle", "late"}) expected.push_back(std::string(tag) + " " + stage);
+  EXPECT_EQ(lines, expected);
+}
+
+TEST(Resume, TwoEpochsEqualOneEpochThenResume) {
+  RunOutput straight = run("straight", "", "--set loop.epochs=2");
+  ASSERT_EQ(straight.result.exit_code, 0) << straight.result.err;
+  RunOutput first = run("split", "", "--set loop.epochs=1");
+  ASSERT_EQ(first.result.exit_code, 0) << first.result.err;
+  RunOutput second = run("split", "", "--set loop.epochs=2", first.dir);
+  ASSERT_EQ(second.result.exit_code, 0) << second.result.err;
+  EXPECT_TRUE(contains(second.result.out, "resuming from")) << second.result.out;
+  const std::string a = latest_checkpoint(straight.run_dir), b = latest_checkpoint(second.run_dir);
+  EXPECT_EQ(fs::path(a).filename(), fs::path(b).filename());
+  EXPECT_EQ(test::compare_checkpoint_networks(a, b), "");
+}
+
+TEST(Resume, StopMidEpochThenResumeEqualsStraightRun) {
+  RunOutput straight = run("mid_straight", "", "--set loop.epochs=2");
+  ASSERT_EQ(straight.result.exit_code, 0) << straight.result.err;
+  // Stop after iteration 21 (5 batches into epoch 2), then run again without the stop.
+  RunOutput stopped = run("mid", "callbacks: [{plugin: stop_at, iteration: 21}]\n", "--set loop.epochs=2");
+  ASSERT_EQ(stopped.result.exit_code, 0) << stopped.result.err;
+  EXPECT_TRUE(fs::exists(stopped.run_dir + "/checkpoints/ckpt-e0001-i00000021.pt"));
+  EXPECT_TRUE(contains(test::read_file(stopped.run_dir + "/summary.json"), "\"stopped\": \"stop_at fixture\""));
+  RunOutput resumed = run("mid", "", "--set loop.epochs=2", stopped.dir);
+  ASSERT_EQ(resumed.result.exit_code, 0) << resumed.result.err;
+  EXPECT_TRUE(contains(resumed.result.out, "epoch 1 done, iteration 21")) << resumed.result.out;
+  EXPECT_EQ(test::compare_checkpoint_networks(latest_checkpoint(straight.run_dir), latest_checkpoint(resumed.run_dir)),
+            "");
+  // The resumed epoch's train meters continue from the saved accumulators.
+  auto a = metric_series(straight.run_dir + "/metrics.jsonl", "train_loss");
+  auto b = metric_series(resumed.run_dir + "/metrics.jsonl", "train_loss");
+  EXPECT_DOUBLE_EQ(a.back(), b.back());
+}
+
+}  // namespace
+}  // namespace trainyard::host

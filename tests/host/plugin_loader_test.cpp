@@ -1,0 +1,123 @@
+// Loading plugin libraries: the built-in ones, and every way a library can be refused.
+#include <gtest/gtest.h>
+
+#include "plugins/loader.h"
+#include "support/support.h"
+#include "trainyard/error.h"
+
+namespace trainyard::host {
+namespace {
+
+using test::contains;
+
+std::string load_error(const std::string& fixture, Registry& registry) {
+  try {
+    load_plugin_folders({{test::fixture_dir(fixture), "test"}}, registry);
+  } catch (const ConfigError& e) {
+    return e.what();
+  }
+  return "";
+}
+
+TEST(PluginLoader, LoadsEveryBuiltinPlugin) {
+  Registry r;
+  load_plugin_folders({{test::builtin_plugin_dir(), "built-in"}}, r);
+  EXPECT_EQ(r.names(Kind::dataset), (std::vector<std::string>{"fashion_mnist", "synthetic"}));
+  EXPECT_EQ(r.names(Kind::network), (std::vector<std::string>{"convnet", "mlp"}));
+  EXPECT_EQ(r.names(Kind::loss), (std::vector<std::string>{"cross_entropy"}));
+  EXPECT_EQ(r.names(Kind::optimizer), (std::vector<std::string>{"adam", "sgd"}));
+  EXPECT_EQ(r.names(Kind::meter), (std::vector<std::string>{"loss", "topk_accuracy"}));
+  EXPECT_EQ(r.names(Kind::callback), (std::vector<std::string>{"console"}));
+  EXPECT_EQ(r.names(Kind::additional_override), (std::vector<std::string>{"no_test_no_checkpoint", "overfit_batches"}));
+  for (const auto& lib : r.libraries()) EXPECT_EQ(lib->fingerprint, TRAINYARD_FINGERPRINT) << lib->path;
+}
+
+TEST(PluginLoader, RefusesLibraryWithoutEntryPoint) {
+  Registry r;
+  std::string err = load_error("no_entry", r);
+  EXPECT_TRUE(contains(err, "libno_entry.so: not a trainyard plugin: no 'trainyard_plugin_entry' entry point")) << err;
+}
+
+TEST(PluginLoader, RefusesDifferentMajorWithBothVersions) {
+  Registry r;
+  std::string err = load_error("wrong_major", r);
+  EXPECT_TRUE(contains(err, "SDK API major version differs; expected 1.0 (same major), got 2.0")) << err;
+  EXPECT_TRUE(r.libraries().empty());
+}
+
+TEST(PluginLoader, RefusesNewerMinorWithBothVersions) {
+  Registry r;
+  std::string err = load_error("newer_minor", r);
+  EXPECT_TRUE(contains(err, "built against a newer SDK than this host; expected API 1.0 or an older minor, got 1.1"))
+      << err;
+}
+
+TEST(PluginLoader, RefusesFingerprintMismatchPrintingBothSides) {
+  Registry r;
+  std::string err = load_error("bad_fingerprint", r);
+  EXPECT_TRUE(contains(err, "build fingerprint differs (plugin torch=2.3.1 vs host torch=")) << err;
+  EXPECT_TRUE(contains(err, std::string("expected ") + TRAINYARD_FINGERPRINT)) << err;
+  EXPECT_TRUE(contains(err, "torch=2.3.1")) << err;
+}
+
+TEST(PluginLoader, ReportsRegistrationThatThrowsAndKeepsNothing) {
+  Registry r;
+  std::string err = load_error("register_throws", r);
+  EXPECT_TRUE(contains(err, "library 'fixture' failed while registering its components: fixture registration failure"))
+      << err;
+  EXPECT_TRUE(r.libraries().empty());
+}
+
+TEST(PluginLoader, DuplicateKindAndNameNamesBothFiles) {
+  Registry r;
+  std::string err = load_error("twins", r);
+  EXPECT_TRUE(contains(err, "loss 'twin' is registered twice")) << err;
+  EXPECT_TRUE(contains(err, "libtwin_a.so")) << err;
+  EXPECT_TRUE(contains(err, "libtwin_b.so")) << err;
+}
+
+TEST(PluginLoader, MissingFolderIsAnError) {
+  Registry r;
+  try {
+    load_plugin_folders({{"/nonexistent/plugins", "--plugin-dir"}}, r);
+    FAIL() << "no error";
+  } catch (const ConfigError& e) {
+    EXPECT_TRUE(contains(e.what(), "/nonexistent/plugins: plugin folder does not exist (named by --plugin-dir)"));
+  }
+}
+
+TEST(PluginLoader, RefusedLibrariesCanBeCollectedInsteadOfThrown) {
+  Registry r;
+  std::vector<std::string> refused;
+  load_plugin_folders({{test::fixture_dir("wrong_major"), "test"}, {test::fixture_dir("components"), "test"}}, r,
+                      &refused);
+  ASSERT_EQ(refused.size(), 1u);
+  EXPECT_TRUE(r.find(Kind::callback, "recorder") != nullptr);
+}
+
+TEST(Registry, UnknownNameListsKnownAndSuggests) {
+  Registry r;
+  load_plugin_folders({{test::builtin_plugin_dir(), "built-in"}}, r);
+  try {
+    r.get(Kind::optimizer, "adma");
+    FAIL() << "no error";
+  } catch (const ConfigError& e) {
+    EXPECT_TRUE(contains(e.what(), "optimizer 'adma' is not registered (known optimizers: adam, sgd); did you mean 'adam'?"))
+        << e.what();
+  }
+}
+
+TEST(PluginSearchPath, OrderIsBuiltinEnvExperimentCommandLine) {
+  ::setenv("TRAINYARD_PLUGIN_PATH", "/env/a:/env/b", 1);
+  auto folders = plugin_search_path({"/yaml/dir"}, {"/cli/dir"});
+  ::unsetenv("TRAINYARD_PLUGIN_PATH");
+  ASSERT_EQ(folders.size(), 5u);
+  EXPECT_EQ(folders[0].origin, "built-in");
+  EXPECT_EQ(folders[1].path, "/env/a");
+  EXPECT_EQ(folders[2].path, "/env/b");
+  EXPECT_EQ(folders[3].path, "/yaml/dir");
+  EXPECT_EQ(folders[4].path, "/cli/dir");
+}
+
+}  // namespace
+}  // namespace trainyard::host

@@ -1,0 +1,119 @@
+#include "support/support.h"
+
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include <gtest/gtest.h>
+#include <torch/serialize/input-archive.h>
+
+namespace fs = std::filesystem;
+
+namespace trainyard::test {
+
+std::string trainyard_binary() { return TRAINYARD_BIN; }
+std::string builtin_plugin_dir() { return BUILTIN_PLUGIN_DIR; }
+std::string fixture_dir(const std::string& name) { return std::string(FIXTURE_DIR) + "/" + name; }
+std::string source_dir() { return SOURCE_DIR; }
+
+std::string temp_dir(const std::string& name) {
+  const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
+  std::string test = info ? std::string(info->test_suite_name()) + "." + info->name() : "nontest";
+  fs::path dir = fs::path(TEST_TMP_DIR) / test / name;
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  return dir.string();
+}
+
+void write_file(const std::string& path, const std::string& content) {
+  fs::create_directories(fs::path(path).parent_path());
+  std::ofstream(path, std::ios::binary) << content;
+}
+
+std::string read_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+std::vector<std::string> read_lines(const std::string& path) {
+  std::vector<std::string> lines;
+  std::ifstream in(path);
+  for (std::string line; std::getline(in, line);) lines.push_back(line);
+  return lines;
+}
+
+bool contains(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
+
+CommandResult run_command(const std::string& command) {
+  const std::string dir = temp_dir("command-" + std::to_string(::getpid()));
+  const std::string out = dir + "/out", err = dir + "/err";
+  int status = std::system(("(" + command + ") >" + out + " 2>" + err + " </dev/null").c_str());
+  CommandResult r;
+  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  r.out = read_file(out);
+  r.err = read_file(err);
+  fs::remove_all(dir);
+  return r;
+}
+
+CommandResult trainyard(const std::string& args) { return run_command(trainyard_binary() + " " + args); }
+
+std::string synthetic_experiment(const std::string& name, const std::string& more) {
+  return "name: " + name +
+         "\n"
+         "seed: 7\n"
+         "dataset:\n"
+         "  train: {plugin: synthetic, size: 512, num_classes: 4, shape: [1, 4, 4], seed: 1}\n"
+         "  test: {plugin: synthetic, size: 128, num_classes: 4, shape: [1, 4, 4], seed: 2}\n"
+         "network: {plugin: mlp, hidden_sizes: [32], dropout: 0.1}\n"
+         "loss: {plugin: cross_entropy}\n"
+         "optimizer: {plugin: sgd, lr: 0.05, momentum: 0.9}\n"
+         "meters:\n"
+         "  - plugin: loss\n"
+         "  - {plugin: topk_accuracy, k: [1, 2]}\n"
+         "loop: {epochs: 2, batch_per_device: 32, log_every_iters: 4}\n"
+         "distributed: {threads_per_process: 1}\n" +
+         more;
+}
+
+namespace {
+std::string compare_archives(torch::serialize::InputArchive& a, torch::serialize::InputArchive& b,
+                             const std::string& prefix) {
+  auto keys_a = a.keys(), keys_b = b.keys();
+  std::sort(keys_a.begin(), keys_a.end());
+  std::sort(keys_b.begin(), keys_b.end());
+  if (keys_a != keys_b) return prefix + ": different keys";
+  for (const auto& k : keys_a) {
+    at::Tensor ta, tb;
+    if (a.try_read(k, ta) && b.try_read(k, tb)) {
+      if (!ta.equal(tb)) return prefix + k + ": tensors differ (max abs diff " +
+                                std::to_string((ta - tb).abs().max().item<double>()) + ")";
+      continue;
+    }
+    torch::serialize::InputArchive sa, sb;
+    if (a.try_read(k, sa) && b.try_read(k, sb)) {
+      std::string d = compare_archives(sa, sb, prefix + k + ".");
+      if (!d.empty()) return d;
+    }
+  }
+  return "";
+}
+}  // namespace
+
+std::string compare_checkpoint_networks(const std::string& a, const std::string& b) {
+  torch::serialize::InputArchive aa, ab, na, nb;
+  aa.load_from(a);
+  ab.load_from(b);
+  aa.read("network", na);
+  ab.read("network", nb);
+  return compare_archives(na, nb, "");
+}
+
+}  // namespace trainyard::test

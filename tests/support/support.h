@@ -1,0 +1,38 @@
+#pragma once
+// Helpers for tests that run the real trainyard binary and read what it wrote.
+#include <string>
+#include <vector>
+
+namespace trainyard::test {
+
+struct CommandResult {
+  int exit_code = -1;
+  std::string out, err;
+};
+
+/// Runs a shell command; captures stdout and stderr.
+CommandResult run_command(const std::string& command);
+/// `trainyard ARGS` with the test components' folder available via --plugin-dir where asked.
+CommandResult trainyard(const std::string& args);
+/// A new empty folder under the test temp root, unique per test.
+std::string temp_dir(const std::string& name);
+void write_file(const std::string& path, const std::string& content);
+std::string read_file(const std::string& path);
+std::vector<std::string> read_lines(const std::string& path);
+bool contains(const std::string& text, const std::string& part);
+
+/// A small experiment on synthetic data (learnable in a few epochs, < 1 s).
+/// `more` is appended as extra top-level YAML.
+std::string synthetic_experiment(const std::string& name, const std::string& more = "");
+
+/// Paths baked in by CMake.
+std::string trainyard_binary();
+std::string builtin_plugin_dir();
+std::string fixture_dir(const std::string& name);
+std::string source_dir();
+
+/// Every tensor of two checkpoint files' "network" archives is bitwise equal.
+/// Returns "" or a description of the first difference.
+std::string compare_checkpoint_networks(const std::string& a, const std::string& b);
+
+}  // namespace trainyard::test
