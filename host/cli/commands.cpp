@@ -43,12 +43,6 @@ const char* kUsage =
     "  trainyard COMMAND --help   options of one command\n"
     "  trainyard --version\n";
 
-struct Common {
-  std::vector<std::string> plugin_dirs;
-  std::vector<std::string> sets;
-  std::string experiment;
-};
-
 po::options_description plugin_options() {
   po::options_description d("plugin options");
   d.add_options()("plugin-dir", po::value<std::vector<std::string>>()->composing(),
@@ -207,7 +201,8 @@ int run(int argc, char** argv) {
   trainer.run();
   std::string final_values;
   for (const auto& [k, v] : trainer.values()) final_values += " " + k + "=" + json_number(v);
-  std::cout << "trainyard: done: " << trainer.epoch() << "/" << e.loop.epochs << " epochs," << final_values
+  std::cout << "trainyard: done: " << trainer.epoch() << "/" << e.loop.epochs << " epochs"
+            << (final_values.empty() ? "" : ":") << final_values
             << "; summary in " << RunPaths(run_dir).summary << "\n";
   return 0;
 }
@@ -276,8 +271,10 @@ void print_schema(const Schema& schema) {
   }
   for (const auto& s : schema.specs()) {
     std::string constraints;
-    if (s.min_value) constraints += " min " + to_string(Value(*s.min_value));
-    if (s.max_value) constraints += " max " + to_string(Value(*s.max_value));
+    const bool integral = s.type == OptionType::integer || s.type == OptionType::integer_list;
+    auto bound = [&](double v) { return integral ? std::to_string(static_cast<int64_t>(v)) : to_string(Value(v)); };
+    if (s.min_value) constraints += " min " + bound(*s.min_value);
+    if (s.max_value) constraints += " max " + bound(*s.max_value);
     if (!s.choices.empty()) constraints += " one of: " + join(s.choices);
     std::cout << "  " << s.key << "\n      type: " << type_name(s.type)
               << "\n      default: " << (s.required() ? "(required)" : to_string(*s.default_value))

@@ -481,8 +481,11 @@ Experiment validate_experiment(ExperimentSource source, const Registry& registry
   if (YAML::Node p = v.get(root["network"], "pretrained"); p.IsDefined()) {
     if (!p.IsScalar()) fail(src.where(p, "network.pretrained"), "wrong type", "expected a file path, got " + shown(p));
     fs::path file = p.Scalar();
-    // Relative to the working directory, like every path given on the command line.
-    e.network.pretrained = file.string();
+    // Like plugin_dirs: relative to the experiment file, unless given with --set
+    // (then relative to the working directory, like every command-line path).
+    const bool from_command_line = src.set_origins.count("network.pretrained") != 0;
+    if (!file.is_absolute() && !from_command_line) file = fs::path(src.path).parent_path() / file;
+    e.network.pretrained = file.lexically_normal().string();
   }
   e.loss = v.component(root["loss"], "loss", Kind::loss, {});
   e.optimizer = v.component(root["optimizer"], "optimizer", Kind::optimizer, {});

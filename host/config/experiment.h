@@ -25,7 +25,9 @@ struct ExperimentSource {
 };
 
 /// Reads and parses the file and applies --set KEY=VALUE. Throws ConfigError
-/// for syntax errors (file:line:col) and --set on a key that does not exist.
+/// for syntax errors (file:line:col) and --set through a key that does not
+/// exist; a new last key is allowed here and checked against the schema by
+/// validate_experiment (its error then names the --set).
 ExperimentSource read_experiment(const std::string& path, const std::vector<std::string>& sets);
 
 /// plugin_dirs from the file, made absolute relative to the file's folder.

@@ -80,7 +80,7 @@ std::string builtin_plugin_dir() {
   fs::path exe_dir = boost::dll::program_location().parent_path().string();
   fs::path build_tree = exe_dir.parent_path() / "plugins";
   if (fs::is_directory(build_tree)) return build_tree.string();
-  return (exe_dir.parent_path() / "lib" / "trainyard" / "plugins").string();
+  return (exe_dir.parent_path() / TRAINYARD_INSTALLED_PLUGIN_DIR).string();
 }
 
 std::vector<PluginFolder> plugin_search_path(const std::vector<std::string>& experiment_dirs,

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <filesystem>
+#include <map>
 #include <regex>
 
 #include <ATen/CPUGeneratorImpl.h>
@@ -84,7 +85,19 @@ CheckpointState load_checkpoint(const std::string& path, Network& network, torch
     torch::serialize::InputArchive net, opt;
     archive.read("network", net);
     archive.read("optimizer", opt);
+    // Module::load would silently take the file's shapes: compare first.
+    std::map<std::string, std::vector<int64_t>> shapes;
+    for (const auto& p : network.named_parameters()) shapes[p.key()] = p.value().sizes().vec();
+    for (const auto& b : network.named_buffers()) shapes[b.key()] = b.value().sizes().vec();
     network.load(net);
+    std::vector<std::string> changed;
+    for (const auto& p : network.named_parameters())
+      if (shapes[p.key()] != p.value().sizes().vec()) changed.push_back(p.key() + " " + shape_text(p.value()));
+    for (const auto& b : network.named_buffers())
+      if (shapes[b.key()] != b.value().sizes().vec()) changed.push_back(b.key() + " " + shape_text(b.value()));
+    if (!changed.empty())
+      throw Error(path + ": checkpoint does not fit the network (file has " + join(changed) +
+                  "); the network's options changed since it was written");
     optimizer.load(opt);
     at::Tensor rng;
     archive.read("rng_cpu", rng);

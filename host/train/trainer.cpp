@@ -93,8 +93,10 @@ void Trainer::install_overrides() {
 void Trainer::run() {
   const auto t0 = std::chrono::steady_clock::now();
   install_overrides();
+  const int64_t start_iteration = at_.iteration;
   stages_.run();
-  write_summary(seconds_since(t0));
+  // A run that had nothing left to do keeps the summary of the run that did it.
+  if (at_.iteration != start_iteration || !fs::exists(paths_.summary)) write_summary(seconds_since(t0));
 }
 
 void Trainer::default_run() {
@@ -158,8 +160,10 @@ void Trainer::default_epoch(int64_t epoch) {
       for (const auto& [k, x] : v) values_[k] = x;
       log("train", v);
     }
-    if (e_.loop.test_every_iters > 0 && at_.iteration % e_.loop.test_every_iters == 0)
+    if (e_.loop.test_every_iters > 0 && at_.iteration % e_.loop.test_every_iters == 0) {
       for (const auto& [k, x] : stages_.test()) values_[k] = x;
+      tested_at_ = at_.iteration;
+    }
     if (e_.loop.checkpoint_every_iters > 0 && at_.iteration % e_.loop.checkpoint_every_iters == 0)
       stages_.checkpoint();
   }
@@ -178,7 +182,8 @@ void Trainer::default_epoch(int64_t epoch) {
   v["samples_per_sec"] = samples_per_sec_;
   v["lr"] = c_.optimizer->param_groups().at(0).options().get_lr();
   log("train", v);
-  for (const auto& [k, x] : stages_.test()) values_[k] = x;
+  if (tested_at_ != at_.iteration)  // the periodic test may have just run on this state
+    for (const auto& [k, x] : stages_.test()) values_[k] = x;
   stages_.checkpoint();
   each_callback("after_epoch", [&](Callback& cb) { cb.after_epoch(*this); });
 }

@@ -75,6 +75,7 @@ class Trainer final : public Loop {
   LoopPosition at_;
   MeterValues values_;
   std::string stop_reason_;
+  int64_t tested_at_ = -1;  ///< iteration of the last periodic test
   double secs_per_train_ = 0, samples_per_sec_ = 0;
 };
 

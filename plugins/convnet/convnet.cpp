@@ -27,6 +27,10 @@ class ConvNet : public trainyard::Network {
       throw trainyard::ConfigError("the dataset reports no classes", "expected a classification dataset", "");
     int64_t channels = shape[0], h = shape[1], w = shape[2];
     const int64_t k = o.get<int64_t>("kernel_size");
+    if (k % 2 == 0)
+      throw trainyard::ConfigError("kernel_size " + std::to_string(k) + " is even",
+                                   "expected an odd kernel size (padding k/2 keeps the image size)",
+                                   "use 3, 5 or 7");
     const bool bn = o.get<bool>("batch_norm");
     const bool max_pool = o.get<std::string>("pool") == "max";
     for (int64_t out : o.get<std::vector<int64_t>>("channels")) {
@@ -69,7 +73,7 @@ trainyard::Schema schema() {
   trainyard::Schema s;
   s.add("channels", std::vector<int64_t>{32, 64}, "output channels of each block; each block halves the size").min(1);
   s.add("convs_per_block", 1, "convolutions in each block").range(1, 8);
-  s.add("kernel_size", 3, "convolution kernel size (odd: padding keeps the size)").range(1, 11);
+  s.add("kernel_size", 3, "convolution kernel size; odd, so that padding keeps the size").range(1, 11);
   s.add("batch_norm", true, "batch norm after each convolution");
   s.add("pool", "max", "pooling at the end of each block").one_of({"max", "avg"});
   s.add("dropout", 0.25, "dropout before the classifier").range(0.0, 0.99);

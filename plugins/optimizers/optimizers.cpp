@@ -21,7 +21,7 @@ class Sgd : public trainyard::Optimizer {
                                    "expected momentum > 0 and dampening 0, got momentum " +
                                        std::to_string(options_.momentum()) + ", dampening " +
                                        std::to_string(options_.dampening()),
-                                   "set momentum: 0.9 or nesterov: false");
+                                   "set momentum > 0 and dampening: 0, or nesterov: false");
   }
   std::unique_ptr<torch::optim::Optimizer> build(std::vector<torch::optim::OptimizerParamGroup> groups) override {
     return std::make_unique<torch::optim::SGD>(std::move(groups), options_);

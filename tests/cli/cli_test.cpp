@@ -53,6 +53,8 @@ TEST(Cli, RunAgainResumesAndSaysSo) {
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_TRUE(contains(r.out, "resuming from " + out + "/again/checkpoints/ckpt-e0002-i00000032.pt")) << r.out;
   EXPECT_TRUE(contains(r.out, "all 2 epochs are already done")) << r.out;
+  // Nothing was trained: the summary of the run that trained stays.
+  EXPECT_TRUE(contains(read_file(out + "/again/summary.json"), "\"test_accuracy_top1\": ")) << read_file(out + "/again/summary.json");
   r = trainyard("run " + exp + " --output-dir " + out + " --set loop.epochs=3");
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_TRUE(fs::exists(out + "/again/checkpoints/ckpt-e0003-i00000048.pt"));

@@ -74,6 +74,15 @@ TEST(Loop, TestsEveryNIterationsAndAtEpochEnd) {
   EXPECT_EQ(iterations, (std::vector<int>{5, 10, 15, 16, 20, 25, 30, 32}));
 }
 
+TEST(Loop, NoSecondTestPassWhenThePeriodicOneEndsTheEpoch) {
+  RunOutput r = run("every8", "", "--set loop.test_every_iters=8");
+  ASSERT_EQ(r.result.exit_code, 0) << r.result.err;
+  std::vector<int> iterations;
+  for (const auto& line : test::read_lines(r.run_dir + "/metrics.jsonl"))
+    if (contains(line, "\"phase\": \"test\"")) iterations.push_back(std::stoi(line.substr(line.find("\"iteration\": ") + 13)));
+  EXPECT_EQ(iterations, (std::vector<int>{8, 16, 24, 32}));
+}
+
 TEST(Meters, LossAndTopkAreRightOnAKnownBatch) {
   Registry registry;
   load_plugin_folders({{test::builtin_plugin_dir(), "built-in"}}, registry);
@@ -165,6 +174,17 @@ TEST(Resume, TwoEpochsEqualOneEpochThenResume) {
   const std::string a = latest_checkpoint(straight.run_dir), b = latest_checkpoint(second.run_dir);
   EXPECT_EQ(fs::path(a).filename(), fs::path(b).filename());
   EXPECT_EQ(test::compare_checkpoint_networks(a, b), "");
+}
+
+TEST(Resume, CheckpointOfADifferentNetworkIsRefused) {
+  RunOutput first = run("reshape", "", "--set loop.epochs=1");
+  ASSERT_EQ(first.result.exit_code, 0) << first.result.err;
+  RunOutput second = run("reshape", "", "--set loop.epochs=2 --set network.hidden_sizes=[16]", first.dir);
+  EXPECT_EQ(second.result.exit_code, 2);
+  EXPECT_TRUE(contains(second.result.err, "checkpoint does not fit the network (file has layers.0.weight [32, 16]"))
+      << second.result.err;
+  EXPECT_TRUE(contains(second.result.err, "run with --fresh to start over")) << second.result.err;
+  EXPECT_FALSE(fs::exists(first.run_dir + "/checkpoints/ckpt-e0002-i00000032.pt"));
 }
 
 TEST(Resume, StopMidEpochThenResumeEqualsStraightRun) {

@@ -32,7 +32,7 @@ struct Context {
   uint64_t seed = 0;
   std::string run_dir;         ///< where this run writes (may not exist yet while building)
   std::string experiment;      ///< the experiment's name
-  DatasetInfo dataset;         ///< of the training split (empty while building the datasets)
+  DatasetInfo dataset;         ///< of the training split (empty while the training split itself is built)
   Extra extra;                 ///< the experiment's `extra:` section
   std::string component;       ///< which entry this is, e.g. "network" or "meters[1]"
 

@@ -29,7 +29,7 @@ namespace trainyard {
 
 enum class OptionType { boolean, integer, number, string, integer_list, number_list, string_list };
 
-/// "integer", "number list", ...: how types are named in messages and docs.
+/// "integer", "list of numbers", ...: how types are named in messages and docs.
 const char* type_name(OptionType type);
 
 /// One option value. The alternative held always matches the option's type.
@@ -47,7 +47,7 @@ struct OptionSpec {
   OptionType type = OptionType::string;
   std::string description;
   std::optional<Value> default_value;  ///< empty: the key is required
-  std::optional<double> min_value;     ///< numbers, and each element of number lists
+  std::optional<double> min_value;     ///< integers and numbers, and each element of their lists
   std::optional<double> max_value;
   std::vector<std::string> choices;    ///< strings, and each element of string lists
 
@@ -61,7 +61,9 @@ struct OptionSpec {
 /// The options a component accepts, in declaration order.
 class Schema {
  public:
-  /// An optional key; its type is the default's type.
+  /// An optional key; its type is the default's type. The int, int64_t,
+  /// double, bool and const char* overloads keep a literal default from
+  /// converting to another type (true must not become an integer).
   OptionSpec& add(const std::string& key, Value default_value, const std::string& description);
   OptionSpec& add(const std::string& key, const char* default_value, const std::string& description);
   OptionSpec& add(const std::string& key, int default_value, const std::string& description);
