@@ -35,6 +35,15 @@ done
 median() { printf "%s\n" "$@" | sort -g | awk '{a[NR]=$1} END {print (NR%2 ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2)}'; }
 mo=$(median "${ours_all[@]}") mr=$(median "${ref_all[@]}")
 printf "| median | %.3f | %.3f | %s |\n" "$mo" "$mr" "$(awk -v a="$mo" -v b="$mr" 'BEGIN { printf "%.3f", a / b }')"
+
+# What the optimized BLAS buys: the same reference loop on Debian's reference BLAS.
+reference_blas=/usr/lib/x86_64-linux-gnu/blas
+if [ -f "$reference_blas/libblas.so.3" ] && [ "${SKIP_BLAS:-0}" != 1 ]; then
+  slow=$(LD_LIBRARY_PATH="$reference_blas" "$ref" "$data" 1 "$threads" | awk '{print $4}')
+  echo
+  printf "| hand-written loop, one epoch | %s | reference BLAS (%s) |\n|---|---|---|\n" "$(basename "$(dirname "$blas")")" "$reference_blas"
+  printf "| seconds | %.3f | %.3f (%s x slower) |\n" "$mr" "$slow" "$(awk -v a="$slow" -v b="$mr" 'BEGIN { printf "%.1f", a / b }')"
+fi
 echo
 echo "trainyard's epoch time is its secs_per_train (data, forward, backward, step, meters, callbacks);"
 echo "the hand-written loop times the same per-iteration work. Goal: ratio <= 1.02."
