@@ -23,6 +23,7 @@
 #include "trainyard/version.h"
 #include "util/files.h"
 #include "util/json.h"
+#include "util/process.h"
 #include "util/text.h"
 
 namespace po = boost::program_options;
@@ -178,7 +179,8 @@ int run(int argc, char** argv) {
                         "run with --fresh to start over (the old run directory is kept)");
   }
   if (fresh && fs::exists(run_dir)) {
-    const std::string kept = run_dir + ".replaced-" + timestamp();
+    std::string kept = run_dir + ".replaced-" + timestamp();
+    for (int n = 2; fs::exists(kept); ++n) kept = run_dir + ".replaced-" + timestamp() + "-" + std::to_string(n);
     fs::rename(run_dir, kept);
     std::cout << "trainyard: --fresh: previous run kept in " << kept << "\n";
   }
@@ -337,6 +339,8 @@ int describe(int argc, char** argv) {
 }  // namespace
 
 int command_main(int argc, char** argv) {
+  tune_allocator();
+  install_crash_reporter();
   if (argc < 2) {
     std::cerr << kUsage;
     return 2;

@@ -8,6 +8,7 @@
 
 #include "config/experiment.h"
 #include "trainyard/error.h"
+#include "util/process.h"
 
 namespace trainyard::host {
 
@@ -24,6 +25,12 @@ std::string component_label(const ComponentConfig& config);
 /// one (exit 2) and gets the entry's key and file position in front.
 template <class F>
 auto guarded(const ComponentConfig& who, const char* action, F&& f) -> decltype(f()) {
+  // Marks whose code runs, for the fatal-signal report (util/process.h).
+  struct Running {
+    const ComponentConfig* saved;
+    explicit Running(const ComponentConfig* c) : saved(running_component()) { running_component() = c; }
+    ~Running() { running_component() = saved; }
+  } running(&who);
   try {
     return f();
   } catch (const ComponentFailure&) {

@@ -53,6 +53,17 @@ const Dataset& Trainer::test_dataset() const {
 void Trainer::resume(const std::string& checkpoint) {
   CheckpointState state = load_checkpoint(checkpoint, *c_.network.object, *c_.optimizer);
   at_ = state.at;
+  // Events logged after this checkpoint happened in a future that is being
+  // replayed: drop them so metrics.jsonl tells one consistent history.
+  if (fs::exists(paths_.metrics)) {
+    std::string kept;
+    for (const auto& line : read_lines(paths_.metrics)) {
+      auto at = line.find("\"iteration\": ");
+      if (at != std::string::npos && std::stoll(line.substr(at + 13)) > at_.iteration) continue;
+      kept += line + "\n";
+    }
+    write_file_atomic(paths_.metrics, kept);
+  }
   if (state.train_meters.size() == c_.train_meters.size())
     for (size_t i = 0; i < state.train_meters.size(); ++i)
       guarded(*c_.train_meters[i].config, "set_accumulators",

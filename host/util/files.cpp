@@ -49,6 +49,13 @@ void write_file_atomic(const std::string& path, const std::string& content) {
   });
 }
 
+std::vector<std::string> read_lines(const std::string& path) {
+  std::vector<std::string> lines;
+  std::ifstream in(path);
+  for (std::string line; std::getline(in, line);) lines.push_back(line);
+  return lines;
+}
+
 void append_line(const std::string& path, const std::string& line) {
   std::FILE* f = std::fopen(path.c_str(), "a");
   if (!f) throw Error(path + ": cannot open for appending: " + std::strerror(errno));

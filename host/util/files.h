@@ -2,6 +2,7 @@
 // Writing files so that a crash never leaves a half-written one under the final name.
 #include <functional>
 #include <string>
+#include <vector>
 
 namespace trainyard::host {
 
@@ -11,6 +12,8 @@ void write_file_atomic(const std::string& path, const std::string& content);
 /// The same for a file some other code writes: `write(tmp_path)` fills the
 /// temporary file, then it is synced and renamed into place.
 void replace_file_atomic(const std::string& path, const std::function<void(const std::string&)>& write);
+/// The lines of a text file (empty if it does not exist).
+std::vector<std::string> read_lines(const std::string& path);
 /// fsync of a file or folder by path.
 void sync_path(const std::string& path);
 /// Appends one line and flushes it to the OS (not fsync'd: metrics may lose

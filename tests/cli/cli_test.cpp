@@ -141,6 +141,19 @@ TEST(Cli, PluginCrashIsReportedWithItsName) {
       << r.err;
 }
 
+TEST(Cli, PluginSegfaultIsReportedWithItsName) {
+  std::string yaml = synthetic_experiment("segv");
+  const std::string network = "{plugin: mlp, hidden_sizes: [32], dropout: 0.1}";
+  yaml.replace(yaml.find(network), network.size(), "{plugin: crashing, crash_at: 2, how: segfault}");
+  const std::string exp = temp_dir("exp") + "/segv.yaml";
+  write_file(exp, yaml);
+  auto r = trainyard("run " + exp + " --output-dir " + temp_dir("out") + " --plugin-dir " + fixture_dir("components"));
+  EXPECT_EQ(r.exit_code, 128 + 11);  // died of SIGSEGV, as it should (core dumps still work)
+  EXPECT_TRUE(contains(r.err, "error: crashed with SIGSEGV in network 'crashing' (network) from " +
+                                  fixture_dir("components") + "/libtest_components.so"))
+      << r.err;
+}
+
 TEST(Cli, ValidateBuildsEverythingWithoutTraining) {
   const std::string exp = experiment("valid");
   auto r = trainyard("validate " + exp);
