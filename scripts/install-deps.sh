@@ -15,6 +15,8 @@ packages=(
   libopenblas0-openmp
   # configuration, CLI, plugin loading
   libyaml-cpp-dev libboost-dev libboost-program-options-dev libboost-filesystem-dev
+  # the data pipeline: packed datasets and image decoding/augmentation
+  liblmdb-dev libopencv-core-dev libopencv-imgproc-dev libopencv-imgcodecs-dev lmdb-utils
   # tests
   libgtest-dev
   # real data for the demo and the end-to-end tests

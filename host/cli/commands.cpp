@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <ctime>
 #include <filesystem>
@@ -16,6 +17,8 @@
 #include <torch/utils.h>
 
 #include "config/experiment.h"
+#include "data/convert.h"
+#include "data/loader.h"
 #include "plugins/loader.h"
 #include "train/components.h"
 #include "train/guard.h"
@@ -40,6 +43,8 @@ const char* kUsage =
     "  validate EXP.yaml   check the experiment and build its components, without training\n"
     "  plugins             list plugin libraries and their components\n"
     "  describe NAME       print a component's (or a host section's) options\n"
+    "  convert             pack images and labels into an LMDB dataset\n"
+    "  iterate EXP.yaml    read the training data as training would, and report samples/s\n"
     "\n"
     "  trainyard COMMAND --help   options of one command\n"
     "  trainyard --version\n";
@@ -336,6 +341,102 @@ int describe(int argc, char** argv) {
   return 0;
 }
 
+int convert_command(int argc, char** argv) {
+  const std::string usage =
+      "trainyard convert --from folder|csv|idx|parallel [--input PATH]... [--target DIR]... [--images F --labels F]"
+      " --output DIR [--encoding png|jpeg|raw] [--quality Q] [--resize HxW] [--shuffle] [--seed S]"
+      " [--test-fraction F] [--limit N] [--overwrite]";
+  po::options_description visible("convert options");
+  ConvertOptions o;
+  std::string resize;
+  visible.add_options()("from", po::value<std::string>(&o.from)->required(),
+                        "folder (ROOT/<class>/images), csv (path,label lines), idx (MNIST files), "
+                        "parallel (folders of matching file names)")(
+      "input", po::value<std::vector<std::string>>(&o.inputs)->composing(), "source folder or CSV (parallel: repeatable)")(
+      "target", po::value<std::vector<std::string>>(&o.targets)->composing(), "parallel: target image folder (repeatable)")(
+      "images", po::value<std::string>(&o.images), "idx: images file")("labels", po::value<std::string>(&o.labels),
+                                                                         "idx: labels file")(
+      "output", po::value<std::string>(&o.output)->required(), "LMDB folder to create")(
+      "encoding", po::value<std::string>(&o.encoding)->default_value("png"), "png, jpeg or raw")(
+      "quality", po::value<int>(&o.quality)->default_value(95), "JPEG quality 1..100")(
+      "resize", po::value<std::string>(&resize), "resize every image to HxW on the way in")(
+      "shuffle", po::bool_switch(&o.shuffle), "shuffle the samples (with --seed)")(
+      "seed", po::value<uint64_t>(&o.seed)->default_value(0), "seed of --shuffle")(
+      "test-fraction", po::value<double>(&o.test_fraction)->default_value(0),
+      "split off this fraction as OUTPUT/test (the rest is OUTPUT/train)")(
+      "limit", po::value<int64_t>(&o.limit)->default_value(0), "convert only the first N samples (after shuffling)")(
+      "overwrite", po::bool_switch(&o.overwrite), "replace an existing OUTPUT (only once the new one is complete)")(
+      "quiet", "no progress line");
+  visible.add(help_option());
+  po::variables_map vm;
+  try {
+    po::store(po::command_line_parser(argc - 1, argv + 1).options(visible).run(), vm);
+    if (vm.count("help")) {
+      std::cout << "usage: " << usage << "\n\n" << visible << "\n";
+      return 0;
+    }
+    if (vm.count("version")) return parse(argc, argv, usage, visible, false, vm), 0;
+    po::notify(vm);
+  } catch (const po::error& e) {
+    throw ConfigError(std::string("command line: ") + e.what(), "expected " + usage, "see trainyard convert --help");
+  }
+  if (!resize.empty() && std::sscanf(resize.c_str(), "%dx%d", &o.resize_h, &o.resize_w) != 2)
+    throw ConfigError("convert: --resize '" + resize + "'", "expected HEIGHTxWIDTH, e.g. 32x32", "");
+  o.progress = !vm.count("quiet");
+  ConvertResult r = convert(o);
+  std::cout << "convert: wrote " << r.written << " records to " << join(r.databases) << " in "
+            << json_number(std::round(r.seconds * 100) / 100) << " s\n";
+  return 0;
+}
+
+int iterate(int argc, char** argv) {
+  const std::string usage = "trainyard iterate EXP.yaml [--batches N] [--set KEY=VALUE]... [--plugin-dir DIR]...";
+  po::options_description visible;
+  po::options_description own("iterate options");
+  own.add_options()("batches", po::value<int64_t>()->default_value(0), "stop after N batches (0: one epoch)");
+  visible.add(own).add(experiment_options()).add(plugin_options()).add(help_option());
+  po::variables_map vm;
+  if (!parse(argc, argv, usage, visible, true, vm)) return 0;
+  Registry registry;
+  Experiment e = load(vm["experiment"].as<std::string>(), many<std::string>(vm, "set"),
+                      many<std::string>(vm, "plugin-dir"), registry);
+  Context context = make_context(e);
+  context.seed = e.seed;
+  auto dataset = std::get<Factory<Dataset>>(e.train_data.component->factory);
+  auto data = guarded(e.train_data, "construction", [&] { return dataset(e.train_data.options, context); });
+  EpochPlan plan;
+  plan.dataset_size = data->size();
+  plan.samples_per_epoch = e.loop.train_samples_per_epoch;
+  plan.batch_size = e.loop.batch_per_device;
+  plan.shuffle = e.loop.shuffle;
+  plan.drop_last = e.loop.drop_last;
+  plan.seed = e.seed;
+  LoaderOptions options;
+  options.batch_size = e.loop.batch_per_device;
+  options.drop_last = e.loop.drop_last;
+  options.threads = int(e.loop.decode_threads);
+  options.prefetch = int(e.loop.prefetch_batches);
+  options.seed = e.seed;
+  options.skip_bad_records = e.train_data.skip_bad_records;
+  options.owner = &e.train_data;
+  auto stats = std::make_shared<LoaderStats>();
+  const int64_t limit = vm["batches"].as<int64_t>();
+  const auto t0 = std::chrono::steady_clock::now();
+  BatchStream stream = batch_stream(*data, plan.indices(0), 0, 0, options, stats);
+  int64_t batches = 0, samples = 0;
+  while (limit == 0 || batches < limit) {
+    auto batch = guarded(e.train_data, "get_batch", stream);
+    if (!batch) break;
+    ++batches;
+    samples += batch->size();
+  }
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  std::cout << "iterate: " << samples << " samples in " << batches << " batches, " << json_number(seconds)
+            << " s, samples_per_sec " << json_number(samples / seconds) << ", decode_threads " << options.threads
+            << ", bad_records " << stats->bad_records.load() << "\n";
+  return 0;
+}
+
 }  // namespace
 
 int command_main(int argc, char** argv) {
@@ -360,7 +461,9 @@ int command_main(int argc, char** argv) {
     if (command == "validate") return validate(argc, argv);
     if (command == "plugins") return plugins(argc, argv);
     if (command == "describe") return describe(argc, argv);
-    const std::vector<std::string> commands = {"run", "validate", "plugins", "describe"};
+    if (command == "convert") return convert_command(argc, argv);
+    if (command == "iterate") return iterate(argc, argv);
+    const std::vector<std::string> commands = {"run", "validate", "plugins", "describe", "convert", "iterate"};
     throw ConfigError("unknown command '" + command + "'", "expected one of " + join(commands),
                       did_you_mean(command, commands));
   } catch (const ConfigError& e) {

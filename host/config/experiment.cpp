@@ -400,6 +400,9 @@ const Schema& loop_schema() {
     s.add("drop_last", false, "drop the last incomplete training batch of an epoch");
     s.add("log_every_iters", 50, "write train meter values to metrics.jsonl every N iterations").min(1);
     s.add("checkpoint_every_iters", 0, "also checkpoint every N train iterations; 0 only at epoch end").min(0);
+    s.add("decode_threads", 0, "threads that read, decode and augment samples; 0 does it on the training thread")
+        .range(0, 64);
+    s.add("prefetch_batches", 4, "ready batches the decode threads keep ahead of training").range(1, 1024);
     return s;
   }();
   return schema;
@@ -473,9 +476,18 @@ Experiment validate_experiment(ExperimentSource source, const Registry& registry
       fail(src.where(kv.first, "dataset." + k), "unknown key under dataset", "expected train or test, got '" + k + "'",
            did_you_mean(k, {"train", "test"}));
   }
-  e.train_data = v.component(v.get(dataset, "train"), "dataset.train", Kind::dataset, {});
+  e.train_data = v.component(v.get(dataset, "train"), "dataset.train", Kind::dataset, {"on_bad_record"});
   if (v.get(dataset, "test").IsDefined())
-    e.test_data = v.component(v.get(dataset, "test"), "dataset.test", Kind::dataset, {});
+    e.test_data = v.component(v.get(dataset, "test"), "dataset.test", Kind::dataset, {"on_bad_record"});
+  for (auto* d : {&e.train_data, &e.test_data}) {
+    if (!d->component) continue;
+    YAML::Node policy = v.get(v.get(dataset, d->key.substr(8)), "on_bad_record");
+    if (!policy.IsDefined()) continue;
+    OptionSpec spec;
+    spec.key = "on_bad_record";
+    spec.choices = {"error", "skip"};
+    d->skip_bad_records = std::get<std::string>(Checker{src, spec, d->key + ".on_bad_record"}.convert(policy)) == "skip";
+  }
 
   e.network = v.component(root["network"], "network", Kind::network, {"pretrained"});
   if (YAML::Node p = v.get(root["network"], "pretrained"); p.IsDefined()) {
@@ -520,6 +532,8 @@ Experiment validate_experiment(ExperimentSource source, const Registry& registry
   e.loop.drop_last = loop.get<bool>("drop_last");
   e.loop.log_every_iters = loop.get<int64_t>("log_every_iters");
   e.loop.checkpoint_every_iters = loop.get<int64_t>("checkpoint_every_iters");
+  e.loop.decode_threads = loop.get<int64_t>("decode_threads");
+  e.loop.prefetch_batches = loop.get<int64_t>("prefetch_batches");
 
   Options dist = v.section("distributed", distributed_schema());
   e.distributed.num_gpus = dist.get<int64_t>("num_gpus");
@@ -547,6 +561,7 @@ YAML::Node Experiment::resolved() const {
     if (c.kind == Kind::callback) n["priority"] = std::to_string(c.priority);
     if (c.kind == Kind::additional_override && c.order) n["order"] = std::to_string(*c.order);
     if (c.kind == Kind::network && !c.pretrained.empty()) n["pretrained"] = c.pretrained;
+    if (c.kind == Kind::dataset) n["on_bad_record"] = c.skip_bad_records ? "skip" : "error";
     for (const auto& [k, v] : c.options.values()) n[k] = value_node(v);
     return n;
   };

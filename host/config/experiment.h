@@ -45,6 +45,7 @@ struct ComponentConfig {
   std::optional<int64_t> order;                         ///< overrides
   std::vector<std::string> phases{"train", "test"};     ///< meters
   std::string pretrained;                               ///< network
+  bool skip_bad_records = false;                        ///< datasets: on_bad_record: skip
 };
 
 struct LoopConfig {
@@ -58,6 +59,8 @@ struct LoopConfig {
   bool drop_last = false;
   int64_t log_every_iters = 50;
   int64_t checkpoint_every_iters = 0;   ///< 0: only at the end of each epoch
+  int64_t decode_threads = 0;           ///< 0: decode on the training thread
+  int64_t prefetch_batches = 4;
 };
 
 struct DistributedConfig {

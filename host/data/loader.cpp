@@ -1,78 +1,219 @@
 #include "data/loader.h"
 
+#include <ATen/ATen.h>
+
 #include <algorithm>
-#include <memory>
+#include <condition_variable>
+#include <exception>
+#include <map>
+#include <mutex>
 #include <numeric>
+#include <thread>
+
+#include "trainyard/error.h"
+#include "util/process.h"
 
 namespace trainyard::host {
 namespace {
 
 // splitmix64: a small, well-mixed generator whose output is fixed by its
 // definition (std::shuffle's algorithm is not, across standard libraries).
+uint64_t mix(uint64_t z) {
+  z += 0x9e3779b97f4a7c15ull;
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+  return z ^ (z >> 31);
+}
+
 struct SplitMix64 {
   uint64_t state;
-  uint64_t next() {
-    uint64_t z = (state += 0x9e3779b97f4a7c15ull);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    return z ^ (z >> 31);
-  }
+  uint64_t next() { return mix(state++ * 0x9e3779b97f4a7c15ull); }
   uint64_t below(uint64_t n) { return static_cast<uint64_t>((static_cast<unsigned __int128>(next()) * n) >> 64); }
 };
 
 std::vector<int64_t> permutation(int64_t n, uint64_t seed, int64_t epoch, int64_t pass) {
   std::vector<int64_t> p(static_cast<size_t>(n));
   std::iota(p.begin(), p.end(), 0);
-  SplitMix64 rng{seed * 0x100000001b3ull ^ (static_cast<uint64_t>(epoch) << 20) ^ static_cast<uint64_t>(pass)};
-  rng.next();
+  SplitMix64 rng{mix(mix(seed) ^ mix(static_cast<uint64_t>(epoch) + 1) ^ static_cast<uint64_t>(pass) * 0x51ed27)};
   for (int64_t i = n - 1; i > 0; --i) std::swap(p[i], p[rng.below(static_cast<uint64_t>(i + 1))]);
   return p;
 }
 
+// One batch: decode its samples (seeded when the dataset augments), collate.
+// An empty optional means every sample was a skipped bad record.
+std::optional<Batch> assemble(const Dataset& dataset, const std::vector<int64_t>& ids, int64_t epoch,
+                              const LoaderOptions& options, LoaderStats* stats) {
+  auto bad = [&](int64_t index, const BadRecord& e) {
+    if (!options.skip_bad_records)
+      throw ConfigError("sample " + std::to_string(index) + ": " + e.what(), "expected a readable record",
+                        "fix the data, or set on_bad_record: skip on this dataset to skip and count such samples");
+    if (stats) ++stats->bad_records;
+  };
+  const auto* seeded = dynamic_cast<const SeededDataset*>(&dataset);
+  if (!seeded) {
+    try {
+      return dataset.get_batch(ids);
+    } catch (const BadRecord&) {
+      if (!options.skip_bad_records && ids.size() == 1) throw;
+      // Find the bad ones sample by sample.
+    }
+  }
+  std::vector<at::Tensor> inputs, targets;
+  std::vector<int64_t> kept;
+  for (int64_t i : ids) {
+    try {
+      Example e = seeded ? seeded->get_seeded(i, sample_seed(options.seed, epoch, i)) : dataset.get(i);
+      inputs.push_back(std::move(e.input));
+      targets.push_back(std::move(e.target));
+      kept.push_back(i);
+    } catch (const BadRecord& e) {
+      bad(i, e);
+    }
+  }
+  if (kept.empty()) return std::nullopt;
+  return Batch{at::stack(inputs), at::stack(targets), std::move(kept)};
+}
+
+// Decode threads fill a map of batch number -> result, at most `prefetch`
+// batches ahead of the consumer, who takes them strictly in order.
+class Pipeline {
+ public:
+  Pipeline(const Dataset& dataset, std::vector<int64_t> order, int64_t epoch, int64_t first_batch,
+           const LoaderOptions& options, std::shared_ptr<LoaderStats> stats)
+      : dataset_(dataset), order_(std::move(order)), epoch_(epoch), options_(options), stats_(std::move(stats)) {
+    const int64_t n = static_cast<int64_t>(order_.size()), b = options_.batch_size;
+    total_ = options_.drop_last ? n / b : (n + b - 1) / b;
+    next_claim_ = next_take_ = first_batch;
+    for (int t = 0; t < options_.threads; ++t) workers_.emplace_back([this] { work(); });
+  }
+  ~Pipeline() {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      stopping_ = true;
+    }
+    space_.notify_all();
+    for (auto& w : workers_) w.join();
+  }
+
+  std::optional<Batch> next() {
+    while (next_take_ < total_) {
+      std::optional<Batch> batch;
+      if (workers_.empty()) {
+        batch = produce(next_take_);
+      } else {
+        std::unique_lock<std::mutex> lock(mutex_);
+        ready_cv_.wait(lock, [&] { return ready_.count(next_take_) != 0; });
+        Result r = std::move(ready_[next_take_]);
+        ready_.erase(next_take_);
+        lock.unlock();
+        space_.notify_all();
+        if (r.error) {
+          ++next_take_;
+          std::rethrow_exception(r.error);
+        }
+        batch = std::move(r.batch);
+      }
+      ++next_take_;
+      if (!batch) continue;  // all of it was skipped
+      if (options_.device.type() != c10::DeviceType::CPU) {
+        batch->input = batch->input.to(options_.device, /*non_blocking=*/true);
+        batch->target = batch->target.to(options_.device, /*non_blocking=*/true);
+      }
+      return batch;
+    }
+    return std::nullopt;
+  }
+
+ private:
+  struct Result {
+    std::optional<Batch> batch;
+    std::exception_ptr error;
+  };
+
+  std::optional<Batch> produce(int64_t b) {
+    const size_t start = static_cast<size_t>(b * options_.batch_size);
+    const size_t end = std::min(order_.size(), start + static_cast<size_t>(options_.batch_size));
+    std::vector<int64_t> ids(order_.begin() + static_cast<std::ptrdiff_t>(start),
+                             order_.begin() + static_cast<std::ptrdiff_t>(end));
+    return assemble(dataset_, ids, epoch_, options_, stats_.get());
+  }
+
+  void work() {
+    running_component() = options_.owner;
+    while (true) {
+      int64_t b;
+      {
+        std::unique_lock<std::mutex> lock(mutex_);
+        space_.wait(lock, [&] {
+          return stopping_ || next_claim_ >= total_ || next_claim_ < next_take_ + options_.prefetch;
+        });
+        if (stopping_ || next_claim_ >= total_) return;
+        b = next_claim_++;
+      }
+      Result r;
+      try {
+        r.batch = produce(b);
+      } catch (...) {
+        r.error = std::current_exception();
+      }
+      {
+        std::lock_guard<std::mutex> lock(mutex_);
+        ready_[b] = std::move(r);
+      }
+      ready_cv_.notify_all();
+    }
+  }
+
+  const Dataset& dataset_;
+  const std::vector<int64_t> order_;
+  const int64_t epoch_;
+  const LoaderOptions options_;
+  std::shared_ptr<LoaderStats> stats_;
+  int64_t total_ = 0, next_claim_ = 0, next_take_ = 0;
+  std::mutex mutex_;
+  std::condition_variable ready_cv_, space_;
+  std::map<int64_t, Result> ready_;
+  bool stopping_ = false;
+  std::vector<std::thread> workers_;
+};
+
 }  // namespace
+
+uint64_t sample_seed(uint64_t seed, int64_t epoch, int64_t index) {
+  return mix(mix(mix(seed) ^ static_cast<uint64_t>(epoch)) ^ static_cast<uint64_t>(index));
+}
 
 std::vector<int64_t> EpochPlan::indices(int64_t epoch) const {
   const int64_t wanted = samples_per_epoch > 0 ? samples_per_epoch : dataset_size;
-  std::vector<int64_t> out;
-  out.reserve(static_cast<size_t>(wanted));
+  std::vector<int64_t> all;
+  all.reserve(static_cast<size_t>(wanted));
   // Epochs longer than the dataset take successive passes, each its own permutation.
-  for (int64_t pass = 0; static_cast<int64_t>(out.size()) < wanted && dataset_size > 0; ++pass) {
+  for (int64_t pass = 0; static_cast<int64_t>(all.size()) < wanted && dataset_size > 0; ++pass) {
     std::vector<int64_t> p(static_cast<size_t>(dataset_size));
     if (shuffle) {
       p = permutation(dataset_size, seed, epoch, pass);
     } else {
       std::iota(p.begin(), p.end(), 0);
     }
-    int64_t take = std::min<int64_t>(dataset_size, wanted - static_cast<int64_t>(out.size()));
-    out.insert(out.end(), p.begin(), p.begin() + take);
+    int64_t take = std::min<int64_t>(dataset_size, wanted - static_cast<int64_t>(all.size()));
+    all.insert(all.end(), p.begin(), p.begin() + take);
   }
-  return out;
+  if (world_size == 1) return all;
+  std::vector<int64_t> shard;
+  for (size_t i = static_cast<size_t>(rank); i < all.size(); i += static_cast<size_t>(world_size)) shard.push_back(all[i]);
+  return shard;
 }
 
 int64_t EpochPlan::batches_per_epoch() const {
-  const int64_t n = samples_per_epoch > 0 ? samples_per_epoch : dataset_size;
+  const int64_t all = samples_per_epoch > 0 ? samples_per_epoch : dataset_size;
+  const int64_t n = (all - rank + world_size - 1) / world_size;  // this rank's shard
   return drop_last ? n / batch_size : (n + batch_size - 1) / batch_size;
 }
 
-BatchStream batch_stream(const Dataset& dataset, std::vector<int64_t> indices, int64_t batch_size,
-                         int64_t first_batch, bool drop_last, c10::Device device) {
-  auto order = std::make_shared<std::vector<int64_t>>(std::move(indices));
-  auto next = std::make_shared<size_t>(static_cast<size_t>(first_batch * batch_size));
-  return [&dataset, order, next, batch_size, drop_last, device]() -> std::optional<Batch> {
-    const size_t start = *next, total = order->size();
-    if (start >= total) return std::nullopt;
-    const size_t end = std::min(total, start + static_cast<size_t>(batch_size));
-    if (drop_last && end - start < static_cast<size_t>(batch_size)) return std::nullopt;
-    *next = end;
-    std::vector<int64_t> ids(order->begin() + static_cast<std::ptrdiff_t>(start),
-                             order->begin() + static_cast<std::ptrdiff_t>(end));
-    Batch batch = dataset.get_batch(ids);
-    if (device.type() != c10::DeviceType::CPU) {
-      batch.input = batch.input.to(device, /*non_blocking=*/true);
-      batch.target = batch.target.to(device, /*non_blocking=*/true);
-    }
-    return batch;
-  };
+BatchStream batch_stream(const Dataset& dataset, std::vector<int64_t> indices, int64_t epoch, int64_t first_batch,
+                         const LoaderOptions& options, std::shared_ptr<LoaderStats> stats) {
+  auto pipeline = std::make_shared<Pipeline>(dataset, std::move(indices), epoch, first_batch, options, std::move(stats));
+  return [pipeline]() { return pipeline->next(); };
 }
 
 }  // namespace trainyard::host

@@ -1,8 +1,12 @@
 #pragma once
 // Turning a dataset into batches: a per-epoch permutation from (seed, epoch),
-// batching, and starting mid-epoch without touching the skipped samples.
-// (Threaded decoding and sharding by rank come with the data pipeline.)
+// sharding by rank, decode threads with a bounded prefetch queue, collation,
+// starting mid-epoch without touching the skipped samples, and the bad-record
+// policy. Batches depend only on (seed, epoch, rank, position): never on the
+// number of threads.
+#include <atomic>
 #include <cstdint>
+#include <memory>
 #include <vector>
 
 #include <c10/core/Device.h>
@@ -19,15 +23,37 @@ struct EpochPlan {
   bool shuffle = true;
   bool drop_last = false;
   uint64_t seed = 0;
+  int rank = 0, world_size = 1;
 
-  /// The sample indices epoch `epoch` visits, in order. Independent of
-  /// everything but (seed, epoch): a resumed run sees the same order.
+  /// The sample indices this rank visits in `epoch`, in order: every
+  /// world_size-th entry of the epoch's order, starting at `rank`, so each
+  /// sample is in exactly one shard.
   std::vector<int64_t> indices(int64_t epoch) const;
   int64_t batches_per_epoch() const;
 };
 
-/// Batches of `indices`, starting at batch number `first_batch`, moved to `device`.
-BatchStream batch_stream(const Dataset& dataset, std::vector<int64_t> indices, int64_t batch_size,
-                         int64_t first_batch, bool drop_last, c10::Device device);
+struct LoaderOptions {
+  int64_t batch_size = 1;
+  bool drop_last = false;
+  int threads = 0;      ///< decode threads; 0 decodes on the calling thread
+  int prefetch = 4;     ///< ready batches kept ahead of the consumer
+  uint64_t seed = 0;    ///< experiment seed, for per-sample augmentation seeds
+  bool skip_bad_records = false;
+  c10::Device device = c10::Device(c10::DeviceType::CPU);
+  const struct ComponentConfig* owner = nullptr;  ///< the dataset entry, for crash reports from decode threads
+};
+
+struct LoaderStats {
+  std::atomic<int64_t> bad_records{0};
+};
+
+/// The augmentation seed of one sample: a hash of (seed, epoch, index).
+uint64_t sample_seed(uint64_t seed, int64_t epoch, int64_t index);
+
+/// Batches of `indices` for `epoch`, starting at batch number `first_batch`.
+/// A bad record either throws ConfigError naming the sample (default) or is
+/// skipped and counted in `stats`.
+BatchStream batch_stream(const Dataset& dataset, std::vector<int64_t> indices, int64_t epoch, int64_t first_batch,
+                         const LoaderOptions& options, std::shared_ptr<LoaderStats> stats = nullptr);
 
 }  // namespace trainyard::host

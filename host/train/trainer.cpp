@@ -35,6 +35,8 @@ Trainer::Trainer(const Experiment& experiment, Components components, Context co
   plan_.shuffle = e_.loop.shuffle;
   plan_.drop_last = e_.loop.drop_last;
   plan_.seed = e_.seed;
+  plan_.rank = context_.rank;
+  plan_.world_size = context_.world_size;
 
   stages_.run = [this] { default_run(); };
   stages_.should_continue = [this] { return default_should_continue(); };
@@ -118,9 +120,24 @@ void Trainer::default_run() {
 
 bool Trainer::default_should_continue() { return at_.epoch < e_.loop.epochs && !stop_requested(); }
 
+LoaderOptions Trainer::loader_options(const ComponentConfig& data, int64_t batch_size) const {
+  LoaderOptions o;
+  o.batch_size = batch_size;
+  o.drop_last = &data == c_.train_data.config && e_.loop.drop_last;
+  o.threads = static_cast<int>(e_.loop.decode_threads);
+  o.prefetch = static_cast<int>(e_.loop.prefetch_batches);
+  o.seed = e_.seed;
+  o.skip_bad_records = data.skip_bad_records;
+  o.device = context_.device;
+  o.owner = &data;
+  return o;
+}
+
 BatchStream Trainer::default_train_batches(int64_t epoch) {
-  BatchStream inner = batch_stream(*c_.train_data.object, plan_.indices(epoch), plan_.batch_size, at_.position,
-                                   plan_.drop_last, context_.device);
+  BatchStream inner = guarded(*c_.train_data.config, "get_batch", [&] {
+    return batch_stream(*c_.train_data.object, plan_.indices(epoch), epoch, at_.position,
+                        loader_options(*c_.train_data.config, plan_.batch_size), train_stats_);
+  });
   const ComponentConfig& who = *c_.train_data.config;
   return [inner, &who] { return guarded(who, "get_batch", inner); };
 }
@@ -146,15 +163,18 @@ MeterValues Trainer::meter_values(const std::vector<Built<Meter>>& meters, const
 
 void Trainer::default_epoch(int64_t epoch) {
   each_callback("before_epoch", [&](Callback& cb) { cb.before_epoch(*this); });
-  if (at_.position == 0)
+  if (at_.position == 0) {
     for (auto& m : c_.train_meters) guarded(*m.config, "reset", [&] { m.object->reset(); });
+    train_stats_->bad_records = 0;  // counted per epoch
+  }
 
   BatchStream batches = stages_.train_batches(epoch);
-  double train_seconds = 0;
+  double train_seconds = 0, wait_seconds = 0;
   int64_t train_samples = 0;
   while (!stop_requested()) {
     const auto t0 = std::chrono::steady_clock::now();
     std::optional<Batch> batch = batches();
+    wait_seconds += seconds_since(t0);
     if (!batch) break;
     each_callback("before_train_iter", [&](Callback& cb) { cb.before_train_iter(*this, *batch); });
     StepResult result = stages_.train_step(*batch);
@@ -191,6 +211,13 @@ void Trainer::default_epoch(int64_t epoch) {
   for (const auto& [k, x] : v) values_[k] = x;
   v["secs_per_train"] = secs_per_train_;
   v["samples_per_sec"] = samples_per_sec_;
+  // The share of the epoch spent waiting for input (goal: a few percent).
+  v["input_wait_secs"] = wait_seconds;
+  v["input_wait_share"] = train_seconds > 0 ? wait_seconds / train_seconds : 0;
+  if (c_.train_data.config->skip_bad_records) {
+    values_["train_bad_records"] = static_cast<double>(train_stats_->bad_records.load());
+    v["train_bad_records"] = values_["train_bad_records"];
+  }
   v["lr"] = c_.optimizer->param_groups().at(0).options().get_lr();
   log("train", v);
   if (tested_at_ != at_.iteration)  // the periodic test may have just run on this state
@@ -203,6 +230,7 @@ MeterValues Trainer::default_test() {
   if (!c_.test_data.object) return {};
   each_callback("before_test", [&](Callback& cb) { cb.before_test(*this); });
   for (auto& m : c_.test_meters) guarded(*m.config, "reset", [&] { m.object->reset(); });
+  test_stats_->bad_records = 0;  // counted per test pass
   Network& net = *c_.network.object;
   net.eval();
   {
@@ -212,7 +240,11 @@ MeterValues Trainer::default_test() {
     std::vector<int64_t> order(static_cast<size_t>(count));
     for (int64_t i = 0; i < count; ++i) order[static_cast<size_t>(i)] = i;
     const int64_t batch_size = e_.loop.test_batch_per_device > 0 ? e_.loop.test_batch_per_device : e_.loop.batch_per_device;
-    BatchStream batches = batch_stream(*c_.test_data.object, std::move(order), batch_size, 0, false, context_.device);
+    // Test samples are decoded as in epoch 0: the same pass every time.
+    BatchStream batches = guarded(*c_.test_data.config, "get_batch", [&] {
+      return batch_stream(*c_.test_data.object, std::move(order), 0, 0, loader_options(*c_.test_data.config, batch_size),
+                          test_stats_);
+    });
     while (true) {
       std::optional<Batch> batch = guarded(*c_.test_data.config, "get_batch", batches);
       if (!batch) break;
@@ -223,6 +255,7 @@ MeterValues Trainer::default_test() {
   }
   net.train();
   MeterValues v = meter_values(c_.test_meters, "test_");
+  if (c_.test_data.config->skip_bad_records) v["test_bad_records"] = static_cast<double>(test_stats_->bad_records.load());
   log("test", v);
   each_callback("after_test", [&](Callback& cb) { cb.after_test(*this, v); });
   return v;

@@ -49,6 +49,8 @@ class Trainer final : public Loop {
   Stages& stages() override { return stages_; }
 
   LoopPosition position_state() const { return at_; }
+  /// Loader settings for a split (tests use them to read what training reads).
+  LoaderOptions loader_options(const ComponentConfig& data, int64_t batch_size) const;
 
  private:
   void default_run();
@@ -76,6 +78,8 @@ class Trainer final : public Loop {
   MeterValues values_;
   std::string stop_reason_;
   int64_t tested_at_ = -1;  ///< iteration of the last periodic test
+  std::shared_ptr<LoaderStats> train_stats_ = std::make_shared<LoaderStats>();
+  std::shared_ptr<LoaderStats> test_stats_ = std::make_shared<LoaderStats>();
   double secs_per_train_ = 0, samples_per_sec_ = 0;
 };
 

@@ -24,8 +24,11 @@ ConfigError::ConfigError(const std::string& what, const std::string& expected_an
                          const std::string& hint)
     : Error(what + "; " + expected_and_got + (hint.empty() ? "" : "; " + hint)) {}
 ConfigError::~ConfigError() = default;
+BadRecord::BadRecord(const std::string& reason) : Error(reason) {}
+BadRecord::~BadRecord() = default;
 
 Dataset::~Dataset() = default;
+SeededDataset::~SeededDataset() = default;
 Network::~Network() = default;
 Loss::~Loss() = default;
 Optimizer::~Optimizer() = default;

@@ -22,7 +22,7 @@ std::string load_error(const std::string& fixture, Registry& registry) {
 TEST(PluginLoader, LoadsEveryBuiltinPlugin) {
   Registry r;
   load_plugin_folders({{test::builtin_plugin_dir(), "built-in"}}, r);
-  EXPECT_EQ(r.names(Kind::dataset), (std::vector<std::string>{"fashion_mnist", "synthetic"}));
+  EXPECT_EQ(r.names(Kind::dataset), (std::vector<std::string>{"csv", "fashion_mnist", "image_folder", "lmdb", "synthetic"}));
   EXPECT_EQ(r.names(Kind::network), (std::vector<std::string>{"convnet", "mlp"}));
   EXPECT_EQ(r.names(Kind::loss), (std::vector<std::string>{"cross_entropy"}));
   EXPECT_EQ(r.names(Kind::optimizer), (std::vector<std::string>{"adam", "sgd"}));
@@ -41,14 +41,14 @@ TEST(PluginLoader, RefusesLibraryWithoutEntryPoint) {
 TEST(PluginLoader, RefusesDifferentMajorWithBothVersions) {
   Registry r;
   std::string err = load_error("wrong_major", r);
-  EXPECT_TRUE(contains(err, "SDK API major version differs; expected 1.0 (same major), got 2.0")) << err;
+  EXPECT_TRUE(contains(err, "SDK API major version differs; expected 1.1 (same major), got 2.1")) << err;
   EXPECT_TRUE(r.libraries().empty());
 }
 
 TEST(PluginLoader, RefusesNewerMinorWithBothVersions) {
   Registry r;
   std::string err = load_error("newer_minor", r);
-  EXPECT_TRUE(contains(err, "built against a newer SDK than this host; expected API 1.0 or an older minor, got 1.1"))
+  EXPECT_TRUE(contains(err, "built against a newer SDK than this host; expected API 1.1 or an older minor, got 1.2"))
       << err;
 }
 

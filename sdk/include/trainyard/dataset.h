@@ -34,4 +34,24 @@ class Dataset {
   virtual DatasetInfo info() const = 0;
 };
 
+/// A dataset whose samples depend on a random seed: augmentation. The host's
+/// loader calls get_seeded(index, seed) with seed = hash(experiment seed,
+/// epoch, index), so a sample's augmentation is the same whichever thread
+/// decodes it and however many threads there are. Added in SDK API 1.1 as a
+/// separate interface (the host finds it with dynamic_cast), so that 1.0
+/// plugins keep working.
+///
+/// Example:
+///   Example get_seeded(int64_t i, uint64_t seed) const override {
+///     std::mt19937_64 rng(seed);
+///     return {flip_if(rng() & 1, image(i)), label(i)};
+///   }
+class SeededDataset : public Dataset {
+ public:
+  ~SeededDataset() override;
+  virtual Example get_seeded(int64_t index, uint64_t seed) const = 0;
+  /// Without a seed: the sample as with seed 0.
+  Example get(int64_t index) const override { return get_seeded(index, 0); }
+};
+
 }  // namespace trainyard

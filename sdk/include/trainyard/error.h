@@ -34,4 +34,13 @@ class ConfigError : public Error {
   ~ConfigError() override;
 };
 
+/// A sample that cannot be read or decoded (a damaged record, an undecodable
+/// image). The host's loader either stops with it (on_bad_record: error, the
+/// default; exit 2) or skips the sample and counts it (on_bad_record: skip).
+class BadRecord : public Error {
+ public:
+  explicit BadRecord(const std::string& reason);
+  ~BadRecord() override;
+};
+
 }  // namespace trainyard

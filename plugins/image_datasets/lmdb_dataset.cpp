@@ -1,0 +1,126 @@
+// lmdb: reads trainyard's record format (docs/lmdb-format.md) from an LMDB
+// environment opened read-only; every get() uses its own read transaction,
+// so any number of decode threads can read at once.
+#include <lmdb.h>
+
+#include <filesystem>
+
+#include <ATen/ATen.h>
+#include <trainyard/error.h>
+#include <trainyard/record.h>
+
+#include "image_dataset.h"
+
+namespace image_datasets {
+namespace {
+
+using trainyard::ConfigError;
+
+class Lmdb : public ImageDataset {
+ public:
+  Lmdb(const trainyard::Options& o) : ImageDataset(transform_options(o)), path_(o.get<std::string>("path")) {
+    if (!std::filesystem::exists(path_))
+      throw ConfigError("database '" + path_ + "' does not exist", "expected an LMDB folder made by trainyard convert",
+                        "run: trainyard convert --from idx ... --output " + path_);
+    check(mdb_env_create(&env_), "create the environment");
+    // NOTLS: read transactions are not tied to threads (decode threads share the env).
+    const bool is_file = std::filesystem::is_regular_file(path_);
+    check(mdb_env_open(env_, path_.c_str(), MDB_RDONLY | MDB_NOTLS | (is_file ? MDB_NOSUBDIR : 0), 0664),
+          "open it read-only");
+    MDB_txn* txn = nullptr;
+    check(mdb_txn_begin(env_, nullptr, MDB_RDONLY, &txn), "begin a read transaction");
+    int rc = mdb_dbi_open(txn, nullptr, 0, &dbi_);
+    MDB_val key{std::strlen(trainyard::kMetadataKey), const_cast<char*>(trainyard::kMetadataKey)}, value;
+    if (rc == 0) rc = mdb_get(txn, dbi_, &key, &value);
+    if (rc != 0) {
+      mdb_txn_abort(txn);
+      throw ConfigError("database '" + path_ + "' has no trainyard metadata entry (" + mdb_strerror(rc) + ")",
+                        "expected a database written by trainyard convert", "convert the data with trainyard convert");
+    }
+    std::string text(static_cast<const char*>(value.mv_data), value.mv_size);
+    mdb_txn_abort(txn);
+    try {
+      meta_ = trainyard::decode_metadata(text);
+    } catch (const trainyard::Error& e) {
+      throw ConfigError("database '" + path_ + "': bad metadata: " + e.what(), "expected format version " +
+                        std::to_string(trainyard::kRecordFormatVersion), "convert the data again");
+    }
+    describe(static_cast<int64_t>(meta_.class_names.size()), meta_.class_names);
+  }
+  ~Lmdb() override {
+    if (env_) mdb_env_close(env_);
+  }
+  int64_t size() const override { return meta_.count; }
+
+ protected:
+  LoadedSample load(int64_t index) const override {
+    const std::string key_text = trainyard::record_key(index);
+    MDB_txn* txn = nullptr;
+    int rc = mdb_txn_begin(env_, nullptr, MDB_RDONLY, &txn);
+    if (rc != 0) throw trainyard::Error(path_ + ": cannot begin a read transaction: " + mdb_strerror(rc));
+    struct Abort {
+      MDB_txn* t;
+      ~Abort() { mdb_txn_abort(t); }
+    } abort{txn};
+    MDB_val key{key_text.size(), const_cast<char*>(key_text.data())}, value;
+    rc = mdb_get(txn, dbi_, &key, &value);
+    const std::string what = "record " + key_text;
+    if (rc != 0) throw trainyard::BadRecord(what + ": " + mdb_strerror(rc));
+    trainyard::Record record;
+    try {
+      record = trainyard::decode_record(value.mv_data, value.mv_size);
+    } catch (const trainyard::BadRecord& e) {
+      throw trainyard::BadRecord(what + ": " + e.what());
+    }
+    LoadedSample s;
+    for (size_t i = 0; i < record.images.size(); ++i) {
+      const auto& im = record.images[i];
+      cv::Mat m;
+      const std::string image_what = what + " image " + std::to_string(i);
+      if (im.encoding == trainyard::ImageEncoding::raw)
+        m = cv::Mat(static_cast<int>(im.rows), static_cast<int>(im.cols), CV_8UC(im.channels),
+                    const_cast<char*>(im.bytes.data())).clone();
+      else
+        m = decode_image(im.bytes.data(), im.bytes.size(), image_what + " (" + encoding_name(im.encoding) + ")");
+      (static_cast<int64_t>(i) < meta_.input_images ? s.inputs : s.targets).push_back(m);
+    }
+    if (s.inputs.empty()) throw trainyard::BadRecord(what + ": no input image");
+    if (s.targets.empty()) {
+      if (record.labels.empty()) throw trainyard::BadRecord(what + ": neither a label nor a target image");
+      const auto& l = record.labels[0];
+      s.label = l.kind == trainyard::Label::Kind::class_index
+                    ? at::scalar_tensor(l.index, at::kLong)
+                    : at::tensor(at::ArrayRef<float>(l.values.data(), l.values.size()), at::kFloat);
+    }
+    return s;
+  }
+
+ private:
+  void check(int rc, const std::string& action) {
+    if (rc == 0) return;
+    if (env_) mdb_env_close(env_), env_ = nullptr;
+    throw ConfigError("database '" + path_ + "': cannot " + action + ": " + mdb_strerror(rc),
+                      "expected a readable LMDB made by trainyard convert",
+                      rc == EAGAIN || rc == EBUSY ? "another process holds it locked; wait or copy it"
+                                                  : "check the path and its permissions");
+  }
+  std::string path_;
+  MDB_env* env_ = nullptr;
+  MDB_dbi dbi_ = 0;
+  trainyard::DatasetMetadata meta_;
+};
+
+}  // namespace
+
+trainyard::Schema lmdb_schema() {
+  trainyard::Schema s;
+  s.require("path", trainyard::OptionType::string, "LMDB folder written by 'trainyard convert'");
+  add_transform_options(s);
+  return s;
+}
+
+std::shared_ptr<trainyard::Dataset> make_lmdb(const trainyard::Options& options) {
+  return std::make_shared<Lmdb>(options);
+}
+
+}  // namespace image_datasets

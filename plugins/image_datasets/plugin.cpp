@@ -1,0 +1,32 @@
+// image_datasets: images from LMDB (trainyard's record format), from class
+// folders, or from a CSV, all with the same OpenCV transforms.
+#include <opencv2/core/utility.hpp>
+#include <trainyard/plugin.h>
+
+#include "image_dataset.h"
+
+namespace {
+
+template <class Make>
+trainyard::Factory<trainyard::Dataset> factory(Make make) {
+  return [make](const trainyard::Options& o, const trainyard::Context&) {
+    // The host's decode threads are the parallelism; OpenCV's own pool would
+    // oversubscribe the cores.
+    cv::setNumThreads(0);
+    return make(o);
+  };
+}
+
+void register_components(trainyard::Registrar& r) {
+  r.add_dataset("lmdb", "records from an LMDB written by 'trainyard convert', decoded and augmented with OpenCV",
+                image_datasets::lmdb_schema(), factory(image_datasets::make_lmdb));
+  r.add_dataset("image_folder", "image files in one sub-folder per class", image_datasets::image_folder_schema(),
+                factory(image_datasets::make_image_folder));
+  r.add_dataset("csv", "image files listed in a CSV of path,label lines", image_datasets::csv_schema(),
+                factory(image_datasets::make_csv));
+}
+
+}  // namespace
+
+TRAINYARD_PLUGIN("image_datasets", "1.0.0", "LMDB, image-folder and CSV image datasets with OpenCV transforms",
+                 register_components)

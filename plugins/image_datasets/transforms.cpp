@@ -1,0 +1,188 @@
+#include "transforms.h"
+
+#include <cmath>
+
+#include <ATen/ATen.h>
+#include <opencv2/imgproc.hpp>
+#include <trainyard/error.h>
+
+namespace image_datasets {
+
+void add_transform_options(trainyard::Schema& s) {
+  s.add("color", "keep", "keep (as decoded), gray (1 channel) or rgb (3 channels)").one_of({"keep", "gray", "rgb"});
+  s.add("load_size", std::vector<int64_t>{}, "[height, width] to resize to before cropping; [] keeps the size").min(1);
+  s.add("crop", "none", "none, center, random, or random_resized (scale jitter)")
+      .one_of({"none", "center", "random", "random_resized"});
+  s.add("crop_size", std::vector<int64_t>{}, "[height, width] of the crop").min(1);
+  s.add("scale", std::vector<double>{0.08, 1.0}, "random_resized: range of the crop's area fraction").range(0.0, 1.0);
+  s.add("ratio", std::vector<double>{0.75, 4.0 / 3.0}, "random_resized: range of the crop's aspect ratio").min(0.01);
+  s.add("hflip", 0.0, "probability of a horizontal flip").range(0.0, 1.0);
+  s.add("vflip", 0.0, "probability of a vertical flip").range(0.0, 1.0);
+  s.add("rotate_degrees", 0.0, "rotation by an angle uniform in [-r, r] degrees").range(0.0, 180.0);
+  s.add("translate", 0.0, "translation by up to this fraction of the size, per axis").range(0.0, 0.5);
+  s.add("brightness", 0.0, "brightness factor uniform in [1-x, 1+x]").range(0.0, 1.0);
+  s.add("contrast", 0.0, "contrast factor uniform in [1-x, 1+x]").range(0.0, 1.0);
+  s.add("saturation", 0.0, "saturation factor uniform in [1-x, 1+x] (color images)").range(0.0, 1.0);
+  s.add("lighting", 0.0, "std of PCA lighting noise (AlexNet's ImageNet eigenvectors; color images)").range(0.0, 1.0);
+  s.add("mean", std::vector<double>{}, "per-channel mean subtracted from [0, 1] values; [] for none");
+  s.add("std", std::vector<double>{}, "per-channel std divided by; [] for none").min(1e-6);
+}
+
+TransformOptions transform_options(const trainyard::Options& o) {
+  TransformOptions t;
+  t.color = o.get<std::string>("color");
+  t.load_size = o.get<std::vector<int64_t>>("load_size");
+  t.crop = o.get<std::string>("crop");
+  t.crop_size = o.get<std::vector<int64_t>>("crop_size");
+  t.scale = o.get<std::vector<double>>("scale");
+  t.ratio = o.get<std::vector<double>>("ratio");
+  t.hflip = o.get<double>("hflip");
+  t.vflip = o.get<double>("vflip");
+  t.rotate_degrees = o.get<double>("rotate_degrees");
+  t.translate = o.get<double>("translate");
+  t.brightness = o.get<double>("brightness");
+  t.contrast = o.get<double>("contrast");
+  t.saturation = o.get<double>("saturation");
+  t.lighting = o.get<double>("lighting");
+  t.mean = o.get<std::vector<double>>("mean");
+  t.std = o.get<std::vector<double>>("std");
+  using trainyard::ConfigError;
+  if (!t.load_size.empty() && t.load_size.size() != 2)
+    throw ConfigError("load_size has " + std::to_string(t.load_size.size()) + " values", "expected [height, width]", "");
+  if (t.crop != "none" && t.crop_size.size() != 2)
+    throw ConfigError("crop: " + t.crop + " needs crop_size", "expected crop_size: [height, width]", "");
+  if (t.scale.size() != 2 || t.scale[0] > t.scale[1] || t.ratio.size() != 2 || t.ratio[0] > t.ratio[1])
+    throw ConfigError("scale and ratio must be [low, high] ranges", "expected two values, low first", "");
+  if (t.mean.size() != t.std.size())
+    throw ConfigError("mean has " + std::to_string(t.mean.size()) + " values and std " + std::to_string(t.std.size()),
+                      "expected one per channel in both", "");
+  return t;
+}
+
+uint64_t Draws::next() {  // splitmix64
+  uint64_t z = (state_ += 0x9e3779b97f4a7c15ull);
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+  return z ^ (z >> 31);
+}
+
+double Draws::uniform(double lo, double hi) {
+  return lo + (hi - lo) * static_cast<double>(next() >> 11) * (1.0 / 9007199254740992.0);
+}
+
+double Draws::normal() {
+  double u1 = uniform(1e-12, 1.0), u2 = uniform(0.0, 1.0);
+  return std::sqrt(-2.0 * std::log(u1)) * std::cos(2.0 * M_PI * u2);
+}
+
+namespace {
+
+cv::Mat resize_to(const cv::Mat& m, int h, int w) {
+  if (m.rows == h && m.cols == w) return m;
+  cv::Mat out;
+  cv::resize(m, out, cv::Size(w, h), 0, 0, (h < m.rows || w < m.cols) ? cv::INTER_AREA : cv::INTER_LINEAR);
+  return out;
+}
+
+cv::Mat crop(const cv::Mat& m, const TransformOptions& t, Draws& draws) {
+  if (t.crop == "none") return m;
+  const int ch = static_cast<int>(t.crop_size[0]), cw = static_cast<int>(t.crop_size[1]);
+  if (t.crop == "random_resized") {
+    // A region of random area and aspect ratio, resized to crop_size; the
+    // whole image (center) when ten tries find none that fits.
+    const double area = static_cast<double>(m.rows) * m.cols;
+    for (int attempt = 0; attempt < 10; ++attempt) {
+      double target = area * draws.uniform(t.scale[0], t.scale[1]);
+      double aspect = std::exp(draws.uniform(std::log(t.ratio[0]), std::log(t.ratio[1])));
+      int w = static_cast<int>(std::round(std::sqrt(target * aspect)));
+      int h = static_cast<int>(std::round(std::sqrt(target / aspect)));
+      if (w > 0 && h > 0 && w <= m.cols && h <= m.rows) {
+        int y = static_cast<int>(draws.uniform(0, m.rows - h + 1));
+        int x = static_cast<int>(draws.uniform(0, m.cols - w + 1));
+        return resize_to(m(cv::Rect(x, y, w, h)), ch, cw);
+      }
+    }
+    return resize_to(m, ch, cw);
+  }
+  if (ch > m.rows || cw > m.cols)
+    throw trainyard::BadRecord("image of " + std::to_string(m.rows) + "x" + std::to_string(m.cols) +
+                               " is smaller than crop_size " + std::to_string(ch) + "x" + std::to_string(cw) +
+                               " (set load_size)");
+  int y = (m.rows - ch) / 2, x = (m.cols - cw) / 2;
+  if (t.crop == "random") {
+    y = static_cast<int>(draws.uniform(0, m.rows - ch + 1));
+    x = static_cast<int>(draws.uniform(0, m.cols - cw + 1));
+  }
+  return m(cv::Rect(x, y, cw, ch)).clone();
+}
+
+}  // namespace
+
+at::Tensor apply_transforms(const cv::Mat& decoded, const TransformOptions& t, uint64_t seed) {
+  Draws draws(seed);
+  cv::Mat m;
+  // Color: tensors are RGB (or gray); OpenCV decodes BGR.
+  if (decoded.channels() == 4) cv::cvtColor(decoded, m, cv::COLOR_BGRA2BGR);
+  else m = decoded;
+  if (t.color == "gray" && m.channels() == 3) cv::cvtColor(m, m, cv::COLOR_BGR2GRAY);
+  else if (m.channels() == 3) cv::cvtColor(m, m, cv::COLOR_BGR2RGB);
+  else if (t.color == "rgb" && m.channels() == 1) cv::cvtColor(m, m, cv::COLOR_GRAY2RGB);
+
+  if (!t.load_size.empty()) m = resize_to(m, static_cast<int>(t.load_size[0]), static_cast<int>(t.load_size[1]));
+  m = crop(m, t, draws);
+  if (draws.chance(t.hflip)) cv::flip(m, m, 1);
+  if (draws.chance(t.vflip)) cv::flip(m, m, 0);
+  if (t.rotate_degrees > 0 || t.translate > 0) {
+    double angle = t.rotate_degrees > 0 ? draws.uniform(-t.rotate_degrees, t.rotate_degrees) : 0;
+    double dx = t.translate > 0 ? draws.uniform(-t.translate, t.translate) * m.cols : 0;
+    double dy = t.translate > 0 ? draws.uniform(-t.translate, t.translate) * m.rows : 0;
+    cv::Mat affine = cv::getRotationMatrix2D(cv::Point2f(m.cols / 2.0f, m.rows / 2.0f), angle, 1.0);
+    affine.at<double>(0, 2) += dx;
+    affine.at<double>(1, 2) += dy;
+    cv::warpAffine(m, m, affine, m.size(), cv::INTER_LINEAR, cv::BORDER_REFLECT_101);
+  }
+
+  cv::Mat f;
+  m.convertTo(f, CV_32F, 1.0 / 255.0);
+  if (t.brightness > 0) f *= draws.uniform(1 - t.brightness, 1 + t.brightness);
+  if (t.contrast > 0) {
+    double factor = draws.uniform(1 - t.contrast, 1 + t.contrast);
+    cv::Mat gray;
+    if (f.channels() == 3) cv::cvtColor(f, gray, cv::COLOR_RGB2GRAY);
+    else gray = f;
+    double mean = cv::mean(gray)[0];
+    f = (f - cv::Scalar::all(mean)) * factor + cv::Scalar::all(mean);
+  }
+  if (t.saturation > 0 && f.channels() == 3) {
+    double factor = draws.uniform(1 - t.saturation, 1 + t.saturation);
+    cv::Mat gray, gray3;
+    cv::cvtColor(f, gray, cv::COLOR_RGB2GRAY);
+    cv::cvtColor(gray, gray3, cv::COLOR_GRAY2RGB);
+    cv::addWeighted(f, factor, gray3, 1 - factor, 0, f);
+  }
+  if (t.lighting > 0 && f.channels() == 3) {
+    // AlexNet's PCA lighting: eigenvectors and eigenvalues of ImageNet RGB pixels.
+    static const double eigval[3] = {0.2175, 0.0188, 0.0045};
+    static const double eigvec[3][3] = {{-0.5675, 0.7192, 0.4009}, {-0.5808, -0.0045, -0.8140}, {-0.5836, -0.6948, 0.4203}};
+    double alpha[3];
+    for (double& a : alpha) a = draws.normal() * t.lighting;
+    cv::Scalar shift;
+    for (int c = 0; c < 3; ++c)
+      shift[c] = eigvec[c][0] * alpha[0] * eigval[0] + eigvec[c][1] * alpha[1] * eigval[1] + eigvec[c][2] * alpha[2] * eigval[2];
+    f += shift;
+  }
+  if (!t.mean.empty()) {
+    if (static_cast<int>(t.mean.size()) != f.channels())
+      throw trainyard::BadRecord("image has " + std::to_string(f.channels()) + " channels, mean/std have " +
+                                 std::to_string(t.mean.size()) + " values");
+    cv::Scalar mean, inv_std;
+    for (int c = 0; c < f.channels(); ++c) mean[c] = t.mean[c], inv_std[c] = 1.0 / t.std[c];
+    cv::subtract(f, mean, f);
+    cv::multiply(f, inv_std, f);
+  }
+  if (!f.isContinuous()) f = f.clone();
+  // HWC float -> CHW tensor (clone: the Mat's memory goes away).
+  return at::from_blob(f.data, {f.rows, f.cols, f.channels()}, at::kFloat).permute({2, 0, 1}).clone(at::MemoryFormat::Contiguous);
+}
+
+}  // namespace image_datasets

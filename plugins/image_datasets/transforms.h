@@ -1,0 +1,52 @@
+#pragma once
+// Image transforms done with OpenCV, configured from YAML and seeded per
+// sample: the same (options, seed, image) always gives the same tensor.
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include <ATen/core/Tensor.h>
+#include <opencv2/core.hpp>
+#include <trainyard/options.h>
+
+namespace image_datasets {
+
+struct TransformOptions {
+  std::string color = "keep";          ///< keep | gray | rgb
+  std::vector<int64_t> load_size;      ///< [h, w]: resize first; empty: keep
+  std::string crop = "none";           ///< none | center | random | random_resized
+  std::vector<int64_t> crop_size;      ///< [h, w]
+  std::vector<double> scale{0.08, 1.0};       ///< random_resized: area fraction range
+  std::vector<double> ratio{0.75, 1.3333333};  ///< random_resized: aspect ratio range
+  double hflip = 0, vflip = 0;         ///< probabilities
+  double rotate_degrees = 0;           ///< uniform in [-r, r]
+  double translate = 0;                ///< fraction of the size, uniform in [-t, t] per axis
+  double brightness = 0, contrast = 0, saturation = 0;  ///< jitter factors uniform in [1-x, 1+x]
+  double lighting = 0;                 ///< std of AlexNet-style PCA lighting noise (RGB only)
+  std::vector<double> mean, std;       ///< per channel, on [0, 1] values; empty: no normalization
+};
+
+/// Declares the transform options in a dataset's schema.
+void add_transform_options(trainyard::Schema& schema);
+/// Reads them back; throws ConfigError for inconsistent values.
+TransformOptions transform_options(const trainyard::Options& options);
+
+/// A deterministic generator: draws depend only on the seed.
+class Draws {
+ public:
+  explicit Draws(uint64_t seed) : state_(seed) {}
+  double uniform(double lo, double hi);  ///< in [lo, hi)
+  double normal();                      ///< standard normal (Box-Muller)
+  bool chance(double p) { return p > 0 && uniform(0, 1) < p; }
+
+ private:
+  uint64_t next();
+  uint64_t state_;
+};
+
+/// Applies the transforms to an 8-bit image as OpenCV decoded it (HWC, BGR or
+/// gray) and returns a float tensor {C, H, W}: RGB order, values in [0, 1]
+/// then normalized by mean and std.
+at::Tensor apply_transforms(const cv::Mat& image, const TransformOptions& options, uint64_t seed);
+
+}  // namespace image_datasets

@@ -1,0 +1,145 @@
+// The host's loader: the same batches whatever the number of decode threads,
+// shards that partition the epoch, seeking, and the bad-record policy.
+#include <gtest/gtest.h>
+
+#include <ATen/ATen.h>
+#include <set>
+
+#include "data/loader.h"
+#include "trainyard/error.h"
+
+namespace trainyard::host {
+namespace {
+
+// Sample i is [i, seed % 100000]; samples in `bad` are damaged records.
+class Numbers : public SeededDataset {
+ public:
+  explicit Numbers(int64_t n, std::set<int64_t> bad = {}) : n_(n), bad_(std::move(bad)) {}
+  int64_t size() const override { return n_; }
+  Example get_seeded(int64_t i, uint64_t seed) const override {
+    if (bad_.count(i)) throw BadRecord("record " + std::to_string(i) + ": cannot decode png image 0");
+    return {at::tensor({double(i), double(seed % 100000)}, at::kDouble), at::scalar_tensor(i % 3, at::kLong)};
+  }
+  DatasetInfo info() const override { return {n_, 3, {2}, {}}; }
+
+ private:
+  int64_t n_;
+  std::set<int64_t> bad_;
+};
+
+std::vector<at::Tensor> read_all(BatchStream stream) {
+  std::vector<at::Tensor> out;
+  while (auto b = stream()) out.push_back(at::cat({b->input.flatten(), b->target.to(at::kDouble)}));
+  return out;
+}
+
+EpochPlan plan(int64_t n, int rank = 0, int world = 1) {
+  EpochPlan p;
+  p.dataset_size = n;
+  p.batch_size = 8;
+  p.seed = 11;
+  p.rank = rank;
+  p.world_size = world;
+  return p;
+}
+
+LoaderOptions options(int threads) {
+  LoaderOptions o;
+  o.batch_size = 8;
+  o.threads = threads;
+  o.prefetch = 3;
+  o.seed = 11;
+  return o;
+}
+
+TEST(Loader, BatchesAreIdenticalForAnyNumberOfDecodeThreads) {
+  Numbers data(203);
+  auto reference = read_all(batch_stream(data, plan(203).indices(2), 2, 0, options(0)));
+  ASSERT_EQ(reference.size(), 26u);  // 25 full batches and one of 3
+  for (int threads : {1, 2, 4}) {
+    auto batches = read_all(batch_stream(data, plan(203).indices(2), 2, 0, options(threads)));
+    ASSERT_EQ(batches.size(), reference.size()) << threads;
+    for (size_t i = 0; i < batches.size(); ++i) EXPECT_TRUE(batches[i].equal(reference[i])) << threads << " " << i;
+  }
+}
+
+TEST(Loader, AugmentationSeedsDependOnSeedEpochAndIndexOnly) {
+  Numbers data(16);
+  auto epoch1 = read_all(batch_stream(data, {3}, 1, 0, options(0)));
+  auto again = read_all(batch_stream(data, {5, 3}, 1, 0, options(2)));
+  EXPECT_EQ(epoch1[0][1].item<double>(), again[0][3].item<double>());  // sample 3, whatever its batch and thread
+  auto epoch2 = read_all(batch_stream(data, {3}, 2, 0, options(0)));
+  EXPECT_NE(epoch1[0][1].item<double>(), epoch2[0][1].item<double>());
+}
+
+TEST(Loader, EpochOrderIsAPermutationThatChangesEachEpoch) {
+  auto a = plan(100).indices(0), b = plan(100).indices(1);
+  EXPECT_NE(a, b);
+  std::sort(a.begin(), a.end());
+  for (int64_t i = 0; i < 100; ++i) EXPECT_EQ(a[size_t(i)], i);
+  EXPECT_EQ(plan(100).indices(1), b);  // the same for the same (seed, epoch)
+}
+
+TEST(Loader, ShardsAreDisjointAndCompleteForWorldSizesOneTwoThree) {
+  for (int world : {1, 2, 3}) {
+    std::multiset<int64_t> seen;
+    int64_t batches = 0;
+    for (int rank = 0; rank < world; ++rank) {
+      auto shard = plan(100, rank, world).indices(4);
+      seen.insert(shard.begin(), shard.end());
+      batches += plan(100, rank, world).batches_per_epoch();
+      EXPECT_EQ(int64_t(shard.size()), (100 - rank + world - 1) / world);
+    }
+    EXPECT_EQ(seen.size(), 100u) << world;
+    for (int64_t i = 0; i < 100; ++i) EXPECT_EQ(seen.count(i), 1u) << world << " " << i;
+    EXPECT_GE(batches, 13);
+  }
+}
+
+TEST(Loader, SeekReturnsTheSameBatchesAsReadingFromTheStart) {
+  Numbers data(100);
+  auto all = read_all(batch_stream(data, plan(100).indices(3), 3, 0, options(2)));
+  auto tail = read_all(batch_stream(data, plan(100).indices(3), 3, 5, options(2)));
+  ASSERT_EQ(tail.size(), all.size() - 5);
+  for (size_t i = 0; i < tail.size(); ++i) EXPECT_TRUE(tail[i].equal(all[i + 5]));
+}
+
+TEST(Loader, DropLastDropsTheIncompleteBatch) {
+  Numbers data(20);
+  LoaderOptions o = options(1);
+  o.drop_last = true;
+  EXPECT_EQ(read_all(batch_stream(data, plan(20).indices(0), 0, 0, o)).size(), 2u);
+}
+
+TEST(Loader, BadRecordIsANamedErrorByDefault) {
+  Numbers data(40, {17});
+  for (int threads : {0, 2}) {
+    try {
+      read_all(batch_stream(data, plan(40).indices(0), 0, 0, options(threads)));
+      FAIL() << "no error";
+    } catch (const ConfigError& e) {
+      EXPECT_NE(std::string(e.what()).find("sample 17: record 17: cannot decode png image 0"), std::string::npos)
+          << e.what();
+      EXPECT_NE(std::string(e.what()).find("on_bad_record: skip"), std::string::npos) << e.what();
+    }
+  }
+}
+
+TEST(Loader, SkippedBadRecordsAreCountedAndLeftOut) {
+  std::set<int64_t> bad = {3, 4, 5, 6, 7, 8, 9, 10, 30};
+  Numbers data(40, bad);
+  LoaderOptions o = options(2);
+  o.skip_bad_records = true;
+  auto stats = std::make_shared<LoaderStats>();
+  int64_t samples = 0;
+  BatchStream stream = batch_stream(data, plan(40).indices(0), 0, 0, o, stats);
+  while (auto b = stream()) {
+    samples += b->size();
+    for (int64_t i : b->indices) EXPECT_EQ(bad.count(i), 0u);
+  }
+  EXPECT_EQ(samples, 40 - 9);
+  EXPECT_EQ(stats->bad_records.load(), 9);
+}
+
+}  // namespace
+}  // namespace trainyard::host

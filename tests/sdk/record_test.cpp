@@ -1,0 +1,76 @@
+// The record format: round trip, and damaged bytes give BadRecord with a reason.
+#include <gtest/gtest.h>
+
+#include "trainyard/error.h"
+#include "trainyard/record.h"
+
+namespace trainyard {
+namespace {
+
+Record sample() {
+  Record r;
+  r.images.push_back({ImageEncoding::raw, 2, 3, 1, std::string("\x01\x02\x03\x04\x05\x06", 6)});
+  r.images.push_back({ImageEncoding::png, 28, 28, 3, std::string(100, 'x')});
+  r.labels.push_back(Label::class_index(7));
+  r.labels.push_back(Label::vector({0.5f, -1.0f}));
+  r.id = "shirt/0001.png";
+  return r;
+}
+
+TEST(RecordFormat, RoundTripKeepsEveryField) {
+  std::string bytes = encode_record(sample());
+  Record back = decode_record(bytes.data(), bytes.size());
+  ASSERT_EQ(back.images.size(), 2u);
+  EXPECT_EQ(back.images[0].bytes, sample().images[0].bytes);
+  EXPECT_EQ(back.images[1].encoding, ImageEncoding::png);
+  EXPECT_EQ(back.images[1].rows, 28u);
+  EXPECT_EQ(back.images[1].channels, 3);
+  ASSERT_EQ(back.labels.size(), 2u);
+  EXPECT_EQ(back.labels[0].index, 7);
+  EXPECT_EQ(back.labels[1].values, (std::vector<float>{0.5f, -1.0f}));
+  EXPECT_EQ(back.id, "shirt/0001.png");
+}
+
+TEST(RecordFormat, KeysSortInInsertionOrderAndMetadataLast) {
+  EXPECT_EQ(record_key(12), "0000000012");
+  EXPECT_LT(record_key(9), record_key(10));
+  EXPECT_LT(record_key(9999999999), std::string(kMetadataKey));
+}
+
+TEST(RecordFormat, DamagedBytesGiveBadRecordWithTheReason) {
+  std::string bytes = encode_record(sample());
+  for (size_t cut : {size_t(0), size_t(3), size_t(10), bytes.size() - 1}) {
+    try {
+      decode_record(bytes.data(), cut);
+      FAIL() << "no error at " << cut;
+    } catch (const BadRecord& e) {
+      EXPECT_NE(std::string(e.what()).find(cut < 4 ? "truncated record" : "truncated"), std::string::npos) << e.what();
+    }
+  }
+  std::string bad = bytes;
+  bad[0] = 'X';
+  EXPECT_THROW(decode_record(bad.data(), bad.size()), BadRecord);
+  bad = bytes + "junk";
+  try {
+    decode_record(bad.data(), bad.size());
+    FAIL();
+  } catch (const BadRecord& e) {
+    EXPECT_STREQ(e.what(), "4 unexpected bytes after the record");
+  }
+}
+
+TEST(RecordFormat, MetadataRoundTripAndVersionCheck) {
+  DatasetMetadata m;
+  m.count = 5;
+  m.class_names = {"cat", "dog"};
+  m.image_shapes = {"28x28x1"};
+  m.source = "idx x";
+  DatasetMetadata back = decode_metadata(encode_metadata(m));
+  EXPECT_EQ(back.count, 5);
+  EXPECT_EQ(back.class_names, m.class_names);
+  EXPECT_EQ(back.image_shapes, m.image_shapes);
+  EXPECT_THROW(decode_metadata("format_version=9\ncount=1\n"), Error);
+}
+
+}  // namespace
+}  // namespace trainyard
