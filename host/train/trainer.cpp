@@ -27,16 +27,36 @@ RunPaths::RunPaths(const std::string& dir)
       metrics((fs::path(dir) / "metrics.jsonl").string()),
       summary((fs::path(dir) / "summary.json").string()) {}
 
+EpochPlan make_epoch_plan(const Experiment& e, int64_t dataset_size, const Context& context) {
+  EpochPlan plan;
+  plan.dataset_size = dataset_size;
+  plan.samples_per_epoch = e.loop.train_samples_per_epoch;
+  plan.batch_size = e.loop.batch_per_device;
+  plan.shuffle = e.loop.shuffle;
+  plan.drop_last = e.loop.drop_last;
+  plan.seed = e.seed;
+  plan.rank = context.rank;
+  plan.world_size = context.world_size;
+  return plan;
+}
+
+LoaderOptions make_loader_options(const Experiment& e, const ComponentConfig& data, int64_t batch_size,
+                                  const Context& context) {
+  LoaderOptions o;
+  o.batch_size = batch_size;
+  o.drop_last = data.key == "dataset.train" && e.loop.drop_last;
+  o.threads = static_cast<int>(e.loop.decode_threads);
+  o.prefetch = static_cast<int>(e.loop.prefetch_batches);
+  o.seed = e.seed;
+  o.skip_bad_records = data.skip_bad_records;
+  o.device = context.device;
+  o.owner = &data;
+  return o;
+}
+
 Trainer::Trainer(const Experiment& experiment, Components components, Context context, RunPaths paths)
     : e_(experiment), c_(std::move(components)), context_(std::move(context)), paths_(std::move(paths)) {
-  plan_.dataset_size = c_.train_data.object->size();
-  plan_.samples_per_epoch = e_.loop.train_samples_per_epoch;
-  plan_.batch_size = e_.loop.batch_per_device;
-  plan_.shuffle = e_.loop.shuffle;
-  plan_.drop_last = e_.loop.drop_last;
-  plan_.seed = e_.seed;
-  plan_.rank = context_.rank;
-  plan_.world_size = context_.world_size;
+  plan_ = make_epoch_plan(e_, c_.train_data.object->size(), context_);
 
   stages_.run = [this] { default_run(); };
   stages_.should_continue = [this] { return default_should_continue(); };
@@ -120,23 +140,10 @@ void Trainer::default_run() {
 
 bool Trainer::default_should_continue() { return at_.epoch < e_.loop.epochs && !stop_requested(); }
 
-LoaderOptions Trainer::loader_options(const ComponentConfig& data, int64_t batch_size) const {
-  LoaderOptions o;
-  o.batch_size = batch_size;
-  o.drop_last = &data == c_.train_data.config && e_.loop.drop_last;
-  o.threads = static_cast<int>(e_.loop.decode_threads);
-  o.prefetch = static_cast<int>(e_.loop.prefetch_batches);
-  o.seed = e_.seed;
-  o.skip_bad_records = data.skip_bad_records;
-  o.device = context_.device;
-  o.owner = &data;
-  return o;
-}
-
 BatchStream Trainer::default_train_batches(int64_t epoch) {
   BatchStream inner = guarded(*c_.train_data.config, "get_batch", [&] {
     return batch_stream(*c_.train_data.object, plan_.indices(epoch), epoch, at_.position,
-                        loader_options(*c_.train_data.config, plan_.batch_size), train_stats_);
+                        make_loader_options(e_, *c_.train_data.config, plan_.batch_size, context_), train_stats_);
   });
   const ComponentConfig& who = *c_.train_data.config;
   return [inner, &who] { return guarded(who, "get_batch", inner); };
@@ -242,8 +249,8 @@ MeterValues Trainer::default_test() {
     const int64_t batch_size = e_.loop.test_batch_per_device > 0 ? e_.loop.test_batch_per_device : e_.loop.batch_per_device;
     // Test samples are decoded as in epoch 0: the same pass every time.
     BatchStream batches = guarded(*c_.test_data.config, "get_batch", [&] {
-      return batch_stream(*c_.test_data.object, std::move(order), 0, 0, loader_options(*c_.test_data.config, batch_size),
-                          test_stats_);
+      return batch_stream(*c_.test_data.object, std::move(order), 0, 0,
+                          make_loader_options(e_, *c_.test_data.config, batch_size, context_), test_stats_);
     });
     while (true) {
       std::optional<Batch> batch = guarded(*c_.test_data.config, "get_batch", batches);

@@ -21,6 +21,12 @@ struct RunPaths {
   explicit RunPaths(const std::string& dir);
 };
 
+/// The training split's epoch plan and a split's loader settings, as the
+/// experiment says (shared by the trainer and `trainyard iterate`).
+EpochPlan make_epoch_plan(const Experiment& experiment, int64_t dataset_size, const Context& context);
+LoaderOptions make_loader_options(const Experiment& experiment, const ComponentConfig& data, int64_t batch_size,
+                                  const Context& context);
+
 class Trainer final : public Loop {
  public:
   Trainer(const Experiment& experiment, Components components, Context context, RunPaths paths);
@@ -49,8 +55,6 @@ class Trainer final : public Loop {
   Stages& stages() override { return stages_; }
 
   LoopPosition position_state() const { return at_; }
-  /// Loader settings for a split (tests use them to read what training reads).
-  LoaderOptions loader_options(const ComponentConfig& data, int64_t batch_size) const;
 
  private:
   void default_run();
