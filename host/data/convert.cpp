@@ -1,0 +1,369 @@
+#include "data/convert.h"
+
+#include <lmdb.h>
+#include <unistd.h>
+#include <zlib.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <numeric>
+#include <set>
+
+#include <opencv2/imgcodecs.hpp>
+#include <opencv2/imgproc.hpp>
+
+#include "trainyard/error.h"
+#include "trainyard/record.h"
+#include "util/text.h"
+
+namespace fs = std::filesystem;
+
+namespace trainyard::host {
+namespace {
+
+// One sample to convert: where its images come from, and its label.
+struct Item {
+  std::vector<std::string> files;  ///< image files (inputs then targets), or empty for idx
+  int64_t idx_index = -1;          ///< row in the idx arrays
+  int64_t label = -1;              ///< class index, -1 for none
+  std::string id;
+};
+
+struct Source {
+  std::vector<Item> items;
+  std::vector<std::string> class_names;
+  int64_t input_images = 1;
+  std::string description;
+  // idx: the arrays in memory
+  std::vector<uint8_t> idx_pixels;
+  int idx_rows = 0, idx_cols = 0;
+};
+
+bool is_image(const fs::path& p) {
+  std::string ext = p.extension().string();
+  std::transform(ext.begin(), ext.end(), ext.begin(), ::tolower);
+  return ext == ".png" || ext == ".jpg" || ext == ".jpeg" || ext == ".bmp" || ext == ".pgm" || ext == ".ppm";
+}
+
+std::vector<std::string> sorted_images(const fs::path& dir) {
+  std::vector<std::string> files;
+  for (const auto& e : fs::directory_iterator(dir))
+    if (e.is_regular_file() && is_image(e.path())) files.push_back(e.path().filename().string());
+  std::sort(files.begin(), files.end());
+  return files;
+}
+
+void need_folder(const std::string& dir, const std::string& what) {
+  if (!fs::is_directory(dir))
+    throw ConfigError("convert: " + what + " '" + dir + "' is not a folder", "expected an existing folder", "check the path");
+}
+
+std::vector<uint8_t> read_idx(const std::string& path, int rank, std::vector<int64_t>& dims) {
+  if (!fs::is_regular_file(path))
+    throw ConfigError("convert: " + path + ": file does not exist", "expected an idx file (.gz or plain)", "");
+  gzFile f = gzopen(path.c_str(), "rb");
+  if (!f) throw ConfigError("convert: " + path + ": cannot open", "expected a readable file", "");
+  std::vector<uint8_t> bytes;
+  uint8_t buf[1 << 16];
+  int n;
+  while ((n = gzread(f, buf, sizeof buf)) > 0) bytes.insert(bytes.end(), buf, buf + n);
+  gzclose(f);
+  const size_t header = 4 + 4 * static_cast<size_t>(rank);
+  if (bytes.size() < header || bytes[0] != 0 || bytes[1] != 0 || bytes[2] != 8 || bytes[3] != rank)
+    throw ConfigError("convert: " + path + ": not an idx file of unsigned bytes with " + std::to_string(rank) +
+                          " dimensions",
+                      "expected the magic 00 00 08 0" + std::to_string(rank), "");
+  size_t total = 1;
+  for (int i = 0; i < rank; ++i) {
+    const uint8_t* d = &bytes[4 + 4 * i];
+    dims.push_back((int64_t(d[0]) << 24) | (int64_t(d[1]) << 16) | (int64_t(d[2]) << 8) | d[3]);
+    total *= static_cast<size_t>(dims.back());
+  }
+  if (bytes.size() - header != total)
+    throw ConfigError("convert: " + path + ": truncated",
+                      "expected " + std::to_string(total) + " data bytes, got " + std::to_string(bytes.size() - header), "");
+  return std::vector<uint8_t>(bytes.begin() + static_cast<long>(header), bytes.end());
+}
+
+Source read_source(const ConvertOptions& o) {
+  Source s;
+  if (o.from == "folder") {
+    if (o.inputs.size() != 1) throw ConfigError("convert --from folder: give one --input ROOT", "expected 1 --input, got " + std::to_string(o.inputs.size()), "");
+    need_folder(o.inputs[0], "--input");
+    for (const auto& e : fs::directory_iterator(o.inputs[0]))
+      if (e.is_directory()) s.class_names.push_back(e.path().filename().string());
+    std::sort(s.class_names.begin(), s.class_names.end());
+    for (size_t c = 0; c < s.class_names.size(); ++c)
+      for (const auto& f : sorted_images(fs::path(o.inputs[0]) / s.class_names[c]))
+        s.items.push_back({{(fs::path(o.inputs[0]) / s.class_names[c] / f).string()}, -1, int64_t(c), s.class_names[c] + "/" + f});
+    s.description = "folder " + o.inputs[0];
+  } else if (o.from == "csv") {
+    if (o.inputs.size() != 1) throw ConfigError("convert --from csv: give one --input FILE.csv", "expected 1 --input, got " + std::to_string(o.inputs.size()), "");
+    std::ifstream in(o.inputs[0]);
+    if (!in) throw ConfigError("convert: CSV '" + o.inputs[0] + "' cannot be read", "expected path,label lines", "");
+    std::vector<std::pair<std::string, std::string>> rows;
+    int line_number = 0;
+    for (std::string line; std::getline(in, line);) {
+      ++line_number;
+      if (!line.empty() && line.back() == '\r') line.pop_back();
+      if (line.empty()) continue;
+      auto comma = line.rfind(',');
+      if (comma == std::string::npos)
+        throw ConfigError("convert: " + o.inputs[0] + ":" + std::to_string(line_number) + ": no comma", "expected path,label, got '" + line + "'", "");
+      std::string path = line.substr(0, comma), label = line.substr(comma + 1);
+      if (line_number == 1 && (label == "label" || path == "path")) continue;
+      fs::path p = path;
+      rows.emplace_back((p.is_absolute() ? p : fs::path(o.inputs[0]).parent_path() / p).string(), label);
+    }
+    bool numeric = std::all_of(rows.begin(), rows.end(), [](const auto& r) {
+      return !r.second.empty() && r.second.find_first_not_of("0123456789") == std::string::npos;
+    });
+    std::map<std::string, int64_t> index;
+    if (!numeric) {
+      std::set<std::string> names;
+      for (const auto& r : rows) names.insert(r.second);
+      s.class_names.assign(names.begin(), names.end());
+      for (size_t i = 0; i < s.class_names.size(); ++i) index[s.class_names[i]] = int64_t(i);
+    }
+    int64_t max_label = -1;
+    for (const auto& r : rows) {
+      int64_t label = numeric ? std::stoll(r.second) : index[r.second];
+      max_label = std::max(max_label, label);
+      s.items.push_back({{r.first}, -1, label, fs::path(r.first).filename().string()});
+    }
+    if (numeric)
+      for (int64_t i = 0; i <= max_label; ++i) s.class_names.push_back(std::to_string(i));
+    s.description = "csv " + o.inputs[0];
+  } else if (o.from == "idx") {
+    if (o.images.empty() || o.labels.empty())
+      throw ConfigError("convert --from idx: needs --images and --labels", "expected e.g. --images train-images-idx3-ubyte.gz --labels train-labels-idx1-ubyte.gz", "");
+    std::vector<int64_t> image_dims, label_dims;
+    s.idx_pixels = read_idx(o.images, 3, image_dims);
+    std::vector<uint8_t> labels = read_idx(o.labels, 1, label_dims);
+    if (image_dims[0] != label_dims[0])
+      throw ConfigError("convert: " + std::to_string(image_dims[0]) + " images but " + std::to_string(label_dims[0]) + " labels",
+                        "expected as many labels as images", "");
+    s.idx_rows = int(image_dims[1]);
+    s.idx_cols = int(image_dims[2]);
+    int64_t max_label = 0;
+    for (int64_t i = 0; i < image_dims[0]; ++i) {
+      s.items.push_back({{}, i, labels[size_t(i)], std::to_string(i)});
+      max_label = std::max<int64_t>(max_label, labels[size_t(i)]);
+    }
+    for (int64_t i = 0; i <= max_label; ++i) s.class_names.push_back(std::to_string(i));
+    s.description = "idx " + o.images;
+  } else if (o.from == "parallel") {
+    if (o.inputs.empty()) throw ConfigError("convert --from parallel: give --input DIR (repeatable) and optionally --target DIR", "expected at least one --input", "");
+    std::vector<std::string> dirs = o.inputs;
+    dirs.insert(dirs.end(), o.targets.begin(), o.targets.end());
+    for (const auto& d : dirs) need_folder(d, "folder");
+    // Samples are the file names of the first folder; every other folder must have them too.
+    for (const auto& name : sorted_images(dirs[0])) {
+      Item item;
+      item.id = name;
+      for (const auto& d : dirs) {
+        fs::path p = fs::path(d) / name;
+        if (!fs::exists(p))
+          throw ConfigError("convert: '" + name + "' is in " + dirs[0] + " but not in " + d,
+                            "expected the same file names in every parallel folder", "");
+        item.files.push_back(p.string());
+      }
+      s.items.push_back(std::move(item));
+    }
+    s.input_images = int64_t(o.inputs.size());
+    s.description = "parallel " + join(dirs);
+  } else {
+    throw ConfigError("convert: unknown --from '" + o.from + "'", "expected one of folder, csv, idx, parallel",
+                      did_you_mean(o.from, {"folder", "csv", "idx", "parallel"}));
+  }
+  if (s.items.empty()) throw ConfigError("convert: the source holds no samples (" + s.description + ")", "expected images", "");
+  return s;
+}
+
+EncodedImage encode(const cv::Mat& image, const ConvertOptions& o, const std::string& what) {
+  cv::Mat m = image;
+  if (o.resize_h > 0 && (m.rows != o.resize_h || m.cols != o.resize_w))
+    cv::resize(m, m, cv::Size(o.resize_w, o.resize_h), 0, 0, m.rows > o.resize_h ? cv::INTER_AREA : cv::INTER_LINEAR);
+  EncodedImage e;
+  e.rows = uint32_t(m.rows);
+  e.cols = uint32_t(m.cols);
+  e.channels = uint8_t(m.channels());
+  if (o.encoding == "raw") {
+    e.encoding = ImageEncoding::raw;
+    cv::Mat c = m.isContinuous() ? m : m.clone();
+    e.bytes.assign(reinterpret_cast<const char*>(c.data), c.total() * c.elemSize());
+    return e;
+  }
+  std::vector<uchar> buf;
+  std::vector<int> params;
+  if (o.encoding == "jpeg") params = {cv::IMWRITE_JPEG_QUALITY, o.quality};
+  if (!cv::imencode(o.encoding == "png" ? ".png" : ".jpg", m, buf, params))
+    throw Error("convert: cannot encode " + what + " as " + o.encoding);
+  e.encoding = o.encoding == "png" ? ImageEncoding::png : ImageEncoding::jpeg;
+  e.bytes.assign(buf.begin(), buf.end());
+  return e;
+}
+
+cv::Mat load(const std::string& path) {
+  cv::Mat m = cv::imread(path, cv::IMREAD_UNCHANGED);
+  if (m.empty()) throw ConfigError("convert: " + path + ": cannot read or decode the image", "expected a PNG or JPEG file", "remove or fix the file");
+  if (m.channels() == 4) cv::cvtColor(m, m, cv::COLOR_BGRA2BGR);
+  if (m.depth() != CV_8U) m.convertTo(m, CV_8U, m.depth() == CV_16U ? 1.0 / 257 : 1.0);
+  return m;
+}
+
+class Progress {
+ public:
+  Progress(bool on, int64_t total) : on_(on), tty_(::isatty(STDERR_FILENO)), total_(total), t0_(Clock::now()) {}
+  void update(int64_t done) {
+    if (!on_) return;
+    double elapsed = std::chrono::duration<double>(Clock::now() - t0_).count();
+    int percent = int(100 * done / std::max<int64_t>(1, total_));
+    if (!tty_ && percent < next_percent_ && done != total_) return;
+    if (tty_ && elapsed - last_ < 0.2 && done != total_) return;
+    last_ = elapsed;
+    next_percent_ = percent + 10;
+    double rate = done / std::max(elapsed, 1e-9);
+    long eta = long((total_ - done) / std::max(rate, 1e-9));
+    const int width = 30, filled = int(width * done / std::max<int64_t>(1, total_));
+    std::fprintf(stderr, "%sconvert [%s%s] %lld/%lld %.0f records/s ETA %ld:%02ld%s", tty_ ? "\r\033[K" : "",
+                 std::string(size_t(filled), '=').c_str(), std::string(size_t(width - filled), ' ').c_str(),
+                 (long long)done, (long long)total_, rate, eta / 60, eta % 60, tty_ ? "" : "\n");
+    if (tty_ && done == total_) std::fprintf(stderr, "\n");
+  }
+
+ private:
+  using Clock = std::chrono::steady_clock;
+  bool on_, tty_;
+  int64_t total_;
+  Clock::time_point t0_;
+  double last_ = -1;
+  int next_percent_ = 0;
+};
+
+void lmdb_check(int rc, const std::string& what) {
+  if (rc != 0) throw Error("convert: LMDB: " + what + ": " + mdb_strerror(rc));
+}
+
+// Writes records[order] to a new LMDB at `dir`.
+void write_database(const std::string& dir, const Source& s, const std::vector<size_t>& order, const ConvertOptions& o,
+                    Progress& progress, int64_t& done) {
+  fs::create_directories(dir);
+  MDB_env* env = nullptr;
+  lmdb_check(mdb_env_create(&env), "create");
+  struct Close {
+    MDB_env* e;
+    ~Close() { mdb_env_close(e); }
+  } close{env};
+  lmdb_check(mdb_env_set_mapsize(env, size_t(1) << 40), "set the map size");  // sparse: grows as written
+  lmdb_check(mdb_env_open(env, dir.c_str(), MDB_NOSYNC, 0664), "open " + dir);
+  MDB_txn* txn = nullptr;
+  MDB_dbi dbi;
+  lmdb_check(mdb_txn_begin(env, nullptr, 0, &txn), "begin");
+  lmdb_check(mdb_dbi_open(txn, nullptr, 0, &dbi), "open the database");
+  DatasetMetadata meta;
+  meta.count = int64_t(order.size());
+  meta.class_names = s.class_names;
+  meta.input_images = s.input_images;
+  meta.source = s.description;
+  for (size_t r = 0; r < order.size(); ++r) {
+    const Item& item = s.items[order[r]];
+    Record record;
+    if (item.idx_index >= 0) {
+      cv::Mat m(s.idx_rows, s.idx_cols, CV_8UC1,
+                const_cast<uint8_t*>(&s.idx_pixels[size_t(item.idx_index) * size_t(s.idx_rows * s.idx_cols)]));
+      record.images.push_back(encode(m, o, "sample " + item.id));
+    } else {
+      for (const auto& f : item.files) record.images.push_back(encode(load(f), o, f));
+    }
+    if (item.label >= 0) record.labels.push_back(Label::class_index(item.label));
+    record.id = item.id;
+    if (r == 0)
+      for (const auto& im : record.images)
+        meta.image_shapes.push_back(std::to_string(im.rows) + "x" + std::to_string(im.cols) + "x" + std::to_string(im.channels));
+    std::string key = record_key(int64_t(r)), value = encode_record(record);
+    MDB_val k{key.size(), key.data()}, v{value.size(), value.data()};
+    lmdb_check(mdb_put(txn, dbi, &k, &v, MDB_APPEND), "write record " + key);  // keys arrive sorted
+    if ((r + 1) % 1000 == 0) {
+      lmdb_check(mdb_txn_commit(txn), "commit");
+      lmdb_check(mdb_txn_begin(env, nullptr, 0, &txn), "begin");
+    }
+    progress.update(++done);
+  }
+  std::string key = kMetadataKey, value = encode_metadata(meta);
+  MDB_val k{key.size(), key.data()}, v{value.size(), value.data()};
+  lmdb_check(mdb_put(txn, dbi, &k, &v, 0), "write the metadata");
+  lmdb_check(mdb_txn_commit(txn), "commit");
+  lmdb_check(mdb_env_sync(env, 1), "sync");
+}
+
+}  // namespace
+
+ConvertResult convert(const ConvertOptions& o) {
+  const auto t0 = std::chrono::steady_clock::now();
+  if (o.output.empty()) throw ConfigError("convert: missing --output DIR", "expected the folder to create", "");
+  if (o.encoding != "png" && o.encoding != "jpeg" && o.encoding != "raw")
+    throw ConfigError("convert: --encoding '" + o.encoding + "'", "expected one of png, jpeg, raw", did_you_mean(o.encoding, {"png", "jpeg", "raw"}));
+  if (o.quality < 1 || o.quality > 100) throw ConfigError("convert: --quality " + std::to_string(o.quality), "expected 1..100", "");
+  if (o.test_fraction < 0 || o.test_fraction >= 1)
+    throw ConfigError("convert: --test-fraction " + std::to_string(o.test_fraction), "expected a fraction in [0, 1)", "");
+  if (fs::exists(o.output) && !o.overwrite)
+    throw ConfigError("convert: '" + o.output + "' already exists", "expected a new output folder",
+                      "pass --overwrite to replace it, or choose another --output");
+  Source source = read_source(o);
+
+  std::vector<size_t> order(source.items.size());
+  std::iota(order.begin(), order.end(), 0);
+  if (o.shuffle) {  // splitmix64 Fisher-Yates: the same order for the same seed everywhere
+    uint64_t state = o.seed * 0x9e3779b97f4a7c15ull + 1;
+    auto next = [&] {
+      uint64_t z = (state += 0x9e3779b97f4a7c15ull);
+      z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+      z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+      return z ^ (z >> 31);
+    };
+    for (size_t i = order.size() - 1; i > 0; --i) std::swap(order[i], order[next() % (i + 1)]);
+  }
+  if (o.limit > 0 && size_t(o.limit) < order.size()) order.resize(size_t(o.limit));
+
+  // Everything goes to a temporary folder next to the output, renamed at the end.
+  const fs::path final_path = fs::path(o.output);
+  const fs::path tmp = final_path.string() + ".partial-" + std::to_string(::getpid());
+  fs::remove_all(tmp);
+  ConvertResult result;
+  Progress progress(o.progress, int64_t(order.size()));
+  int64_t done = 0;
+  try {
+    if (o.test_fraction > 0) {
+      const size_t test = size_t(double(order.size()) * o.test_fraction + 0.5);
+      std::vector<size_t> train_order(order.begin(), order.end() - long(test)), test_order(order.end() - long(test), order.end());
+      write_database((tmp / "train").string(), source, train_order, o, progress, done);
+      write_database((tmp / "test").string(), source, test_order, o, progress, done);
+      result.databases = {(final_path / "train").string(), (final_path / "test").string()};
+    } else {
+      write_database(tmp.string(), source, order, o, progress, done);
+      result.databases = {final_path.string()};
+    }
+  } catch (...) {
+    fs::remove_all(tmp);
+    throw;
+  }
+  if (fs::exists(final_path)) {  // --overwrite: move the old one away only once the new one is complete
+    const fs::path old = final_path.string() + ".old-" + std::to_string(::getpid());
+    fs::rename(final_path, old);
+    fs::rename(tmp, final_path);
+    fs::remove_all(old);
+  } else {
+    if (final_path.has_parent_path()) fs::create_directories(final_path.parent_path());
+    fs::rename(tmp, final_path);
+  }
+  result.written = done;
+  result.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  return result;
+}
+
+}  // namespace trainyard::host

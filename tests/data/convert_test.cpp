@@ -1,0 +1,231 @@
+// trainyard convert and the image datasets: real LMDB files, real PNG and
+// JPEG files written by OpenCV, read back through the plugin .so.
+#include <gtest/gtest.h>
+#include <lmdb.h>
+
+#include <ATen/ATen.h>
+#include <filesystem>
+#include <opencv2/imgcodecs.hpp>
+
+#include "plugins/loader.h"
+#include "support/support.h"
+#include "trainyard/error.h"
+#include "trainyard/dataset.h"
+#include "trainyard/record.h"
+
+namespace fs = std::filesystem;
+
+namespace trainyard::host {
+namespace {
+
+using test::contains;
+
+const std::string kFashion = "/usr/share/datasets/fashion-mnist";
+
+const Registry& registry() {
+  static const Registry r = [] {
+    Registry reg;
+    load_plugin_folders({{test::builtin_plugin_dir(), "built-in"}}, reg);
+    return reg;
+  }();
+  return r;
+}
+
+// A dataset built by its plugin, with the schema's defaults plus `options`.
+std::shared_ptr<Dataset> dataset(const std::string& name, std::map<std::string, Value> options) {
+  const Component& c = registry().get(Kind::dataset, name);
+  for (const auto& spec : c.schema.specs())
+    if (!options.count(spec.key) && spec.default_value) options[spec.key] = *spec.default_value;
+  return std::get<Factory<Dataset>>(c.factory)(Options(options), Context{});
+}
+
+test::CommandResult convert(const std::string& args) { return test::trainyard("convert --quiet " + args); }
+
+at::Tensor bytes(const at::Tensor& t) { return t.mul(255).round().to(at::kByte); }
+
+TEST(Convert, IdxToLmdbReturnsIdenticalPixelsAndLabels) {
+  const std::string out = test::temp_dir("db");
+  for (const char* encoding : {"png", "raw"}) {
+    const std::string db = out + "/" + encoding;
+    auto r = convert("--from idx --images " + kFashion + "/t10k-images-idx3-ubyte.gz --labels " + kFashion +
+                     "/t10k-labels-idx1-ubyte.gz --limit 300 --encoding " + encoding + " --output " + db);
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    auto lmdb = dataset("lmdb", {{"path", db}});
+    auto reference = dataset("fashion_mnist", {{"split", std::string("test")}, {"normalize", false}, {"limit", int64_t(300)}});
+    ASSERT_EQ(lmdb->size(), 300);
+    EXPECT_EQ(lmdb->info().num_classes, 10);
+    EXPECT_EQ(lmdb->info().sample_shape, (std::vector<int64_t>{1, 28, 28}));
+    for (int64_t i : {0, 1, 150, 299}) {
+      Example a = lmdb->get(i), b = reference->get(i);
+      EXPECT_TRUE(bytes(a.input).equal(bytes(b.input))) << encoding << " sample " << i;
+      EXPECT_EQ(a.target.item<int64_t>(), b.target.item<int64_t>()) << i;
+    }
+  }
+}
+
+// Writes images with OpenCV: class c's images have value 40 * (c + 1).
+void write_images(const fs::path& dir, const std::string& ext, int count, int value, bool color = false) {
+  fs::create_directories(dir);
+  for (int i = 0; i < count; ++i) {
+    cv::Mat m(12, 10, color ? CV_8UC3 : CV_8UC1, cv::Scalar(value, value / 2, value / 4));
+    m.at<uint8_t>(0, 0) = uint8_t(i);
+    ASSERT_TRUE(cv::imwrite((dir / ("img" + std::to_string(i) + ext)).string(), m));
+  }
+}
+
+TEST(Convert, FolderOfPngAndJpegFilesByClass) {
+  const std::string root = test::temp_dir("images"), db = test::temp_dir("db") + "/folder";
+  write_images(fs::path(root) / "ant", ".png", 3, 40);
+  write_images(fs::path(root) / "bee", ".jpg", 2, 80, true);
+  auto r = convert("--from folder --input " + root + " --output " + db + " --encoding png");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_TRUE(contains(r.out, "wrote 5 records")) << r.out;
+  auto lmdb = dataset("lmdb", {{"path", db}, {"color", std::string("gray")}});
+  EXPECT_EQ(lmdb->info().class_names, (std::vector<std::string>{"ant", "bee"}));
+  EXPECT_EQ(lmdb->get(0).target.item<int64_t>(), 0);
+  EXPECT_EQ(lmdb->get(4).target.item<int64_t>(), 1);
+  EXPECT_EQ(bytes(lmdb->get(1).input)[0][5][5].item<uint8_t>(), 40);  // PNG: exact
+  // The same files read directly by image_folder give the same pixels (PNG) or close (JPEG).
+  auto folder = dataset("image_folder", {{"root", root}, {"color", std::string("gray")}});
+  EXPECT_TRUE(bytes(folder->get(1).input).equal(bytes(lmdb->get(1).input)));
+  EXPECT_LE((folder->get(3).input - lmdb->get(3).input).abs().max().item<float>(), 1.0f / 255 + 1e-6);
+}
+
+TEST(Convert, CsvOfPathsAndLabelNames) {
+  const std::string dir = test::temp_dir("images"), db = test::temp_dir("db") + "/csv";
+  write_images(dir, ".png", 4, 100);
+  test::write_file(dir + "/meta.csv", "path,label\nimg0.png,cat\nimg1.png,dog\nimg2.png,cat\nimg3.png,dog\n");
+  auto r = convert("--from csv --input " + dir + "/meta.csv --output " + db + " --encoding jpeg --quality 90");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  auto lmdb = dataset("lmdb", {{"path", db}});
+  EXPECT_EQ(lmdb->size(), 4);
+  EXPECT_EQ(lmdb->info().class_names, (std::vector<std::string>{"cat", "dog"}));
+  EXPECT_EQ(lmdb->get(1).target.item<int64_t>(), 1);
+  auto csv = dataset("csv", {{"file", dir + "/meta.csv"}});
+  EXPECT_EQ(csv->get(2).target.item<int64_t>(), 0);
+}
+
+TEST(Convert, ParallelFoldersGiveInputAndTargetImages) {
+  const std::string base = test::temp_dir("pairs"), db = test::temp_dir("db") + "/pairs";
+  write_images(base + "/photo", ".png", 3, 50, true);
+  write_images(base + "/depth", ".png", 3, 60);
+  write_images(base + "/mask", ".png", 3, 200);
+  auto r = convert("--from parallel --input " + base + "/photo --input " + base + "/depth --target " + base +
+                   "/mask --output " + db + " --resize 8x8");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  auto lmdb = dataset("lmdb", {{"path", db}, {"hflip", 1.0}});
+  Example e = lmdb->get(2);
+  EXPECT_EQ(e.input.sizes(), (at::IntArrayRef{4, 8, 8}));   // RGB photo + gray depth
+  EXPECT_EQ(e.target.sizes(), (at::IntArrayRef{1, 8, 8}));  // the mask, flipped like the inputs
+  fs::remove(base + "/mask/img1.png");
+  r = convert("--from parallel --input " + base + "/photo --target " + base + "/mask --output " + db + "2");
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_TRUE(contains(r.err, "'img1.png' is in " + base + "/photo but not in " + base + "/mask")) << r.err;
+}
+
+TEST(Convert, RefusesToOverwriteAndNeverLeavesAHalfWrittenDatabase) {
+  const std::string root = test::temp_dir("images"), out = test::temp_dir("db"), db = out + "/x";
+  write_images(fs::path(root) / "a", ".png", 2, 10);
+  ASSERT_EQ(convert("--from folder --input " + root + " --output " + db).exit_code, 0);
+  auto r = convert("--from folder --input " + root + " --output " + db);
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_TRUE(contains(r.err, "already exists; expected a new output folder; pass --overwrite")) << r.err;
+  // A broken image in the middle: the old database stays, nothing partial remains.
+  test::write_file(root + "/a/zz_broken.png", "not a png");
+  r = convert("--from folder --input " + root + " --output " + db + " --overwrite");
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_TRUE(contains(r.err, "zz_broken.png: cannot read or decode the image")) << r.err;
+  EXPECT_EQ(dataset("lmdb", {{"path", db}})->size(), 2);
+  for (const auto& e : fs::directory_iterator(out)) EXPECT_EQ(e.path().filename(), "x") << e.path();
+  fs::remove(root + "/a/zz_broken.png");
+  write_images(fs::path(root) / "b", ".png", 1, 10);
+  ASSERT_EQ(convert("--from folder --input " + root + " --output " + db + " --overwrite").exit_code, 0);
+  EXPECT_EQ(dataset("lmdb", {{"path", db}})->size(), 3);
+}
+
+TEST(Convert, SplitAndShuffle) {
+  const std::string db = test::temp_dir("db") + "/split";
+  auto r = convert("--from idx --images " + kFashion + "/t10k-images-idx3-ubyte.gz --labels " + kFashion +
+                   "/t10k-labels-idx1-ubyte.gz --limit 100 --shuffle --seed 3 --test-fraction 0.2 --output " + db);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(dataset("lmdb", {{"path", db + "/train"}})->size(), 80);
+  EXPECT_EQ(dataset("lmdb", {{"path", db + "/test"}})->size(), 20);
+}
+
+// Replaces record `index` of an LMDB with `value`.
+void damage(const std::string& db, int64_t index, const std::string& value) {
+  MDB_env* env;
+  ASSERT_EQ(mdb_env_create(&env), 0);
+  ASSERT_EQ(mdb_env_set_mapsize(env, size_t(1) << 30), 0);
+  ASSERT_EQ(mdb_env_open(env, db.c_str(), 0, 0664), 0);
+  MDB_txn* txn;
+  MDB_dbi dbi;
+  ASSERT_EQ(mdb_txn_begin(env, nullptr, 0, &txn), 0);
+  ASSERT_EQ(mdb_dbi_open(txn, nullptr, 0, &dbi), 0);
+  std::string key = record_key(index);
+  MDB_val k{key.size(), key.data()}, v{value.size(), const_cast<char*>(value.data())};
+  ASSERT_EQ(mdb_put(txn, dbi, &k, &v, 0), 0);
+  ASSERT_EQ(mdb_txn_commit(txn), 0);
+  mdb_env_close(env);
+}
+
+TEST(LmdbDataset, DamagedRecordsAndUndecodableImagesAreNamedOrSkipped) {
+  const std::string db = test::temp_dir("db") + "/fm";
+  ASSERT_EQ(convert("--from idx --images " + kFashion + "/t10k-images-idx3-ubyte.gz --labels " + kFashion +
+                    "/t10k-labels-idx1-ubyte.gz --limit 64 --output " + db).exit_code, 0);
+  damage(db, 5, "TYRC\x01garbage");
+  Record undecodable;
+  undecodable.images.push_back({ImageEncoding::png, 28, 28, 1, "definitely not a png"});
+  undecodable.labels.push_back(Label::class_index(1));
+  damage(db, 9, encode_record(undecodable));
+  auto lmdb = dataset("lmdb", {{"path", db}});
+  try {
+    lmdb->get(5);
+    FAIL();
+  } catch (const BadRecord& e) {
+    EXPECT_TRUE(contains(e.what(), "record 0000000005: unknown image encoding 97")) << e.what();
+  }
+  try {
+    lmdb->get(9);
+    FAIL();
+  } catch (const BadRecord& e) {
+    EXPECT_TRUE(contains(e.what(), "record 0000000009 image 0 (png): cannot decode image")) << e.what();
+  }
+  // Through a real training run: an error naming the sample by default, counted when skipped.
+  const std::string exp = test::temp_dir("exp") + "/bad.yaml";
+  std::string yaml = test::synthetic_experiment("bad");
+  const std::string train = "{plugin: synthetic, size: 512, num_classes: 4, shape: [1, 4, 4], seed: 1}";
+  yaml.replace(yaml.find(train), train.size(), "{plugin: lmdb, path: " + db + "}");
+  const std::string test_split = "{plugin: synthetic, size: 128, num_classes: 4, shape: [1, 4, 4], seed: 2}";
+  yaml.replace(yaml.find(test_split), test_split.size(), "{plugin: lmdb, path: " + db + ", on_bad_record: skip}");
+  test::write_file(exp, yaml);
+  const std::string out = test::temp_dir("out");
+  auto r = test::trainyard("run " + exp + " --output-dir " + out + " --set loop.decode_threads=2");
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_TRUE(contains(r.err, "dataset.train (dataset 'lmdb' from libimage_datasets.so 1.0.0): sample ")) << r.err;
+  EXPECT_TRUE(contains(r.err, "set on_bad_record: skip")) << r.err;
+  r = test::trainyard("run " + exp + " --output-dir " + out + " --set dataset.train.on_bad_record=skip --fresh");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  std::string summary = test::read_file(out + "/bad/summary.json");
+  EXPECT_TRUE(contains(summary, "\"train_bad_records\": 2")) << summary;
+  EXPECT_TRUE(contains(test::read_file(out + "/bad/metrics.jsonl"), "\"test_bad_records\": 2"));
+}
+
+TEST(LmdbDataset, MissingOrForeignDatabaseIsAClearError) {
+  try {
+    dataset("lmdb", {{"path", std::string("/nonexistent/db")}});
+    FAIL();
+  } catch (const ConfigError& e) {
+    EXPECT_TRUE(contains(e.what(), "database '/nonexistent/db' does not exist")) << e.what();
+  }
+  const std::string empty = test::temp_dir("empty");
+  try {
+    dataset("lmdb", {{"path", empty}});
+    FAIL();
+  } catch (const ConfigError& e) {
+    EXPECT_TRUE(contains(e.what(), "database '" + empty + "': cannot open it read-only")) << e.what();
+  }
+}
+
+}  // namespace
+}  // namespace trainyard::host
