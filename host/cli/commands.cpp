@@ -19,6 +19,9 @@
 #include "config/experiment.h"
 #include "data/convert.h"
 #include "data/loader.h"
+#include "distributed/communicator.h"
+#include "distributed/launcher.h"
+#include "distributed/world.h"
 #include "plugins/loader.h"
 #include "train/components.h"
 #include "train/guard.h"
@@ -114,8 +117,10 @@ Experiment load(const std::string& file, const std::vector<std::string>& sets,
   return validate_experiment(std::move(source), registry);
 }
 
-Context make_context(const Experiment& e) {
+Context make_context(const Experiment& e, const World& world = World()) {
   Context context;
+  context.rank = world.rank;
+  context.world_size = world.world_size;
   context.seed = e.seed;
   context.experiment = e.name;
   context.extra = Extra(e.extra);
@@ -125,10 +130,12 @@ Context make_context(const Experiment& e) {
                             ": GPUs requested but this LibTorch has no CUDA device",
                         "expected num_gpus: 0 on this machine, got " + std::to_string(e.distributed.num_gpus),
                         "set distributed.num_gpus: 0 to train on the CPU");
-    context.device = c10::Device(c10::DeviceType::CUDA, static_cast<c10::DeviceIndex>(e.distributed.first_gpu_id));
+    context.device = c10::Device(c10::DeviceType::CUDA,
+                                 static_cast<c10::DeviceIndex>(e.distributed.first_gpu_id + world.local_rank));
   }
   int threads = static_cast<int>(e.distributed.threads_per_process);
-  if (threads == 0) threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  if (threads == 0)  // the node's cores, shared by the processes on it
+    threads = std::max(1, static_cast<int>(std::thread::hardware_concurrency()) / std::max(1, world.local_world_size));
   at::set_num_threads(threads);
   return context;
 }
@@ -140,15 +147,73 @@ std::string timestamp() {
   return buf;
 }
 
+// Hashes for comparing ranks (FNV-1a, 64 bits).
+std::string fingerprint_of(const std::string& text) {
+  uint64_t h = 1469598103934665603ull;
+  for (unsigned char c : text) h = (h ^ c) * 1099511628211ull;
+  char buf[20];
+  std::snprintf(buf, sizeof buf, "%016llx", static_cast<unsigned long long>(h));
+  return buf;
+}
+
+const std::vector<std::string> kLauncherOptions = {"--nproc-per-node", "--nnodes", "--node-rank", "--master-addr",
+                                                   "--master-port"};
+
+// argv[1..] without the launcher's own options: what each worker runs.
+std::vector<std::string> worker_arguments(int argc, char** argv) {
+  std::vector<std::string> out;
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    bool launcher = false;
+    for (const auto& o : kLauncherOptions) {
+      if (a == o) launcher = true, ++i;  // skip its value too
+      if (a.rfind(o + "=", 0) == 0) launcher = true;
+    }
+    if (!launcher) out.push_back(a);
+  }
+  return out;
+}
+
 int run(int argc, char** argv) {
-  const std::string usage = "trainyard run EXP.yaml [--set KEY=VALUE]... [--output-dir DIR] [--fresh] [--plugin-dir DIR]...";
+  const std::string usage =
+      "trainyard run EXP.yaml [--set KEY=VALUE]... [--output-dir DIR] [--fresh] [--plugin-dir DIR]... "
+      "[--nproc-per-node N [--nnodes M --node-rank R --master-addr A --master-port P]]";
   po::options_description visible;
   po::options_description run_options("run options");
   run_options.add_options()("output-dir", po::value<std::string>(), "folder for run directories (default: output.dir)")(
       "fresh", "start over instead of resuming; the old run directory is kept, renamed");
-  visible.add(run_options).add(experiment_options()).add(plugin_options()).add(help_option());
+  po::options_description launch_options("multi-process options (one process per device; Gloo on CPUs, NCCL on GPUs)");
+  launch_options.add_options()("nproc-per-node", po::value<int>(), "start N worker processes on this machine")(
+      "nnodes", po::value<int>()->default_value(1), "machines taking part")(
+      "node-rank", po::value<int>()->default_value(0), "this machine's index, 0..nnodes-1")(
+      "master-addr", po::value<std::string>()->default_value("127.0.0.1"), "address of node 0")(
+      "master-port", po::value<int>()->default_value(0), "port on node 0 (0: a free port, one node only)");
+  visible.add(run_options).add(launch_options).add(experiment_options()).add(plugin_options()).add(help_option());
   po::variables_map vm;
   if (!parse(argc, argv, usage, visible, true, vm)) return 0;
+
+  if (vm.count("nproc-per-node") && !std::getenv("TRAINYARD_LAUNCHER")) {
+    LaunchOptions launch;
+    launch.nproc_per_node = vm["nproc-per-node"].as<int>();
+    launch.nnodes = vm["nnodes"].as<int>();
+    launch.node_rank = vm["node-rank"].as<int>();
+    launch.master_addr = vm["master-addr"].as<std::string>();
+    launch.master_port = vm["master-port"].as<int>();
+    if (launch.nproc_per_node < 1 || launch.nnodes < 1 || launch.node_rank < 0 || launch.node_rank >= launch.nnodes)
+      throw ConfigError("command line: --nproc-per-node " + std::to_string(launch.nproc_per_node) + ", --nnodes " +
+                            std::to_string(launch.nnodes) + ", --node-rank " + std::to_string(launch.node_rank),
+                        "expected N >= 1, M >= 1 and 0 <= R < M", "");
+    if (launch.nnodes > 1 && launch.master_port == 0)
+      throw ConfigError("command line: --nnodes " + std::to_string(launch.nnodes) + " without --master-port",
+                        "expected the same --master-addr and --master-port on every node", "");
+    // Check the experiment once here, so bad input fails before any worker starts.
+    {
+      Registry registry;
+      load(vm["experiment"].as<std::string>(), many<std::string>(vm, "set"), many<std::string>(vm, "plugin-dir"),
+           registry);
+    }
+    return launch_workers(launch, worker_arguments(argc, argv));
+  }
 
   Registry registry;
   Experiment e = load(vm["experiment"].as<std::string>(), many<std::string>(vm, "set"),
@@ -156,12 +221,31 @@ int run(int argc, char** argv) {
   const std::string out_dir = vm.count("output-dir") ? vm["output-dir"].as<std::string>() : e.output.dir;
   const std::string run_dir = (fs::path(out_dir) / e.name).string();
 
-  Context context = make_context(e);
+  const World world = detect_world(e);
+  std::unique_ptr<Communicator> comm;
+  if (world.distributed()) {
+    comm = std::make_unique<Communicator>(world, std::chrono::seconds(e.distributed.timeout_secs),
+                                          e.distributed.num_gpus > 0);
+    // Every rank must run the same experiment with the same plugins.
+    YAML::Node resolved = e.resolved();
+    std::vector<std::string> libraries;  // names, versions, fingerprints: paths may differ across machines
+    for (const auto& lib : registry.libraries()) libraries.push_back(lib->name + " " + lib->version + " " + lib->fingerprint);
+    std::sort(libraries.begin(), libraries.end());
+    const std::string plugins = join(libraries, "\n");
+    resolved.remove("resolved_plugins");
+    resolved.remove("plugin_dirs");
+    YAML::Emitter text;
+    text << resolved;
+    comm->check_same("experiment (resolved config)", fingerprint_of(text.c_str()));
+    comm->check_same("plugin set", fingerprint_of(plugins));
+  }
+  Context context = make_context(e, world);
   context.run_dir = run_dir;
   torch::manual_seed(e.seed);
   Components components = build_components(e, context);
   const auto [params, trainable] = parameter_count(*components.network.object);
   Trainer trainer(e, std::move(components), context, RunPaths(run_dir));
+  trainer.set_communicator(comm.get());
 
   // Resume before writing anything: a checkpoint that does not fit is bad input.
   const bool fresh = vm.count("fresh") != 0;
@@ -183,17 +267,28 @@ int run(int argc, char** argv) {
                         "expected a checkpoint of the same network and optimizer",
                         "run with --fresh to start over (the old run directory is kept)");
   }
-  if (fresh && fs::exists(run_dir)) {
-    std::string kept = run_dir + ".replaced-" + timestamp();
-    for (int n = 2; fs::exists(kept); ++n) kept = run_dir + ".replaced-" + timestamp() + "-" + std::to_string(n);
-    fs::rename(run_dir, kept);
-    std::cout << "trainyard: --fresh: previous run kept in " << kept << "\n";
+  if (comm) {
+    // Same weights everywhere: the same checkpoint, then rank 0's tensors.
+    comm->check_same("checkpoint to resume from", fs::path(resumed_from).filename().string());
+    comm->broadcast_module(*trainer.network_module());
   }
-  fs::create_directories(run_dir);
-  YAML::Emitter yaml;
-  yaml << e.resolved();
-  write_file_atomic((fs::path(run_dir) / "config.yaml").string(), std::string(yaml.c_str()) + "\n");
-  write_file_atomic((fs::path(run_dir) / "config.json").string(), yaml_to_json(e.resolved()) + "\n");
+  if (context.rank == 0) {
+    if (fresh && fs::exists(run_dir)) {
+      std::string kept = run_dir + ".replaced-" + timestamp();
+      for (int n = 2; fs::exists(kept); ++n) kept = run_dir + ".replaced-" + timestamp() + "-" + std::to_string(n);
+      fs::rename(run_dir, kept);
+      std::cout << "trainyard: --fresh: previous run kept in " << kept << "\n";
+    }
+    fs::create_directories(run_dir);
+    YAML::Emitter yaml;
+    yaml << e.resolved();
+    write_file_atomic((fs::path(run_dir) / "config.yaml").string(), std::string(yaml.c_str()) + "\n");
+    write_file_atomic((fs::path(run_dir) / "config.json").string(), yaml_to_json(e.resolved()) + "\n");
+  }
+  if (comm) comm->barrier();
+  if (world.distributed())
+    std::cout << "trainyard: rank " << world.rank << " of " << world.world_size << " (launched by " << world.launched_by
+              << ")\n";
 
   std::cout << "trainyard: " << e.name << ": network " << e.network.plugin << " (" << params << " parameters, "
             << trainable << " trainable), " << at::get_num_threads() << " threads, run directory " << run_dir << "\n";

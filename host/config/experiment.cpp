@@ -413,7 +413,14 @@ const Schema& distributed_schema() {
     Schema s;
     s.add("num_gpus", 0, "GPUs to train on; 0 trains on the CPU").min(0);
     s.add("first_gpu_id", 0, "index of the first GPU to use").min(0);
-    s.add("threads_per_process", 0, "intra-op CPU threads; 0 uses every core").min(0);
+    s.add("threads_per_process", 0, "intra-op CPU threads; 0 shares the node's cores among its processes").min(0);
+    s.add("master_addr", "127.0.0.1", "address of rank 0 (the environment's MASTER_ADDR wins)");
+    s.add("master_port", 29500, "port of rank 0's store (the environment's MASTER_PORT wins)").range(1, 65535);
+    s.add("rendezvous", "tcp", "how ranks find each other: tcp (a store on rank 0) or file (a shared file)")
+        .one_of({"tcp", "file"});
+    s.add("rendezvous_file", "", "the shared file for rendezvous: file (removed when the run ends cleanly)");
+    s.add("timeout_secs", 60, "a rank that does not answer within this time fails the run").range(1, 86400);
+    s.add("bucket_mb", 25, "gradients are averaged in flat buckets of about this size").range(1, 4096);
     return s;
   }();
   return schema;
@@ -539,6 +546,12 @@ Experiment validate_experiment(ExperimentSource source, const Registry& registry
   e.distributed.num_gpus = dist.get<int64_t>("num_gpus");
   e.distributed.first_gpu_id = dist.get<int64_t>("first_gpu_id");
   e.distributed.threads_per_process = dist.get<int64_t>("threads_per_process");
+  e.distributed.master_addr = dist.get<std::string>("master_addr");
+  e.distributed.master_port = dist.get<int64_t>("master_port");
+  e.distributed.rendezvous = dist.get<std::string>("rendezvous");
+  e.distributed.rendezvous_file = dist.get<std::string>("rendezvous_file");
+  e.distributed.timeout_secs = dist.get<int64_t>("timeout_secs");
+  e.distributed.bucket_mb = dist.get<int64_t>("bucket_mb");
 
   Options out = v.section("output", output_schema());
   e.output.dir = out.get<std::string>("dir");

@@ -66,7 +66,13 @@ struct LoopConfig {
 struct DistributedConfig {
   int64_t num_gpus = 0;
   int64_t first_gpu_id = 0;
-  int64_t threads_per_process = 0;  ///< 0: every core
+  int64_t threads_per_process = 0;  ///< 0: the node's cores shared by its processes
+  std::string master_addr = "127.0.0.1";
+  int64_t master_port = 29500;
+  std::string rendezvous = "tcp";
+  std::string rendezvous_file;
+  int64_t timeout_secs = 60;
+  int64_t bucket_mb = 25;
 };
 
 struct OutputConfig {

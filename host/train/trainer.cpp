@@ -6,6 +6,7 @@
 #include <ATen/ATen.h>
 #include <torch/optim/optimizer.h>
 
+#include "distributed/communicator.h"
 #include "train/guard.h"
 #include "util/files.h"
 #include "util/json.h"
@@ -77,7 +78,7 @@ void Trainer::resume(const std::string& checkpoint) {
   at_ = state.at;
   // Events logged after this checkpoint happened in a future that is being
   // replayed: drop them so metrics.jsonl tells one consistent history.
-  if (fs::exists(paths_.metrics)) {
+  if (writes_files() && fs::exists(paths_.metrics)) {
     std::string kept;
     for (const auto& line : read_lines(paths_.metrics)) {
       auto at = line.find("\"iteration\": ");
@@ -87,9 +88,11 @@ void Trainer::resume(const std::string& checkpoint) {
     write_file_atomic(paths_.metrics, kept);
   }
   if (state.train_meters.size() == c_.train_meters.size())
-    for (size_t i = 0; i < state.train_meters.size(); ++i)
-      guarded(*c_.train_meters[i].config, "set_accumulators",
-              [&] { c_.train_meters[i].object->set_accumulators(state.train_meters[i]); });
+    for (size_t i = 0; i < state.train_meters.size(); ++i) {
+      // Saved as the sum over ranks: rank 0 carries it, the others restart from zero.
+      auto acc = context_.rank == 0 ? state.train_meters[i] : std::vector<double>(state.train_meters[i].size(), 0.0);
+      guarded(*c_.train_meters[i].config, "set_accumulators", [&] { c_.train_meters[i].object->set_accumulators(acc); });
+    }
 }
 
 template <class F>
@@ -129,7 +132,8 @@ void Trainer::run() {
   const int64_t start_iteration = at_.iteration;
   stages_.run();
   // A run that had nothing left to do keeps the summary of the run that did it.
-  if (at_.iteration != start_iteration || !fs::exists(paths_.summary)) write_summary(seconds_since(t0));
+  if (writes_files() && (at_.iteration != start_iteration || !fs::exists(paths_.summary)))
+    write_summary(seconds_since(t0));
 }
 
 void Trainer::default_run() {
@@ -155,14 +159,31 @@ StepResult Trainer::default_train_step(const Batch& batch) {
   at::Tensor output = guarded(*c_.network.config, "forward", [&] { return c_.network.object->forward(batch); });
   at::Tensor loss = guarded(*c_.loss.config, "compute", [&] { return c_.loss.object->compute(output, batch); });
   guarded(*c_.network.config, "backward", [&] { loss.backward(); });
+  if (comm_) comm_->average_gradients(c_.network.object->parameters(), size_t(e_.distributed.bucket_mb) << 20);
   guarded(*c_.optimizer_plugin.config, "step", [&] { c_.optimizer->step(); });
   return {batch, output.detach(), loss.detach()};
+}
+
+void Trainer::empty_step() {
+  // This rank's shard ran out one batch before another's: take part in the
+  // gradient average with zeros, so that every rank steps the same way.
+  c_.optimizer->zero_grad();
+  comm_->average_gradients(c_.network.object->parameters(), size_t(e_.distributed.bucket_mb) << 20);
+  guarded(*c_.optimizer_plugin.config, "step", [&] { c_.optimizer->step(); });
 }
 
 MeterValues Trainer::meter_values(const std::vector<Built<Meter>>& meters, const std::string& prefix) {
   MeterValues out;
   for (const auto& m : meters) {
+    // Over ranks: the summed accumulators give the exact value over all shards.
+    std::vector<double> local;
+    if (comm_) {
+      local = guarded(*m.config, "accumulators", [&] { return m.object->accumulators(); });
+      auto global = comm_->sum(local);
+      guarded(*m.config, "set_accumulators", [&] { m.object->set_accumulators(global); });
+    }
     auto values = guarded(*m.config, "values", [&] { return m.object->values(); });
+    if (comm_) guarded(*m.config, "set_accumulators", [&] { m.object->set_accumulators(local); });
     for (const auto& [k, v] : values) out[prefix + k] = v;
   }
   return out;
@@ -178,10 +199,22 @@ void Trainer::default_epoch(int64_t epoch) {
   BatchStream batches = stages_.train_batches(epoch);
   double train_seconds = 0, wait_seconds = 0;
   int64_t train_samples = 0;
-  while (!stop_requested()) {
+  while (comm_ || !stop_requested()) {
     const auto t0 = std::chrono::steady_clock::now();
     std::optional<Batch> batch = batches();
     wait_seconds += seconds_since(t0);
+    if (comm_) {
+      // Ranks agree on every decision: whether anyone still has data, whether anyone stops.
+      auto flags = comm_->sum({batch ? 1.0 : 0.0, stop_requested() ? 1.0 : 0.0});
+      if (flags[1] > 0 && !stop_requested()) request_stop("requested by another rank");
+      if (flags[1] > 0 || flags[0] == 0) break;
+      if (!batch) {
+        empty_step();
+        ++at_.position;
+        ++at_.iteration;
+        continue;
+      }
+    }
     if (!batch) break;
     each_callback("before_train_iter", [&](Callback& cb) { cb.before_train_iter(*this, *batch); });
     StepResult result = stages_.train_step(*batch);
@@ -213,6 +246,8 @@ void Trainer::default_epoch(int64_t epoch) {
   ++at_.epoch;
   at_.position = 0;
   secs_per_train_ = train_seconds;
+  const double comm_seconds = comm_ ? comm_->take_seconds() : 0;
+  if (comm_) train_samples = static_cast<int64_t>(comm_->sum({double(train_samples)})[0]);  // over all ranks
   samples_per_sec_ = train_seconds > 0 ? static_cast<double>(train_samples) / train_seconds : 0;
   MeterValues v = meter_values(c_.train_meters, "train_");
   for (const auto& [k, x] : v) values_[k] = x;
@@ -221,6 +256,10 @@ void Trainer::default_epoch(int64_t epoch) {
   // The share of the epoch spent waiting for input (goal: a few percent).
   v["input_wait_secs"] = wait_seconds;
   v["input_wait_share"] = train_seconds > 0 ? wait_seconds / train_seconds : 0;
+  if (comm_) {
+    v["comm_secs"] = comm_seconds;
+    v["comm_share"] = train_seconds > 0 ? comm_seconds / train_seconds : 0;
+  }
   if (c_.train_data.config->skip_bad_records) {
     values_["train_bad_records"] = static_cast<double>(train_stats_->bad_records.load());
     v["train_bad_records"] = values_["train_bad_records"];
@@ -244,8 +283,8 @@ MeterValues Trainer::default_test() {
     at::NoGradGuard no_grad;
     const int64_t size = c_.test_data.object->size();
     const int64_t count = e_.loop.test_samples > 0 ? std::min(e_.loop.test_samples, size) : size;
-    std::vector<int64_t> order(static_cast<size_t>(count));
-    for (int64_t i = 0; i < count; ++i) order[static_cast<size_t>(i)] = i;
+    std::vector<int64_t> order;  // this rank's share: every world_size-th sample
+    for (int64_t i = context_.rank; i < count; i += context_.world_size) order.push_back(i);
     const int64_t batch_size = e_.loop.test_batch_per_device > 0 ? e_.loop.test_batch_per_device : e_.loop.batch_per_device;
     // Test samples are decoded as in epoch 0: the same pass every time.
     BatchStream batches = guarded(*c_.test_data.config, "get_batch", [&] {
@@ -272,16 +311,22 @@ void Trainer::default_checkpoint() {
   each_callback("before_checkpoint", [&](Callback& cb) { cb.before_checkpoint(*this); });
   CheckpointState state;
   state.at = at_;
-  for (const auto& m : c_.train_meters)
-    state.train_meters.push_back(guarded(*m.config, "accumulators", [&] { return m.object->accumulators(); }));
-  fs::create_directories(paths_.checkpoints);
+  for (const auto& m : c_.train_meters) {
+    auto local = guarded(*m.config, "accumulators", [&] { return m.object->accumulators(); });
+    state.train_meters.push_back(comm_ ? comm_->sum(local) : local);  // the sum over ranks
+  }
   const std::string path = (fs::path(paths_.checkpoints) / checkpoint_file_name(at_)).string();
-  save_checkpoint(path, *c_.network.object, *c_.optimizer, state);
-  prune_checkpoints(paths_.checkpoints, e_.output.keep_checkpoints);
+  if (writes_files()) {  // the ranks hold the same weights: rank 0 saves them
+    fs::create_directories(paths_.checkpoints);
+    save_checkpoint(path, *c_.network.object, *c_.optimizer, state);
+    prune_checkpoints(paths_.checkpoints, e_.output.keep_checkpoints);
+  }
+  if (comm_) comm_->barrier();
   each_callback("after_checkpoint", [&](Callback& cb) { cb.after_checkpoint(*this, path); });
 }
 
 void Trainer::log(const std::string& phase, const MeterValues& values) {
+  if (!writes_files()) return;
   // The epoch an event belongs to, counted from 1; events after an epoch's
   // last iteration (its test pass) carry that epoch's number.
   const int64_t epoch_number = at_.position == 0 ? at_.epoch : at_.epoch + 1;

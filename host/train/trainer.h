@@ -12,6 +12,10 @@
 #include "trainyard/loop.h"
 
 namespace trainyard::host {
+class Communicator;
+}
+
+namespace trainyard::host {
 
 struct RunPaths {
   std::string run_dir;
@@ -39,6 +43,7 @@ class Trainer final : public Loop {
   // Loop
   const Context& context() const override { return context_; }
   Network& network() override { return *c_.network.object; }
+  std::shared_ptr<Network> network_module() { return c_.network.object; }
   torch::optim::Optimizer& optimizer() override { return *c_.optimizer; }
   const Dataset& train_dataset() const override { return *c_.train_data.object; }
   const Dataset& test_dataset() const override;
@@ -55,6 +60,9 @@ class Trainer final : public Loop {
   Stages& stages() override { return stages_; }
 
   LoopPosition position_state() const { return at_; }
+  /// Makes this a data-parallel run: gradients averaged, meters summed and
+  /// stops agreed over ranks; only rank 0 writes files.
+  void set_communicator(Communicator* comm) { comm_ = comm; }
 
  private:
   void default_run();
@@ -69,6 +77,8 @@ class Trainer final : public Loop {
   template <class F>
   void each_callback(const char* stage, F&& f);
   MeterValues meter_values(const std::vector<Built<Meter>>& meters, const std::string& prefix);
+  bool writes_files() const { return context_.rank == 0; }
+  void empty_step();
   void write_summary(double wall_s);
 
   const Experiment& e_;
@@ -82,6 +92,7 @@ class Trainer final : public Loop {
   MeterValues values_;
   std::string stop_reason_;
   int64_t tested_at_ = -1;  ///< iteration of the last periodic test
+  Communicator* comm_ = nullptr;
   std::shared_ptr<LoaderStats> train_stats_ = std::make_shared<LoaderStats>();
   std::shared_ptr<LoaderStats> test_stats_ = std::make_shared<LoaderStats>();
   double secs_per_train_ = 0, samples_per_sec_ = 0;

@@ -1,0 +1,194 @@
+// Data-parallel training with real processes talking Gloo over loopback.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <filesystem>
+#include <torch/serialize/input-archive.h>
+
+#include "support/support.h"
+
+namespace fs = std::filesystem;
+
+namespace trainyard::test {
+namespace {
+
+// 1280 samples: 20 steps of a global batch of 64. No dropout: ranks draw
+// different random numbers than a single process would.
+std::string experiment(const std::string& name, const std::string& more = "") {
+  std::string yaml = synthetic_experiment(name, more);
+  auto replace = [&](const std::string& from, const std::string& to) { yaml.replace(yaml.find(from), from.size(), to); };
+  replace("size: 512,", "size: 1280,");
+  replace("dropout: 0.1", "dropout: 0.0");
+  replace("loop: {epochs: 2, batch_per_device: 32, log_every_iters: 4}",
+          "loop: {epochs: 1, batch_per_device: 64, log_every_iters: 4}");
+  replace("distributed: {threads_per_process: 1}", "distributed: {threads_per_process: 1, timeout_secs: 20}");
+  const std::string path = temp_dir("exp-" + name) + "/" + name + ".yaml";
+  write_file(path, yaml);
+  return path;
+}
+
+int free_port() { return 20000 + (::getpid() * 7 + int(std::time(nullptr))) % 20000; }
+
+// Starts `world` ranks as torchrun would (RANK, WORLD_SIZE, MASTER_*), waits for all.
+std::vector<CommandResult> launch_by_environment(const std::string& args, int world,
+                                                 const std::vector<std::string>& extra = {}) {
+  const int port = free_port();
+  const std::string dir = temp_dir("ranks");
+  std::string script;
+  for (int r = 0; r < world; ++r)
+    script += "(RANK=" + std::to_string(r) + " WORLD_SIZE=" + std::to_string(world) + " LOCAL_RANK=" +
+              std::to_string(r) + " MASTER_ADDR=127.0.0.1 MASTER_PORT=" + std::to_string(port) + " " +
+              trainyard_binary() + " run " + args + " " + (r < int(extra.size()) ? extra[size_t(r)] : "") + " >" + dir +
+              "/out" + std::to_string(r) + " 2>" + dir + "/err" + std::to_string(r) + "; echo $? >" + dir + "/rc" +
+              std::to_string(r) + ") &\n";
+  script += "wait\n";
+  write_file(dir + "/launch.sh", script);
+  run_command("bash " + dir + "/launch.sh");
+  std::vector<CommandResult> results;
+  for (int r = 0; r < world; ++r) {
+    CommandResult c;
+    c.exit_code = std::stoi(read_file(dir + "/rc" + std::to_string(r)));
+    c.out = read_file(dir + "/out" + std::to_string(r));
+    c.err = read_file(dir + "/err" + std::to_string(r));
+    results.push_back(c);
+  }
+  return results;
+}
+
+std::string checkpoint(const std::string& run_dir, const std::string& name) { return run_dir + "/checkpoints/" + name; }
+
+double max_difference(const std::string& a, const std::string& b) {
+  torch::serialize::InputArchive aa, ab, na, nb;
+  aa.load_from(a);
+  ab.load_from(b);
+  aa.read("network", na);
+  ab.read("network", nb);
+  torch::serialize::InputArchive la, lb;
+  na.read("layers", la);
+  nb.read("layers", lb);
+  double worst = 0;
+  for (const char* layer : {"0", "2"})
+    for (const char* p : {"weight", "bias"}) {
+      torch::serialize::InputArchive sa, sb;
+      la.read(layer, sa);
+      lb.read(layer, sb);
+      at::Tensor ta, tb;
+      sa.read(p, ta);
+      sb.read(p, tb);
+      worst = std::max(worst, (ta - tb).abs().max().item<double>());
+    }
+  return worst;
+}
+
+std::vector<double> series(const std::string& metrics, const std::string& key) {
+  std::vector<double> out;
+  for (const auto& line : read_lines(metrics)) {
+    auto at = line.find("\"" + key + "\": ");
+    if (at != std::string::npos) out.push_back(std::stod(line.substr(at + key.size() + 4)));
+  }
+  return out;
+}
+
+const char* kLast = "ckpt-e0001-i00000020.pt";
+
+struct Reference {
+  std::string run_dir;
+  Reference() {
+    const std::string out = temp_dir("single");
+    auto r = trainyard("run " + experiment("dp") + " --output-dir " + out);
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+    run_dir = out + "/dp";
+  }
+};
+
+void expect_equal_to_single(const std::string& run_dir, const Reference& single) {
+  EXPECT_LT(max_difference(checkpoint(run_dir, kLast), checkpoint(single.run_dir, kLast)), 1e-5);
+  auto a = series(run_dir + "/metrics.jsonl", "train_loss"), b = series(single.run_dir + "/metrics.jsonl", "train_loss");
+  ASSERT_EQ(a.size(), b.size());
+  for (size_t i = 0; i < a.size(); ++i) EXPECT_NEAR(a[i], b[i], 1e-5) << i;
+  // Test meters summed over both ranks' halves of the test set: the exact single-process value.
+  EXPECT_EQ(series(run_dir + "/metrics.jsonl", "test_accuracy_top1"),
+            series(single.run_dir + "/metrics.jsonl", "test_accuracy_top1"));
+  EXPECT_NEAR(series(run_dir + "/metrics.jsonl", "test_loss").back(),
+              series(single.run_dir + "/metrics.jsonl", "test_loss").back(), 1e-5);
+}
+
+TEST(Distributed, TwoRanksThroughTheLauncherEqualOneProcessWithTheSameGlobalBatch) {
+  Reference single;
+  const std::string out = temp_dir("two");
+  auto r = trainyard("run " + experiment("dp") + " --output-dir " + out +
+                     " --set loop.batch_per_device=32 --nproc-per-node 2");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_TRUE(contains(r.out, "[rank 0] trainyard: rank 0 of 2 (launched by trainyard --nproc-per-node)")) << r.out;
+  EXPECT_TRUE(contains(r.out, "[rank 1] trainyard: rank 1 of 2")) << r.out;
+  expect_equal_to_single(out + "/dp", single);
+  EXPECT_TRUE(contains(read_file(out + "/dp/metrics.jsonl"), "\"comm_share\": "));
+}
+
+TEST(Distributed, FileRendezvousGivesTheSameRun) {
+  Reference single;
+  const std::string out = temp_dir("file");
+  auto r = trainyard("run " + experiment("dp") + " --output-dir " + out +
+                     " --set loop.batch_per_device=32 --set distributed.rendezvous=file" +
+                     " --set distributed.rendezvous_file=" + temp_dir("store") + "/rendezvous --nproc-per-node 2");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  expect_equal_to_single(out + "/dp", single);
+}
+
+TEST(Distributed, RanksLaunchedWithTheTorchrunEnvironment) {
+  Reference single;
+  const std::string out = temp_dir("env");
+  auto results = launch_by_environment(experiment("dp") + " --output-dir " + out + " --set loop.batch_per_device=32", 2);
+  for (const auto& r : results) ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_TRUE(contains(results[1].out, "rank 1 of 2 (launched by the RANK/WORLD_SIZE environment)")) << results[1].out;
+  expect_equal_to_single(out + "/dp", single);
+}
+
+TEST(Distributed, MismatchedPluginSetsAreRefused) {
+  const std::string out = temp_dir("mismatch");
+  auto results = launch_by_environment(experiment("dp") + " --output-dir " + out, 2,
+                                       {"", "--plugin-dir " + fixture_dir("components")});
+  for (const auto& r : results) {
+    EXPECT_EQ(r.exit_code, 2) << r.err;
+    EXPECT_TRUE(contains(r.err, "error: rank 1's plugin set differs from rank 0's")) << r.err;
+  }
+  EXPECT_FALSE(fs::exists(out + "/dp/checkpoints"));
+}
+
+TEST(Distributed, AKilledWorkerStopsTheOthersAndIsNamed) {
+  const std::string exp = experiment("dp", "callbacks: [{plugin: die_at, iteration: 5, rank: 1}]\n");
+  const auto t0 = std::chrono::steady_clock::now();
+  auto r = trainyard("run " + exp + " --output-dir " + temp_dir("kill") + " --plugin-dir " + fixture_dir("components") +
+                     " --set loop.batch_per_device=32 --nproc-per-node 2");
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_TRUE(contains(r.err, "error: rank 1 (pid ")) << r.err;
+  EXPECT_TRUE(contains(r.err, ") was killed by SIGKILL; stopping the other ranks")) << r.err;
+  EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), 20.0);
+  // Without the launcher: rank 0 notices on its own, within the timeout.
+  const auto t1 = std::chrono::steady_clock::now();
+  auto results = launch_by_environment(exp + " --output-dir " + temp_dir("kill-env") + " --plugin-dir " +
+                                           fixture_dir("components") + " --set loop.batch_per_device=32",
+                                       2);
+  EXPECT_EQ(results[1].exit_code, 128 + 9);
+  EXPECT_EQ(results[0].exit_code, 1) << results[0].err;
+  EXPECT_TRUE(contains(results[0].err, "failed: another rank died, hung or could not be reached")) << results[0].err;
+  EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - t1).count(), 25.0);
+}
+
+TEST(Distributed, InterruptedAndResumedEqualsUninterrupted) {
+  const std::string straight = temp_dir("straight"), split = temp_dir("split");
+  const std::string args = " --set loop.batch_per_device=32 --plugin-dir " + fixture_dir("components");
+  ASSERT_EQ(trainyard("run " + experiment("dp") + " --output-dir " + straight + args + " --nproc-per-node 2").exit_code, 0);
+  auto r = trainyard("run " + experiment("dp", "callbacks: [{plugin: stop_at, iteration: 9}]\n") + " --output-dir " +
+                     split + args + " --nproc-per-node 2");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_TRUE(fs::exists(split + "/dp/checkpoints/ckpt-e0000-i00000009.pt"));
+  r = trainyard("run " + experiment("dp") + " --output-dir " + split + args + " --nproc-per-node 2");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_TRUE(contains(r.out, "[rank 1] trainyard: resuming from")) << r.out;
+  EXPECT_EQ(compare_checkpoint_networks(checkpoint(straight + "/dp", kLast), checkpoint(split + "/dp", kLast)), "");
+}
+
+}  // namespace
+}  // namespace trainyard::test
