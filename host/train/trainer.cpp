@@ -326,11 +326,17 @@ void Trainer::default_checkpoint() {
 }
 
 void Trainer::log(const std::string& phase, const MeterValues& values) {
-  if (!writes_files()) return;
+  // Rank 0 writes the run's metrics.jsonl; the other ranks their own
+  // logs/rank-N.jsonl (the same events, with their own timings).
+  std::string file = paths_.metrics;
+  if (!writes_files()) {
+    file = (fs::path(paths_.run_dir) / "logs" / ("rank-" + std::to_string(context_.rank) + ".jsonl")).string();
+    fs::create_directories(fs::path(file).parent_path());
+  }
   // The epoch an event belongs to, counted from 1; events after an epoch's
   // last iteration (its test pass) carry that epoch's number.
   const int64_t epoch_number = at_.position == 0 ? at_.epoch : at_.epoch + 1;
-  append_line(paths_.metrics, "{\"phase\": " + json_string(phase) + ", \"epoch\": " + std::to_string(epoch_number) +
+  append_line(file, "{\"phase\": " + json_string(phase) + ", \"epoch\": " + std::to_string(epoch_number) +
                                   ", \"iteration\": " + std::to_string(at_.iteration) +
                                   ", \"time\": " + json_number(static_cast<double>(std::time(nullptr))) +
                                   ", \"values\": " + json_object(values) + "}");

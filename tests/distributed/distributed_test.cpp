@@ -126,6 +126,24 @@ TEST(Distributed, TwoRanksThroughTheLauncherEqualOneProcessWithTheSameGlobalBatc
   EXPECT_TRUE(contains(read_file(out + "/dp/metrics.jsonl"), "\"comm_share\": "));
 }
 
+TEST(Distributed, TwoNodesByHandOnOneMachine) {
+  Reference single;
+  const std::string out = temp_dir("nodes"), dir = temp_dir("node-logs");
+  const std::string common = "run " + experiment("dp") + " --output-dir " + out +
+                             " --set loop.batch_per_device=32 --nproc-per-node 1 --nnodes 2 --master-addr 127.0.0.1" +
+                             " --master-port " + std::to_string(free_port());
+  write_file(dir + "/nodes.sh", "(" + trainyard_binary() + " " + common + " --node-rank 0 >" + dir + "/out0 2>&1; echo $? >" +
+                                    dir + "/rc0) &\n(" + trainyard_binary() + " " + common + " --node-rank 1 >" + dir +
+                                    "/out1 2>&1; echo $? >" + dir + "/rc1) &\nwait\n");
+  run_command("bash " + dir + "/nodes.sh");
+  ASSERT_EQ(read_file(dir + "/rc0"), "0\n") << read_file(dir + "/out0");
+  ASSERT_EQ(read_file(dir + "/rc1"), "0\n") << read_file(dir + "/out1");
+  EXPECT_TRUE(contains(read_file(dir + "/out1"), "[rank 1] trainyard: rank 1 of 2")) << read_file(dir + "/out1");
+  expect_equal_to_single(out + "/dp", single);
+  // Rank 1 logs to its own file; only rank 0 writes metrics.jsonl and checkpoints.
+  EXPECT_TRUE(contains(read_file(out + "/dp/logs/rank-1.jsonl"), "\"phase\": \"test\""));
+}
+
 TEST(Distributed, FileRendezvousGivesTheSameRun) {
   Reference single;
   const std::string out = temp_dir("file");
