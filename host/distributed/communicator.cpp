@@ -126,40 +126,6 @@ void Communicator::broadcast_module(torch::nn::Module& module) {
   seconds_ += since(t0);
 }
 
-void Communicator::average_gradients(const std::vector<at::Tensor>& parameters, size_t bucket_bytes) {
-  // Flatten gradients into buckets so that a network of many small tensors
-  // costs a few collectives, not one per tensor.
-  std::vector<at::Tensor> bucket;
-  size_t bytes = 0;
-  auto flush = [&] {
-    if (bucket.empty()) return;
-    at::Tensor flat = at::cat(bucket);
-    allreduce(flat);
-    flat.div_(world_.world_size);
-    int64_t offset = 0;
-    for (auto& g : bucket) {
-      const int64_t n = g.numel();
-      g.copy_(flat.narrow(0, offset, n));
-      offset += n;
-    }
-    bucket.clear();
-    bytes = 0;
-  };
-  std::vector<at::Tensor> views;
-  for (const auto& p : parameters) {
-    if (!p.requires_grad()) continue;
-    at::Tensor grad = p.mutable_grad();
-    if (!grad.defined()) {  // a parameter this rank's batch did not reach: contributes zeros
-      p.mutable_grad() = at::zeros_like(p);
-      grad = p.mutable_grad();
-    }
-    bucket.push_back(grad.view({-1}));
-    bytes += static_cast<size_t>(grad.numel()) * grad.element_size();
-    if (bytes >= bucket_bytes) flush();
-  }
-  flush();
-}
-
 std::vector<double> Communicator::sum(const std::vector<double>& values) {
   if (values.empty()) return values;
   at::Tensor t = at::tensor(values, at::kDouble);
@@ -182,6 +148,104 @@ double Communicator::take_seconds() {
   double s = seconds_;
   seconds_ = 0;
   return s;
+}
+
+struct GradientReducer::Impl {
+  Communicator* comm = nullptr;
+  std::vector<at::Tensor> parameters;
+  struct Bucket {
+    std::vector<size_t> members;  // parameter indices
+    std::vector<int64_t> offsets;
+    at::Tensor flat;
+    size_t pending = 0;
+    bool ready = false;
+    c10::intrusive_ptr<c10d::Work> work;
+  };
+  std::vector<Bucket> buckets;
+  std::vector<std::pair<size_t, int64_t>> place;  // parameter -> (bucket, offset)
+  size_t next_launch = 0;
+  std::chrono::steady_clock::time_point started;
+
+  void launch_ready() {
+    while (next_launch < buckets.size() && buckets[next_launch].ready) {
+      Bucket& b = buckets[next_launch++];
+      std::vector<at::Tensor> tensors{b.flat};
+      collective("allreduce", [&] { b.work = comm->impl_->group->allreduce(tensors); });
+    }
+  }
+};
+
+GradientReducer::GradientReducer(Communicator& comm, std::vector<at::Tensor> parameters, size_t bucket_bytes)
+    : impl_(std::make_unique<Impl>()) {
+  impl_->comm = &comm;
+  for (auto& p : parameters)
+    if (p.requires_grad()) impl_->parameters.push_back(p);
+  auto& params = impl_->parameters;
+  impl_->place.resize(params.size());
+  // Gradients arrive roughly from the last layer to the first: bucket in that
+  // order. The first bucket is small (1 MB, as PyTorch's DDP does) so that
+  // communication starts early in the backward pass.
+  const size_t first_bytes = std::min<size_t>(bucket_bytes, 1u << 20);
+  size_t bytes = bucket_bytes;
+  for (size_t k = params.size(); k-- > 0;) {
+    if (bytes >= (impl_->buckets.size() == 1 ? first_bytes : bucket_bytes)) {
+      impl_->buckets.emplace_back();
+      bytes = 0;
+    }
+    auto& b = impl_->buckets.back();
+    int64_t offset = b.offsets.empty() ? 0 : b.offsets.back() + params[b.members.back()].numel();
+    b.members.push_back(k);
+    b.offsets.push_back(offset);
+    impl_->place[k] = {impl_->buckets.size() - 1, offset};
+    bytes += static_cast<size_t>(params[k].numel()) * params[k].element_size();
+  }
+  for (auto& b : impl_->buckets) {
+    int64_t total = b.offsets.back() + params[b.members.back()].numel();
+    b.flat = at::zeros({total}, params[b.members.front()].options());
+  }
+  Impl* impl = impl_.get();
+  for (size_t k = 0; k < params.size(); ++k)
+    params[k].register_hook([impl, k](const at::Tensor& grad) {
+      auto [bucket, offset] = impl->place[k];
+      Impl::Bucket& b = impl->buckets[bucket];
+      b.flat.narrow(0, offset, grad.numel()).copy_(grad.reshape({-1}));
+      if (--b.pending == 0) {
+        b.ready = true;
+        impl->launch_ready();
+      }
+    });
+}
+
+GradientReducer::~GradientReducer() = default;
+
+void GradientReducer::prepare() {
+  impl_->next_launch = 0;
+  impl_->started = std::chrono::steady_clock::now();
+  for (auto& b : impl_->buckets) {
+    b.flat.zero_();  // a parameter without a gradient this step contributes zeros
+    b.pending = b.members.size();
+    b.ready = false;
+    b.work.reset();
+  }
+}
+
+void GradientReducer::finish() {
+  // What is not hidden behind backward: launching the rest and waiting.
+  const auto t0 = std::chrono::steady_clock::now();
+  for (auto& b : impl_->buckets) b.ready = true;
+  impl_->launch_ready();
+  const double world = impl_->comm->size();
+  for (auto& b : impl_->buckets) {
+    collective("allreduce", [&] { b.work->wait(); });
+    b.flat.div_(world);
+    for (size_t i = 0; i < b.members.size(); ++i) {
+      at::Tensor& p = impl_->parameters[b.members[i]];
+      at::Tensor slice = b.flat.narrow(0, b.offsets[i], p.numel()).view_as(p);
+      if (p.mutable_grad().defined()) p.mutable_grad().copy_(slice);
+      else p.mutable_grad() = slice.clone();
+    }
+  }
+  impl_->comm->seconds_ += since(t0);
 }
 
 }  // namespace trainyard::host

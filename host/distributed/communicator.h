@@ -16,6 +16,30 @@ class Module;
 
 namespace trainyard::host {
 
+class Communicator;
+
+/// Averages gradients over ranks while backward runs: a hook on every
+/// parameter copies its gradient into a flat bucket as soon as autograd
+/// produces it, and a full bucket starts its all-reduce at once, overlapping
+/// communication with the rest of the backward pass. Buckets are launched in
+/// one fixed order on every rank (Gloo matches collectives by order).
+///
+///   reducer.prepare();  loss.backward();  reducer.finish();  optimizer.step();
+class GradientReducer {
+ public:
+  GradientReducer(Communicator& comm, std::vector<at::Tensor> parameters, size_t bucket_bytes);
+  ~GradientReducer();
+  /// Before backward: empty buckets.
+  void prepare();
+  /// After backward (or instead of it, for a rank without data): launches what
+  /// is left, waits, and writes the averaged gradients into .grad.
+  void finish();
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
 class Communicator {
  public:
   /// Joins the group (waits for every rank up to the timeout).
@@ -30,8 +54,6 @@ class Communicator {
   void check_same(const std::string& what, const std::string& value);
   /// Rank 0's parameters and buffers to every rank.
   void broadcast_module(torch::nn::Module& module);
-  /// Gradients averaged over ranks, in flat buckets of about `bucket_bytes`.
-  void average_gradients(const std::vector<at::Tensor>& parameters, size_t bucket_bytes = 25u << 20);
   /// Element-wise sums over ranks.
   std::vector<double> sum(const std::vector<double>& values);
   /// True when any rank says true.
@@ -42,6 +64,7 @@ class Communicator {
   double take_seconds();
 
  private:
+  friend class GradientReducer;
   void allreduce(at::Tensor& tensor);
   struct Impl;
   std::unique_ptr<Impl> impl_;

@@ -68,6 +68,13 @@ Trainer::Trainer(const Experiment& experiment, Components components, Context co
   stages_.checkpoint = [this] { default_checkpoint(); };
 }
 
+void Trainer::set_communicator(Communicator* comm) {
+  comm_ = comm;
+  if (comm_)
+    reducer_ = std::make_shared<GradientReducer>(*comm_, c_.network.object->parameters(),
+                                                 static_cast<size_t>(e_.distributed.bucket_mb) << 20);
+}
+
 const Dataset& Trainer::test_dataset() const {
   if (!c_.test_data.object) throw Error("this experiment has no dataset.test");
   return *c_.test_data.object;
@@ -156,10 +163,11 @@ BatchStream Trainer::default_train_batches(int64_t epoch) {
 StepResult Trainer::default_train_step(const Batch& batch) {
   c_.network.object->train();
   c_.optimizer->zero_grad();
+  if (reducer_) reducer_->prepare();
   at::Tensor output = guarded(*c_.network.config, "forward", [&] { return c_.network.object->forward(batch); });
   at::Tensor loss = guarded(*c_.loss.config, "compute", [&] { return c_.loss.object->compute(output, batch); });
   guarded(*c_.network.config, "backward", [&] { loss.backward(); });
-  if (comm_) comm_->average_gradients(c_.network.object->parameters(), size_t(e_.distributed.bucket_mb) << 20);
+  if (reducer_) reducer_->finish();  // averaged over ranks, mostly while backward ran
   guarded(*c_.optimizer_plugin.config, "step", [&] { c_.optimizer->step(); });
   return {batch, output.detach(), loss.detach()};
 }
@@ -168,7 +176,8 @@ void Trainer::empty_step() {
   // This rank's shard ran out one batch before another's: take part in the
   // gradient average with zeros, so that every rank steps the same way.
   c_.optimizer->zero_grad();
-  comm_->average_gradients(c_.network.object->parameters(), size_t(e_.distributed.bucket_mb) << 20);
+  reducer_->prepare();
+  reducer_->finish();
   guarded(*c_.optimizer_plugin.config, "step", [&] { c_.optimizer->step(); });
 }
 

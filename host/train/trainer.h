@@ -13,6 +13,7 @@
 
 namespace trainyard::host {
 class Communicator;
+class GradientReducer;
 }
 
 namespace trainyard::host {
@@ -62,7 +63,7 @@ class Trainer final : public Loop {
   LoopPosition position_state() const { return at_; }
   /// Makes this a data-parallel run: gradients averaged, meters summed and
   /// stops agreed over ranks; only rank 0 writes files.
-  void set_communicator(Communicator* comm) { comm_ = comm; }
+  void set_communicator(Communicator* comm);
 
  private:
   void default_run();
@@ -93,6 +94,7 @@ class Trainer final : public Loop {
   std::string stop_reason_;
   int64_t tested_at_ = -1;  ///< iteration of the last periodic test
   Communicator* comm_ = nullptr;
+  std::shared_ptr<GradientReducer> reducer_;
   std::shared_ptr<LoaderStats> train_stats_ = std::make_shared<LoaderStats>();
   std::shared_ptr<LoaderStats> test_stats_ = std::make_shared<LoaderStats>();
   double secs_per_train_ = 0, samples_per_sec_ = 0;
