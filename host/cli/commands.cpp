@@ -241,6 +241,8 @@ int run(int argc, char** argv) {
   }
   Context context = make_context(e, world);
   context.run_dir = run_dir;
+  context.collectives = comm ? &comm->collectives() : nullptr;
+  context.sync_batch_norm = e.distributed.sync_batch_norm;
   torch::manual_seed(e.seed);
   Components components = build_components(e, context);
   const auto [params, trainable] = parameter_count(*components.network.object);

@@ -421,6 +421,8 @@ const Schema& distributed_schema() {
     s.add("rendezvous_file", "", "the shared file for rendezvous: file (removed when the run ends cleanly)");
     s.add("timeout_secs", 60, "a rank that does not answer within this time fails the run").range(1, 86400);
     s.add("bucket_mb", 25, "gradients are averaged in flat buckets of about this size").range(1, 4096);
+    s.add("sync_batch_norm", false,
+          "batch norm statistics over the global batch (networks that use trainyard::SyncBatchNorm2d)");
     return s;
   }();
   return schema;
@@ -552,6 +554,7 @@ Experiment validate_experiment(ExperimentSource source, const Registry& registry
   e.distributed.rendezvous_file = dist.get<std::string>("rendezvous_file");
   e.distributed.timeout_secs = dist.get<int64_t>("timeout_secs");
   e.distributed.bucket_mb = dist.get<int64_t>("bucket_mb");
+  e.distributed.sync_batch_norm = dist.get<bool>("sync_batch_norm");
 
   Options out = v.section("output", output_schema());
   e.output.dir = out.get<std::string>("dir");

@@ -73,6 +73,7 @@ struct DistributedConfig {
   std::string rendezvous_file;
   int64_t timeout_secs = 60;
   int64_t bucket_mb = 25;
+  bool sync_batch_norm = false;
 };
 
 struct OutputConfig {

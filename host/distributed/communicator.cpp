@@ -42,10 +42,21 @@ void collective(const char* what, F&& f) {
   }
 }
 
+class CollectivesView : public Collectives {
+ public:
+  explicit CollectivesView(Communicator& comm) : comm_(comm) {}
+  int rank() const override { return comm_.rank(); }
+  int world_size() const override { return comm_.size(); }
+  void all_reduce_sum(at::Tensor& tensor) const override { comm_.allreduce(tensor); }
+
+ private:
+  Communicator& comm_;
+};
+
 }  // namespace
 
 Communicator::Communicator(const World& world, std::chrono::milliseconds timeout, bool cuda)
-    : impl_(std::make_unique<Impl>()), world_(world) {
+    : impl_(std::make_unique<Impl>()), world_(world), view_(std::make_unique<CollectivesView>(*this)) {
   collective("rendezvous", [&] {
     if (world.rendezvous == "file") {
       impl_->store = c10::make_intrusive<c10d::FileStore>(world.rendezvous_file, world.world_size);

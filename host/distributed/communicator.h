@@ -9,6 +9,7 @@
 #include <ATen/core/Tensor.h>
 
 #include "distributed/world.h"
+#include "trainyard/collectives.h"
 
 namespace torch::nn {
 class Module;
@@ -58,6 +59,10 @@ class Communicator {
   std::vector<double> sum(const std::vector<double>& values);
   /// True when any rank says true.
   bool any(bool flag);
+  /// In-place sum over ranks.
+  void allreduce(at::Tensor& tensor);
+  /// The SDK's view of these collectives, for components (Context::collectives).
+  const Collectives& collectives() const { return *view_; }
   void barrier();
 
   /// Seconds spent in collectives since the last call (then reset).
@@ -65,11 +70,11 @@ class Communicator {
 
  private:
   friend class GradientReducer;
-  void allreduce(at::Tensor& tensor);
   struct Impl;
   std::unique_ptr<Impl> impl_;
   World world_;
   double seconds_ = 0;
+  std::unique_ptr<Collectives> view_;
 };
 
 }  // namespace trainyard::host

@@ -177,6 +177,15 @@ void Trainer::empty_step() {
   // gradient average with zeros, so that every rank steps the same way.
   c_.optimizer->zero_grad();
   reducer_->prepare();
+  if (context_.sync_batch_norm) {
+    // Synchronized batch norm layers make collectives in forward and backward:
+    // run them on an empty batch (contributing zero samples).
+    std::vector<int64_t> shape{0};
+    shape.insert(shape.end(), context_.dataset.sample_shape.begin(), context_.dataset.sample_shape.end());
+    Batch empty{at::zeros(shape, at::kFloat).to(context_.device), at::zeros({0}, at::kLong).to(context_.device), {}};
+    at::Tensor output = guarded(*c_.network.config, "forward", [&] { return c_.network.object->forward(empty); });
+    guarded(*c_.network.config, "backward", [&] { (output.sum() * 0).backward(); });
+  }
   reducer_->finish();
   guarded(*c_.optimizer_plugin.config, "step", [&] { c_.optimizer->step(); });
 }

@@ -10,6 +10,7 @@
 #include <torch/nn/modules/linear.h>
 #include <torch/nn/modules/pooling.h>
 #include <trainyard/error.h>
+#include <trainyard/sync_batch_norm.h>
 
 namespace convnet {
 namespace {
@@ -36,7 +37,10 @@ class ConvNet : public trainyard::Network {
     for (int64_t out : o.get<std::vector<int64_t>>("channels")) {
       for (int64_t i = 0; i < o.get<int64_t>("convs_per_block"); ++i) {
         features_->push_back(torch::nn::Conv2d(torch::nn::Conv2dOptions(channels, out, k).padding(k / 2).bias(!bn)));
-        if (bn) features_->push_back(torch::nn::BatchNorm2d(out));
+        if (bn && c.sync_batch_norm && c.collectives)
+          features_->push_back(trainyard::SyncBatchNorm2d(out, c.collectives));
+        else if (bn)
+          features_->push_back(torch::nn::BatchNorm2d(out));
         features_->push_back(torch::nn::ReLU());
         channels = out;
       }

@@ -4,6 +4,7 @@
 #include <filesystem>
 
 #include "support/support.h"
+#include "trainyard/version.h"
 
 namespace fs = std::filesystem;
 
@@ -168,7 +169,7 @@ TEST(Cli, ValidateBuildsEverythingWithoutTraining) {
 TEST(Cli, PluginsListsLibrariesWithVersionsAndComponents) {
   auto r = trainyard("plugins --plugin-dir " + fixture_dir("components"));
   ASSERT_EQ(r.exit_code, 0) << r.err;
-  EXPECT_TRUE(contains(r.out, "libmlp.so\n  mlp 1.0.0 (API 1.1), fingerprint ok")) << r.out;
+  EXPECT_TRUE(contains(r.out, "libmlp.so\n  mlp 1.0.0 (API " + std::string(sdk_api_version()) + "), fingerprint ok")) << r.out;
   EXPECT_TRUE(contains(r.out, "  meters: loss, topk_accuracy\n")) << r.out;
   EXPECT_TRUE(contains(r.out, "libtest_components.so")) << r.out;
   r = trainyard("plugins --plugin-dir " + fixture_dir("newer_minor"));
@@ -198,7 +199,7 @@ TEST(Cli, HelpAndVersionWorkEverywhere) {
     EXPECT_TRUE(contains(help.out, "usage: trainyard")) << command << help.out;
     auto version = trainyard(std::string(command) + "--version");
     EXPECT_EQ(version.exit_code, 0) << command;
-    EXPECT_TRUE(contains(version.out, "trainyard 0.1.0 (SDK API 1.1, ")) << command << version.out;
+    EXPECT_TRUE(contains(version.out, "trainyard 0.1.0 (SDK API " + std::string(sdk_api_version()) + ", ")) << command << version.out;
   }
   auto r = trainyard("trian x.yaml");
   EXPECT_EQ(r.exit_code, 2);

@@ -58,27 +58,28 @@ std::vector<CommandResult> launch_by_environment(const std::string& args, int wo
 
 std::string checkpoint(const std::string& run_dir, const std::string& name) { return run_dir + "/checkpoints/" + name; }
 
+double max_difference(torch::serialize::InputArchive& a, torch::serialize::InputArchive& b) {
+  double worst = 0;
+  for (const auto& key : a.keys()) {
+    at::Tensor ta, tb;
+    if (a.try_read(key, ta) && b.try_read(key, tb)) {
+      if (ta.is_floating_point()) worst = std::max(worst, (ta - tb).abs().max().item<double>());
+      continue;
+    }
+    torch::serialize::InputArchive sa, sb;
+    if (a.try_read(key, sa) && b.try_read(key, sb)) worst = std::max(worst, max_difference(sa, sb));
+  }
+  return worst;
+}
+
+// Largest difference between two checkpoints' network tensors.
 double max_difference(const std::string& a, const std::string& b) {
   torch::serialize::InputArchive aa, ab, na, nb;
   aa.load_from(a);
   ab.load_from(b);
   aa.read("network", na);
   ab.read("network", nb);
-  torch::serialize::InputArchive la, lb;
-  na.read("layers", la);
-  nb.read("layers", lb);
-  double worst = 0;
-  for (const char* layer : {"0", "2"})
-    for (const char* p : {"weight", "bias"}) {
-      torch::serialize::InputArchive sa, sb;
-      la.read(layer, sa);
-      lb.read(layer, sb);
-      at::Tensor ta, tb;
-      sa.read(p, ta);
-      sb.read(p, tb);
-      worst = std::max(worst, (ta - tb).abs().max().item<double>());
-    }
-  return worst;
+  return max_difference(na, nb);
 }
 
 std::vector<double> series(const std::string& metrics, const std::string& key) {
@@ -142,6 +143,36 @@ TEST(Distributed, TwoNodesByHandOnOneMachine) {
   expect_equal_to_single(out + "/dp", single);
   // Rank 1 logs to its own file; only rank 0 writes metrics.jsonl and checkpoints.
   EXPECT_TRUE(contains(read_file(out + "/dp/logs/rank-1.jsonl"), "\"phase\": \"test\""));
+}
+
+TEST(Distributed, SyncBatchNormEqualsOneProcessOnTheGlobalBatch) {
+  // A convnet whose batch norm sees 32 samples per rank: synchronized, it
+  // normalizes over the global 64 like the single process does.
+  auto exp = [&](const std::string& name) {
+    std::string yaml = read_file(experiment(name));
+    yaml.replace(0, yaml.find('\n'), "name: bn");
+    yaml.replace(yaml.find("{plugin: mlp, hidden_sizes: [32], dropout: 0.0}"),
+                 std::string("{plugin: mlp, hidden_sizes: [32], dropout: 0.0}").size(),
+                 "{plugin: convnet, channels: [4], dropout: 0.0, hidden: 0}");
+    yaml.replace(yaml.find("shape: [1, 4, 4]"), 16, "shape: [1, 8, 8]");
+    yaml.replace(yaml.find("shape: [1, 4, 4]"), 16, "shape: [1, 8, 8]");
+    const std::string path = temp_dir("bn-exp-" + name) + "/bn.yaml";
+    write_file(path, yaml);
+    return path;
+  };
+  const std::string single = temp_dir("bn-single"), synced = temp_dir("bn-sync"), local = temp_dir("bn-local");
+  ASSERT_EQ(trainyard("run " + exp("a") + " --output-dir " + single).exit_code, 0);
+  auto r = trainyard("run " + exp("b") + " --output-dir " + synced +
+                     " --set loop.batch_per_device=32 --set distributed.sync_batch_norm=true --nproc-per-node 2");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  r = trainyard("run " + exp("c") + " --output-dir " + local + " --set loop.batch_per_device=32 --nproc-per-node 2");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const std::string file = "/bn/checkpoints/" + std::string(kLast);
+  const double with_sync = max_difference(synced + file, single + file);
+  const double without = max_difference(local + file, single + file);
+  std::printf("max difference to one process: %g with sync batch norm, %g without\n", with_sync, without);
+  EXPECT_LT(with_sync, 1e-4);   // parameters and running statistics
+  EXPECT_GT(without, 100 * with_sync + 1e-4) << "per-rank batch norm should differ measurably";
 }
 
 TEST(Distributed, FileRendezvousGivesTheSameRun) {

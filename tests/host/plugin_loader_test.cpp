@@ -10,6 +10,11 @@ namespace {
 
 using test::contains;
 
+// "1.2" for the host's API, with the minor or major shifted by `minor` / `major`.
+std::string api(int major = 0, int minor = 0) {
+  return std::to_string(TRAINYARD_API_MAJOR + major) + "." + std::to_string(TRAINYARD_API_MINOR + minor);
+}
+
 std::string load_error(const std::string& fixture, Registry& registry) {
   try {
     load_plugin_folders({{test::fixture_dir(fixture), "test"}}, registry);
@@ -41,14 +46,16 @@ TEST(PluginLoader, RefusesLibraryWithoutEntryPoint) {
 TEST(PluginLoader, RefusesDifferentMajorWithBothVersions) {
   Registry r;
   std::string err = load_error("wrong_major", r);
-  EXPECT_TRUE(contains(err, "SDK API major version differs; expected 1.1 (same major), got 2.1")) << err;
+  EXPECT_TRUE(contains(err, "SDK API major version differs; expected " + api() + " (same major), got " + api(1, 0)))
+      << err;
   EXPECT_TRUE(r.libraries().empty());
 }
 
 TEST(PluginLoader, RefusesNewerMinorWithBothVersions) {
   Registry r;
   std::string err = load_error("newer_minor", r);
-  EXPECT_TRUE(contains(err, "built against a newer SDK than this host; expected API 1.1 or an older minor, got 1.2"))
+  EXPECT_TRUE(contains(err, "built against a newer SDK than this host; expected API " + api() +
+                                " or an older minor, got " + api(0, 1)))
       << err;
 }
 

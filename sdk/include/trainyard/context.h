@@ -16,6 +16,8 @@
 
 namespace trainyard {
 
+class Collectives;
+
 /// What the training dataset reports, so a network or loss can size itself.
 struct DatasetInfo {
   int64_t size = 0;                      ///< samples in the split
@@ -35,6 +37,9 @@ struct Context {
   DatasetInfo dataset;         ///< of the training split (empty while the training split itself is built)
   Extra extra;                 ///< the experiment's `extra:` section
   std::string component;       ///< which entry this is, e.g. "network" or "meters[1]"
+  // Appended in SDK API 1.2 (fields are only ever appended):
+  const Collectives* collectives = nullptr;  ///< null in a single-process run
+  bool sync_batch_norm = false;  ///< distributed.sync_batch_norm: use SyncBatchNorm2d for batch norm
 
   /// One line on stderr, prefixed with the rank in multi-process runs.
   void log(const std::string& message) const;

@@ -1,0 +1,36 @@
+#pragma once
+/// Batch norm whose statistics are computed over the whole global batch of a
+/// multi-process run (SDK API 1.2). In training, the forward pass sums each
+/// channel's values and squares over all ranks, and the backward pass sums
+/// the gradient terms, so the result equals one process normalizing the
+/// global batch. Without collectives (one process) or in eval mode it is
+/// torch::nn::BatchNorm2d. Parameter and buffer names are BatchNorm2d's, so
+/// checkpoints move between the two.
+///
+/// Example (in a network's constructor):
+///   if (context.sync_batch_norm && context.collectives)
+///     layers_->push_back(trainyard::SyncBatchNorm2d(channels, context.collectives));
+///   else
+///     layers_->push_back(torch::nn::BatchNorm2d(channels));
+
+#include <torch/nn/module.h>
+#include <torch/nn/pimpl.h>
+
+#include "trainyard/collectives.h"
+
+namespace trainyard {
+
+class SyncBatchNorm2dImpl : public torch::nn::Module {
+ public:
+  SyncBatchNorm2dImpl(int64_t channels, const Collectives* collectives, double eps = 1e-5, double momentum = 0.1);
+  at::Tensor forward(const at::Tensor& input);
+
+ private:
+  const Collectives* collectives_;
+  double eps_, momentum_;
+  at::Tensor weight_, bias_, running_mean_, running_var_, num_batches_tracked_;
+};
+
+TORCH_MODULE(SyncBatchNorm2d);
+
+}  // namespace trainyard
