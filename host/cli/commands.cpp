@@ -192,9 +192,18 @@ int run(int argc, char** argv) {
   po::variables_map vm;
   if (!parse(argc, argv, usage, visible, true, vm)) return 0;
 
-  if (vm.count("nproc-per-node") && !std::getenv("TRAINYARD_LAUNCHER")) {
+  // Bad input fails here, once, before any worker starts.
+  Registry registry;
+  Experiment e = load(vm["experiment"].as<std::string>(), many<std::string>(vm, "set"),
+                      many<std::string>(vm, "plugin-dir"), registry);
+
+  // How many processes: --nproc-per-node, else the experiment's devices
+  // (num_gpus, or num_cpus on the CPU), unless a launcher already started us.
+  const bool is_worker = std::getenv("WORLD_SIZE") || std::getenv("SLURM_NTASKS");
+  const int devices = static_cast<int>(e.distributed.num_gpus > 0 ? e.distributed.num_gpus : e.distributed.num_cpus);
+  if (!is_worker && (vm.count("nproc-per-node") || devices > 1)) {
     LaunchOptions launch;
-    launch.nproc_per_node = vm["nproc-per-node"].as<int>();
+    launch.nproc_per_node = vm.count("nproc-per-node") ? vm["nproc-per-node"].as<int>() : devices;
     launch.nnodes = vm["nnodes"].as<int>();
     launch.node_rank = vm["node-rank"].as<int>();
     launch.master_addr = vm["master-addr"].as<std::string>();
@@ -206,18 +215,9 @@ int run(int argc, char** argv) {
     if (launch.nnodes > 1 && launch.master_port == 0)
       throw ConfigError("command line: --nnodes " + std::to_string(launch.nnodes) + " without --master-port",
                         "expected the same --master-addr and --master-port on every node", "");
-    // Check the experiment once here, so bad input fails before any worker starts.
-    {
-      Registry registry;
-      load(vm["experiment"].as<std::string>(), many<std::string>(vm, "set"), many<std::string>(vm, "plugin-dir"),
-           registry);
-    }
     return launch_workers(launch, worker_arguments(argc, argv));
   }
 
-  Registry registry;
-  Experiment e = load(vm["experiment"].as<std::string>(), many<std::string>(vm, "set"),
-                      many<std::string>(vm, "plugin-dir"), registry);
   const std::string out_dir = vm.count("output-dir") ? vm["output-dir"].as<std::string>() : e.output.dir;
   const std::string run_dir = (fs::path(out_dir) / e.name).string();
 

@@ -413,6 +413,8 @@ const Schema& distributed_schema() {
     Schema s;
     s.add("num_gpus", 0, "GPUs to train on; 0 trains on the CPU").min(0);
     s.add("first_gpu_id", 0, "index of the first GPU to use").min(0);
+    s.add("num_cpus", 1, "with num_gpus 0: CPU processes to train on (one process each, Gloo between them)")
+        .range(1, 1024);
     s.add("threads_per_process", 0, "intra-op CPU threads; 0 shares the node's cores among its processes").min(0);
     s.add("master_addr", "127.0.0.1", "address of rank 0 (the environment's MASTER_ADDR wins)");
     s.add("master_port", 29500, "port of rank 0's store (the environment's MASTER_PORT wins)").range(1, 65535);
@@ -548,6 +550,7 @@ Experiment validate_experiment(ExperimentSource source, const Registry& registry
   e.distributed.num_gpus = dist.get<int64_t>("num_gpus");
   e.distributed.first_gpu_id = dist.get<int64_t>("first_gpu_id");
   e.distributed.threads_per_process = dist.get<int64_t>("threads_per_process");
+  e.distributed.num_cpus = dist.get<int64_t>("num_cpus");
   e.distributed.master_addr = dist.get<std::string>("master_addr");
   e.distributed.master_port = dist.get<int64_t>("master_port");
   e.distributed.rendezvous = dist.get<std::string>("rendezvous");

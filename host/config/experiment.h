@@ -65,6 +65,7 @@ struct LoopConfig {
 
 struct DistributedConfig {
   int64_t num_gpus = 0;
+  int64_t num_cpus = 1;  ///< CPU processes when num_gpus is 0
   int64_t first_gpu_id = 0;
   int64_t threads_per_process = 0;  ///< 0: the node's cores shared by its processes
   std::string master_addr = "127.0.0.1";

@@ -10,6 +10,8 @@
 #include <ATen/ATen.h>
 #include <torch/nn/module.h>
 
+#include <thread>
+
 #include "trainyard/error.h"
 
 namespace trainyard::host {
@@ -28,17 +30,18 @@ double since(std::chrono::steady_clock::time_point t0) {
 // Gloo and the store throw c10::Error when a peer is gone or times out: say
 // which operation and that another rank failed.
 template <class F>
-void collective(const char* what, F&& f) {
+void collective(const char* what, F&& f, Communicator* comm = nullptr) {
+  auto who = [&] { return comm ? "; " + comm->unresponsive_ranks() : std::string(); };
   try {
     f();
   } catch (const ConfigError&) {
     throw;
   } catch (const c10::Error& e) {
     throw Error(std::string("distributed ") + what + " failed: another rank died, hung or could not be reached (" +
-                e.what_without_backtrace() + ")");
+                e.what_without_backtrace() + ")" + who());
   } catch (const std::exception& e) {  // gloo's own exceptions
     throw Error(std::string("distributed ") + what + " failed: another rank died, hung or could not be reached (" +
-                e.what() + ")");
+                e.what() + ")" + who());
   }
 }
 
@@ -112,12 +115,34 @@ void Communicator::check_same(const std::string& what, const std::string& value)
   });
 }
 
+std::string Communicator::unresponsive_ranks() {
+  // Every surviving rank announces itself; whoever has not within 3 s is named.
+  try {
+    impl_->store->setTimeout(std::chrono::seconds(3));
+    impl_->store->set("alive/" + std::to_string(world_.rank), std::vector<uint8_t>{1});
+    std::vector<std::string> silent;
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(3);
+    for (int r = 0; r < world_.world_size; ++r) {
+      if (r == world_.rank) continue;
+      while (!impl_->store->check({"alive/" + std::to_string(r)}) && std::chrono::steady_clock::now() < deadline)
+        std::this_thread::sleep_for(std::chrono::milliseconds(50));
+      if (!impl_->store->check({"alive/" + std::to_string(r)})) silent.push_back(std::to_string(r));
+    }
+    if (silent.empty()) return "every rank still answers";
+    std::string list;
+    for (size_t i = 0; i < silent.size(); ++i) list += (i ? ", " : "") + silent[i];
+    return (silent.size() == 1 ? "rank " : "ranks ") + list + " stopped answering";
+  } catch (const std::exception&) {
+    return "rank 0 (which holds the rendezvous store) cannot be reached";
+  }
+}
+
 void Communicator::allreduce(at::Tensor& tensor) {
   const auto t0 = std::chrono::steady_clock::now();
   collective("allreduce", [&] {
     std::vector<at::Tensor> tensors{tensor};
     impl_->group->allreduce(tensors)->wait();
-  });
+  }, this);
   seconds_ += since(t0);
 }
 
@@ -247,7 +272,7 @@ void GradientReducer::finish() {
   impl_->launch_ready();
   const double world = impl_->comm->size();
   for (auto& b : impl_->buckets) {
-    collective("allreduce", [&] { b.work->wait(); });
+    collective("allreduce", [&] { b.work->wait(); }, impl_->comm);
     b.flat.div_(world);
     for (size_t i = 0; i < b.members.size(); ++i) {
       at::Tensor& p = impl_->parameters[b.members[i]];

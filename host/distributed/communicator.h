@@ -65,6 +65,10 @@ class Communicator {
   const Collectives& collectives() const { return *view_; }
   void barrier();
 
+  /// After a failed collective: the ranks that do not answer through the store
+  /// within a few seconds ("rank 1", "ranks 1, 3"), or what is known.
+  std::string unresponsive_ranks();
+
   /// Seconds spent in collectives since the last call (then reset).
   double take_seconds();
 

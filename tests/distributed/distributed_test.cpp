@@ -175,6 +175,16 @@ TEST(Distributed, SyncBatchNormEqualsOneProcessOnTheGlobalBatch) {
   EXPECT_GT(without, 100 * with_sync + 1e-4) << "per-rank batch norm should differ measurably";
 }
 
+TEST(Distributed, NumCpusInTheExperimentStartsThatManyProcesses) {
+  Reference single;
+  const std::string out = temp_dir("numcpus");
+  auto r = trainyard("run " + experiment("dp") + " --output-dir " + out +
+                     " --set loop.batch_per_device=32 --set distributed.num_cpus=2");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_TRUE(contains(r.out, "[rank 1] trainyard: rank 1 of 2")) << r.out;
+  expect_equal_to_single(out + "/dp", single);
+}
+
 TEST(Distributed, FileRendezvousGivesTheSameRun) {
   Reference single;
   const std::string out = temp_dir("file");
@@ -222,6 +232,7 @@ TEST(Distributed, AKilledWorkerStopsTheOthersAndIsNamed) {
   EXPECT_EQ(results[1].exit_code, 128 + 9);
   EXPECT_EQ(results[0].exit_code, 1) << results[0].err;
   EXPECT_TRUE(contains(results[0].err, "failed: another rank died, hung or could not be reached")) << results[0].err;
+  EXPECT_TRUE(contains(results[0].err, "; rank 1 stopped answering")) << results[0].err;
   EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - t1).count(), 25.0);
 }
 
