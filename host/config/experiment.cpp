@@ -16,9 +16,9 @@ namespace {
 
 const std::vector<std::string> kTopLevelKeys = {
     "name",     "seed",      "plugin_dirs", "dataset", "network", "loss",   "optimizer", "meters",
-    "callbacks", "overrides", "loop",       "distributed", "output", "extra", "resolved_plugins"};
-const std::vector<std::string> kSectionMaps = {"dataset", "network", "loss",        "optimizer",
-                                               "loop",    "distributed", "output", "extra"};
+    "callbacks", "overrides", "loop",       "distributed", "output", "extra", "resolved_plugins", "schedule"};
+const std::vector<std::string> kSectionMaps = {"dataset", "network", "loss",   "optimizer", "loop",
+                                               "distributed", "output", "extra", "schedule"};
 
 std::string child_key(const std::string& parent, const std::string& key) {
   return parent.empty() ? key : parent + "." + key;
@@ -400,6 +400,10 @@ const Schema& loop_schema() {
     s.add("drop_last", false, "drop the last incomplete training batch of an epoch");
     s.add("log_every_iters", 50, "write train meter values to metrics.jsonl every N iterations").min(1);
     s.add("checkpoint_every_iters", 0, "also checkpoint every N train iterations; 0 only at epoch end").min(0);
+    s.add("iter_size", 1, "batches whose gradients are accumulated into one optimizer update (loss scaled by 1/N)")
+        .min(1);
+    s.add("clip_grad_norm", 0.0, "scale gradients down to at most this global L2 norm; 0 does not clip").min(0.0);
+    s.add("clip_grad_value", 0.0, "clamp every gradient to [-v, v]; 0 does not clip").min(0.0);
     s.add("decode_threads", 0, "threads that read, decode and augment samples; 0 does it on the training thread")
         .range(0, 64);
     s.add("prefetch_batches", 4, "ready batches the decode threads keep ahead of training").range(1, 1024);
@@ -544,6 +548,15 @@ Experiment validate_experiment(ExperimentSource source, const Registry& registry
   e.loop.log_every_iters = loop.get<int64_t>("log_every_iters");
   e.loop.checkpoint_every_iters = loop.get<int64_t>("checkpoint_every_iters");
   e.loop.decode_threads = loop.get<int64_t>("decode_threads");
+  e.loop.iter_size = loop.get<int64_t>("iter_size");
+  e.loop.clip_grad_norm = loop.get<double>("clip_grad_norm");
+  e.loop.clip_grad_value = loop.get<double>("clip_grad_value");
+  if (e.loop.checkpoint_every_iters % e.loop.iter_size != 0)
+    fail(src.where(root["loop"], "loop.checkpoint_every_iters"), "checkpoints must fall between optimizer updates",
+         "expected a multiple of iter_size " + std::to_string(e.loop.iter_size) + ", got " +
+             std::to_string(e.loop.checkpoint_every_iters),
+         "");
+  e.schedule = schedule_config(v.section("schedule", schedule_schema()), src.where(root["schedule"], "schedule"));
   e.loop.prefetch_batches = loop.get<int64_t>("prefetch_batches");
 
   Options dist = v.section("distributed", distributed_schema());
@@ -615,6 +628,7 @@ YAML::Node Experiment::resolved() const {
   r["distributed"] =
       section_node(validate_options(source, root["distributed"], "distributed", distributed_schema(), {}, "distributed"));
   r["output"] = section_node(validate_options(source, root["output"], "output", output_schema(), {}, "output"));
+  r["schedule"] = section_node(validate_options(source, root["schedule"], "schedule", schedule_schema(), {}, "schedule"));
   r["extra"] = root["extra"].IsDefined() ? YAML::Clone(root["extra"]) : YAML::Node(YAML::NodeType::Map);
   // Which library provided each plugin, for reproducibility (ignored when read back).
   std::set<const LibraryInfo*> seen;

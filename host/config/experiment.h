@@ -10,6 +10,7 @@
 #include <yaml-cpp/yaml.h>
 
 #include "plugins/registry.h"
+#include "train/schedule.h"
 #include "trainyard/options.h"
 
 namespace trainyard::host {
@@ -59,6 +60,9 @@ struct LoopConfig {
   bool drop_last = false;
   int64_t log_every_iters = 50;
   int64_t checkpoint_every_iters = 0;   ///< 0: only at the end of each epoch
+  int64_t iter_size = 1;                ///< batches accumulated per optimizer update
+  double clip_grad_norm = 0;            ///< 0: no clipping by global norm
+  double clip_grad_value = 0;           ///< 0: no clipping by value
   int64_t decode_threads = 0;           ///< 0: decode on the training thread
   int64_t prefetch_batches = 4;
 };
@@ -92,6 +96,7 @@ struct Experiment {
   LoopConfig loop;
   DistributedConfig distributed;
   OutputConfig output;
+  ScheduleConfig schedule;
   std::map<std::string, std::string> extra;  ///< flattened `extra:` section
 
   /// The experiment with every default filled in (config.yaml / config.json).

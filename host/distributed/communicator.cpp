@@ -200,6 +200,8 @@ struct GradientReducer::Impl {
   std::vector<Bucket> buckets;
   std::vector<std::pair<size_t, int64_t>> place;  // parameter -> (bucket, offset)
   size_t next_launch = 0;
+  bool active = true;
+  std::vector<bool> filled;
   std::chrono::steady_clock::time_point started;
 
   void launch_ready() {
@@ -218,6 +220,7 @@ GradientReducer::GradientReducer(Communicator& comm, std::vector<at::Tensor> par
     if (p.requires_grad()) impl_->parameters.push_back(p);
   auto& params = impl_->parameters;
   impl_->place.resize(params.size());
+  impl_->filled.assign(params.size(), false);
   // Gradients arrive roughly from the last layer to the first: bucket in that
   // order. The first bucket is small (1 MB, as PyTorch's DDP does) so that
   // communication starts early in the backward pass.
@@ -242,9 +245,16 @@ GradientReducer::GradientReducer(Communicator& comm, std::vector<at::Tensor> par
   Impl* impl = impl_.get();
   for (size_t k = 0; k < params.size(); ++k)
     params[k].register_hook([impl, k](const at::Tensor& grad) {
+      if (!impl->active) return;
       auto [bucket, offset] = impl->place[k];
       Impl::Bucket& b = impl->buckets[bucket];
-      b.flat.narrow(0, offset, grad.numel()).copy_(grad.reshape({-1}));
+      // The hook runs before autograd adds `grad` into .grad: add what earlier
+      // micro-steps accumulated.
+      at::Tensor slice = b.flat.narrow(0, offset, grad.numel());
+      const at::Tensor& earlier = impl->parameters[k].grad();
+      if (earlier.defined()) slice.copy_((earlier + grad).reshape({-1}));
+      else slice.copy_(grad.reshape({-1}));
+      impl->filled[k] = true;
       if (--b.pending == 0) {
         b.ready = true;
         impl->launch_ready();
@@ -254,8 +264,12 @@ GradientReducer::GradientReducer(Communicator& comm, std::vector<at::Tensor> par
 
 GradientReducer::~GradientReducer() = default;
 
+void GradientReducer::set_active(bool active) { impl_->active = active; }
+
 void GradientReducer::prepare() {
   impl_->next_launch = 0;
+  impl_->active = true;
+  std::fill(impl_->filled.begin(), impl_->filled.end(), false);
   impl_->started = std::chrono::steady_clock::now();
   for (auto& b : impl_->buckets) {
     b.flat.zero_();  // a parameter without a gradient this step contributes zeros
@@ -268,6 +282,13 @@ void GradientReducer::prepare() {
 void GradientReducer::finish() {
   // What is not hidden behind backward: launching the rest and waiting.
   const auto t0 = std::chrono::steady_clock::now();
+  // Gradients no hook saw (accumulated without communication, or none at all).
+  for (size_t k = 0; k < impl_->parameters.size(); ++k) {
+    if (impl_->filled[k]) continue;
+    auto [bucket, offset] = impl_->place[k];
+    const at::Tensor& grad = impl_->parameters[k].grad();
+    if (grad.defined()) impl_->buckets[bucket].flat.narrow(0, offset, grad.numel()).copy_(grad.reshape({-1}));
+  }
   for (auto& b : impl_->buckets) b.ready = true;
   impl_->launch_ready();
   const double world = impl_->comm->size();

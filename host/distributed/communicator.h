@@ -30,8 +30,11 @@ class GradientReducer {
  public:
   GradientReducer(Communicator& comm, std::vector<at::Tensor> parameters, size_t bucket_bytes);
   ~GradientReducer();
-  /// Before backward: empty buckets.
+  /// Before the first backward of an update: empty buckets.
   void prepare();
+  /// With gradient accumulation, only the update's last backward
+  /// communicates; earlier ones just accumulate into .grad.
+  void set_active(bool active);
   /// After backward (or instead of it, for a rank without data): launches what
   /// is left, waits, and writes the averaged gradients into .grad.
   void finish();

@@ -1,5 +1,6 @@
 #include "train/trainer.h"
 
+#include <cmath>
 #include <ctime>
 #include <filesystem>
 
@@ -27,6 +28,18 @@ RunPaths::RunPaths(const std::string& dir)
       checkpoints((fs::path(dir) / "checkpoints").string()),
       metrics((fs::path(dir) / "metrics.jsonl").string()),
       summary((fs::path(dir) / "summary.json").string()) {}
+
+double clip_gradients(std::vector<at::Tensor>& grads, double max_value, double max_norm) {
+  at::NoGradGuard no_grad;
+  if (max_value > 0)
+    for (auto& g : grads) g.clamp_(-max_value, max_value);
+  double squares = 0;
+  for (auto& g : grads) squares += g.pow(2).sum().item<double>();
+  const double norm = std::sqrt(squares);
+  if (max_norm > 0 && norm > max_norm)
+    for (auto& g : grads) g.mul_(max_norm / norm);
+  return norm;
+}
 
 EpochPlan make_epoch_plan(const Experiment& e, int64_t dataset_size, const Context& context) {
   EpochPlan plan;
@@ -58,6 +71,7 @@ LoaderOptions make_loader_options(const Experiment& e, const ComponentConfig& da
 Trainer::Trainer(const Experiment& experiment, Components components, Context context, RunPaths paths)
     : e_(experiment), c_(std::move(components)), context_(std::move(context)), paths_(std::move(paths)) {
   plan_ = make_epoch_plan(e_, c_.train_data.object->size(), context_);
+  for (auto& group : c_.optimizer->param_groups()) base_lrs_.push_back(group.options().get_lr());
 
   stages_.run = [this] { default_run(); };
   stages_.should_continue = [this] { return default_should_continue(); };
@@ -162,21 +176,53 @@ BatchStream Trainer::default_train_batches(int64_t epoch) {
 
 StepResult Trainer::default_train_step(const Batch& batch) {
   c_.network.object->train();
-  c_.optimizer->zero_grad();
-  if (reducer_) reducer_->prepare();
+  const int64_t k = e_.loop.iter_size;
+  if (micro_ == 0) {
+    c_.optimizer->zero_grad();
+    if (reducer_) reducer_->prepare();
+  }
   at::Tensor output = guarded(*c_.network.config, "forward", [&] { return c_.network.object->forward(batch); });
   at::Tensor loss = guarded(*c_.loss.config, "compute", [&] { return c_.loss.object->compute(output, batch); });
-  guarded(*c_.network.config, "backward", [&] { loss.backward(); });
-  if (reducer_) reducer_->finish();  // averaged over ranks, mostly while backward ran
-  guarded(*c_.optimizer_plugin.config, "step", [&] { c_.optimizer->step(); });
+  // Accumulating k batches: each contributes 1/k, so the update is that of one k-times larger batch.
+  if (reducer_) reducer_->set_active(micro_ == k - 1);  // communicate on the last backward only
+  guarded(*c_.network.config, "backward", [&] { (k > 1 ? loss / static_cast<double>(k) : loss).backward(); });
+  if (++micro_ == k) finish_update();
   return {batch, output.detach(), loss.detach()};
+}
+
+void Trainer::apply_schedule() {
+  const bool per_epoch = e_.schedule.unit == "epoch";
+  const int64_t updates_per_epoch = (plan_.batches_per_epoch() + e_.loop.iter_size - 1) / e_.loop.iter_size;
+  const int64_t step = per_epoch ? at_.epoch : at_.iteration / e_.loop.iter_size;
+  const int64_t total = per_epoch ? e_.loop.epochs : e_.loop.epochs * updates_per_epoch;
+  const double factor = schedule_factor(e_.schedule, step, total, base_lrs_.empty() ? 0 : base_lrs_[0]);
+  auto& groups = c_.optimizer->param_groups();
+  for (size_t i = 0; i < groups.size() && i < base_lrs_.size(); ++i) groups[i].options().set_lr(base_lrs_[i] * factor);
+}
+
+void Trainer::finish_update() {
+  if (reducer_) reducer_->finish();  // averaged over ranks, mostly while backward ran
+  std::vector<at::Tensor> grads;
+  for (auto& p : c_.network.object->parameters())
+    if (p.grad().defined()) grads.push_back(p.mutable_grad());
+  at::NoGradGuard no_grad;
+  // A short accumulation (the epoch ended first) still makes a mean over its batches.
+  if (micro_ < e_.loop.iter_size)
+    for (auto& g : grads) g.mul_(static_cast<double>(e_.loop.iter_size) / static_cast<double>(micro_));
+  grad_norm_ = clip_gradients(grads, e_.loop.clip_grad_value, e_.loop.clip_grad_norm);
+  apply_schedule();
+  guarded(*c_.optimizer_plugin.config, "step", [&] { c_.optimizer->step(); });
+  micro_ = 0;
 }
 
 void Trainer::empty_step() {
   // This rank's shard ran out one batch before another's: take part in the
   // gradient average with zeros, so that every rank steps the same way.
-  c_.optimizer->zero_grad();
-  reducer_->prepare();
+  if (micro_ == 0) {
+    c_.optimizer->zero_grad();
+    reducer_->prepare();
+  }
+  reducer_->set_active(micro_ == e_.loop.iter_size - 1);
   if (context_.sync_batch_norm) {
     // Synchronized batch norm layers make collectives in forward and backward:
     // run them on an empty batch (contributing zero samples).
@@ -186,7 +232,7 @@ void Trainer::empty_step() {
     at::Tensor output = guarded(*c_.network.config, "forward", [&] { return c_.network.object->forward(empty); });
     guarded(*c_.network.config, "backward", [&] { (output.sum() * 0).backward(); });
   }
-  reducer_->finish();
+  if (++micro_ == e_.loop.iter_size) finish_update();
   guarded(*c_.optimizer_plugin.config, "step", [&] { c_.optimizer->step(); });
 }
 
@@ -247,6 +293,8 @@ void Trainer::default_epoch(int64_t epoch) {
     if (at_.iteration % e_.loop.log_every_iters == 0) {
       MeterValues v = meter_values(c_.train_meters, "train_");
       for (const auto& [k, x] : v) values_[k] = x;
+      v["lr"] = c_.optimizer->param_groups().at(0).options().get_lr();
+      v["grad_norm"] = grad_norm_;
       log("train", v);
     }
     if (e_.loop.test_every_iters > 0 && at_.iteration % e_.loop.test_every_iters == 0) {
@@ -256,6 +304,7 @@ void Trainer::default_epoch(int64_t epoch) {
     if (e_.loop.checkpoint_every_iters > 0 && at_.iteration % e_.loop.checkpoint_every_iters == 0)
       stages_.checkpoint();
   }
+  if (micro_ > 0) finish_update();  // the epoch ended inside an accumulation
   if (stop_requested()) {
     // Keep the place in the epoch so that the next run resumes here.
     stages_.checkpoint();
@@ -283,6 +332,7 @@ void Trainer::default_epoch(int64_t epoch) {
     v["train_bad_records"] = values_["train_bad_records"];
   }
   v["lr"] = c_.optimizer->param_groups().at(0).options().get_lr();
+  v["grad_norm"] = grad_norm_;
   log("train", v);
   if (tested_at_ != at_.iteration)  // the periodic test may have just run on this state
     for (const auto& [k, x] : stages_.test()) values_[k] = x;

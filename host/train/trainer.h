@@ -26,6 +26,11 @@ struct RunPaths {
   explicit RunPaths(const std::string& dir);
 };
 
+/// Clamps every gradient to [-max_value, max_value] (0: no clamp), then scales
+/// them all down to a global L2 norm of at most max_norm (0: no scaling).
+/// Returns the global norm after clamping and before scaling.
+double clip_gradients(std::vector<at::Tensor>& grads, double max_value, double max_norm);
+
 /// The training split's epoch plan and a split's loader settings, as the
 /// experiment says (shared by the trainer and `trainyard iterate`).
 EpochPlan make_epoch_plan(const Experiment& experiment, int64_t dataset_size, const Context& context);
@@ -80,6 +85,10 @@ class Trainer final : public Loop {
   MeterValues meter_values(const std::vector<Built<Meter>>& meters, const std::string& prefix);
   bool writes_files() const { return context_.rank == 0; }
   void empty_step();
+  /// Ends an optimizer update: gradients averaged over ranks, rescaled for a
+  /// short accumulation, clipped, the schedule's rate set, one step.
+  void finish_update();
+  void apply_schedule();
   void write_summary(double wall_s);
 
   const Experiment& e_;
@@ -93,6 +102,9 @@ class Trainer final : public Loop {
   MeterValues values_;
   std::string stop_reason_;
   int64_t tested_at_ = -1;  ///< iteration of the last periodic test
+  int64_t micro_ = 0;        ///< backward passes accumulated into the coming update
+  double grad_norm_ = 0;     ///< global gradient norm before clipping, at the last update
+  std::vector<double> base_lrs_;  ///< each group's starting learning rate
   Communicator* comm_ = nullptr;
   std::shared_ptr<GradientReducer> reducer_;
   std::shared_ptr<LoaderStats> train_stats_ = std::make_shared<LoaderStats>();

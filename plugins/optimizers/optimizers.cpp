@@ -2,6 +2,8 @@
 #include "optimizers.h"
 
 #include <torch/optim/adam.h>
+#include <torch/optim/adamw.h>
+#include <torch/optim/rmsprop.h>
 #include <torch/optim/sgd.h>
 #include <trainyard/error.h>
 
@@ -47,7 +49,61 @@ class Adam : public trainyard::Optimizer {
   torch::optim::AdamOptions options_;
 };
 
+class AdamW : public trainyard::Optimizer {
+ public:
+  explicit AdamW(const trainyard::Options& o)
+      : options_(torch::optim::AdamWOptions(o.get<double>("lr"))
+                     .betas({o.get<double>("beta1"), o.get<double>("beta2")})
+                     .eps(o.get<double>("eps"))
+                     .weight_decay(o.get<double>("weight_decay"))
+                     .amsgrad(o.get<bool>("amsgrad"))) {}
+  std::unique_ptr<torch::optim::Optimizer> build(std::vector<torch::optim::OptimizerParamGroup> groups) override {
+    return std::make_unique<torch::optim::AdamW>(std::move(groups), options_);
+  }
+
+ private:
+  torch::optim::AdamWOptions options_;
+};
+
+class RmsProp : public trainyard::Optimizer {
+ public:
+  explicit RmsProp(const trainyard::Options& o)
+      : options_(torch::optim::RMSpropOptions(o.get<double>("lr"))
+                     .alpha(o.get<double>("decay"))
+                     .eps(o.get<double>("eps"))
+                     .momentum(o.get<double>("momentum"))
+                     .weight_decay(o.get<double>("weight_decay"))
+                     .centered(o.get<bool>("centered"))) {}
+  std::unique_ptr<torch::optim::Optimizer> build(std::vector<torch::optim::OptimizerParamGroup> groups) override {
+    return std::make_unique<torch::optim::RMSprop>(std::move(groups), options_);
+  }
+
+ private:
+  torch::optim::RMSpropOptions options_;
+};
+
 }  // namespace
+
+trainyard::Schema adamw_schema() { return adam_schema(); }
+
+std::shared_ptr<trainyard::Optimizer> make_adamw(const trainyard::Options& options) {
+  return std::make_shared<AdamW>(options);
+}
+
+trainyard::Schema rmsprop_schema() {
+  trainyard::Schema s;
+  s.add("lr", 0.01, "learning rate").min(0.0);
+  s.add("decay", 0.99, "decay of the running average of squared gradients (alpha)").range(0.0, 1.0);
+  s.add("momentum", 0.0, "momentum factor").range(0.0, 1.0);
+  s.add("eps", 1e-8, "term added to the denominator").min(0.0);
+  s.add("weight_decay", 0.0, "L2 penalty").min(0.0);
+  s.add("centered", false, "normalize by an estimate of the gradient's variance");
+  return s;
+}
+
+std::shared_ptr<trainyard::Optimizer> make_rmsprop(const trainyard::Options& options) {
+  return std::make_shared<RmsProp>(options);
+}
 
 trainyard::Schema sgd_schema() {
   trainyard::Schema s;

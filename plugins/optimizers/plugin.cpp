@@ -11,8 +11,12 @@ void register_components(trainyard::Registrar& r) {
                   [](const trainyard::Options& o, const trainyard::Context&) { return optimizers::make_sgd(o); });
   r.add_optimizer("adam", "Adam (Kingma and Ba), optionally AMSGrad", optimizers::adam_schema(),
                   [](const trainyard::Options& o, const trainyard::Context&) { return optimizers::make_adam(o); });
+  r.add_optimizer("adamw", "Adam with decoupled weight decay (Loshchilov and Hutter)", optimizers::adamw_schema(),
+                  [](const trainyard::Options& o, const trainyard::Context&) { return optimizers::make_adamw(o); });
+  r.add_optimizer("rmsprop", "RMSprop (Hinton), optionally centered and with momentum", optimizers::rmsprop_schema(),
+                  [](const trainyard::Options& o, const trainyard::Context&) { return optimizers::make_rmsprop(o); });
 }
 
 }  // namespace
 
-TRAINYARD_PLUGIN("optimizers", "1.0.0", "SGD and Adam", register_components)
+TRAINYARD_PLUGIN("optimizers", "1.1.0", "SGD, Adam, AdamW and RMSprop", register_components)

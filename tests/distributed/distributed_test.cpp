@@ -185,6 +185,16 @@ TEST(Distributed, NumCpusInTheExperimentStartsThatManyProcesses) {
   expect_equal_to_single(out + "/dp", single);
 }
 
+TEST(Distributed, AccumulationCommunicatesOnTheLastMicroStepAndEqualsOneBigBatch) {
+  // 2 ranks x batch 16 x iter_size 2 = the single process's batch of 64.
+  Reference single;
+  const std::string out = temp_dir("accumulate");
+  auto r = trainyard("run " + experiment("dp") + " --output-dir " + out +
+                     " --set loop.batch_per_device=16 --set loop.iter_size=2 --nproc-per-node 2");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_LT(max_difference(checkpoint(out + "/dp", "ckpt-e0001-i00000040.pt"), checkpoint(single.run_dir, kLast)), 1e-5);
+}
+
 TEST(Distributed, FileRendezvousGivesTheSameRun) {
   Reference single;
   const std::string out = temp_dir("file");

@@ -30,7 +30,7 @@ TEST(PluginLoader, LoadsEveryBuiltinPlugin) {
   EXPECT_EQ(r.names(Kind::dataset), (std::vector<std::string>{"csv", "fashion_mnist", "image_folder", "lmdb", "synthetic"}));
   EXPECT_EQ(r.names(Kind::network), (std::vector<std::string>{"convnet", "mlp"}));
   EXPECT_EQ(r.names(Kind::loss), (std::vector<std::string>{"cross_entropy"}));
-  EXPECT_EQ(r.names(Kind::optimizer), (std::vector<std::string>{"adam", "sgd"}));
+  EXPECT_EQ(r.names(Kind::optimizer), (std::vector<std::string>{"adam", "adamw", "rmsprop", "sgd"}));
   EXPECT_EQ(r.names(Kind::meter), (std::vector<std::string>{"loss", "topk_accuracy"}));
   EXPECT_EQ(r.names(Kind::callback), (std::vector<std::string>{"console"}));
   EXPECT_EQ(r.names(Kind::additional_override), (std::vector<std::string>{"no_test_no_checkpoint", "overfit_batches"}));
@@ -109,7 +109,7 @@ TEST(Registry, UnknownNameListsKnownAndSuggests) {
     r.get(Kind::optimizer, "adma");
     FAIL() << "no error";
   } catch (const ConfigError& e) {
-    EXPECT_TRUE(contains(e.what(), "optimizer 'adma' is not registered (known optimizers: adam, sgd); did you mean 'adam'?"))
+    EXPECT_TRUE(contains(e.what(), "optimizer 'adma' is not registered (known optimizers: adam, adamw, rmsprop, sgd); did you mean 'adam'?"))
         << e.what();
   }
 }

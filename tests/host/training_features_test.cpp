@@ -1,0 +1,174 @@
+// Learning-rate schedules, gradient clipping and accumulation.
+#include <gtest/gtest.h>
+
+#include <ATen/ATen.h>
+#include <cmath>
+#include <filesystem>
+#include <torch/serialize/input-archive.h>
+
+#include "support/support.h"
+#include "train/schedule.h"
+#include "train/trainer.h"
+
+namespace fs = std::filesystem;
+
+namespace trainyard::host {
+namespace {
+
+ScheduleConfig policy(const std::string& name) {
+  ScheduleConfig s;
+  s.policy = name;
+  return s;
+}
+
+TEST(Schedule, EachPolicyAtKnownSteps) {
+  EXPECT_DOUBLE_EQ(schedule_factor(policy("constant"), 77, 100, 0.1), 1.0);
+  ScheduleConfig step = policy("step");
+  step.boundaries = {10, 20};
+  step.values = {0.1, 0.01, 0.001};
+  EXPECT_DOUBLE_EQ(schedule_factor(step, 9, 100, 0.1), 1.0);
+  EXPECT_NEAR(schedule_factor(step, 10, 100, 0.1), 0.1, 1e-12);
+  EXPECT_NEAR(schedule_factor(step, 25, 100, 0.1), 0.01, 1e-12);
+  ScheduleConfig multi = policy("multistep");
+  multi.milestones = {30, 60};
+  multi.gamma = 0.5;
+  EXPECT_DOUBLE_EQ(schedule_factor(multi, 29, 100, 1), 1.0);
+  EXPECT_DOUBLE_EQ(schedule_factor(multi, 60, 100, 1), 0.25);
+  ScheduleConfig exp = policy("exp");
+  exp.gamma = 0.5;
+  exp.decay_steps = 10;
+  EXPECT_NEAR(schedule_factor(exp, 15, 100, 1), std::pow(0.5, 1.5), 1e-12);
+  exp.staircase = true;
+  EXPECT_DOUBLE_EQ(schedule_factor(exp, 15, 100, 1), 0.5);
+  ScheduleConfig cosine = policy("cosine");
+  EXPECT_DOUBLE_EQ(schedule_factor(cosine, 0, 100, 1), 1.0);
+  EXPECT_NEAR(schedule_factor(cosine, 50, 100, 1), 0.5, 1e-12);
+  EXPECT_NEAR(schedule_factor(cosine, 100, 100, 1), 0.0, 1e-12);
+  cosine.min_factor = 0.1;
+  EXPECT_NEAR(schedule_factor(cosine, 100, 100, 1), 0.1, 1e-12);
+  ScheduleConfig poly = policy("poly");
+  poly.power = 2;
+  EXPECT_NEAR(schedule_factor(poly, 50, 100, 1), 0.25, 1e-12);
+}
+
+TEST(Schedule, LinearWarmupThenTheScheduleOverTheRest) {
+  ScheduleConfig s = policy("cosine");
+  s.warmup_steps = 10;
+  s.warmup_start_factor = 0.1;
+  EXPECT_DOUBLE_EQ(schedule_factor(s, 0, 110, 1), 0.1);
+  EXPECT_NEAR(schedule_factor(s, 5, 110, 1), 0.55, 1e-12);
+  EXPECT_DOUBLE_EQ(schedule_factor(s, 10, 110, 1), 1.0);  // cosine starts after warmup
+  EXPECT_NEAR(schedule_factor(s, 60, 110, 1), 0.5, 1e-12);
+}
+
+TEST(GradientClipping, ByValueAndByGlobalNormOnKnownGradients) {
+  std::vector<at::Tensor> g = {at::tensor({3.0, -4.0}), at::tensor({12.0})};
+  EXPECT_DOUBLE_EQ(clip_gradients(g, 0, 0), 13.0);  // sqrt(9 + 16 + 144), untouched
+  EXPECT_TRUE(g[1].equal(at::tensor({12.0})));
+  clip_gradients(g, 0, 6.5);
+  EXPECT_TRUE(g[0].allclose(at::tensor({1.5, -2.0})));
+  EXPECT_TRUE(g[1].allclose(at::tensor({6.0})));
+  std::vector<at::Tensor> h = {at::tensor({0.5, -3.0, 2.0})};
+  double norm = clip_gradients(h, 1.0, 0);
+  EXPECT_TRUE(h[0].equal(at::tensor({0.5, -1.0, 1.0})));
+  EXPECT_DOUBLE_EQ(norm, 1.5);
+}
+
+std::string run_dir_of(const std::string& name, const std::string& args) {
+  const std::string out = test::temp_dir("out-" + name), exp = test::temp_dir("exp-" + name) + "/" + name + ".yaml";
+  std::string yaml = test::synthetic_experiment(name);
+  yaml.replace(yaml.find("dropout: 0.1"), 12, "dropout: 0.0");
+  test::write_file(exp, yaml);
+  auto r = test::trainyard("run " + exp + " --output-dir " + out + " " + args);
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  return out + "/" + name;
+}
+
+double max_difference(const std::string& a, const std::string& b) {
+  torch::serialize::InputArchive aa, ab, na, nb, la, lb;
+  aa.load_from(a);
+  ab.load_from(b);
+  aa.read("network", na);
+  ab.read("network", nb);
+  na.read("layers", la);
+  nb.read("layers", lb);
+  double worst = 0;
+  for (const char* layer : {"0", "2"})
+    for (const char* p : {"weight", "bias"}) {
+      torch::serialize::InputArchive sa, sb;
+      at::Tensor ta, tb;
+      la.read(layer, sa);
+      lb.read(layer, sb);
+      sa.read(p, ta);
+      sb.read(p, tb);
+      worst = std::max(worst, (ta - tb).abs().max().item<double>());
+    }
+  return worst;
+}
+
+TEST(GradientAccumulation, FourBatchesOfEightEqualOneBatchOfThirtyTwo) {
+  const std::string big = run_dir_of("big", "--set loop.batch_per_device=32 --set loop.epochs=1");
+  const std::string small = run_dir_of("small", "--set loop.batch_per_device=8 --set loop.iter_size=4 --set loop.epochs=1");
+  // 512 samples: 16 updates either way; the small run checkpoints after 64 batches.
+  EXPECT_LT(max_difference(big + "/checkpoints/ckpt-e0001-i00000016.pt", small + "/checkpoints/ckpt-e0001-i00000064.pt"),
+            1e-5);
+}
+
+std::vector<double> lrs(const std::string& run_dir) {
+  std::vector<double> out;
+  for (const auto& line : test::read_lines(run_dir + "/metrics.jsonl")) {
+    auto at = line.find("\"lr\": ");
+    if (at != std::string::npos) out.push_back(std::stod(line.substr(at + 6)));
+  }
+  return out;
+}
+
+TEST(Schedule, SteppedPerIterationOrPerEpochInARealRun) {
+  // 16 updates per epoch, 2 epochs, logs every 4 iterations (+ each epoch end).
+  const std::string per_iter = run_dir_of("iter", "--set schedule.policy=multistep --set schedule.milestones=[8]"
+                                                  " --set schedule.gamma=0.5");
+  auto a = lrs(per_iter);
+  ASSERT_GE(a.size(), 4u);
+  EXPECT_DOUBLE_EQ(a[0], 0.05);         // iteration 4: update 3 ran at step 3 < 8
+  EXPECT_DOUBLE_EQ(a.back(), 0.025);    // after update 8
+  const std::string per_epoch = run_dir_of("epoch", "--set schedule.policy=multistep --set schedule.milestones=[1]"
+                                                    " --set schedule.gamma=0.5 --set schedule.unit=epoch");
+  auto b = lrs(per_epoch);
+  EXPECT_DOUBLE_EQ(b[0], 0.05);         // epoch 0
+  EXPECT_DOUBLE_EQ(b.back(), 0.025);    // epoch 1
+  const std::string exp = test::temp_dir("exp-invalid") + "/invalid.yaml";
+  test::write_file(exp, test::synthetic_experiment("invalid"));
+  auto r = test::trainyard("validate " + exp + " --set schedule.policy=step --set schedule.boundaries=[5]");
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_TRUE(test::contains(r.err, "policy step has 1 boundaries and 0 values")) << r.err;
+}
+
+std::vector<double> train_losses(const std::string& run_dir) {
+  std::vector<double> out;
+  for (const auto& line : test::read_lines(run_dir + "/metrics.jsonl")) {
+    auto at = line.find("\"train_loss\": ");
+    if (at != std::string::npos) out.push_back(std::stod(line.substr(at + 14)));
+  }
+  return out;
+}
+
+TEST(Optimizers, RmspropAndAdamwTrain) {
+  for (const char* name : {"rmsprop", "adamw"}) {
+    auto losses = train_losses(
+        run_dir_of(name, std::string("--set 'optimizer={plugin: ") + name + ", lr: 0.003}' --set loop.epochs=3"));
+    ASSERT_GE(losses.size(), 3u) << name;
+    EXPECT_LT(losses.back(), 0.5 * losses.front()) << name;
+  }
+}
+
+TEST(GradientClipping, GradNormIsLoggedAndClippingChangesTraining) {
+  const std::string plain = run_dir_of("plain", "--set loop.epochs=1");
+  const std::string clipped = run_dir_of("clipped", "--set loop.epochs=1 --set loop.clip_grad_norm=0.01");
+  EXPECT_TRUE(test::contains(test::read_file(plain + "/metrics.jsonl"), "\"grad_norm\": "));
+  EXPECT_GT(max_difference(plain + "/checkpoints/ckpt-e0001-i00000016.pt",
+                           clipped + "/checkpoints/ckpt-e0001-i00000016.pt"),
+            1e-3);
+}
+
+}  // namespace
+}  // namespace trainyard::host
