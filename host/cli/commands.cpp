@@ -331,6 +331,11 @@ int validate(int argc, char** argv) {
             << " trainable), loss " << e.loss.plugin << ", optimizer " << e.optimizer.plugin << ", "
             << e.meters.size() << " meters, " << e.callbacks.size() << " callbacks, " << e.overrides.size()
             << " overrides\n";
+  std::cout << "parameter groups:\n";
+  for (const auto& g : c.groups)
+    std::cout << "  " << g.name << ": " << g.parameters.size() << " tensors, " << g.numel << " values, lr "
+              << json_number(g.lr) << ", weight decay " << g.weight_decay << "\n    " << join(g.parameters) << "\n";
+  if (!c.frozen.empty()) std::cout << "frozen: " << join(e.network.freeze) << "\n";
   return 0;
 }
 

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <filesystem>
+#include <regex>
 #include <set>
 
 #include "trainyard/error.h"
@@ -504,7 +505,26 @@ Experiment validate_experiment(ExperimentSource source, const Registry& registry
     d->skip_bad_records = std::get<std::string>(Checker{src, spec, d->key + ".on_bad_record"}.convert(policy)) == "skip";
   }
 
-  e.network = v.component(root["network"], "network", Kind::network, {"pretrained"});
+  e.network = v.component(root["network"], "network", Kind::network, {"pretrained", "trainable", "freeze"});
+  auto regex_ok = [&](const YAML::Node& n, const std::string& key) {
+    try {
+      std::regex check(n.Scalar());
+    } catch (const std::regex_error& err) {
+      fail(src.where(n, key), "not a valid regular expression", "expected ECMAScript syntax, got '" + n.Scalar() + "'",
+           err.what());
+    }
+  };
+  if (YAML::Node t = v.get(root["network"], "trainable"); t.IsDefined()) {
+    if (!t.IsScalar()) fail(src.where(t, "network.trainable"), "wrong type", "expected a regex, got " + shown(t));
+    regex_ok(t, "network.trainable");
+    e.network.trainable = t.Scalar();
+  }
+  if (YAML::Node f = v.get(root["network"], "freeze"); f.IsDefined()) {
+    OptionSpec spec;
+    spec.key = "freeze";
+    spec.type = OptionType::string_list;
+    e.network.freeze = std::get<std::vector<std::string>>(Checker{src, spec, "network.freeze"}.convert(f));
+  }
   if (YAML::Node p = v.get(root["network"], "pretrained"); p.IsDefined()) {
     if (!p.IsScalar()) fail(src.where(p, "network.pretrained"), "wrong type", "expected a file path, got " + shown(p));
     fs::path file = p.Scalar();
@@ -515,7 +535,48 @@ Experiment validate_experiment(ExperimentSource source, const Registry& registry
     e.network.pretrained = file.lexically_normal().string();
   }
   e.loss = v.component(root["loss"], "loss", Kind::loss, {});
-  e.optimizer = v.component(root["optimizer"], "optimizer", Kind::optimizer, {});
+  e.optimizer = v.component(root["optimizer"], "optimizer", Kind::optimizer, {"param_groups", "exempt_norm_and_bias"});
+  if (YAML::Node x = v.get(root["optimizer"], "exempt_norm_and_bias"); x.IsDefined()) {
+    OptionSpec spec;
+    spec.key = "exempt_norm_and_bias";
+    spec.type = OptionType::boolean;
+    e.optimizer.exempt_norm_and_bias = std::get<bool>(Checker{src, spec, "optimizer.exempt_norm_and_bias"}.convert(x));
+  }
+  if (YAML::Node groups = v.get(root["optimizer"], "param_groups"); groups.IsDefined()) {
+    if (!groups.IsSequence())
+      fail(src.where(groups, "optimizer.param_groups"), "wrong type",
+           "expected a list like [{match: 'bias$', lr_mult: 2.0, weight_decay: 0}], got " + shown(groups));
+    for (size_t i = 0; i < groups.size(); ++i) {
+      const std::string key = index_key("optimizer.param_groups", i);
+      const YAML::Node g = groups[i];
+      if (!g.IsMap()) fail(src.where(g, key), "wrong type", "expected a map with match:, got " + shown(g));
+      ParamGroupSpec spec;
+      spec.where = src.where(g, key);
+      for (const auto& kv : g) {
+        const std::string k = kv.first.Scalar();
+        OptionSpec number;
+        number.key = k;
+        number.type = OptionType::number;
+        number.min_value = 0.0;
+        if (k == "match") {
+          if (!kv.second.IsScalar()) fail(src.where(kv.second, key + ".match"), "wrong type", "expected a regex");
+          regex_ok(kv.second, key + ".match");
+          spec.match = kv.second.Scalar();
+        } else if (k == "lr_mult") {
+          spec.lr_mult = std::get<double>(Checker{src, number, key + ".lr_mult"}.convert(kv.second));
+        } else if (k == "weight_decay") {
+          spec.weight_decay = std::get<double>(Checker{src, number, key + ".weight_decay"}.convert(kv.second));
+        } else {
+          fail(src.where(kv.first, key + "." + k), "unknown key in a parameter group",
+               "expected match, lr_mult or weight_decay, got '" + k + "'",
+               did_you_mean(k, {"match", "lr_mult", "weight_decay"}));
+        }
+      }
+      if (spec.match.empty())
+        fail(spec.where, "parameter group without match:", "expected a regex over parameter names", "");
+      e.optimizer.param_groups.push_back(spec);
+    }
+  }
 
   e.meters = v.component_list("meters", Kind::meter, {"phases"});
   for (size_t i = 0; i < e.meters.size(); ++i) {
@@ -593,6 +654,25 @@ YAML::Node Experiment::resolved() const {
     if (c.kind == Kind::callback) n["priority"] = std::to_string(c.priority);
     if (c.kind == Kind::additional_override && c.order) n["order"] = std::to_string(*c.order);
     if (c.kind == Kind::network && !c.pretrained.empty()) n["pretrained"] = c.pretrained;
+    if (c.kind == Kind::network && !c.trainable.empty()) n["trainable"] = c.trainable;
+    if (c.kind == Kind::network && !c.freeze.empty()) {
+      YAML::Node f(YAML::NodeType::Sequence);
+      f.SetStyle(YAML::EmitterStyle::Flow);
+      for (const auto& p : c.freeze) f.push_back(p);
+      n["freeze"] = f;
+    }
+    if (c.kind == Kind::optimizer) {
+      n["exempt_norm_and_bias"] = c.exempt_norm_and_bias ? "true" : "false";
+      YAML::Node groups(YAML::NodeType::Sequence);
+      for (const auto& g : c.param_groups) {
+        YAML::Node m(YAML::NodeType::Map);
+        m["match"] = g.match;
+        m["lr_mult"] = to_string(Value(g.lr_mult));
+        if (g.weight_decay) m["weight_decay"] = to_string(Value(*g.weight_decay));
+        groups.push_back(m);
+      }
+      n["param_groups"] = groups;
+    }
     if (c.kind == Kind::dataset) n["on_bad_record"] = c.skip_bad_records ? "skip" : "error";
     for (const auto& [k, v] : c.options.values()) n[k] = value_node(v);
     return n;

@@ -34,6 +34,15 @@ ExperimentSource read_experiment(const std::string& path, const std::vector<std:
 /// plugin_dirs from the file, made absolute relative to the file's folder.
 std::vector<std::string> experiment_plugin_dirs(const ExperimentSource& source);
 
+/// optimizer.param_groups entry: parameters whose name matches `match`
+/// (a regex, searched) train with lr * lr_mult and, if given, weight_decay.
+struct ParamGroupSpec {
+  std::string match;
+  double lr_mult = 1.0;
+  std::optional<double> weight_decay;
+  std::string where;
+};
+
 /// One component entry: `plugin:` plus its options, plus host keys.
 struct ComponentConfig {
   Kind kind = Kind::dataset;
@@ -47,6 +56,10 @@ struct ComponentConfig {
   std::vector<std::string> phases{"train", "test"};     ///< meters
   std::string pretrained;                               ///< network
   bool skip_bad_records = false;                        ///< datasets: on_bad_record: skip
+  std::string trainable;                                ///< network: only names matching this regex train
+  std::vector<std::string> freeze;                      ///< network: submodule paths kept fixed (and in eval mode)
+  std::vector<ParamGroupSpec> param_groups;             ///< optimizer
+  bool exempt_norm_and_bias = false;                    ///< optimizer: no weight decay on 1-d parameters
 };
 
 struct LoopConfig {

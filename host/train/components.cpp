@@ -3,6 +3,13 @@
 #include <algorithm>
 #include <filesystem>
 #include <map>
+#include <regex>
+
+#include <torch/optim/adagrad.h>
+#include <torch/optim/adam.h>
+#include <torch/optim/adamw.h>
+#include <torch/optim/rmsprop.h>
+#include <torch/optim/sgd.h>
 
 #include "train/checkpoint.h"
 #include "train/guard.h"
@@ -27,6 +34,103 @@ Built<T> make(const ComponentConfig& config, const Context& base) {
   auto object = guarded(config, "construction", [&] { return factory(config.options, context); });
   if (!object) throw ComponentFailure(component_label(config) + " returned nothing from its factory");
   return {&config, std::move(object)};
+}
+
+// network.trainable (regex) and network.freeze (submodule paths): what does
+// not train gets requires_grad false; frozen submodules also stay in eval
+// mode, so their batch norm keeps its statistics.
+void freeze_parameters(const ComponentConfig& net, Network& network,
+                       std::vector<std::shared_ptr<torch::nn::Module>>& frozen) {
+  if (!net.trainable.empty()) {
+    const std::regex keep(net.trainable);
+    for (auto& p : network.named_parameters())
+      if (!std::regex_search(p.key(), keep)) p.value().requires_grad_(false);
+  }
+  auto modules = network.named_modules();
+  for (const auto& path : net.freeze) {
+    if (!modules.contains(path)) {
+      std::vector<std::string> names;
+      for (const auto& m : modules)
+        if (!m.key().empty()) names.push_back(m.key());
+      throw ConfigError(net.where + ": network.freeze: no submodule '" + path + "' in network '" + net.plugin + "'",
+                        "expected one of " + join(names), did_you_mean(path, names));
+    }
+    auto module = modules[path];
+    for (auto& p : module->parameters()) p.requires_grad_(false);
+    frozen.push_back(module);
+  }
+  bool any = false;
+  for (auto& p : network.parameters()) any = any || p.requires_grad();
+  if (!any)
+    throw ConfigError(net.where + ": nothing left to train", "expected trainable / freeze to leave some parameters",
+                      "check network.trainable and network.freeze");
+}
+
+// The optimizer's parameter groups: optimizer.param_groups by regex over
+// parameter names (first match wins), 1-d parameters without weight decay
+// when exempt_norm_and_bias, the rest in the default group.
+void set_weight_decay(const ComponentConfig& who, torch::optim::OptimizerOptions& options, double decay) {
+  if (auto* o = dynamic_cast<torch::optim::SGDOptions*>(&options)) o->weight_decay(decay);
+  else if (auto* o = dynamic_cast<torch::optim::AdamOptions*>(&options)) o->weight_decay(decay);
+  else if (auto* o = dynamic_cast<torch::optim::AdamWOptions*>(&options)) o->weight_decay(decay);
+  else if (auto* o = dynamic_cast<torch::optim::RMSpropOptions*>(&options)) o->weight_decay(decay);
+  else if (auto* o = dynamic_cast<torch::optim::AdagradOptions*>(&options)) o->weight_decay(decay);
+  else
+    throw ConfigError(who.where + ": optimizer '" + who.plugin + "' has options trainyard cannot set weight decay on",
+                      "expected an optimizer built on LibTorch's SGD, Adam, AdamW, RMSprop or Adagrad",
+                      "remove weight_decay from optimizer.param_groups and exempt_norm_and_bias");
+}
+
+void build_optimizer(const ComponentConfig& spec, Network& network, Optimizer& plugin, Components& c) {
+  const size_t n = spec.param_groups.size();
+  std::vector<std::regex> patterns;
+  for (const auto& g : spec.param_groups) patterns.emplace_back(g.match);
+  // Slot n is the default group, n + 1 the no-decay group.
+  std::vector<std::vector<at::Tensor>> members(n + 2);
+  std::vector<std::vector<std::string>> names(n + 2);
+  for (auto& p : network.named_parameters()) {
+    if (!p.value().requires_grad()) continue;
+    size_t slot = n;
+    for (size_t i = 0; i < n && slot == n; ++i)
+      if (std::regex_search(p.key(), patterns[i])) slot = i;
+    if (slot == n && spec.exempt_norm_and_bias && p.value().dim() <= 1) slot = n + 1;
+    members[slot].push_back(p.value());
+    names[slot].push_back(p.key());
+  }
+  std::vector<torch::optim::OptimizerParamGroup> groups;
+  std::vector<size_t> slots;
+  for (size_t s = 0; s < n + 2; ++s)
+    if (!members[s].empty()) groups.emplace_back(members[s]), slots.push_back(s);
+  c.optimizer = guarded(spec, "build", [&] { return plugin.build(std::move(groups)); });
+  if (!c.optimizer) throw ComponentFailure(component_label(spec) + " built no optimizer");
+  auto& built = c.optimizer->param_groups();
+  if (built.size() != slots.size())
+    throw ComponentFailure(component_label(spec) + " built " + std::to_string(built.size()) + " parameter groups from " +
+                           std::to_string(slots.size()));
+  for (size_t i = 0; i < slots.size(); ++i) {
+    const size_t s = slots[i];
+    auto& options = built[i].options();
+    GroupReport report;
+    report.weight_decay = "optimizer's";
+    if (s < n) {
+      options.set_lr(options.get_lr() * spec.param_groups[s].lr_mult);
+      if (spec.param_groups[s].weight_decay) {
+        set_weight_decay(spec, options, *spec.param_groups[s].weight_decay);
+        report.weight_decay = to_string(Value(*spec.param_groups[s].weight_decay));
+      }
+      report.name = "param_groups[" + std::to_string(s) + "] (match '" + spec.param_groups[s].match + "')";
+    } else if (s == n + 1) {
+      set_weight_decay(spec, options, 0.0);
+      report.weight_decay = "0.0";
+      report.name = "no decay (1-d: biases and norm weights)";
+    } else {
+      report.name = "default";
+    }
+    report.lr = options.get_lr();
+    report.parameters = names[s];
+    for (auto& t : members[s]) report.numel += t.numel();
+    c.groups.push_back(std::move(report));
+  }
 }
 
 }  // namespace
@@ -61,14 +165,10 @@ Components build_components(const Experiment& e, Context& context) {
   }
   c.loss = make<Loss>(e.loss, context);
 
+  freeze_parameters(e.network, *c.network.object, c.frozen);
+
   c.optimizer_plugin = make<Optimizer>(e.optimizer, context);
-  std::vector<at::Tensor> trainable;
-  for (auto& p : c.network.object->parameters())
-    if (p.requires_grad()) trainable.push_back(p);
-  std::vector<torch::optim::OptimizerParamGroup> groups;
-  groups.emplace_back(trainable);
-  c.optimizer = guarded(e.optimizer, "build", [&] { return c.optimizer_plugin.object->build(std::move(groups)); });
-  if (!c.optimizer) throw ComponentFailure(component_label(e.optimizer) + " built no optimizer");
+  build_optimizer(e.optimizer, *c.network.object, *c.optimizer_plugin.object, c);
 
   for (const auto& m : e.meters)
     for (const auto& phase : m.phases)

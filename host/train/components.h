@@ -20,12 +20,23 @@ struct Built {
   std::shared_ptr<T> object;
 };
 
+/// One optimizer parameter group as built (for `trainyard validate`).
+struct GroupReport {
+  std::string name;  ///< "default", "param_groups[0] (match 'bias$')", "no decay (1-d)"
+  std::vector<std::string> parameters;
+  int64_t numel = 0;
+  double lr = 0;
+  std::string weight_decay;  ///< "optimizer's" or the value
+};
+
 struct Components {
   Built<Dataset> train_data, test_data;  ///< test_data.object may be null
   Built<Network> network;
   Built<Loss> loss;
   Built<Optimizer> optimizer_plugin;
   std::unique_ptr<torch::optim::Optimizer> optimizer;
+  std::vector<GroupReport> groups;
+  std::vector<std::shared_ptr<torch::nn::Module>> frozen;  ///< kept in eval mode while training
   std::vector<Built<Meter>> train_meters, test_meters;
   std::vector<Built<Callback>> callbacks;            ///< sorted by priority (stable)
   std::vector<Built<AdditionalOverride>> overrides;  ///< in install order

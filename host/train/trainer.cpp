@@ -176,6 +176,7 @@ BatchStream Trainer::default_train_batches(int64_t epoch) {
 
 StepResult Trainer::default_train_step(const Batch& batch) {
   c_.network.object->train();
+  for (auto& m : c_.frozen) m->eval();  // frozen batch norm keeps its statistics
   const int64_t k = e_.loop.iter_size;
   if (micro_ == 0) {
     c_.optimizer->zero_grad();

@@ -170,5 +170,73 @@ TEST(GradientClipping, GradNormIsLoggedAndClippingChangesTraining) {
             1e-3);
 }
 
+// A tensor of a checkpoint's network by dotted name, e.g. "layers.0.weight".
+at::Tensor tensor_in(const std::string& checkpoint, const std::string& dotted) {
+  torch::serialize::InputArchive root, current;
+  root.load_from(checkpoint);
+  root.read("network", current);
+  std::vector<std::string> parts;
+  for (size_t start = 0, dot;; start = dot + 1) {
+    dot = dotted.find('.', start);
+    parts.push_back(dotted.substr(start, dot - start));
+    if (dot == std::string::npos) break;
+  }
+  for (size_t i = 0; i + 1 < parts.size(); ++i) {
+    torch::serialize::InputArchive next;
+    current.read(parts[i], next);
+    current = std::move(next);
+  }
+  at::Tensor t;
+  current.read(parts.back(), t, /*is_buffer=*/false);
+  return t;
+}
+
+const char* kEnd = "/checkpoints/ckpt-e0001-i00000016.pt";
+
+TEST(ParameterGroups, AssignedByRegexAndTheOptimizerUsesTheirRates) {
+  const std::string exp = test::temp_dir("exp-groups") + "/groups.yaml";
+  test::write_file(exp, test::synthetic_experiment("groups"));
+  auto r = test::trainyard("validate " + exp + " --set 'optimizer.param_groups=[{match: bias$, lr_mult: 0.0}]'" +
+                           " --set optimizer.exempt_norm_and_bias=true");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_TRUE(test::contains(r.out, "param_groups[0] (match 'bias$'): 2 tensors, 36 values, lr 0, weight decay")) << r.out;
+  EXPECT_TRUE(test::contains(r.out, "layers.0.bias, layers.3.bias")) << r.out;  // layers.2 is the dropout
+  EXPECT_TRUE(test::contains(r.out, "default: 2 tensors, 640 values, lr 0.05")) << r.out;
+  // Trained with the biases' rate at 0: biases stay as initialized, weights move.
+  const std::string initial = run_dir_of("initial", "--set loop.epochs=1 --set optimizer.lr=0");
+  const std::string trained = run_dir_of("trained", "--set loop.epochs=1 --set 'optimizer.param_groups=[{match: bias$, lr_mult: 0.0}]'");
+  EXPECT_TRUE(tensor_in(initial + kEnd, "layers.0.bias").equal(tensor_in(trained + kEnd, "layers.0.bias")));
+  EXPECT_FALSE(tensor_in(initial + kEnd, "layers.0.weight").equal(tensor_in(trained + kEnd, "layers.0.weight")));
+  r = test::trainyard("validate " + exp + " --set 'optimizer.param_groups=[{match: \"(\", lr_mult: 2}]'");
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_TRUE(test::contains(r.err, "optimizer.param_groups[0].match: not a valid regular expression")) << r.err;
+}
+
+TEST(Freezing, FrozenParametersAndBatchNormStatisticsStayUnchanged) {
+  const std::string initial = run_dir_of("initial", "--set loop.epochs=1 --set optimizer.lr=0");
+  const std::string frozen = run_dir_of("frozen", "--set loop.epochs=1 --set 'network.freeze=[layers.0]'");
+  EXPECT_TRUE(tensor_in(initial + kEnd, "layers.0.weight").equal(tensor_in(frozen + kEnd, "layers.0.weight")));
+  EXPECT_FALSE(tensor_in(initial + kEnd, "layers.2.weight").equal(tensor_in(frozen + kEnd, "layers.2.weight")));
+  const std::string trainable = run_dir_of("trainable", "--set loop.epochs=1 --set network.trainable=bias$");
+  EXPECT_TRUE(tensor_in(initial + kEnd, "layers.2.weight").equal(tensor_in(trainable + kEnd, "layers.2.weight")));
+  EXPECT_FALSE(tensor_in(initial + kEnd, "layers.2.bias").equal(tensor_in(trainable + kEnd, "layers.2.bias")));
+  // A frozen convnet block: its batch norm's running statistics are not updated.
+  const std::string conv = run_dir_of("conv", "--set loop.epochs=1 --set 'network={plugin: convnet, channels: [4], hidden: 0}'"
+                                              " --set 'network.freeze=[features]'");
+  at::Tensor mean;
+  torch::serialize::InputArchive root, net, features, bn;
+  root.load_from(conv + kEnd);
+  root.read("network", net);
+  net.read("features", features);
+  features.read("1", bn);
+  bn.read("running_mean", mean, /*is_buffer=*/true);
+  EXPECT_TRUE(mean.equal(at::zeros({4}))) << mean;
+  auto r = test::trainyard("validate " + test::temp_dir("exp-x") + "/../exp-conv/conv.yaml" +
+                           " --set 'network={plugin: convnet, channels: [4], hidden: 0}' --set 'network.freeze=[featurs]'");
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_TRUE(test::contains(r.err, "network.freeze: no submodule 'featurs'")) << r.err;
+  EXPECT_TRUE(test::contains(r.err, "did you mean 'features'?")) << r.err;
+}
+
 }  // namespace
 }  // namespace trainyard::host
