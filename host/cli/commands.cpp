@@ -419,7 +419,7 @@ int describe(int argc, char** argv) {
   const std::string name = vm["name"].as<std::string>();
   const std::vector<std::pair<std::string, const Schema*>> sections = {
       {"loop", &loop_schema()}, {"distributed", &distributed_schema()}, {"output", &output_schema()},
-      {"schedule", &schedule_schema()}};
+      {"schedule", &schedule_schema()}, {"stopping", &stopping_schema()}};
   for (const auto& [section, schema] : sections)
     if (name == section) {
       std::cout << section << " (host section)\n";
@@ -430,7 +430,7 @@ int describe(int argc, char** argv) {
   load_plugin_folders(plugin_search_path({}, many<std::string>(vm, "plugin-dir")), registry);
   auto found = registry.find_any(name);
   if (found.empty()) {
-    std::vector<std::string> known = {"loop", "distributed", "output", "schedule"};
+    std::vector<std::string> known = {"loop", "distributed", "output", "schedule", "stopping"};
     for (Kind kind : kAllKinds)
       for (const auto& n : registry.names(kind)) known.push_back(n);
     throw ConfigError("describe: '" + name + "' is neither a registered component nor a host section",

@@ -17,9 +17,10 @@ namespace {
 
 const std::vector<std::string> kTopLevelKeys = {
     "name",     "seed",      "plugin_dirs", "dataset", "network", "loss",   "optimizer", "meters",
-    "callbacks", "overrides", "loop",       "distributed", "output", "extra", "resolved_plugins", "schedule"};
+    "callbacks", "overrides", "loop",       "distributed", "output", "extra", "resolved_plugins", "schedule",
+    "stopping"};
 const std::vector<std::string> kSectionMaps = {"dataset", "network", "loss",   "optimizer", "loop",
-                                               "distributed", "output", "extra", "schedule"};
+                                               "distributed", "output", "extra", "schedule", "stopping"};
 
 std::string child_key(const std::string& parent, const std::string& key) {
   return parent.empty() ? key : parent + "." + key;
@@ -435,6 +436,21 @@ const Schema& distributed_schema() {
   return schema;
 }
 
+const Schema& stopping_schema() {
+  static const Schema schema = [] {
+    Schema s;
+    s.add("target_meter", "", "stop once this meter reaches target, e.g. test_accuracy_top1 or train_loss");
+    s.add("target", 0.0, "the value target_meter must reach (at least, or at most for a minimized meter)");
+    s.add("monitor", "", "meter for early stopping and best.pt, e.g. test_loss; empty: neither");
+    s.add("patience", 0, "stop after this many epochs without improvement of monitor; 0 never stops early").min(0);
+    s.add("min_delta", 0.0, "an improvement must exceed this").min(0.0);
+    s.add("keep_best", true, "keep checkpoints/best.pt, the epoch with the best monitor value");
+    s.add("mode", "auto", "max, min, or auto (min when the meter name contains 'loss')").one_of({"auto", "max", "min"});
+    return s;
+  }();
+  return schema;
+}
+
 const Schema& output_schema() {
   static const Schema schema = [] {
     Schema s;
@@ -617,6 +633,17 @@ Experiment validate_experiment(ExperimentSource source, const Registry& registry
          "expected a multiple of iter_size " + std::to_string(e.loop.iter_size) + ", got " +
              std::to_string(e.loop.checkpoint_every_iters),
          "");
+  Options stop = v.section("stopping", stopping_schema());
+  e.stopping.target_meter = stop.get<std::string>("target_meter");
+  e.stopping.target = stop.get<double>("target");
+  e.stopping.monitor = stop.get<std::string>("monitor");
+  e.stopping.patience = stop.get<int64_t>("patience");
+  e.stopping.min_delta = stop.get<double>("min_delta");
+  e.stopping.keep_best = stop.get<bool>("keep_best");
+  e.stopping.mode = stop.get<std::string>("mode");
+  if (e.stopping.patience > 0 && e.stopping.monitor.empty())
+    fail(src.where(root["stopping"], "stopping.patience"), "patience needs a meter to watch",
+         "expected stopping.monitor, e.g. test_loss", "");
   e.schedule = schedule_config(v.section("schedule", schedule_schema()), src.where(root["schedule"], "schedule"));
   e.loop.prefetch_batches = loop.get<int64_t>("prefetch_batches");
 
@@ -708,6 +735,7 @@ YAML::Node Experiment::resolved() const {
   r["distributed"] =
       section_node(validate_options(source, root["distributed"], "distributed", distributed_schema(), {}, "distributed"));
   r["output"] = section_node(validate_options(source, root["output"], "output", output_schema(), {}, "output"));
+  r["stopping"] = section_node(validate_options(source, root["stopping"], "stopping", stopping_schema(), {}, "stopping"));
   r["schedule"] = section_node(validate_options(source, root["schedule"], "schedule", schedule_schema(), {}, "schedule"));
   r["extra"] = root["extra"].IsDefined() ? YAML::Clone(root["extra"]) : YAML::Node(YAML::NodeType::Map);
   // Which library provided each plugin, for reproducibility (ignored when read back).

@@ -94,6 +94,16 @@ struct DistributedConfig {
   bool sync_batch_norm = false;
 };
 
+struct StoppingConfig {
+  std::string target_meter;   ///< stop once this meter reaches `target`
+  double target = 0;
+  std::string monitor;        ///< early stopping and best.pt follow this meter
+  int64_t patience = 0;       ///< epochs without improvement before stopping; 0: never
+  double min_delta = 0;       ///< smaller changes are not improvements
+  bool keep_best = true;      ///< checkpoints/best.pt: the best epoch by `monitor`
+  std::string mode = "auto";  ///< max | min | auto (min for names with "loss")
+};
+
 struct OutputConfig {
   std::string dir = "runs";
   int64_t keep_checkpoints = 3;  ///< 0: keep all
@@ -110,6 +120,7 @@ struct Experiment {
   DistributedConfig distributed;
   OutputConfig output;
   ScheduleConfig schedule;
+  StoppingConfig stopping;
   std::map<std::string, std::string> extra;  ///< flattened `extra:` section
 
   /// The experiment with every default filled in (config.yaml / config.json).
@@ -124,6 +135,7 @@ Experiment validate_experiment(ExperimentSource source, const Registry& registry
 const Schema& loop_schema();
 const Schema& distributed_schema();
 const Schema& output_schema();
+const Schema& stopping_schema();
 
 /// Checks `map` against `schema` (skipping `host_keys`) and returns the values
 /// with defaults filled in. `key` is the map's key path, for messages.

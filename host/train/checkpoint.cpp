@@ -62,6 +62,9 @@ void save_checkpoint(const std::string& path, Network& network, torch::optim::Op
     std::lock_guard<std::mutex> lock(gen.mutex());
     archive.write("rng_cpu", gen.get_state());
   }
+  archive.write("stopping_best", c10::IValue(state.best));
+  archive.write("stopping_has_best", c10::IValue(state.has_best));
+  archive.write("stopping_bad_epochs", c10::IValue(state.epochs_without_improvement));
   archive.write("train_meter_count", c10::IValue(static_cast<int64_t>(state.train_meters.size())));
   for (size_t i = 0; i < state.train_meters.size(); ++i) {
     auto acc = state.train_meters[i];
@@ -106,6 +109,12 @@ CheckpointState load_checkpoint(const std::string& path, Network& network, torch
       std::lock_guard<std::mutex> lock(gen.mutex());
       gen.set_state(rng);
     }
+    c10::IValue best, has_best;
+    archive.read("stopping_best", best);
+    archive.read("stopping_has_best", has_best);
+    state.best = best.toDouble();
+    state.has_best = has_best.toBool();
+    state.epochs_without_improvement = read_int(archive, "stopping_bad_epochs");
     int64_t meters = read_int(archive, "train_meter_count");
     for (int64_t i = 0; i < meters; ++i) {
       at::Tensor t;

@@ -24,6 +24,9 @@ struct LoopPosition {
 struct CheckpointState {
   LoopPosition at;
   std::vector<std::vector<double>> train_meters;  ///< accumulators, in meter order
+  double best = 0;                  ///< stopping: the best monitor value so far
+  bool has_best = false;
+  int64_t epochs_without_improvement = 0;
 };
 
 /// checkpoints/ckpt-e0002-i00001876.pt

@@ -97,6 +97,9 @@ const Dataset& Trainer::test_dataset() const {
 void Trainer::resume(const std::string& checkpoint) {
   CheckpointState state = load_checkpoint(checkpoint, *c_.network.object, *c_.optimizer);
   at_ = state.at;
+  best_ = state.best;
+  has_best_ = state.has_best;
+  bad_epochs_ = state.epochs_without_improvement;
   // Events logged after this checkpoint happened in a future that is being
   // replayed: drop them so metrics.jsonl tells one consistent history.
   if (writes_files() && fs::exists(paths_.metrics)) {
@@ -163,7 +166,11 @@ void Trainer::default_run() {
   each_callback("after_run", [&](Callback& cb) { cb.after_run(*this); });
 }
 
-bool Trainer::default_should_continue() { return at_.epoch < e_.loop.epochs && !stop_requested(); }
+bool Trainer::default_should_continue() {
+  // An early stop holds across runs: a resumed run that had stopped stays stopped.
+  const bool stopped_early = e_.stopping.patience > 0 && bad_epochs_ >= e_.stopping.patience;
+  return at_.epoch < e_.loop.epochs && !stop_requested() && !stopped_early;
+}
 
 BatchStream Trainer::default_train_batches(int64_t epoch) {
   BatchStream inner = guarded(*c_.train_data.config, "get_batch", [&] {
@@ -337,7 +344,15 @@ void Trainer::default_epoch(int64_t epoch) {
   log("train", v);
   if (tested_at_ != at_.iteration)  // the periodic test may have just run on this state
     for (const auto& [k, x] : stages_.test()) values_[k] = x;
+  const bool best = judge_epoch();
   stages_.checkpoint();
+  if (best && e_.stopping.keep_best && writes_files()) {
+    // The best epoch stays, whatever the rotation of checkpoints deletes.
+    const std::string latest = (fs::path(paths_.checkpoints) / checkpoint_file_name(at_)).string();
+    if (fs::exists(latest))
+      replace_file_atomic((fs::path(paths_.checkpoints) / "best.pt").string(),
+                          [&](const std::string& tmp) { fs::copy_file(latest, tmp, fs::copy_options::overwrite_existing); });
+  }
   each_callback("after_epoch", [&](Callback& cb) { cb.after_epoch(*this); });
 }
 
@@ -380,6 +395,9 @@ void Trainer::default_checkpoint() {
   each_callback("before_checkpoint", [&](Callback& cb) { cb.before_checkpoint(*this); });
   CheckpointState state;
   state.at = at_;
+  state.best = best_;
+  state.has_best = has_best_;
+  state.epochs_without_improvement = bad_epochs_;
   for (const auto& m : c_.train_meters) {
     auto local = guarded(*m.config, "accumulators", [&] { return m.object->accumulators(); });
     state.train_meters.push_back(comm_ ? comm_->sum(local) : local);  // the sum over ranks
@@ -392,6 +410,41 @@ void Trainer::default_checkpoint() {
   }
   if (comm_) comm_->barrier();
   each_callback("after_checkpoint", [&](Callback& cb) { cb.after_checkpoint(*this, path); });
+}
+
+bool Trainer::judge_epoch() {
+  const auto& s = e_.stopping;
+  auto minimized = [&](const std::string& meter) {
+    return s.mode == "min" || (s.mode == "auto" && meter.find("loss") != std::string::npos);
+  };
+  auto value_of = [&](const std::string& meter) -> std::optional<double> {
+    auto it = values_.find(meter);
+    if (it == values_.end()) return std::nullopt;
+    return it->second;
+  };
+  if (!s.target_meter.empty()) {
+    auto v = value_of(s.target_meter);
+    if (!v) throw ConfigError("stopping.target_meter: no meter value '" + s.target_meter + "'",
+                              "expected one of the run's values, e.g. test_accuracy_top1", "");
+    if (minimized(s.target_meter) ? *v <= s.target : *v >= s.target)
+      request_stop("target reached: " + s.target_meter + " " + json_number(*v) + (minimized(s.target_meter) ? " <= " : " >= ") +
+                   json_number(s.target));
+  }
+  if (s.monitor.empty()) return false;
+  auto v = value_of(s.monitor);
+  if (!v) throw ConfigError("stopping.monitor: no meter value '" + s.monitor + "'",
+                            "expected one of the run's values, e.g. test_loss", "");
+  const double gain = minimized(s.monitor) ? best_ - *v : *v - best_;
+  const bool improved = !has_best_ || gain > s.min_delta;
+  if (improved) {
+    best_ = *v;
+    has_best_ = true;
+    bad_epochs_ = 0;
+  } else if (++bad_epochs_ >= s.patience && s.patience > 0) {
+    request_stop("early stop: " + s.monitor + " did not improve for " + std::to_string(bad_epochs_) +
+                 " epochs (best " + json_number(best_) + ")");
+  }
+  return improved;
 }
 
 void Trainer::log(const std::string& phase, const MeterValues& values) {
@@ -426,7 +479,11 @@ void Trainer::write_summary(double wall_s) {
                   ",\n  \"samples_per_sec\": " + json_number(samples_per_sec_) +
                   ",\n  \"secs_per_train\": " + json_number(secs_per_train_) +
                   ",\n  \"wall_s\": " + json_number(wall_s) +
-                  (stop_reason_.empty() ? "" : ",\n  \"stopped\": " + json_string(stop_reason_)) + "\n}\n";
+                  (stop_reason_.empty() ? "" : ",\n  \"stopped\": " + json_string(stop_reason_)) +
+                  (has_best_ ? ",\n  \"best\": {\"meter\": " + json_string(e_.stopping.monitor) +
+                                   ", \"value\": " + json_number(best_) + "}"
+                             : "") +
+                  "\n}\n";
   write_file_atomic(paths_.summary, s);
 }
 

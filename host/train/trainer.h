@@ -89,6 +89,9 @@ class Trainer final : public Loop {
   /// short accumulation, clipped, the schedule's rate set, one step.
   void finish_update();
   void apply_schedule();
+  /// After an epoch's test: target reached? no improvement for `patience`?
+  /// Returns true when this epoch is the best so far (for best.pt).
+  bool judge_epoch();
   void write_summary(double wall_s);
 
   const Experiment& e_;
@@ -105,6 +108,9 @@ class Trainer final : public Loop {
   int64_t micro_ = 0;        ///< backward passes accumulated into the coming update
   double grad_norm_ = 0;     ///< global gradient norm before clipping, at the last update
   std::vector<double> base_lrs_;  ///< each group's starting learning rate
+  double best_ = 0;               ///< stopping: best monitor value
+  bool has_best_ = false;
+  int64_t bad_epochs_ = 0;
   Communicator* comm_ = nullptr;
   std::shared_ptr<GradientReducer> reducer_;
   std::shared_ptr<LoaderStats> train_stats_ = std::make_shared<LoaderStats>();

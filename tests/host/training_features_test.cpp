@@ -238,5 +238,36 @@ TEST(Freezing, FrozenParametersAndBatchNormStatisticsStayUnchanged) {
   EXPECT_TRUE(test::contains(r.err, "did you mean 'features'?")) << r.err;
 }
 
+TEST(Stopping, EarlyStoppingStopsAtTheRightEpochAndStaysStopped) {
+  // With lr 0 the test loss never improves: best at epoch 1, then 2 epochs
+  // without improvement, so the run stops after epoch 3 of 10.
+  const std::string run = run_dir_of("early", "--set loop.epochs=10 --set optimizer.lr=0 --set stopping.monitor=test_loss"
+                                              " --set stopping.patience=2");
+  std::string summary = test::read_file(run + "/summary.json");
+  EXPECT_TRUE(test::contains(summary, "\"epochs_completed\": 3")) << summary;
+  EXPECT_TRUE(test::contains(summary, "\"stopped\": \"early stop: test_loss did not improve for 2 epochs")) << summary;
+  EXPECT_TRUE(test::contains(summary, "\"best\": {\"meter\": \"test_loss\"")) << summary;
+  // Run again: it resumes from epoch 3 and, having stopped early, trains no more.
+  const fs::path base = fs::path(run).parent_path().parent_path();
+  auto again = test::trainyard("run " + (base / "exp-early" / "early.yaml").string() + " --output-dir " +
+                               fs::path(run).parent_path().string() +
+                               " --set loop.epochs=10 --set optimizer.lr=0 --set stopping.monitor=test_loss"
+                               " --set stopping.patience=2");
+  ASSERT_EQ(again.exit_code, 0) << again.err;
+  EXPECT_TRUE(test::contains(again.out, "done: 3/10 epochs")) << again.out;
+}
+
+TEST(Stopping, TargetReachedEndsTheRunAndBestCheckpointIsKept) {
+  const std::string run = run_dir_of("target", "--set loop.epochs=6 --set stopping.target_meter=test_accuracy_top1"
+                                               " --set stopping.target=0.95 --set stopping.monitor=test_accuracy_top1"
+                                               " --set output.keep_checkpoints=1");
+  std::string summary = test::read_file(run + "/summary.json");
+  EXPECT_TRUE(test::contains(summary, "\"stopped\": \"target reached: test_accuracy_top1 ")) << summary;
+  EXPECT_FALSE(test::contains(summary, "\"epochs_completed\": 6")) << summary;
+  // best.pt survives rotation (keep_checkpoints 1) and is a loadable checkpoint.
+  ASSERT_TRUE(fs::exists(run + "/checkpoints/best.pt"));
+  EXPECT_NO_THROW(tensor_in(run + "/checkpoints/best.pt", "layers.0.weight"));
+}
+
 }  // namespace
 }  // namespace trainyard::host
