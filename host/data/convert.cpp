@@ -17,6 +17,7 @@
 #include <opencv2/imgproc.hpp>
 
 #include "trainyard/error.h"
+#include "trainyard/random.h"
 #include "trainyard/record.h"
 #include "util/text.h"
 
@@ -319,14 +320,8 @@ ConvertResult convert(const ConvertOptions& o) {
   std::vector<size_t> order(source.items.size());
   std::iota(order.begin(), order.end(), 0);
   if (o.shuffle) {  // splitmix64 Fisher-Yates: the same order for the same seed everywhere
-    uint64_t state = o.seed * 0x9e3779b97f4a7c15ull + 1;
-    auto next = [&] {
-      uint64_t z = (state += 0x9e3779b97f4a7c15ull);
-      z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-      z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-      return z ^ (z >> 31);
-    };
-    for (size_t i = order.size() - 1; i > 0; --i) std::swap(order[i], order[next() % (i + 1)]);
+    SplitMix64 rng(o.seed * 0x9e3779b97f4a7c15ull + 1);
+    for (size_t i = order.size() - 1; i > 0; --i) std::swap(order[i], order[rng.next() % (i + 1)]);
   }
   if (o.limit > 0 && size_t(o.limit) < order.size()) order.resize(size_t(o.limit));
 

@@ -11,21 +11,18 @@
 #include <thread>
 
 #include "trainyard/error.h"
+#include "trainyard/random.h"
 #include "util/process.h"
 
 namespace trainyard::host {
 namespace {
 
-// splitmix64: a small, well-mixed generator whose output is fixed by its
-// definition (std::shuffle's algorithm is not, across standard libraries).
-uint64_t mix(uint64_t z) {
-  z += 0x9e3779b97f4a7c15ull;
-  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-  return z ^ (z >> 31);
-}
+// splitmix64 (trainyard/random.h): its output is fixed by its definition,
+// unlike std::shuffle's across standard libraries.
+uint64_t mix(uint64_t z) { return SplitMix64::mix(z); }
 
-struct SplitMix64 {
+// A counter-based stream: draw i is mix(i * golden ratio).
+struct CounterStream {
   uint64_t state;
   uint64_t next() { return mix(state++ * 0x9e3779b97f4a7c15ull); }
   uint64_t below(uint64_t n) { return static_cast<uint64_t>((static_cast<unsigned __int128>(next()) * n) >> 64); }
@@ -34,7 +31,7 @@ struct SplitMix64 {
 std::vector<int64_t> permutation(int64_t n, uint64_t seed, int64_t epoch, int64_t pass) {
   std::vector<int64_t> p(static_cast<size_t>(n));
   std::iota(p.begin(), p.end(), 0);
-  SplitMix64 rng{mix(mix(seed) ^ mix(static_cast<uint64_t>(epoch) + 1) ^ static_cast<uint64_t>(pass) * 0x51ed27)};
+  CounterStream rng{mix(mix(seed) ^ mix(static_cast<uint64_t>(epoch) + 1) ^ static_cast<uint64_t>(pass) * 0x51ed27)};
   for (int64_t i = n - 1; i > 0; --i) std::swap(p[i], p[rng.below(static_cast<uint64_t>(i + 1))]);
   return p;
 }

@@ -59,17 +59,6 @@ TransformOptions transform_options(const trainyard::Options& o) {
   return t;
 }
 
-uint64_t Draws::next() {  // splitmix64
-  uint64_t z = (state_ += 0x9e3779b97f4a7c15ull);
-  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-  return z ^ (z >> 31);
-}
-
-double Draws::uniform(double lo, double hi) {
-  return lo + (hi - lo) * static_cast<double>(next() >> 11) * (1.0 / 9007199254740992.0);
-}
-
 double Draws::normal() {
   double u1 = uniform(1e-12, 1.0), u2 = uniform(0.0, 1.0);
   return std::sqrt(-2.0 * std::log(u1)) * std::cos(2.0 * M_PI * u2);

@@ -8,6 +8,7 @@
 #include <ATen/core/Tensor.h>
 #include <opencv2/core.hpp>
 #include <trainyard/options.h>
+#include <trainyard/random.h>
 
 namespace image_datasets {
 
@@ -34,14 +35,13 @@ TransformOptions transform_options(const trainyard::Options& options);
 /// A deterministic generator: draws depend only on the seed.
 class Draws {
  public:
-  explicit Draws(uint64_t seed) : state_(seed) {}
-  double uniform(double lo, double hi);  ///< in [lo, hi)
-  double normal();                      ///< standard normal (Box-Muller)
+  explicit Draws(uint64_t seed) : rng_(seed) {}
+  double uniform(double lo, double hi) { return lo + (hi - lo) * rng_.uniform(); }  ///< in [lo, hi)
+  double normal();  ///< standard normal (Box-Muller)
   bool chance(double p) { return p > 0 && uniform(0, 1) < p; }
 
  private:
-  uint64_t next();
-  uint64_t state_;
+  trainyard::SplitMix64 rng_;
 };
 
 /// Applies the transforms to an 8-bit image as OpenCV decoded it (HWC, BGR or
