@@ -6,7 +6,7 @@ set -euo pipefail
 
 packages=(
   # toolchain
-  build-essential cmake pkg-config ccache git
+  build-essential cmake pkg-config ccache git zlib1g-dev
   # LibTorch (CPU, with Gloo) and the c10d Gloo headers it needs
   libtorch-dev libgloo-dev
   # An optimized BLAS: Debian's LibTorch otherwise calls the reference libblas3.
