@@ -58,29 +58,6 @@ std::vector<CommandResult> launch_by_environment(const std::string& args, int wo
 
 std::string checkpoint(const std::string& run_dir, const std::string& name) { return run_dir + "/checkpoints/" + name; }
 
-double max_difference(torch::serialize::InputArchive& a, torch::serialize::InputArchive& b) {
-  double worst = 0;
-  for (const auto& key : a.keys()) {
-    at::Tensor ta, tb;
-    if (a.try_read(key, ta) && b.try_read(key, tb)) {
-      if (ta.is_floating_point()) worst = std::max(worst, (ta - tb).abs().max().item<double>());
-      continue;
-    }
-    torch::serialize::InputArchive sa, sb;
-    if (a.try_read(key, sa) && b.try_read(key, sb)) worst = std::max(worst, max_difference(sa, sb));
-  }
-  return worst;
-}
-
-// Largest difference between two checkpoints' network tensors.
-double max_difference(const std::string& a, const std::string& b) {
-  torch::serialize::InputArchive aa, ab, na, nb;
-  aa.load_from(a);
-  ab.load_from(b);
-  aa.read("network", na);
-  ab.read("network", nb);
-  return max_difference(na, nb);
-}
 
 std::vector<double> series(const std::string& metrics, const std::string& key) {
   std::vector<double> out;
@@ -104,7 +81,7 @@ struct Reference {
 };
 
 void expect_equal_to_single(const std::string& run_dir, const Reference& single) {
-  EXPECT_LT(max_difference(checkpoint(run_dir, kLast), checkpoint(single.run_dir, kLast)), 1e-5);
+  EXPECT_LT(max_checkpoint_difference(checkpoint(run_dir, kLast), checkpoint(single.run_dir, kLast)), 1e-5);
   auto a = series(run_dir + "/metrics.jsonl", "train_loss"), b = series(single.run_dir + "/metrics.jsonl", "train_loss");
   ASSERT_EQ(a.size(), b.size());
   for (size_t i = 0; i < a.size(); ++i) EXPECT_NEAR(a[i], b[i], 1e-5) << i;
@@ -168,8 +145,8 @@ TEST(Distributed, SyncBatchNormEqualsOneProcessOnTheGlobalBatch) {
   r = trainyard("run " + exp("c") + " --output-dir " + local + " --set loop.batch_per_device=32 --nproc-per-node 2");
   ASSERT_EQ(r.exit_code, 0) << r.err;
   const std::string file = "/bn/checkpoints/" + std::string(kLast);
-  const double with_sync = max_difference(synced + file, single + file);
-  const double without = max_difference(local + file, single + file);
+  const double with_sync = max_checkpoint_difference(synced + file, single + file);
+  const double without = max_checkpoint_difference(local + file, single + file);
   std::printf("max difference to one process: %g with sync batch norm, %g without\n", with_sync, without);
   EXPECT_LT(with_sync, 1e-4);   // parameters and running statistics
   EXPECT_GT(without, 100 * with_sync + 1e-4) << "per-rank batch norm should differ measurably";
@@ -192,7 +169,7 @@ TEST(Distributed, AccumulationCommunicatesOnTheLastMicroStepAndEqualsOneBigBatch
   auto r = trainyard("run " + experiment("dp") + " --output-dir " + out +
                      " --set loop.batch_per_device=16 --set loop.iter_size=2 --nproc-per-node 2");
   ASSERT_EQ(r.exit_code, 0) << r.err;
-  EXPECT_LT(max_difference(checkpoint(out + "/dp", "ckpt-e0001-i00000040.pt"), checkpoint(single.run_dir, kLast)), 1e-5);
+  EXPECT_LT(max_checkpoint_difference(checkpoint(out + "/dp", "ckpt-e0001-i00000040.pt"), checkpoint(single.run_dir, kLast)), 1e-5);
 }
 
 TEST(Distributed, FileRendezvousGivesTheSameRun) {

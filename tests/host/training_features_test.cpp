@@ -84,33 +84,12 @@ std::string run_dir_of(const std::string& name, const std::string& args) {
   return out + "/" + name;
 }
 
-double max_difference(const std::string& a, const std::string& b) {
-  torch::serialize::InputArchive aa, ab, na, nb, la, lb;
-  aa.load_from(a);
-  ab.load_from(b);
-  aa.read("network", na);
-  ab.read("network", nb);
-  na.read("layers", la);
-  nb.read("layers", lb);
-  double worst = 0;
-  for (const char* layer : {"0", "2"})
-    for (const char* p : {"weight", "bias"}) {
-      torch::serialize::InputArchive sa, sb;
-      at::Tensor ta, tb;
-      la.read(layer, sa);
-      lb.read(layer, sb);
-      sa.read(p, ta);
-      sb.read(p, tb);
-      worst = std::max(worst, (ta - tb).abs().max().item<double>());
-    }
-  return worst;
-}
 
 TEST(GradientAccumulation, FourBatchesOfEightEqualOneBatchOfThirtyTwo) {
   const std::string big = run_dir_of("big", "--set loop.batch_per_device=32 --set loop.epochs=1");
   const std::string small = run_dir_of("small", "--set loop.batch_per_device=8 --set loop.iter_size=4 --set loop.epochs=1");
   // 512 samples: 16 updates either way; the small run checkpoints after 64 batches.
-  EXPECT_LT(max_difference(big + "/checkpoints/ckpt-e0001-i00000016.pt", small + "/checkpoints/ckpt-e0001-i00000064.pt"),
+  EXPECT_LT(test::max_checkpoint_difference(big + "/checkpoints/ckpt-e0001-i00000016.pt", small + "/checkpoints/ckpt-e0001-i00000064.pt"),
             1e-5);
 }
 
@@ -165,7 +144,7 @@ TEST(GradientClipping, GradNormIsLoggedAndClippingChangesTraining) {
   const std::string plain = run_dir_of("plain", "--set loop.epochs=1");
   const std::string clipped = run_dir_of("clipped", "--set loop.epochs=1 --set loop.clip_grad_norm=0.01");
   EXPECT_TRUE(test::contains(test::read_file(plain + "/metrics.jsonl"), "\"grad_norm\": "));
-  EXPECT_GT(max_difference(plain + "/checkpoints/ckpt-e0001-i00000016.pt",
+  EXPECT_GT(test::max_checkpoint_difference(plain + "/checkpoints/ckpt-e0001-i00000016.pt",
                            clipped + "/checkpoints/ckpt-e0001-i00000016.pt"),
             1e-3);
 }

@@ -105,7 +105,30 @@ std::string compare_archives(torch::serialize::InputArchive& a, torch::serialize
   }
   return "";
 }
+double max_difference(torch::serialize::InputArchive& a, torch::serialize::InputArchive& b) {
+  double worst = 0;
+  for (const auto& key : a.keys()) {
+    at::Tensor ta, tb;
+    if (a.try_read(key, ta) && b.try_read(key, tb)) {
+      if (ta.is_floating_point()) worst = std::max(worst, (ta - tb).abs().max().item<double>());
+      continue;
+    }
+    torch::serialize::InputArchive sa, sb;
+    if (a.try_read(key, sa) && b.try_read(key, sb)) worst = std::max(worst, max_difference(sa, sb));
+  }
+  return worst;
+}
+
 }  // namespace
+
+double max_checkpoint_difference(const std::string& a, const std::string& b) {
+  torch::serialize::InputArchive aa, ab, na, nb;
+  aa.load_from(a);
+  ab.load_from(b);
+  aa.read("network", na);
+  ab.read("network", nb);
+  return max_difference(na, nb);
+}
 
 std::string compare_checkpoint_networks(const std::string& a, const std::string& b) {
   torch::serialize::InputArchive aa, ab, na, nb;

@@ -31,6 +31,10 @@ std::string builtin_plugin_dir();
 std::string fixture_dir(const std::string& name);
 std::string source_dir();
 
+/// The largest absolute difference between the floating-point tensors of two
+/// checkpoint files' "network" archives.
+double max_checkpoint_difference(const std::string& a, const std::string& b);
+
 /// Every tensor of two checkpoint files' "network" archives is bitwise equal.
 /// Returns "" or a description of the first difference.
 std::string compare_checkpoint_networks(const std::string& a, const std::string& b);
