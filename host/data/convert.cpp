@@ -8,15 +8,13 @@
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
-#include <fstream>
-#include <map>
 #include <numeric>
-#include <set>
 
 #include <opencv2/imgcodecs.hpp>
 #include <opencv2/imgproc.hpp>
 
 #include "trainyard/error.h"
+#include "trainyard/labeled_files.h"
 #include "trainyard/random.h"
 #include "trainyard/record.h"
 #include "util/text.h"
@@ -43,20 +41,6 @@ struct Source {
   std::vector<uint8_t> idx_pixels;
   int idx_rows = 0, idx_cols = 0;
 };
-
-bool is_image(const fs::path& p) {
-  std::string ext = p.extension().string();
-  std::transform(ext.begin(), ext.end(), ext.begin(), ::tolower);
-  return ext == ".png" || ext == ".jpg" || ext == ".jpeg" || ext == ".bmp" || ext == ".pgm" || ext == ".ppm";
-}
-
-std::vector<std::string> sorted_images(const fs::path& dir) {
-  std::vector<std::string> files;
-  for (const auto& e : fs::directory_iterator(dir))
-    if (e.is_regular_file() && is_image(e.path())) files.push_back(e.path().filename().string());
-  std::sort(files.begin(), files.end());
-  return files;
-}
 
 void need_folder(const std::string& dir, const std::string& what) {
   if (!fs::is_directory(dir))
@@ -92,53 +76,30 @@ std::vector<uint8_t> read_idx(const std::string& path, int rank, std::vector<int
 
 Source read_source(const ConvertOptions& o) {
   Source s;
-  if (o.from == "folder") {
-    if (o.inputs.size() != 1) throw ConfigError("convert --from folder: give one --input ROOT", "expected 1 --input, got " + std::to_string(o.inputs.size()), "");
-    need_folder(o.inputs[0], "--input");
-    for (const auto& e : fs::directory_iterator(o.inputs[0]))
-      if (e.is_directory()) s.class_names.push_back(e.path().filename().string());
-    std::sort(s.class_names.begin(), s.class_names.end());
-    for (size_t c = 0; c < s.class_names.size(); ++c)
-      for (const auto& f : sorted_images(fs::path(o.inputs[0]) / s.class_names[c]))
-        s.items.push_back({{(fs::path(o.inputs[0]) / s.class_names[c] / f).string()}, -1, int64_t(c), s.class_names[c] + "/" + f});
-    s.description = "folder " + o.inputs[0];
-  } else if (o.from == "csv") {
-    if (o.inputs.size() != 1) throw ConfigError("convert --from csv: give one --input FILE.csv", "expected 1 --input, got " + std::to_string(o.inputs.size()), "");
-    std::ifstream in(o.inputs[0]);
-    if (!in) throw ConfigError("convert: CSV '" + o.inputs[0] + "' cannot be read", "expected path,label lines", "");
-    std::vector<std::pair<std::string, std::string>> rows;
-    int line_number = 0;
-    for (std::string line; std::getline(in, line);) {
-      ++line_number;
-      if (!line.empty() && line.back() == '\r') line.pop_back();
-      if (line.empty()) continue;
-      auto comma = line.rfind(',');
-      if (comma == std::string::npos)
-        throw ConfigError("convert: " + o.inputs[0] + ":" + std::to_string(line_number) + ": no comma", "expected path,label, got '" + line + "'", "");
-      std::string path = line.substr(0, comma), label = line.substr(comma + 1);
-      if (line_number == 1 && (label == "label" || path == "path")) continue;
-      fs::path p = path;
-      rows.emplace_back((p.is_absolute() ? p : fs::path(o.inputs[0]).parent_path() / p).string(), label);
+  if (o.from == "folder" || o.from == "csv") {
+    if (o.inputs.size() != 1)
+      throw ConfigError("convert --from " + o.from + ": give one --input " + (o.from == "csv" ? "FILE.csv" : "ROOT"),
+                        "expected 1 --input, got " + std::to_string(o.inputs.size()), "");
+    LabeledFiles files;
+    if (o.from == "folder") {
+      need_folder(o.inputs[0], "--input");
+      files = list_class_folders(o.inputs[0]);
+    } else {
+      try {
+        files = read_path_label_csv(o.inputs[0]);
+      } catch (const ConfigError& e) {
+        throw ConfigError(std::string("convert: ") + e.what());
+      }
     }
-    bool numeric = std::all_of(rows.begin(), rows.end(), [](const auto& r) {
-      return !r.second.empty() && r.second.find_first_not_of("0123456789") == std::string::npos;
-    });
-    std::map<std::string, int64_t> index;
-    if (!numeric) {
-      std::set<std::string> names;
-      for (const auto& r : rows) names.insert(r.second);
-      s.class_names.assign(names.begin(), names.end());
-      for (size_t i = 0; i < s.class_names.size(); ++i) index[s.class_names[i]] = int64_t(i);
+    for (size_t i = 0; i < files.paths.size(); ++i) {
+      // The id: class/file for folders, the file name for CSV rows.
+      const fs::path p = files.paths[i];
+      const std::string id = o.from == "folder" ? p.parent_path().filename().string() + "/" + p.filename().string()
+                                                : p.filename().string();
+      s.items.push_back({{files.paths[i]}, -1, files.labels[i], id});
     }
-    int64_t max_label = -1;
-    for (const auto& r : rows) {
-      int64_t label = numeric ? std::stoll(r.second) : index[r.second];
-      max_label = std::max(max_label, label);
-      s.items.push_back({{r.first}, -1, label, fs::path(r.first).filename().string()});
-    }
-    if (numeric)
-      for (int64_t i = 0; i <= max_label; ++i) s.class_names.push_back(std::to_string(i));
-    s.description = "csv " + o.inputs[0];
+    s.class_names = std::move(files.class_names);
+    s.description = o.from + " " + o.inputs[0];
   } else if (o.from == "idx") {
     if (o.images.empty() || o.labels.empty())
       throw ConfigError("convert --from idx: needs --images and --labels", "expected e.g. --images train-images-idx3-ubyte.gz --labels train-labels-idx1-ubyte.gz", "");
@@ -163,7 +124,7 @@ Source read_source(const ConvertOptions& o) {
     dirs.insert(dirs.end(), o.targets.begin(), o.targets.end());
     for (const auto& d : dirs) need_folder(d, "folder");
     // Samples are the file names of the first folder; every other folder must have them too.
-    for (const auto& name : sorted_images(dirs[0])) {
+    for (const auto& name : sorted_image_files(dirs[0])) {
       Item item;
       item.id = name;
       for (const auto& d : dirs) {

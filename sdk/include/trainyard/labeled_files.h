@@ -1,0 +1,39 @@
+#pragma once
+/// Image files with class labels, as the `image_folder` and `csv` datasets and
+/// `trainyard convert --from folder|csv` find them. One implementation, so the
+/// dataset and the converter always agree on order and labels. No LibTorch,
+/// no OpenCV.
+///
+/// Example:
+///   trainyard::LabeledFiles files = trainyard::read_path_label_csv("data/meta.csv");
+///   // files.paths[i] has class files.labels[i], named files.class_names[files.labels[i]]
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace trainyard {
+
+struct LabeledFiles {
+  std::vector<std::string> paths;
+  std::vector<int64_t> labels;
+  std::vector<std::string> class_names;
+};
+
+/// .png, .jpg, .jpeg, .bmp, .pgm, .ppm (any case).
+bool is_image_file(const std::string& path);
+/// Names of the image files directly in `folder`, sorted.
+std::vector<std::string> sorted_image_files(const std::string& folder);
+
+/// ROOT/<class>/<image>: classes are the sub-folders in sorted order, files
+/// sorted within each. May be empty.
+LabeledFiles list_class_folders(const std::string& root);
+
+/// "path,label" lines (Lambda's dataset_meta): paths relative to the CSV's
+/// folder; a first line "path,label" is a header; integer labels are class
+/// indices (classes "0".."max"), anything else names, numbered in sorted
+/// order. Throws ConfigError naming the file (and line) when it cannot be
+/// read, a line has no comma, or there are no rows.
+LabeledFiles read_path_label_csv(const std::string& file);
+
+}  // namespace trainyard
