@@ -20,7 +20,7 @@ packages=(
   # tests
   libgtest-dev
   # real data for the demo and the end-to-end tests
-  dataset-fashion-mnist
+  dataset-fashion-mnist python3-torch
 )
 
 missing=()

@@ -240,8 +240,7 @@ void Trainer::empty_step() {
     at::Tensor output = guarded(*c_.network.config, "forward", [&] { return c_.network.object->forward(empty); });
     guarded(*c_.network.config, "backward", [&] { (output.sum() * 0).backward(); });
   }
-  if (++micro_ == e_.loop.iter_size) finish_update();
-  guarded(*c_.optimizer_plugin.config, "step", [&] { c_.optimizer->step(); });
+  if (++micro_ == e_.loop.iter_size) finish_update();  // steps with the other ranks' gradients
 }
 
 MeterValues Trainer::meter_values(const std::vector<Built<Meter>>& meters, const std::string& prefix) {

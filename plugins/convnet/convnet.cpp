@@ -33,14 +33,15 @@ class ConvNet : public trainyard::Network {
                                    "expected an odd kernel size (padding k/2 keeps the image size)",
                                    "use 3, 5 or 7");
     const bool bn = o.get<bool>("batch_norm");
+    const double eps = o.get<double>("bn_epsilon"), momentum = o.get<double>("bn_momentum");
     const bool max_pool = o.get<std::string>("pool") == "max";
     for (int64_t out : o.get<std::vector<int64_t>>("channels")) {
       for (int64_t i = 0; i < o.get<int64_t>("convs_per_block"); ++i) {
         features_->push_back(torch::nn::Conv2d(torch::nn::Conv2dOptions(channels, out, k).padding(k / 2).bias(!bn)));
         if (bn && c.sync_batch_norm && c.collectives)
-          features_->push_back(trainyard::SyncBatchNorm2d(out, c.collectives));
+          features_->push_back(trainyard::SyncBatchNorm2d(out, c.collectives, eps, momentum));
         else if (bn)
-          features_->push_back(torch::nn::BatchNorm2d(out));
+          features_->push_back(torch::nn::BatchNorm2d(torch::nn::BatchNorm2dOptions(out).eps(eps).momentum(momentum)));
         features_->push_back(torch::nn::ReLU());
         channels = out;
       }
@@ -79,6 +80,9 @@ trainyard::Schema schema() {
   s.add("convs_per_block", 1, "convolutions in each block").range(1, 8);
   s.add("kernel_size", 3, "convolution kernel size; odd, so that padding keeps the size").range(1, 11);
   s.add("batch_norm", true, "batch norm after each convolution");
+  s.add("bn_epsilon", 1e-5, "batch norm epsilon").range(0.0, 1.0);
+  s.add("bn_momentum", 0.1, "batch norm running-statistics momentum (PyTorch's convention: weight of the new batch)")
+      .range(0.0, 1.0);
   s.add("pool", "max", "pooling at the end of each block").one_of({"max", "avg"});
   s.add("dropout", 0.25, "dropout before the classifier").range(0.0, 0.99);
   s.add("hidden", 128, "hidden units in the classifier; 0 for a linear classifier").min(0);
