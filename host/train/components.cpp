@@ -192,6 +192,11 @@ Components build_components(const Experiment& e, Context& context) {
       by_stage[s].push_back(o.config);
     }
   }
+  if (e.schedule.policy == "custom" && !by_stage.count("schedule"))
+    throw ConfigError(e.source.where(YAML::Node(e.source.root)["schedule"]["policy"], "schedule.policy") +
+                          ": custom, but no additional_override replaces stage 'schedule'",
+                      "expected an override such as one_cycle or cyclic (plugin schedules) in overrides:",
+                      "overrides: [{plugin: one_cycle}]");
   for (const auto& [stage, list] : by_stage) {
     if (list.size() < 2) continue;
     std::vector<int64_t> orders;

@@ -10,8 +10,10 @@ namespace trainyard::host {
 const Schema& schedule_schema() {
   static const Schema schema = [] {
     Schema s;
-    s.add("policy", "constant", "constant, step (piecewise), multistep, exp, cosine or poly")
-        .one_of({"constant", "step", "multistep", "exp", "cosine", "poly"});
+    s.add("policy", "constant",
+          "constant, step (piecewise), multistep, exp, cosine, poly, or custom (an additional_override replaces "
+          "the schedule stage, e.g. one_cycle or cyclic)")
+        .one_of({"constant", "step", "multistep", "exp", "cosine", "poly", "custom"});
     s.add("unit", "iteration", "step the schedule every optimizer update (iteration) or every epoch")
         .one_of({"iteration", "epoch"});
     s.add("boundaries", std::vector<int64_t>{}, "step: steps at which the rate changes").min(0);

@@ -11,7 +11,7 @@
 namespace trainyard::host {
 
 struct ScheduleConfig {
-  std::string policy = "constant";  ///< constant | step | multistep | exp | cosine | poly
+  std::string policy = "constant";  ///< constant | step | multistep | exp | cosine | poly | custom (an override)
   std::string unit = "iteration";   ///< iteration (each optimizer update) | epoch
   std::vector<int64_t> boundaries;  ///< step: where the rate changes
   std::vector<double> values;       ///< step: the rates, one more than boundaries

@@ -80,6 +80,9 @@ Trainer::Trainer(const Experiment& experiment, Components components, Context co
   stages_.train_step = [this](const Batch& batch) { return default_train_step(batch); };
   stages_.test = [this] { return default_test(); };
   stages_.checkpoint = [this] { default_checkpoint(); };
+  stages_.schedule = [this](int64_t step, int64_t total) {
+    return schedule_factor(e_.schedule, step, total, base_lrs_.empty() ? 0 : base_lrs_[0]);
+  };
 }
 
 void Trainer::set_communicator(Communicator* comm) {
@@ -146,6 +149,10 @@ void Trainer::install_overrides() {
         };
       if (stage == "test") stages_.test = [f = stages_.test, &who] { return guarded(who, "stage test", f); };
       if (stage == "checkpoint") stages_.checkpoint = [f = stages_.checkpoint, &who] { guarded(who, "stage checkpoint", f); };
+      if (stage == "schedule")
+        stages_.schedule = [f = stages_.schedule, &who](int64_t step, int64_t total) {
+          return guarded(who, "stage schedule", [&] { return f(step, total); });
+        };
     }
   }
 }
@@ -203,7 +210,7 @@ void Trainer::apply_schedule() {
   const int64_t updates_per_epoch = (plan_.batches_per_epoch() + e_.loop.iter_size - 1) / e_.loop.iter_size;
   const int64_t step = per_epoch ? at_.epoch : at_.iteration / e_.loop.iter_size;
   const int64_t total = per_epoch ? e_.loop.epochs : e_.loop.epochs * updates_per_epoch;
-  const double factor = schedule_factor(e_.schedule, step, total, base_lrs_.empty() ? 0 : base_lrs_[0]);
+  const double factor = stages_.schedule(step, total);
   auto& groups = c_.optimizer->param_groups();
   for (size_t i = 0; i < groups.size() && i < base_lrs_.size(); ++i) groups[i].options().set_lr(base_lrs_[i] * factor);
 }

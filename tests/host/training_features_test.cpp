@@ -2,6 +2,7 @@
 #include <gtest/gtest.h>
 
 #include <ATen/ATen.h>
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <torch/serialize/input-archive.h>
@@ -120,6 +121,28 @@ TEST(Schedule, SteppedPerIterationOrPerEpochInARealRun) {
   auto r = test::trainyard("validate " + exp + " --set schedule.policy=step --set schedule.boundaries=[5]");
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_TRUE(test::contains(r.err, "policy step has 1 boundaries and 0 values")) << r.err;
+}
+
+TEST(Schedule, ACustomScheduleIsAnOverrideOfTheScheduleStage) {
+  // one_cycle over 32 updates: up for the first 30% (from lr/10), then down to far below the start.
+  const std::string run = run_dir_of("one_cycle", "--set schedule.policy=custom"
+                                                  " --set 'overrides=[{plugin: one_cycle, div_factor: 10}]'");
+  auto a = lrs(run);
+  ASSERT_GE(a.size(), 6u);
+  const auto peak = std::max_element(a.begin(), a.end());
+  EXPECT_GT(peak - a.begin(), 0);
+  EXPECT_LT(a.front(), 0.6 * *peak);
+  EXPECT_LT(a.back(), 0.1 * a.front());
+  EXPECT_LE(*peak, 0.05);
+  // Step 3 of 32 (the first log, after update 3 ran at step 3): cosine from 0.1 to 1 over 9.6 steps.
+  EXPECT_NEAR(a[0], 0.05 * (1 + (0.1 - 1) * 0.5 * (1 + std::cos(M_PI * 3 / 9.6))), 1e-9);
+
+  const std::string exp = test::temp_dir("exp-custom") + "/custom.yaml";
+  test::write_file(exp, test::synthetic_experiment("custom"));
+  auto r = test::trainyard("validate " + exp + " --set schedule.policy=custom");
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_TRUE(test::contains(r.err, "no additional_override replaces stage 'schedule'")) << r.err;
+  EXPECT_TRUE(test::contains(r.err, "one_cycle")) << r.err;
 }
 
 std::vector<double> train_losses(const std::string& run_dir) {

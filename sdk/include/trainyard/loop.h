@@ -13,6 +13,9 @@
 ///   train_step       forward, loss, backward, optimizer step on one batch
 ///   test             a pass over the test samples; returns the test values
 ///   checkpoint       save network, optimizer, position, RNG state
+///   schedule         the learning-rate factor at an optimizer step (API 1.3):
+///                    each parameter group trains at its starting rate times
+///                    this; the default follows the YAML `schedule:` section
 ///
 /// Example (inside a callback):
 ///   void after_train_iter(trainyard::Loop& loop, const trainyard::StepResult& r) override {
@@ -62,12 +65,17 @@ struct Stages {
   std::function<StepResult(const Batch&)> train_step;
   std::function<MeterValues()> test;
   std::function<void()> checkpoint;
+  // Appended in SDK API 1.3:
+  /// Factor at `step` of `total_steps`, both counted in the schedule's unit
+  /// (optimizer updates, or epochs with `schedule.unit: epoch`) from the
+  /// start of the run (or of the current stage of a multi-stage run).
+  std::function<double(int64_t step, int64_t total_steps)> schedule;
 };
 
 /// The stage names, as YAML and error messages spell them.
 inline constexpr const char* kStageNames[] = {"run",         "should_continue", "epoch",
                                               "train_batches", "train_step",    "test",
-                                              "checkpoint"};
+                                              "checkpoint", "schedule"};
 
 class Loop {
  public:

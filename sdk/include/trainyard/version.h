@@ -15,7 +15,7 @@
 #include <torch/version.h>
 
 #define TRAINYARD_API_MAJOR 1
-#define TRAINYARD_API_MINOR 2
+#define TRAINYARD_API_MINOR 3
 #define TRAINYARD_VERSION "0.1.0"
 
 #define TRAINYARD_STR_(x) #x
