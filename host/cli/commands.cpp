@@ -24,7 +24,9 @@
 #include "distributed/world.h"
 #include "plugins/loader.h"
 #include "train/components.h"
+#include "report/svg_chart.h"
 #include "train/guard.h"
+#include "train/lr_finder.h"
 #include "train/trainer.h"
 #include "trainyard/version.h"
 #include "util/files.h"
@@ -48,6 +50,7 @@ const char* kUsage =
     "  describe NAME       print a component's (or a host section's) options\n"
     "  convert             pack images and labels into an LMDB dataset\n"
     "  iterate EXP.yaml    read the training data as training would, and report samples/s\n"
+    "  find-lr EXP.yaml    try learning rates; write loss against rate (CSV, SVG) and suggest one\n"
     "\n"
     "  trainyard COMMAND --help   options of one command\n"
     "  trainyard --version\n";
@@ -174,6 +177,70 @@ std::vector<std::string> worker_arguments(int argc, char** argv) {
   return out;
 }
 
+po::options_description launch_options() {
+  po::options_description d("multi-process options (one process per device; Gloo on CPUs, NCCL on GPUs)");
+  d.add_options()("nproc-per-node", po::value<int>(), "start N worker processes on this machine")(
+      "nnodes", po::value<int>()->default_value(1), "machines taking part")(
+      "node-rank", po::value<int>()->default_value(0), "this machine's index, 0..nnodes-1")(
+      "master-addr", po::value<std::string>()->default_value("127.0.0.1"), "address of node 0")(
+      "master-port", po::value<int>()->default_value(0), "port on node 0 (0: a free port, one node only)");
+  return d;
+}
+
+// How many processes: --nproc-per-node, else the experiment's devices
+// (num_gpus, or num_cpus on the CPU), unless a launcher already started us.
+// Returns the launcher's exit code when this process launched the workers.
+std::optional<int> launch_if_asked(const po::variables_map& vm, const Experiment& e, int argc, char** argv) {
+  const bool is_worker = std::getenv("WORLD_SIZE") || std::getenv("SLURM_NTASKS");
+  const int devices = static_cast<int>(e.distributed.num_gpus > 0 ? e.distributed.num_gpus : e.distributed.num_cpus);
+  if (is_worker || (!vm.count("nproc-per-node") && devices <= 1)) return std::nullopt;
+  LaunchOptions launch;
+  launch.nproc_per_node = vm.count("nproc-per-node") ? vm["nproc-per-node"].as<int>() : devices;
+  launch.nnodes = vm["nnodes"].as<int>();
+  launch.node_rank = vm["node-rank"].as<int>();
+  launch.master_addr = vm["master-addr"].as<std::string>();
+  launch.master_port = vm["master-port"].as<int>();
+  if (launch.nproc_per_node < 1 || launch.nnodes < 1 || launch.node_rank < 0 || launch.node_rank >= launch.nnodes)
+    throw ConfigError("command line: --nproc-per-node " + std::to_string(launch.nproc_per_node) + ", --nnodes " +
+                          std::to_string(launch.nnodes) + ", --node-rank " + std::to_string(launch.node_rank),
+                      "expected N >= 1, M >= 1 and 0 <= R < M", "");
+  if (launch.nnodes > 1 && launch.master_port == 0)
+    throw ConfigError("command line: --nnodes " + std::to_string(launch.nnodes) + " without --master-port",
+                      "expected the same --master-addr and --master-port on every node", "");
+  return launch_workers(launch, worker_arguments(argc, argv));
+}
+
+// This process's place in the world: the process group joined (with the
+// experiment and plugin set checked equal on every rank), the context made.
+struct Session {
+  World world;
+  std::unique_ptr<Communicator> comm;
+  Context context;
+
+  Session(const Experiment& e, const Registry& registry, const std::string& run_dir) : world(detect_world(e)) {
+    if (world.distributed()) {
+      comm = std::make_unique<Communicator>(world, std::chrono::seconds(e.distributed.timeout_secs),
+                                            e.distributed.num_gpus > 0);
+      // Every rank must run the same experiment with the same plugins.
+      YAML::Node resolved = e.resolved();
+      std::vector<std::string> libraries;  // names, versions, fingerprints: paths may differ across machines
+      for (const auto& lib : registry.libraries()) libraries.push_back(lib->name + " " + lib->version + " " + lib->fingerprint);
+      std::sort(libraries.begin(), libraries.end());
+      const std::string plugins = join(libraries, "\n");
+      resolved.remove("resolved_plugins");
+      resolved.remove("plugin_dirs");
+      YAML::Emitter text;
+      text << resolved;
+      comm->check_same("experiment (resolved config)", fingerprint_of(text.c_str()));
+      comm->check_same("plugin set", fingerprint_of(plugins));
+    }
+    context = make_context(e, world);
+    context.run_dir = run_dir;
+    context.collectives = comm ? &comm->collectives() : nullptr;
+    context.sync_batch_norm = e.distributed.sync_batch_norm;
+  }
+};
+
 int run(int argc, char** argv) {
   const std::string usage =
       "trainyard run EXP.yaml [--set KEY=VALUE]... [--output-dir DIR] [--fresh] [--plugin-dir DIR]... "
@@ -182,13 +249,7 @@ int run(int argc, char** argv) {
   po::options_description run_options("run options");
   run_options.add_options()("output-dir", po::value<std::string>(), "folder for run directories (default: output.dir)")(
       "fresh", "start over instead of resuming; the old run directory is kept, renamed");
-  po::options_description launch_options("multi-process options (one process per device; Gloo on CPUs, NCCL on GPUs)");
-  launch_options.add_options()("nproc-per-node", po::value<int>(), "start N worker processes on this machine")(
-      "nnodes", po::value<int>()->default_value(1), "machines taking part")(
-      "node-rank", po::value<int>()->default_value(0), "this machine's index, 0..nnodes-1")(
-      "master-addr", po::value<std::string>()->default_value("127.0.0.1"), "address of node 0")(
-      "master-port", po::value<int>()->default_value(0), "port on node 0 (0: a free port, one node only)");
-  visible.add(run_options).add(launch_options).add(experiment_options()).add(plugin_options()).add(help_option());
+  visible.add(run_options).add(launch_options()).add(experiment_options()).add(plugin_options()).add(help_option());
   po::variables_map vm;
   if (!parse(argc, argv, usage, visible, true, vm)) return 0;
 
@@ -197,52 +258,15 @@ int run(int argc, char** argv) {
   Experiment e = load(vm["experiment"].as<std::string>(), many<std::string>(vm, "set"),
                       many<std::string>(vm, "plugin-dir"), registry);
 
-  // How many processes: --nproc-per-node, else the experiment's devices
-  // (num_gpus, or num_cpus on the CPU), unless a launcher already started us.
-  const bool is_worker = std::getenv("WORLD_SIZE") || std::getenv("SLURM_NTASKS");
-  const int devices = static_cast<int>(e.distributed.num_gpus > 0 ? e.distributed.num_gpus : e.distributed.num_cpus);
-  if (!is_worker && (vm.count("nproc-per-node") || devices > 1)) {
-    LaunchOptions launch;
-    launch.nproc_per_node = vm.count("nproc-per-node") ? vm["nproc-per-node"].as<int>() : devices;
-    launch.nnodes = vm["nnodes"].as<int>();
-    launch.node_rank = vm["node-rank"].as<int>();
-    launch.master_addr = vm["master-addr"].as<std::string>();
-    launch.master_port = vm["master-port"].as<int>();
-    if (launch.nproc_per_node < 1 || launch.nnodes < 1 || launch.node_rank < 0 || launch.node_rank >= launch.nnodes)
-      throw ConfigError("command line: --nproc-per-node " + std::to_string(launch.nproc_per_node) + ", --nnodes " +
-                            std::to_string(launch.nnodes) + ", --node-rank " + std::to_string(launch.node_rank),
-                        "expected N >= 1, M >= 1 and 0 <= R < M", "");
-    if (launch.nnodes > 1 && launch.master_port == 0)
-      throw ConfigError("command line: --nnodes " + std::to_string(launch.nnodes) + " without --master-port",
-                        "expected the same --master-addr and --master-port on every node", "");
-    return launch_workers(launch, worker_arguments(argc, argv));
-  }
+  if (auto launched = launch_if_asked(vm, e, argc, argv)) return *launched;
 
   const std::string out_dir = vm.count("output-dir") ? vm["output-dir"].as<std::string>() : e.output.dir;
   const std::string run_dir = (fs::path(out_dir) / e.name).string();
 
-  const World world = detect_world(e);
-  std::unique_ptr<Communicator> comm;
-  if (world.distributed()) {
-    comm = std::make_unique<Communicator>(world, std::chrono::seconds(e.distributed.timeout_secs),
-                                          e.distributed.num_gpus > 0);
-    // Every rank must run the same experiment with the same plugins.
-    YAML::Node resolved = e.resolved();
-    std::vector<std::string> libraries;  // names, versions, fingerprints: paths may differ across machines
-    for (const auto& lib : registry.libraries()) libraries.push_back(lib->name + " " + lib->version + " " + lib->fingerprint);
-    std::sort(libraries.begin(), libraries.end());
-    const std::string plugins = join(libraries, "\n");
-    resolved.remove("resolved_plugins");
-    resolved.remove("plugin_dirs");
-    YAML::Emitter text;
-    text << resolved;
-    comm->check_same("experiment (resolved config)", fingerprint_of(text.c_str()));
-    comm->check_same("plugin set", fingerprint_of(plugins));
-  }
-  Context context = make_context(e, world);
-  context.run_dir = run_dir;
-  context.collectives = comm ? &comm->collectives() : nullptr;
-  context.sync_batch_norm = e.distributed.sync_batch_norm;
+  Session session(e, registry, run_dir);
+  const World& world = session.world;
+  Context& context = session.context;
+  std::unique_ptr<Communicator>& comm = session.comm;
   torch::manual_seed(e.seed);
   Components components = build_components(e, context);
   const auto [params, trainable] = parameter_count(*components.network.object);
@@ -492,6 +516,72 @@ int convert_command(int argc, char** argv) {
   return 0;
 }
 
+int find_lr(int argc, char** argv) {
+  const std::string usage =
+      "trainyard find-lr EXP.yaml [--mode restart|sweep] [--min-lr A] [--max-lr B] [--num-runs N] "
+      "[--iters-per-run K] [--iters K] [--output DIR] [--set KEY=VALUE]... [--nproc-per-node N]";
+  LrFinderOptions o;
+  po::options_description own("find-lr options");
+  own.add_options()("mode", po::value<std::string>()->default_value(o.mode),
+                    "restart: num-runs rates, each from the same initial state; sweep: one run, rate rising "
+                    "exponentially")(
+      "min-lr", po::value<double>()->default_value(o.min_lr), "smallest learning rate")(
+      "max-lr", po::value<double>()->default_value(o.max_lr), "largest learning rate")(
+      "num-runs", po::value<int64_t>()->default_value(o.num_runs), "restart: rates tried, log-spaced")(
+      "iters-per-run", po::value<int64_t>()->default_value(o.iters_per_run), "restart: optimizer updates per rate")(
+      "iters", po::value<int64_t>()->default_value(o.iters), "sweep: optimizer updates in all")(
+      "output", po::value<std::string>(), "folder for lr_finder.csv, .svg and .json (default: OUTPUT_DIR/NAME-lr-finder)");
+  po::options_description visible;
+  visible.add(own).add(launch_options()).add(experiment_options()).add(plugin_options()).add(help_option());
+  po::variables_map vm;
+  if (!parse(argc, argv, usage, visible, true, vm)) return 0;
+  o.mode = vm["mode"].as<std::string>();
+  o.min_lr = vm["min-lr"].as<double>();
+  o.max_lr = vm["max-lr"].as<double>();
+  o.num_runs = vm["num-runs"].as<int64_t>();
+  o.iters_per_run = vm["iters-per-run"].as<int64_t>();
+  o.iters = vm["iters"].as<int64_t>();
+  check_lr_finder_options(o);
+
+  Registry registry;
+  Experiment e = load(vm["experiment"].as<std::string>(), many<std::string>(vm, "set"),
+                      many<std::string>(vm, "plugin-dir"), registry);
+  if (auto launched = launch_if_asked(vm, e, argc, argv)) return *launched;
+  const std::string out = vm.count("output") ? vm["output"].as<std::string>()
+                                             : (fs::path(e.output.dir) / (e.name + "-lr-finder")).string();
+  // The run directory is never touched: the finder trains a copy of the start state and writes only `out`.
+  Session session(e, registry, out);
+  torch::manual_seed(e.seed);
+  Components components = build_components(e, session.context);
+  Trainer trainer(e, std::move(components), session.context, RunPaths(out));
+  trainer.set_communicator(session.comm.get());
+  if (session.comm) session.comm->broadcast_module(*trainer.network_module());
+  const bool rank0 = session.context.rank == 0;
+  if (rank0)
+    std::cout << "find-lr: " << e.name << ": " << o.mode << " over [" << json_number(o.min_lr) << ", "
+              << json_number(o.max_lr) << "], optimizer " << e.optimizer.plugin << ", batch "
+              << e.loop.batch_per_device << " x " << session.context.world_size << " rank(s)\n" << std::flush;
+  LrFinderResult result = find_learning_rate(trainer, session.comm.get(), o, rank0);
+  if (rank0) {
+    fs::create_directories(out);
+    write_file_atomic((fs::path(out) / "lr_finder.csv").string(), lr_finder_csv(result));
+    write_file_atomic((fs::path(out) / "lr_finder.svg").string(),
+                      svg_line_chart(lr_finder_chart(result, e.name + ": loss against learning rate (" + o.mode + ")")));
+    write_file_atomic((fs::path(out) / "lr_finder.json").string(),
+                      "{\"mode\": " + json_string(o.mode) + ", \"suggestion\": " +
+                          (result.suggestion ? json_number(*result.suggestion) : std::string("null")) +
+                          ", \"rule\": " + json_string(result.rule) + ", \"problem\": " + json_string(result.problem) +
+                          ", \"diverged\": " + (result.diverged ? "true" : "false") + "}\n");
+    if (result.suggestion)
+      std::cout << "find-lr: suggested learning rate " << json_number(*result.suggestion) << " (" << result.rule << ")\n";
+    else
+      std::cout << "find-lr: no suggestion\n";
+    if (!result.problem.empty()) std::cout << "find-lr: " << result.problem << "\n";
+    std::cout << "find-lr: wrote " << out << "/lr_finder.csv, lr_finder.svg, lr_finder.json\n";
+  }
+  return 0;
+}
+
 int iterate(int argc, char** argv) {
   const std::string usage = "trainyard iterate EXP.yaml [--batches N] [--set KEY=VALUE]... [--plugin-dir DIR]...";
   po::options_description visible;
@@ -553,7 +643,8 @@ int command_main(int argc, char** argv) {
     if (command == "describe") return describe(argc, argv);
     if (command == "convert") return convert_command(argc, argv);
     if (command == "iterate") return iterate(argc, argv);
-    const std::vector<std::string> commands = {"run", "validate", "plugins", "describe", "convert", "iterate"};
+    if (command == "find-lr") return find_lr(argc, argv);
+    const std::vector<std::string> commands = {"run", "validate", "plugins", "describe", "convert", "iterate", "find-lr"};
     throw ConfigError("unknown command '" + command + "'", "expected one of " + join(commands),
                       did_you_mean(command, commands));
   } catch (const ConfigError& e) {

@@ -205,7 +205,21 @@ StepResult Trainer::default_train_step(const Batch& batch) {
   return {batch, output.detach(), loss.detach()};
 }
 
+void Trainer::set_fixed_lr(std::optional<double> lr) {
+  fixed_lr_ = lr;
+  auto& groups = c_.optimizer->param_groups();
+  if (!lr)
+    for (size_t i = 0; i < groups.size() && i < base_lrs_.size(); ++i) groups[i].options().set_lr(base_lrs_[i]);
+}
+
 void Trainer::apply_schedule() {
+  if (fixed_lr_) {
+    auto& groups = c_.optimizer->param_groups();
+    const double first = base_lrs_.empty() ? 0 : base_lrs_[0];
+    for (size_t i = 0; i < groups.size() && i < base_lrs_.size(); ++i)
+      groups[i].options().set_lr(first > 0 ? *fixed_lr_ * base_lrs_[i] / first : *fixed_lr_);
+    return;
+  }
   const bool per_epoch = e_.schedule.unit == "epoch";
   const int64_t updates_per_epoch = (plan_.batches_per_epoch() + e_.loop.iter_size - 1) / e_.loop.iter_size;
   const int64_t step = per_epoch ? at_.epoch : at_.iteration / e_.loop.iter_size;

@@ -66,6 +66,10 @@ class Trainer final : public Loop {
   Stages& stages() override { return stages_; }
 
   LoopPosition position_state() const { return at_; }
+  int64_t iter_size() const { return e_.loop.iter_size; }
+  /// Every update at this rate (groups keep their ratios to the first group)
+  /// instead of the schedule's; nullopt puts the starting rates back.
+  void set_fixed_lr(std::optional<double> lr);
   /// Makes this a data-parallel run: gradients averaged, meters summed and
   /// stops agreed over ranks; only rank 0 writes files.
   void set_communicator(Communicator* comm);
@@ -108,6 +112,7 @@ class Trainer final : public Loop {
   int64_t micro_ = 0;        ///< backward passes accumulated into the coming update
   double grad_norm_ = 0;     ///< global gradient norm before clipping, at the last update
   std::vector<double> base_lrs_;  ///< each group's starting learning rate
+  std::optional<double> fixed_lr_;  ///< find-lr: overrides the schedule
   double best_ = 0;               ///< stopping: best monitor value
   bool has_best_ = false;
   int64_t bad_epochs_ = 0;

@@ -104,6 +104,26 @@ TEST(Distributed, TwoRanksThroughTheLauncherEqualOneProcessWithTheSameGlobalBatc
   EXPECT_TRUE(contains(read_file(out + "/dp/metrics.jsonl"), "\"comm_share\": "));
 }
 
+TEST(Distributed, FindLrUnderTheLauncherAveragesTheLossOverRanks) {
+  // Two ranks of 32 see the same 64 samples per update as one process of 64:
+  // the same losses at every rate, and one set of files written by rank 0.
+  const std::string exp = experiment("lrf"), out = temp_dir("lrf");
+  const std::string common = "find-lr " + exp + " --min-lr 1e-3 --max-lr 0.3 --num-runs 4 --iters-per-run 5";
+  auto single = trainyard(common + " --set loop.batch_per_device=64 --output " + out + "/single");
+  ASSERT_EQ(single.exit_code, 0) << single.err;
+  auto two = trainyard(common + " --set loop.batch_per_device=32 --nproc-per-node 2 --output " + out + "/two");
+  ASSERT_EQ(two.exit_code, 0) << two.err;
+  EXPECT_TRUE(contains(two.out, "[rank 0] find-lr: suggested learning rate")) << two.out;
+  EXPECT_FALSE(contains(two.out, "[rank 1] find-lr: suggested")) << two.out;
+  auto a = read_lines(out + "/single/lr_finder.csv"), b = read_lines(out + "/two/lr_finder.csv");
+  ASSERT_EQ(a.size(), 5u);
+  ASSERT_EQ(b.size(), 5u);
+  for (size_t i = 1; i < a.size(); ++i) {
+    const double la = std::stod(a[i].substr(a[i].find(',') + 1)), lb = std::stod(b[i].substr(b[i].find(',') + 1));
+    EXPECT_NEAR(la, lb, 1e-5 * std::max(1.0, std::abs(la))) << a[i] << " vs " << b[i];
+  }
+}
+
 TEST(Distributed, TwoNodesByHandOnOneMachine) {
   Reference single;
   const std::string out = temp_dir("nodes"), dir = temp_dir("node-logs");
