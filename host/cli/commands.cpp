@@ -267,23 +267,45 @@ int run(int argc, char** argv) {
   const World& world = session.world;
   Context& context = session.context;
   std::unique_ptr<Communicator>& comm = session.comm;
-  torch::manual_seed(e.seed);
-  Components components = build_components(e, context);
-  const auto [params, trainable] = parameter_count(*components.network.object);
-  Trainer trainer(e, std::move(components), context, RunPaths(run_dir));
-  trainer.set_communicator(comm.get());
+  // A multi-stage run trains its stages in turn, one Trainer each; a one-stage
+  // run is its only stage.
+  const size_t stage_count = std::max<size_t>(1, e.stages.size());
+  auto stage_experiment = [&](size_t k) -> const Experiment& { return e.stages.empty() ? e : e.stages[k]; };
+  auto make_trainer = [&](size_t k) {
+    const Experiment& ek = stage_experiment(k);
+    torch::manual_seed(ek.seed);  // the same initial weights (and generator state) whichever way a stage starts
+    Components components = build_components(ek, context);
+    auto t = std::make_unique<Trainer>(ek, std::move(components), context, RunPaths(run_dir));
+    t->set_communicator(comm.get());
+    StageInfo info;
+    info.index = static_cast<int64_t>(k);
+    info.count = static_cast<int64_t>(stage_count);
+    info.name = ek.stage_name;
+    for (size_t j = 0; j < k; ++j) info.first_epoch += stage_experiment(j).loop.epochs;
+    t->set_stage(info);
+    return t;
+  };
 
   // Resume before writing anything: a checkpoint that does not fit is bad input.
   const bool fresh = vm.count("fresh") != 0;
   std::string resumed_from;
+  std::unique_ptr<Trainer> trainer;
+  size_t stage = 0;
   if (!fresh) {
     auto checkpoints = list_checkpoints(RunPaths(run_dir).checkpoints);
     std::vector<std::string> failures;
     for (auto it = checkpoints.rbegin(); it != checkpoints.rend() && resumed_from.empty(); ++it) {
       try {
-        trainer.resume(*it);
+        const CheckpointState peeked = peek_checkpoint(*it);  // which stage to build
+        if (peeked.stage < 0 || peeked.stage >= static_cast<int64_t>(stage_count))
+          throw Error(*it + ": checkpoint of stage " + std::to_string(peeked.stage + 1) + ", but the experiment has " +
+                      std::to_string(stage_count));
+        stage = static_cast<size_t>(peeked.stage);
+        trainer = make_trainer(stage);
+        trainer->resume(*it);
         resumed_from = *it;
       } catch (const Error& err) {
+        trainer.reset();
         failures.push_back(err.what());
         context.log("warning: " + std::string(err.what()) + "; trying an older checkpoint");
       }
@@ -293,10 +315,20 @@ int run(int argc, char** argv) {
                         "expected a checkpoint of the same network and optimizer",
                         "run with --fresh to start over (the old run directory is kept)");
   }
+  if (!trainer) stage = 0, trainer = make_trainer(0);
+  // Later stages' freezing is checked now, not after the earlier stages trained.
+  for (size_t k = stage + 1; k < stage_count; ++k) {
+    try {
+      check_network_settings(stage_experiment(k).network, trainer->network());
+    } catch (const ConfigError& err) {
+      throw ConfigError("stage " + std::to_string(k + 1) + " '" + stage_experiment(k).stage_name + "': " + err.what());
+    }
+  }
+  const auto [params, trainable] = parameter_count(trainer->network());
   if (comm) {
     // Same weights everywhere: the same checkpoint, then rank 0's tensors.
     comm->check_same("checkpoint to resume from", fs::path(resumed_from).filename().string());
-    comm->broadcast_module(*trainer.network_module());
+    comm->broadcast_module(*trainer->network_module());
   }
   if (context.rank == 0) {
     if (fresh && fs::exists(run_dir)) {
@@ -316,20 +348,40 @@ int run(int argc, char** argv) {
     std::cout << "trainyard: rank " << world.rank << " of " << world.world_size << " (launched by " << world.launched_by
               << ")\n";
 
+  int64_t total_epochs = 0;
+  for (size_t k = 0; k < stage_count; ++k) total_epochs += stage_experiment(k).loop.epochs;
   std::cout << "trainyard: " << e.name << ": network " << e.network.plugin << " (" << params << " parameters, "
             << trainable << " trainable), " << at::get_num_threads() << " threads, run directory " << run_dir << "\n";
   if (!resumed_from.empty()) {
-    auto at = trainer.position_state();
+    auto at = trainer->position_state();
     std::cout << "trainyard: resuming from " << resumed_from << " (epoch " << at.epoch << " done, iteration "
-              << at.iteration << ")\n";
-    if (at.epoch >= e.loop.epochs && at.position == 0)
-      std::cout << "trainyard: all " << e.loop.epochs << " epochs are already done; raise loop.epochs to train more\n";
+              << at.iteration
+              << (stage_count > 1 ? ", stage " + std::to_string(stage + 1) + " '" + trainer->stage().name + "'" : "")
+              << ")\n";
+    if (at.epoch >= total_epochs && at.position == 0)
+      std::cout << "trainyard: all " << total_epochs << " epochs are already done; raise loop.epochs to train more\n";
   }
-  std::cout.flush();
-  trainer.run();
+  auto announce = [&] {
+    if (stage_count > 1)
+      std::cout << "trainyard: stage " << stage + 1 << "/" << stage_count << " '" << trainer->stage().name << "': epochs "
+                << trainer->stage().first_epoch + 1 << "-" << trainer->epochs() << ", optimizer "
+                << stage_experiment(stage).optimizer.plugin << ", " << parameter_count(trainer->network()).second
+                << " trainable parameters\n";
+    std::cout.flush();
+  };
+  announce();
+  trainer->run();
+  // Later stages start from the weights the previous one ended with, with their own optimizer.
+  while (stage + 1 < stage_count && !trainer->ended_by_request()) {
+    auto next = make_trainer(++stage);
+    next->continue_from(*trainer);
+    trainer = std::move(next);
+    announce();
+    trainer->run();
+  }
   std::string final_values;
-  for (const auto& [k, v] : trainer.values()) final_values += " " + k + "=" + json_number(v);
-  std::cout << "trainyard: done: " << trainer.epoch() << "/" << e.loop.epochs << " epochs"
+  for (const auto& [k, v] : trainer->values()) final_values += " " + k + "=" + json_number(v);
+  std::cout << "trainyard: done: " << trainer->epoch() << "/" << total_epochs << " epochs"
             << (final_values.empty() ? "" : ":") << final_values
             << "; summary in " << RunPaths(run_dir).summary << "\n";
   return 0;
@@ -355,11 +407,30 @@ int validate(int argc, char** argv) {
             << " trainable), loss " << e.loss.plugin << ", optimizer " << e.optimizer.plugin << ", "
             << e.meters.size() << " meters, " << e.callbacks.size() << " callbacks, " << e.overrides.size()
             << " overrides\n";
-  std::cout << "parameter groups:\n";
-  for (const auto& g : c.groups)
-    std::cout << "  " << g.name << ": " << g.parameters.size() << " tensors, " << g.numel << " values, lr "
-              << json_number(g.lr) << ", weight decay " << g.weight_decay << "\n    " << join(g.parameters) << "\n";
-  if (!c.frozen.empty()) std::cout << "frozen: " << join(e.network.freeze) << "\n";
+  auto print_groups = [](const Components& built, const Experiment& ex, const std::string& indent) {
+    std::cout << indent << "parameter groups:\n";
+    for (const auto& g : built.groups)
+      std::cout << indent << "  " << g.name << ": " << g.parameters.size() << " tensors, " << g.numel << " values, lr "
+                << json_number(g.lr) << ", weight decay " << g.weight_decay << "\n" << indent << "    "
+                << join(g.parameters) << "\n";
+    if (!built.frozen.empty()) std::cout << indent << "frozen: " << join(ex.network.freeze) << "\n";
+  };
+  if (e.stages.empty()) print_groups(c, e, "");
+  // Each stage built as it will be: its optimizer, groups and freezing.
+  for (size_t k = 0; k < e.stages.size(); ++k) {
+    const Experiment& s = e.stages[k];
+    torch::manual_seed(s.seed);
+    Components built;
+    try {
+      built = build_components(s, context);
+    } catch (const ConfigError& err) {
+      throw ConfigError("stage " + std::to_string(k + 1) + " '" + s.stage_name + "': " + err.what());
+    }
+    std::cout << "stage " << k + 1 << " '" << s.stage_name << "': " << s.loop.epochs << " epochs, batch "
+              << s.loop.batch_per_device << ", optimizer " << s.optimizer.plugin << ", schedule " << s.schedule.policy
+              << ", " << parameter_count(*built.network.object).second << " trainable parameters\n";
+    print_groups(built, s, "  ");
+  }
   return 0;
 }
 

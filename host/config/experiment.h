@@ -123,6 +123,12 @@ struct Experiment {
   StoppingConfig stopping;
   std::map<std::string, std::string> extra;  ///< flattened `extra:` section
 
+  /// Multi-stage runs (`stages:`): each stage's whole experiment, the base
+  /// with every earlier stage's keys and then its own merged over it. Empty
+  /// for a one-stage run. A stage's own `stage_name` is set; the base's is "".
+  std::vector<Experiment> stages;
+  std::string stage_name;
+
   /// The experiment with every default filled in (config.yaml / config.json).
   YAML::Node resolved() const;
 };

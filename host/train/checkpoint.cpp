@@ -36,6 +36,13 @@ std::string shape_text(const at::Tensor& t) {
   return "[" + join(dims) + "]";
 }
 
+// Written since multi-stage runs; older checkpoints are of one-stage runs.
+void read_stage(torch::serialize::InputArchive& archive, CheckpointState& state) {
+  c10::IValue v;
+  if (archive.try_read("stage", v)) state.stage = v.toInt();
+  if (archive.try_read("stage_first_iteration", v)) state.stage_first_iteration = v.toInt();
+}
+
 }  // namespace
 
 std::string checkpoint_file_name(const LoopPosition& at) {
@@ -65,6 +72,8 @@ void save_checkpoint(const std::string& path, Network& network, torch::optim::Op
   archive.write("stopping_best", c10::IValue(state.best));
   archive.write("stopping_has_best", c10::IValue(state.has_best));
   archive.write("stopping_bad_epochs", c10::IValue(state.epochs_without_improvement));
+  archive.write("stage", c10::IValue(state.stage));
+  archive.write("stage_first_iteration", c10::IValue(state.stage_first_iteration));
   archive.write("train_meter_count", c10::IValue(static_cast<int64_t>(state.train_meters.size())));
   for (size_t i = 0; i < state.train_meters.size(); ++i) {
     auto acc = state.train_meters[i];
@@ -115,6 +124,7 @@ CheckpointState load_checkpoint(const std::string& path, Network& network, torch
     state.best = best.toDouble();
     state.has_best = has_best.toBool();
     state.epochs_without_improvement = read_int(archive, "stopping_bad_epochs");
+    read_stage(archive, state);
     int64_t meters = read_int(archive, "train_meter_count");
     for (int64_t i = 0; i < meters; ++i) {
       at::Tensor t;
@@ -128,6 +138,21 @@ CheckpointState load_checkpoint(const std::string& path, Network& network, torch
     throw;
   } catch (const std::exception& e) {
     throw Error(path + ": cannot load checkpoint: " + e.what());
+  }
+  return state;
+}
+
+CheckpointState peek_checkpoint(const std::string& path) {
+  CheckpointState state;
+  try {
+    torch::serialize::InputArchive archive;
+    archive.load_from(path);
+    state.at.epoch = read_int(archive, "epoch");
+    state.at.position = read_int(archive, "position");
+    state.at.iteration = read_int(archive, "iteration");
+    read_stage(archive, state);
+  } catch (const c10::Error& e) {
+    throw Error(path + ": cannot load checkpoint: " + e.what_without_backtrace());
   }
   return state;
 }

@@ -27,6 +27,8 @@ struct CheckpointState {
   double best = 0;                  ///< stopping: the best monitor value so far
   bool has_best = false;
   int64_t epochs_without_improvement = 0;
+  int64_t stage = 0;                 ///< multi-stage runs: index of the stage being trained
+  int64_t stage_first_iteration = 0; ///< the iteration at which that stage began
 };
 
 /// checkpoints/ckpt-e0002-i00001876.pt
@@ -39,6 +41,10 @@ void save_checkpoint(const std::string& path, Network& network, torch::optim::Op
 /// Restores network, optimizer and the global CPU RNG; returns the position.
 /// Throws trainyard::Error naming the file on any mismatch or damage.
 CheckpointState load_checkpoint(const std::string& path, Network& network, torch::optim::Optimizer& optimizer);
+
+/// The loop position and stage of a checkpoint, without loading weights.
+/// Throws trainyard::Error naming the file when it cannot be read.
+CheckpointState peek_checkpoint(const std::string& path);
 
 /// Checkpoint files in `dir`, oldest first (by iteration).
 std::vector<std::string> list_checkpoints(const std::string& dir);

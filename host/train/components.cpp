@@ -144,6 +144,23 @@ std::pair<int64_t, int64_t> parameter_count(Network& network) {
   return {all, trainable};
 }
 
+void check_network_settings(const ComponentConfig& net, Network& network) {
+  std::vector<bool> trains;
+  for (const auto& p : network.parameters()) trains.push_back(p.requires_grad());
+  std::vector<std::shared_ptr<torch::nn::Module>> frozen;
+  auto restore = [&] {
+    auto params = network.parameters();
+    for (size_t i = 0; i < params.size(); ++i) params[i].requires_grad_(trains[i]);
+  };
+  try {
+    freeze_parameters(net, network, frozen);
+  } catch (...) {
+    restore();
+    throw;
+  }
+  restore();
+}
+
 Components build_components(const Experiment& e, Context& context) {
   Components c;
   c.train_data = make<Dataset>(e.train_data, context);

@@ -48,6 +48,10 @@ struct Components {
 /// overrides. Checks override conflicts. Throws ConfigError or ComponentFailure.
 Components build_components(const Experiment& experiment, Context& context);
 
+/// Checks network.trainable and network.freeze against a built network
+/// without changing it (a later stage's settings, before the first trains).
+void check_network_settings(const ComponentConfig& network_config, Network& network);
+
 /// Parameters the network has: {count, trainable}.
 std::pair<int64_t, int64_t> parameter_count(Network& network);
 

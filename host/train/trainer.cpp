@@ -99,6 +99,10 @@ const Dataset& Trainer::test_dataset() const {
 
 void Trainer::resume(const std::string& checkpoint) {
   CheckpointState state = load_checkpoint(checkpoint, *c_.network.object, *c_.optimizer);
+  if (state.stage != stage_.index)
+    throw Error(checkpoint + ": checkpoint of stage " + std::to_string(state.stage + 1) + ", not of stage " +
+                std::to_string(stage_.index + 1));
+  stage_.first_iteration = state.stage_first_iteration;
   at_ = state.at;
   best_ = state.best;
   has_best_ = state.has_best;
@@ -120,6 +124,21 @@ void Trainer::resume(const std::string& checkpoint) {
       auto acc = context_.rank == 0 ? state.train_meters[i] : std::vector<double>(state.train_meters[i].size(), 0.0);
       guarded(*c_.train_meters[i].config, "set_accumulators", [&] { c_.train_meters[i].object->set_accumulators(acc); });
     }
+}
+
+void Trainer::continue_from(Trainer& previous) {
+  at_ = previous.at_;
+  stage_.first_iteration = at_.iteration;
+  values_ = previous.values_;
+  if (previous.e_.stopping.monitor == e_.stopping.monitor && previous.e_.stopping.mode == e_.stopping.mode) {
+    best_ = previous.best_;
+    has_best_ = previous.has_best_;
+  }
+  at::NoGradGuard no_grad;
+  auto from = previous.network().named_parameters();
+  for (auto& p : c_.network.object->named_parameters()) p.value().copy_(from[p.key()]);
+  auto from_buffers = previous.network().named_buffers();
+  for (auto& b : c_.network.object->named_buffers()) b.value().copy_(from_buffers[b.key()]);
 }
 
 template <class F>
@@ -176,7 +195,7 @@ void Trainer::default_run() {
 bool Trainer::default_should_continue() {
   // An early stop holds across runs: a resumed run that had stopped stays stopped.
   const bool stopped_early = e_.stopping.patience > 0 && bad_epochs_ >= e_.stopping.patience;
-  return at_.epoch < e_.loop.epochs && !stop_requested() && !stopped_early;
+  return at_.epoch < epochs() && !stop_requested() && !stopped_early;
 }
 
 BatchStream Trainer::default_train_batches(int64_t epoch) {
@@ -222,7 +241,8 @@ void Trainer::apply_schedule() {
   }
   const bool per_epoch = e_.schedule.unit == "epoch";
   const int64_t updates_per_epoch = (plan_.batches_per_epoch() + e_.loop.iter_size - 1) / e_.loop.iter_size;
-  const int64_t step = per_epoch ? at_.epoch : at_.iteration / e_.loop.iter_size;
+  // Counted from the start of this stage (of the run, in a one-stage run).
+  const int64_t step = per_epoch ? at_.epoch - stage_.first_epoch : (at_.iteration - stage_.first_iteration) / e_.loop.iter_size;
   const int64_t total = per_epoch ? e_.loop.epochs : e_.loop.epochs * updates_per_epoch;
   const double factor = stages_.schedule(step, total);
   auto& groups = c_.optimizer->param_groups();
@@ -418,6 +438,8 @@ void Trainer::default_checkpoint() {
   state.best = best_;
   state.has_best = has_best_;
   state.epochs_without_improvement = bad_epochs_;
+  state.stage = stage_.index;
+  state.stage_first_iteration = stage_.first_iteration;
   for (const auto& m : c_.train_meters) {
     auto local = guarded(*m.config, "accumulators", [&] { return m.object->accumulators(); });
     state.train_meters.push_back(comm_ ? comm_->sum(local) : local);  // the sum over ranks
@@ -446,9 +468,11 @@ bool Trainer::judge_epoch() {
     auto v = value_of(s.target_meter);
     if (!v) throw ConfigError("stopping.target_meter: no meter value '" + s.target_meter + "'",
                               "expected one of the run's values, e.g. test_accuracy_top1", "");
-    if (minimized(s.target_meter) ? *v <= s.target : *v >= s.target)
+    if (minimized(s.target_meter) ? *v <= s.target : *v >= s.target) {
+      criterion_stop_ = stop_reason_.empty();
       request_stop("target reached: " + s.target_meter + " " + json_number(*v) + (minimized(s.target_meter) ? " <= " : " >= ") +
                    json_number(s.target));
+    }
   }
   if (s.monitor.empty()) return false;
   auto v = value_of(s.monitor);
@@ -461,6 +485,7 @@ bool Trainer::judge_epoch() {
     has_best_ = true;
     bad_epochs_ = 0;
   } else if (++bad_epochs_ >= s.patience && s.patience > 0) {
+    criterion_stop_ = criterion_stop_ || stop_reason_.empty();
     request_stop("early stop: " + s.monitor + " did not improve for " + std::to_string(bad_epochs_) +
                  " epochs (best " + json_number(best_) + ")");
   }
@@ -480,6 +505,7 @@ void Trainer::log(const std::string& phase, const MeterValues& values) {
   const int64_t epoch_number = at_.position == 0 ? at_.epoch : at_.epoch + 1;
   append_line(file, "{\"phase\": " + json_string(phase) + ", \"epoch\": " + std::to_string(epoch_number) +
                                   ", \"iteration\": " + std::to_string(at_.iteration) +
+                                  (stage_.count > 1 ? ", \"stage\": " + json_string(stage_.name) : std::string()) +
                                   ", \"time\": " + json_number(static_cast<double>(std::time(nullptr))) +
                                   ", \"values\": " + json_object(values) + "}");
 }
@@ -495,6 +521,7 @@ void Trainer::write_summary(double wall_s) {
   std::string s = "{\n  \"experiment\": " + json_string(e_.name) +
                   ",\n  \"epochs_completed\": " + std::to_string(at_.epoch) +
                   ",\n  \"iteration\": " + std::to_string(at_.iteration) +
+                  (stage_.count > 1 ? ",\n  \"stage\": " + json_string(stage_.name) : std::string()) +
                   ",\n  \"metrics\": " + json_object(values_) +
                   ",\n  \"samples_per_sec\": " + json_number(samples_per_sec_) +
                   ",\n  \"secs_per_train\": " + json_number(secs_per_train_) +

@@ -37,6 +37,14 @@ EpochPlan make_epoch_plan(const Experiment& experiment, int64_t dataset_size, co
 LoaderOptions make_loader_options(const Experiment& experiment, const ComponentConfig& data, int64_t batch_size,
                                   const Context& context);
 
+/// Where a stage of a multi-stage run sits in it.
+struct StageInfo {
+  int64_t index = 0, count = 1;
+  std::string name;
+  int64_t first_epoch = 0;      ///< epochs of all earlier stages
+  int64_t first_iteration = 0;  ///< the iteration at which this stage began
+};
+
 class Trainer final : public Loop {
  public:
   Trainer(const Experiment& experiment, Components components, Context context, RunPaths paths);
@@ -54,7 +62,7 @@ class Trainer final : public Loop {
   const Dataset& train_dataset() const override { return *c_.train_data.object; }
   const Dataset& test_dataset() const override;
   int64_t epoch() const override { return at_.epoch; }
-  int64_t epochs() const override { return e_.loop.epochs; }
+  int64_t epochs() const override { return stage_.first_epoch + e_.loop.epochs; }  ///< where this stage ends
   int64_t iteration() const override { return at_.iteration; }
   int64_t position() const override { return at_.position; }
   int64_t iterations_per_epoch() const override { return plan_.batches_per_epoch(); }
@@ -67,6 +75,15 @@ class Trainer final : public Loop {
 
   LoopPosition position_state() const { return at_; }
   int64_t iter_size() const { return e_.loop.iter_size; }
+  const StageInfo& stage() const { return stage_; }
+  void set_stage(const StageInfo& stage) { stage_ = stage; }
+  /// Starts this stage where `previous` (the stage before) ended: its
+  /// position, its weights and batch norm statistics, its meter values, and
+  /// its best value when both watch the same meter.
+  void continue_from(Trainer& previous);
+  /// The run stopped for another reason than this stage's stopping criteria
+  /// (a callback, a signal): later stages must not start.
+  bool ended_by_request() const { return stop_requested() && !criterion_stop_; }
   /// Every update at this rate (groups keep their ratios to the first group)
   /// instead of the schedule's; nullopt puts the starting rates back.
   void set_fixed_lr(std::optional<double> lr);
@@ -116,6 +133,8 @@ class Trainer final : public Loop {
   double best_ = 0;               ///< stopping: best monitor value
   bool has_best_ = false;
   int64_t bad_epochs_ = 0;
+  bool criterion_stop_ = false;   ///< the stop came from `stopping:` (ends the stage only)
+  StageInfo stage_;
   Communicator* comm_ = nullptr;
   std::shared_ptr<GradientReducer> reducer_;
   std::shared_ptr<LoaderStats> train_stats_ = std::make_shared<LoaderStats>();

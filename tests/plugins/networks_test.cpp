@@ -126,24 +126,6 @@ std::vector<double> train_losses(const std::string& run_dir) {
   return out;
 }
 
-// One tensor of a checkpoint's network, by its dotted name (submodules are nested archives).
-at::Tensor network_tensor(const std::string& checkpoint, const std::string& name) {
-  torch::serialize::InputArchive archive;
-  archive.load_from(checkpoint);
-  std::vector<torch::serialize::InputArchive> path(1);
-  archive.read("network", path.back());
-  std::string rest = name;
-  for (auto dot = rest.find('.'); dot != std::string::npos; dot = rest.find('.')) {
-    torch::serialize::InputArchive child;
-    path.back().read(rest.substr(0, dot), child);
-    path.push_back(std::move(child));
-    rest = rest.substr(dot + 1);
-  }
-  at::Tensor t;
-  path.back().read(rest, t);
-  return t;
-}
-
 TEST(TorchScript, ANetworkExportedFromPythonTrainsChecksPointsAndResumes) {
   const std::string python = python_with_torch();
   if (python.empty()) GTEST_SKIP() << "python3 with torch (Debian: python3-torch) is not installed: cannot export a model";
@@ -197,11 +179,11 @@ TEST(TorchScript, ANetworkExportedFromPythonTrainsChecksPointsAndResumes) {
   ASSERT_EQ(initial.exit_code, 0) << initial.err;
   const std::string frozen_ckpt = out + "/frozen/script/checkpoints/ckpt-e0001-i00000016.pt";
   const std::string initial_ckpt = out + "/initial/script/checkpoints/ckpt-e0001-i00000016.pt";
-  EXPECT_TRUE(network_tensor(frozen_ckpt, "features.0.weight").equal(network_tensor(initial_ckpt, "features.0.weight")));
+  EXPECT_TRUE(test::checkpoint_tensor(frozen_ckpt, "features.0.weight").equal(test::checkpoint_tensor(initial_ckpt, "features.0.weight")));
   // Batch norm statistics: still the exported zeros when frozen, moved by training (even at lr 0) otherwise.
-  EXPECT_EQ(network_tensor(frozen_ckpt, "features.1.running_mean").abs().sum().item<double>(), 0.0);
-  EXPECT_GT(network_tensor(initial_ckpt, "features.1.running_mean").abs().sum().item<double>(), 0.0);
-  at::Tensor fa = network_tensor(frozen_ckpt, "fc.weight"), fb = network_tensor(initial_ckpt, "fc.weight");
+  EXPECT_EQ(test::checkpoint_tensor(frozen_ckpt, "features.1.running_mean").abs().sum().item<double>(), 0.0);
+  EXPECT_GT(test::checkpoint_tensor(initial_ckpt, "features.1.running_mean").abs().sum().item<double>(), 0.0);
+  at::Tensor fa = test::checkpoint_tensor(frozen_ckpt, "fc.weight"), fb = test::checkpoint_tensor(initial_ckpt, "fc.weight");
   EXPECT_FALSE(fa.equal(fb)) << "the classifier should have trained";
 }
 

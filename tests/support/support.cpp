@@ -130,6 +130,23 @@ double max_checkpoint_difference(const std::string& a, const std::string& b) {
   return max_difference(na, nb);
 }
 
+at::Tensor checkpoint_tensor(const std::string& checkpoint, const std::string& name) {
+  torch::serialize::InputArchive archive;
+  archive.load_from(checkpoint);
+  std::vector<torch::serialize::InputArchive> path(1);
+  archive.read("network", path.back());
+  std::string rest = name;
+  for (auto dot = rest.find('.'); dot != std::string::npos; dot = rest.find('.')) {
+    torch::serialize::InputArchive child;
+    path.back().read(rest.substr(0, dot), child);
+    path.push_back(std::move(child));
+    rest = rest.substr(dot + 1);
+  }
+  at::Tensor t;
+  path.back().read(rest, t);
+  return t;
+}
+
 std::string compare_checkpoint_networks(const std::string& a, const std::string& b) {
   torch::serialize::InputArchive aa, ab, na, nb;
   aa.load_from(a);

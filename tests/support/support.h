@@ -1,5 +1,7 @@
 #pragma once
 // Helpers for tests that run the real trainyard binary and read what it wrote.
+#include <ATen/core/Tensor.h>
+
 #include <string>
 #include <vector>
 
@@ -38,5 +40,9 @@ double max_checkpoint_difference(const std::string& a, const std::string& b);
 /// Every tensor of two checkpoint files' "network" archives is bitwise equal.
 /// Returns "" or a description of the first difference.
 std::string compare_checkpoint_networks(const std::string& a, const std::string& b);
+
+/// One tensor of a checkpoint file's network, by its dotted parameter or
+/// buffer name ("layers.0.weight"; submodules are nested archives).
+at::Tensor checkpoint_tensor(const std::string& checkpoint, const std::string& name);
 
 }  // namespace trainyard::test
