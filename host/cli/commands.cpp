@@ -1,5 +1,7 @@
 #include "cli/commands.h"
 
+#include <fcntl.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -25,6 +27,10 @@
 #include "plugins/loader.h"
 #include "train/components.h"
 #include "report/svg_chart.h"
+#include "run/config_diff.h"
+#include "run/provenance.h"
+#include "sweep/sweep.h"
+#include "train/dry_run.h"
 #include "train/guard.h"
 #include "train/lr_finder.h"
 #include "train/trainer.h"
@@ -51,6 +57,7 @@ const char* kUsage =
     "  convert             pack images and labels into an LMDB dataset\n"
     "  iterate EXP.yaml    read the training data as training would, and report samples/s\n"
     "  find-lr EXP.yaml    try learning rates; write loss against rate (CSV, SVG) and suggest one\n"
+    "  sweep EXP.yaml      run every combination of --grid values; tabulate the results\n"
     "\n"
     "  trainyard COMMAND --help   options of one command\n"
     "  trainyard --version\n";
@@ -241,6 +248,16 @@ struct Session {
   }
 };
 
+// Which parameters fell in which optimizer group, and what is frozen.
+void print_groups(const Components& built, const Experiment& ex, const std::string& indent) {
+  std::cout << indent << "parameter groups:\n";
+  for (const auto& g : built.groups)
+    std::cout << indent << "  " << g.name << ": " << g.parameters.size() << " tensors, " << g.numel << " values, lr "
+              << json_number(g.lr) << ", weight decay " << g.weight_decay << "\n" << indent << "    "
+              << join(g.parameters) << "\n";
+  if (!built.frozen.empty()) std::cout << indent << "frozen: " << join(ex.network.freeze) << "\n";
+}
+
 int run(int argc, char** argv) {
   const std::string usage =
       "trainyard run EXP.yaml [--set KEY=VALUE]... [--output-dir DIR] [--fresh] [--plugin-dir DIR]... "
@@ -248,7 +265,9 @@ int run(int argc, char** argv) {
   po::options_description visible;
   po::options_description run_options("run options");
   run_options.add_options()("output-dir", po::value<std::string>(), "folder for run directories (default: output.dir)")(
-      "fresh", "start over instead of resuming; the old run directory is kept, renamed");
+      "fresh", "start over instead of resuming; the old run directory is kept, renamed")(
+      "allow-config-change", "resume even though settings other than the loop's length changed")(
+      "dry-run", "build everything, run one train and one test batch, print the network and timings; write nothing");
   visible.add(run_options).add(launch_options()).add(experiment_options()).add(plugin_options()).add(help_option());
   po::variables_map vm;
   if (!parse(argc, argv, usage, visible, true, vm)) return 0;
@@ -258,6 +277,16 @@ int run(int argc, char** argv) {
   Experiment e = load(vm["experiment"].as<std::string>(), many<std::string>(vm, "set"),
                       many<std::string>(vm, "plugin-dir"), registry);
 
+  if (vm.count("dry-run")) {
+    // One process, no run directory: what the first stage would train.
+    const Experiment& first = e.stages.empty() ? e : e.stages[0];
+    Context context = make_context(first);
+    torch::manual_seed(first.seed);
+    Components built = build_components(first, context);
+    std::cout << dry_run_report(first, built, context);
+    print_groups(built, first, "");
+    return 0;
+  }
   if (auto launched = launch_if_asked(vm, e, argc, argv)) return *launched;
 
   const std::string out_dir = vm.count("output-dir") ? vm["output-dir"].as<std::string>() : e.output.dir;
@@ -330,6 +359,20 @@ int run(int argc, char** argv) {
     comm->check_same("checkpoint to resume from", fs::path(resumed_from).filename().string());
     comm->broadcast_module(*trainer->network_module());
   }
+  // A resumed run continues the same experiment: more epochs, yes; another
+  // learning rate or network, only when asked (the differences are printed).
+  const std::string saved_config = (fs::path(run_dir) / "config.yaml").string();
+  if (!resumed_from.empty() && fs::exists(saved_config)) {
+    auto changes = config_changes(YAML::LoadFile(saved_config), e.resolved());
+    const bool refused = std::any_of(changes.begin(), changes.end(), [](const auto& c) { return !c.allowed; });
+    if (!changes.empty() && context.rank == 0)
+      std::cout << "trainyard: the experiment changed since this run's config.yaml:\n" << describe_changes(changes);
+    if (refused && !vm.count("allow-config-change"))
+      throw ConfigError(saved_config + ": resuming with changed settings (listed above)",
+                        "expected the same experiment; only the loop's length (loop.epochs), logging and input "
+                        "threads may change on resume",
+                        "run with --allow-config-change to resume anyway, or --fresh to start over");
+  }
   if (context.rank == 0) {
     if (fresh && fs::exists(run_dir)) {
       std::string kept = run_dir + ".replaced-" + timestamp();
@@ -342,6 +385,7 @@ int run(int argc, char** argv) {
     yaml << e.resolved();
     write_file_atomic((fs::path(run_dir) / "config.yaml").string(), std::string(yaml.c_str()) + "\n");
     write_file_atomic((fs::path(run_dir) / "config.json").string(), yaml_to_json(e.resolved()) + "\n");
+    record_provenance(run_dir, provenance_json(std::vector<std::string>(argv, argv + argc), registry, world.world_size));
   }
   if (comm) comm->barrier();
   if (world.distributed())
@@ -407,14 +451,6 @@ int validate(int argc, char** argv) {
             << " trainable), loss " << e.loss.plugin << ", optimizer " << e.optimizer.plugin << ", "
             << e.meters.size() << " meters, " << e.callbacks.size() << " callbacks, " << e.overrides.size()
             << " overrides\n";
-  auto print_groups = [](const Components& built, const Experiment& ex, const std::string& indent) {
-    std::cout << indent << "parameter groups:\n";
-    for (const auto& g : built.groups)
-      std::cout << indent << "  " << g.name << ": " << g.parameters.size() << " tensors, " << g.numel << " values, lr "
-                << json_number(g.lr) << ", weight decay " << g.weight_decay << "\n" << indent << "    "
-                << join(g.parameters) << "\n";
-    if (!built.frozen.empty()) std::cout << indent << "frozen: " << join(ex.network.freeze) << "\n";
-  };
   if (e.stages.empty()) print_groups(c, e, "");
   // Each stage built as it will be: its optimizer, groups and freezing.
   for (size_t k = 0; k < e.stages.size(); ++k) {
@@ -653,6 +689,156 @@ int find_lr(int argc, char** argv) {
   return 0;
 }
 
+// Starts `args` with stdout and stderr into `log`; returns the child's pid.
+pid_t spawn_logged(const std::vector<std::string>& args, const std::string& log) {
+  std::vector<char*> cargs;
+  for (const auto& a : args) cargs.push_back(const_cast<char*>(a.c_str()));
+  cargs.push_back(nullptr);
+  const pid_t pid = ::fork();
+  if (pid < 0) throw Error("sweep: cannot start a process: fork failed");
+  if (pid == 0) {
+    const int fd = ::open(log.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
+    if (fd >= 0) ::dup2(fd, 1), ::dup2(fd, 2), ::close(fd);
+    ::execv(cargs[0], cargs.data());
+    ::_exit(127);
+  }
+  return pid;
+}
+
+std::string last_error_line(const std::string& log) {
+  std::string found;
+  for (const auto& line : read_lines(log))
+    if (line.rfind("error: ", 0) == 0) found = line.substr(7);
+  return found;
+}
+
+int sweep(int argc, char** argv) {
+  const std::string usage =
+      "trainyard sweep EXP.yaml --grid KEY=V1,V2,... [--grid KEY=...]... [--parallel N] [--output-dir DIR] "
+      "[--set KEY=VALUE]... [--plugin-dir DIR]...";
+  po::options_description own("sweep options");
+  own.add_options()("grid", po::value<std::vector<std::string>>()->composing(),
+                    "a key and its values, e.g. optimizer.lr=0.1,0.01 (repeatable: the cartesian product runs)")(
+      "parallel", po::value<int>()->default_value(1), "runs at a time (their threads share the cores)")(
+      "output-dir", po::value<std::string>(), "where the sweep folder goes (default: output.dir)");
+  po::options_description visible;
+  visible.add(own).add(experiment_options()).add(plugin_options()).add(help_option());
+  po::variables_map vm;
+  if (!parse(argc, argv, usage, visible, true, vm)) return 0;
+  const std::string exp = vm["experiment"].as<std::string>();
+  const auto sets = many<std::string>(vm, "set");
+  const auto plugin_dirs = many<std::string>(vm, "plugin-dir");
+  const auto grid = many<std::string>(vm, "grid");
+  const int parallel = vm["parallel"].as<int>();
+  if (grid.empty()) throw ConfigError("command line: no --grid", "expected " + usage, "e.g. --grid optimizer.lr=0.1,0.01");
+  if (parallel < 1) throw ConfigError("command line: --parallel " + std::to_string(parallel), "expected at least 1", "");
+
+  Registry registry;
+  Experiment base = load(exp, sets, plugin_dirs, registry);
+  std::vector<GridAxis> axes;
+  for (const auto& g : grid) axes.push_back(parse_grid(g));
+  const auto points = expand_grid(base.name, axes);
+  const std::string out_dir = vm.count("output-dir") ? vm["output-dir"].as<std::string>() : base.output.dir;
+  const std::string sweep_dir = (fs::path(out_dir) / (base.name + "-sweep")).string();
+
+  // Every point is validated before anything runs: a bad value fails the sweep now, exit 2.
+  std::vector<int64_t> total_epochs;
+  std::vector<std::vector<std::string>> point_sets;
+  for (const auto& p : points) {
+    auto s = sets;
+    for (const auto& kv : p.sets()) s.push_back(kv);
+    s.push_back("name=" + p.name);
+    try {
+      Registry r;
+      Experiment e = load(exp, s, plugin_dirs, r);
+      int64_t total = 0;
+      if (e.stages.empty()) total = e.loop.epochs;
+      for (const auto& st : e.stages) total += st.loop.epochs;
+      total_epochs.push_back(total);
+    } catch (const ConfigError& err) {
+      throw ConfigError("sweep point " + p.name + ": " + err.what());
+    }
+    point_sets.push_back(std::move(s));
+  }
+  // Parallel runs share the cores unless the experiment says how many threads each takes.
+  bool threads_set = false;
+  for (const auto& s : sets) threads_set = threads_set || s.rfind("distributed.threads_per_process=", 0) == 0;
+  if (parallel > 1 && !threads_set && base.distributed.threads_per_process == 0)
+    for (auto& s : point_sets)
+      s.push_back("distributed.threads_per_process=" +
+                  std::to_string(std::max(1, static_cast<int>(std::thread::hardware_concurrency()) / parallel)));
+
+  fs::create_directories(fs::path(sweep_dir) / "logs");
+  std::cout << "sweep: " << points.size() << " runs of " << exp << " in " << sweep_dir << ", " << parallel
+            << " at a time\n" << std::flush;
+  std::vector<SweepResult> results(points.size());
+  auto write_tables = [&] {
+    std::vector<SweepResult> done;
+    for (const auto& r : results)
+      if (!r.status.empty()) done.push_back(r);
+    write_file_atomic((fs::path(sweep_dir) / "sweep.csv").string(), sweep_csv(axes, done));
+    write_file_atomic((fs::path(sweep_dir) / "sweep.md").string(),
+                      "# Sweep of " + exp + "\n\n" + sweep_markdown(axes, done));
+  };
+  std::map<pid_t, size_t> running;
+  std::map<size_t, std::chrono::steady_clock::time_point> started;
+  size_t next = 0, finished = 0;
+  int failures = 0;
+  auto report = [&](size_t i) {
+    const auto& r = results[i];
+    ++finished;
+    std::string best;
+    for (const auto& [k, v] : r.metrics)
+      if (k.rfind("test_", 0) == 0) best += " " + k + "=" + json_number(v);
+    std::cout << "sweep: [" << finished << "/" << points.size() << "] " << r.point.name << ": " << r.status
+              << (r.error.empty() ? "" : " (" + r.error + ")") << best << "\n" << std::flush;
+    write_tables();
+  };
+  const std::string self = fs::read_symlink("/proc/self/exe").string();
+  while (next < points.size() || !running.empty()) {
+    while (next < points.size() && static_cast<int>(running.size()) < parallel) {
+      const size_t i = next++;
+      results[i].point = points[i];
+      const std::string run_dir = (fs::path(sweep_dir) / points[i].name).string();
+      if (read_summary(run_dir, total_epochs[i], results[i].metrics, results[i].wall_s)) {
+        results[i].status = "skipped (finished before)";
+        report(i);
+        continue;
+      }
+      std::vector<std::string> args{self, "run", exp, "--output-dir", sweep_dir};
+      for (const auto& s : point_sets[i]) args.push_back("--set"), args.push_back(s);
+      for (const auto& d : plugin_dirs) args.push_back("--plugin-dir"), args.push_back(d);
+      running[spawn_logged(args, (fs::path(sweep_dir) / "logs" / (points[i].name + ".log")).string())] = i;
+      started[i] = std::chrono::steady_clock::now();
+    }
+    if (running.empty()) continue;
+    int status = 0;
+    const pid_t pid = ::waitpid(-1, &status, 0);
+    if (pid < 0) break;
+    auto it = running.find(pid);
+    if (it == running.end()) continue;
+    const size_t i = it->second;
+    running.erase(it);
+    auto& r = results[i];
+    r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+    const std::string run_dir = (fs::path(sweep_dir) / points[i].name).string();
+    const bool complete = read_summary(run_dir, total_epochs[i], r.metrics, r.wall_s);
+    if (r.exit_code == 0 && complete) {
+      r.status = "finished";
+    } else {
+      r.status = r.exit_code == 0 ? "incomplete" : "failed";
+      r.error = last_error_line((fs::path(sweep_dir) / "logs" / (points[i].name + ".log")).string());
+      if (r.error.empty()) r.error = "exit code " + std::to_string(r.exit_code);
+      ++failures;
+    }
+    r.wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - started[i]).count();
+    report(i);
+  }
+  std::cout << "sweep: done: " << points.size() - failures << " of " << points.size() << " runs complete; "
+            << sweep_dir << "/sweep.csv, sweep.md\n";
+  return failures == 0 ? 0 : 1;
+}
+
 int iterate(int argc, char** argv) {
   const std::string usage = "trainyard iterate EXP.yaml [--batches N] [--set KEY=VALUE]... [--plugin-dir DIR]...";
   po::options_description visible;
@@ -715,7 +901,9 @@ int command_main(int argc, char** argv) {
     if (command == "convert") return convert_command(argc, argv);
     if (command == "iterate") return iterate(argc, argv);
     if (command == "find-lr") return find_lr(argc, argv);
-    const std::vector<std::string> commands = {"run", "validate", "plugins", "describe", "convert", "iterate", "find-lr"};
+    if (command == "sweep") return sweep(argc, argv);
+    const std::vector<std::string> commands = {"run",     "validate", "plugins", "describe",
+                                               "convert", "iterate",  "find-lr", "sweep"};
     throw ConfigError("unknown command '" + command + "'", "expected one of " + join(commands),
                       did_you_mean(command, commands));
   } catch (const ConfigError& e) {

@@ -1,0 +1,59 @@
+#include "run/config_diff.h"
+
+#include <map>
+#include <regex>
+
+#include <yaml-cpp/yaml.h>
+
+namespace trainyard::host {
+namespace {
+
+void flatten(const YAML::Node& node, const std::string& prefix, std::map<std::string, std::string>& out) {
+  if (node.IsMap()) {
+    if (node.size() == 0) out[prefix] = "{}";
+    for (const auto& kv : node) flatten(kv.second, prefix.empty() ? kv.first.Scalar() : prefix + "." + kv.first.Scalar(), out);
+  } else if (node.IsSequence()) {
+    if (node.size() == 0) out[prefix] = "[]";
+    for (size_t i = 0; i < node.size(); ++i) flatten(node[i], prefix + "[" + std::to_string(i) + "]", out);
+  } else if (node.IsScalar()) {
+    out[prefix] = node.Scalar();
+  } else {
+    out[prefix] = "null";
+  }
+}
+
+// Lengths that extend a run, and settings that change how fast or how
+// verbosely it runs but not what it computes (batches are the same for any
+// number of decode threads).
+const std::regex kAllowed(
+    R"(^(stages\[\d+\]\.)?loop\.(epochs|log_every_iters|decode_threads|prefetch_batches)$|^output\.keep_checkpoints$|^distributed\.timeout_secs$|^callbacks(\[\d+\].*)?$)");
+
+}  // namespace
+
+std::vector<ConfigChange> config_changes(const YAML::Node& saved, const YAML::Node& now) {
+  std::map<std::string, std::string> a, b;
+  flatten(saved, "", a);
+  flatten(now, "", b);
+  auto ignored = [](const std::string& k) { return k.rfind("resolved_plugins", 0) == 0 || k.rfind("plugin_dirs", 0) == 0; };
+  std::vector<ConfigChange> out;
+  auto add = [&](const std::string& k, const std::string& before, const std::string& after) {
+    if (!ignored(k)) out.push_back({k, before, after, std::regex_search(k, kAllowed)});
+  };
+  for (const auto& [k, v] : a) {
+    auto it = b.find(k);
+    if (it == b.end()) add(k, v, "(absent)");
+    else if (it->second != v) add(k, v, it->second);
+  }
+  for (const auto& [k, v] : b)
+    if (!a.count(k)) add(k, "(absent)", v);
+  return out;
+}
+
+std::string describe_changes(const std::vector<ConfigChange>& changes) {
+  std::string s;
+  for (const auto& c : changes)
+    s += "  " + c.key + ": " + c.before + " -> " + c.after + (c.allowed ? "" : " (not allowed on resume)") + "\n";
+  return s;
+}
+
+}  // namespace trainyard::host

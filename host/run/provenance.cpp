@@ -1,0 +1,89 @@
+#include "run/provenance.h"
+
+#include <link.h>
+#include <unistd.h>
+
+#include <ctime>
+#include <filesystem>
+
+#include <ATen/Parallel.h>
+#include <torch/version.h>
+
+#include "build_info.h"  // generated at every build: TRAINYARD_GIT_COMMIT
+#include "plugins/registry.h"
+#include "trainyard/version.h"
+#include "util/files.h"
+#include "util/json.h"
+#include "util/sha256.h"
+
+namespace fs = std::filesystem;
+
+namespace trainyard::host {
+
+const BuildInfo& build_info() {
+  static const BuildInfo info{TRAINYARD_VERSION, TRAINYARD_GIT_COMMIT};
+  return info;
+}
+
+std::string loaded_blas() {
+  std::string found = "unknown";
+  dl_iterate_phdr(
+      [](dl_phdr_info* info, size_t, void* out) {
+        const std::string name = info->dlpi_name ? info->dlpi_name : "";
+        if (name.find("libblas.so") != std::string::npos || name.find("libopenblas") != std::string::npos) {
+          std::error_code ec;
+          auto real = fs::canonical(name, ec);
+          *static_cast<std::string*>(out) = ec ? name : real.string();
+          return 1;
+        }
+        return 0;
+      },
+      &found);
+  return found;
+}
+
+std::string provenance_json(const std::vector<std::string>& argv, const Registry& registry, int world_size) {
+  std::string command;
+  for (const auto& a : argv) {
+    const bool plain = !a.empty() && a.find_first_of(" \t\n'\"\\$`*?[]{}()<>|&;") == std::string::npos;
+    command += (command.empty() ? "" : " ") + (plain ? a : "'" + a + "'");  // shell-quoted for reading, approximately
+  }
+  char host[256] = {};
+  ::gethostname(host, sizeof host - 1);
+  char started[32];
+  std::time_t t = std::time(nullptr);
+  std::strftime(started, sizeof started, "%Y-%m-%dT%H:%M:%SZ", std::gmtime(&t));
+  std::error_code ec;
+  std::string plugins;
+  for (const auto& lib : registry.libraries()) {
+    std::string hash;
+    try {
+      hash = sha256_file(lib->path);
+    } catch (const std::exception&) {
+      hash = "unreadable";
+    }
+    plugins += std::string(plugins.empty() ? "" : ",") + "\n    {\"name\": " + json_string(lib->name) +
+               ", \"version\": " + json_string(lib->version) + ", \"path\": " + json_string(lib->path) +
+               ", \"sha256\": " + json_string(hash) + "}";
+  }
+  return "{\n  \"command\": " + json_string(command) + ",\n  \"cwd\": " + json_string(fs::current_path(ec).string()) +
+         ",\n  \"trainyard_version\": " + json_string(build_info().version) +
+         ",\n  \"git_commit\": " + json_string(build_info().git_commit) +
+         ",\n  \"sdk_api\": " + json_string(sdk_api_version()) + ",\n  \"fingerprint\": " + json_string(TRAINYARD_FINGERPRINT) +
+         ",\n  \"hostname\": " + json_string(host) + ",\n  \"libtorch\": " + json_string(TORCH_VERSION) +
+         ",\n  \"blas\": " + json_string(loaded_blas()) +
+         ",\n  \"threads\": " + std::to_string(at::get_num_threads()) +
+         ",\n  \"interop_threads\": " + std::to_string(at::get_num_interop_threads()) +
+         ",\n  \"world_size\": " + std::to_string(world_size) + ",\n  \"started\": " + json_string(started) +
+         ",\n  \"plugins\": [" + plugins + "\n  ]\n}\n";
+}
+
+void record_provenance(const std::string& run_dir, const std::string& json) {
+  write_file_atomic((fs::path(run_dir) / "provenance.json").string(), json);
+  std::string line;
+  for (char c : json)
+    if (c != '\n') line += c;
+  append_line((fs::path(run_dir) / "provenance.jsonl").string(), line);
+}
+
+}  // namespace trainyard::host

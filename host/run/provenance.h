@@ -1,0 +1,31 @@
+#pragma once
+// What a run was made with, recorded in its run directory at every start:
+// provenance.json (the latest invocation) and provenance.jsonl (all of them).
+#include <string>
+#include <vector>
+
+namespace trainyard::host {
+
+class Registry;
+
+struct BuildInfo {
+  std::string version;     ///< TRAINYARD_VERSION
+  std::string git_commit;  ///< of the source tree at build time, "+dirty" with local changes; "unknown" outside git
+};
+const BuildInfo& build_info();
+
+/// The provenance record as one JSON object: the command line, working
+/// directory, trainyard version and commit, SDK API and fingerprint, host
+/// name, LibTorch version, BLAS library, thread counts, world size, start
+/// time, and every loaded plugin library's name, version, path and SHA-256.
+std::string provenance_json(const std::vector<std::string>& argv, const Registry& registry, int world_size);
+
+/// Writes provenance.json (atomically) and appends the same record, on one
+/// line, to provenance.jsonl.
+void record_provenance(const std::string& run_dir, const std::string& json);
+
+/// The shared library providing BLAS to this process (the real file behind
+/// libblas.so.3), or "unknown".
+std::string loaded_blas();
+
+}  // namespace trainyard::host

@@ -1,0 +1,166 @@
+#include "sweep/sweep.h"
+
+#include <filesystem>
+#include <set>
+
+#include <yaml-cpp/yaml.h>
+
+#include "trainyard/error.h"
+#include "util/json.h"
+
+namespace fs = std::filesystem;
+
+namespace trainyard::host {
+
+GridAxis parse_grid(const std::string& argument) {
+  const auto eq = argument.find('=');
+  if (eq == std::string::npos || eq == 0 || eq + 1 == argument.size())
+    throw ConfigError("--grid " + argument + ": expected KEY=VALUE,VALUE,...",
+                      "expected e.g. --grid optimizer.lr=0.1,0.01", "");
+  GridAxis axis;
+  axis.key = argument.substr(0, eq);
+  std::string current;
+  int depth = 0;
+  for (char c : argument.substr(eq + 1)) {
+    if (c == '[' || c == '{') ++depth;
+    if (c == ']' || c == '}') --depth;
+    if (c == ',' && depth == 0) {
+      axis.values.push_back(current);
+      current.clear();
+      continue;
+    }
+    current += c;
+  }
+  axis.values.push_back(current);
+  for (auto& v : axis.values) {
+    v.erase(0, v.find_first_not_of(' '));
+    v.erase(v.find_last_not_of(' ') + 1);
+    if (v.empty())
+      throw ConfigError("--grid " + argument + ": an empty value", "expected values separated by commas", "");
+  }
+  std::set<std::string> unique(axis.values.begin(), axis.values.end());
+  if (unique.size() != axis.values.size())
+    throw ConfigError("--grid " + argument + ": a value is repeated", "expected distinct values", "");
+  return axis;
+}
+
+std::vector<std::string> SweepPoint::sets() const {
+  std::vector<std::string> out;
+  for (const auto& [k, v] : values) out.push_back(k + "=" + v);
+  return out;
+}
+
+std::string point_name(const std::string& experiment_name,
+                       const std::vector<std::pair<std::string, std::string>>& values) {
+  std::string name = experiment_name;
+  for (const auto& [k, v] : values) name += "--" + k + "=" + v;
+  for (char& c : name)
+    if (!(std::isalnum(static_cast<unsigned char>(c)) || c == '.' || c == '_' || c == '=' || c == '+' || c == '-')) c = '_';
+  return name;
+}
+
+std::vector<SweepPoint> expand_grid(const std::string& experiment_name, const std::vector<GridAxis>& axes) {
+  std::vector<std::vector<std::pair<std::string, std::string>>> combos{{}};
+  for (const auto& axis : axes) {
+    std::vector<std::vector<std::pair<std::string, std::string>>> next;
+    for (const auto& combo : combos)
+      for (const auto& v : axis.values) {
+        auto c = combo;
+        c.emplace_back(axis.key, v);
+        next.push_back(std::move(c));
+      }
+    combos = std::move(next);
+  }
+  std::vector<SweepPoint> points;
+  std::set<std::string> names;
+  for (auto& c : combos) {
+    SweepPoint p{point_name(experiment_name, c), c};
+    if (!names.insert(p.name).second)
+      throw ConfigError("--grid: two points get the same run name '" + p.name + "'",
+                        "expected values that differ after replacing characters outside [A-Za-z0-9._=+-]", "");
+    points.push_back(std::move(p));
+  }
+  return points;
+}
+
+bool read_summary(const std::string& run_dir, int64_t total_epochs, std::map<std::string, double>& metrics,
+                  double& wall_s) {
+  const std::string path = (fs::path(run_dir) / "summary.json").string();
+  if (!fs::exists(path)) return false;
+  YAML::Node s;
+  try {
+    s = YAML::LoadFile(path);  // JSON is YAML
+  } catch (const YAML::Exception&) {
+    return false;
+  }
+  metrics.clear();
+  if (s["metrics"].IsMap())
+    for (const auto& kv : s["metrics"])
+      if (kv.second.IsScalar()) metrics[kv.first.Scalar()] = kv.second.as<double>(0.0);
+  wall_s = s["wall_s"].as<double>(0.0);
+  // Done when every epoch ran, or a stopping criterion ended it (not a request from outside).
+  const std::string stopped = s["stopped"] ? s["stopped"].as<std::string>("") : "";
+  const bool criterion = stopped.rfind("target reached", 0) == 0 || stopped.rfind("early stop", 0) == 0;
+  return s["epochs_completed"].as<int64_t>(0) >= total_epochs || criterion;
+}
+
+namespace {
+
+std::vector<std::string> metric_columns(const std::vector<SweepResult>& results) {
+  std::set<std::string> keys;
+  for (const auto& r : results)
+    for (const auto& [k, _] : r.metrics) keys.insert(k);
+  return {keys.begin(), keys.end()};
+}
+
+std::string csv_field(const std::string& s) {
+  if (s.find_first_of(",\"\n") == std::string::npos) return s;
+  std::string q = "\"";
+  for (char c : s) q += c == '"' ? std::string("\"\"") : std::string(1, c);
+  return q + "\"";
+}
+
+}  // namespace
+
+std::string sweep_csv(const std::vector<GridAxis>& axes, const std::vector<SweepResult>& results) {
+  const auto metrics = metric_columns(results);
+  std::string out = "run,status";
+  for (const auto& a : axes) out += "," + csv_field(a.key);
+  for (const auto& m : metrics) out += "," + m;
+  out += ",wall_s,error\n";
+  for (const auto& r : results) {
+    out += csv_field(r.point.name) + "," + r.status;
+    for (const auto& [_, v] : r.point.values) out += "," + csv_field(v);
+    for (const auto& m : metrics) out += "," + (r.metrics.count(m) ? json_number(r.metrics.at(m)) : std::string());
+    out += "," + json_number(r.wall_s) + "," + csv_field(r.error) + "\n";
+  }
+  return out;
+}
+
+std::string sweep_markdown(const std::vector<GridAxis>& axes, const std::vector<SweepResult>& results) {
+  const auto metrics = metric_columns(results);
+  auto cell = [](std::string s) {
+    for (auto& c : s)
+      if (c == '|' || c == '\n') c = ' ';
+    return s;
+  };
+  std::string out = "| run | status |";
+  for (const auto& a : axes) out += " " + cell(a.key) + " |";
+  for (const auto& m : metrics) out += " " + m + " |";
+  out += "\n|---|---|";
+  for (size_t i = 0; i < axes.size() + metrics.size(); ++i) out += "---|";
+  out += "\n";
+  for (const auto& r : results) {
+    out += "| " + cell(r.point.name) + " | " + cell(r.status + (r.error.empty() ? "" : ": " + r.error)) + " |";
+    for (const auto& [_, v] : r.point.values) out += " " + cell(v) + " |";
+    for (const auto& m : metrics) {
+      char buf[32] = "";
+      if (r.metrics.count(m)) std::snprintf(buf, sizeof buf, "%.4g", r.metrics.at(m));
+      out += " " + std::string(buf) + " |";
+    }
+    out += "\n";
+  }
+  return out;
+}
+
+}  // namespace trainyard::host

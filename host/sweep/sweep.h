@@ -1,0 +1,52 @@
+#pragma once
+// `trainyard sweep`: the cartesian product of --grid values, each point a
+// separate `trainyard run` (its own run directory, resumable), and a table of
+// the results (sweep.csv, sweep.md). Playground's "large amount of
+// experiments from parameterized launch commands".
+#include <map>
+#include <string>
+#include <vector>
+
+namespace trainyard::host {
+
+struct GridAxis {
+  std::string key;                  ///< dotted key, as for --set
+  std::vector<std::string> values;  ///< YAML values as written
+};
+
+/// "optimizer.lr=0.1,0.01" or "network.hidden_sizes=[64],[128, 64]" (commas
+/// inside brackets or braces do not split). Throws ConfigError.
+GridAxis parse_grid(const std::string& argument);
+
+struct SweepPoint {
+  std::string name;  ///< run directory name: EXPERIMENT--key=value--key=value
+  std::vector<std::pair<std::string, std::string>> values;
+  std::vector<std::string> sets() const;  ///< "key=value" for --set
+};
+
+/// Every combination, the last axis varying fastest.
+std::vector<SweepPoint> expand_grid(const std::string& experiment_name, const std::vector<GridAxis>& axes);
+
+/// A run directory name from values: characters other than [A-Za-z0-9._=+-]
+/// become '_'.
+std::string point_name(const std::string& experiment_name,
+                       const std::vector<std::pair<std::string, std::string>>& values);
+
+struct SweepResult {
+  SweepPoint point;
+  std::string status;  ///< finished | skipped (already finished) | failed
+  int exit_code = 0;
+  std::string error;   ///< the failed run's last error line
+  std::map<std::string, double> metrics;  ///< from its summary.json
+  double wall_s = 0;
+};
+
+/// The metrics and whether the run is complete, from RUN_DIR/summary.json.
+/// `total_epochs` is what a complete run trains (all stages).
+bool read_summary(const std::string& run_dir, int64_t total_epochs, std::map<std::string, double>& metrics,
+                  double& wall_s);
+
+std::string sweep_csv(const std::vector<GridAxis>& axes, const std::vector<SweepResult>& results);
+std::string sweep_markdown(const std::vector<GridAxis>& axes, const std::vector<SweepResult>& results);
+
+}  // namespace trainyard::host

@@ -1,0 +1,181 @@
+// Experiment workflow: sweeps, provenance, config changes on resume.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+
+#include "run/config_diff.h"
+#include "support/support.h"
+#include "sweep/sweep.h"
+#include "trainyard/error.h"
+#include "util/sha256.h"
+
+#include <yaml-cpp/yaml.h>
+
+namespace fs = std::filesystem;
+
+namespace trainyard::host {
+namespace {
+
+std::string experiment(const std::string& name, const std::string& more = "") {
+  const std::string path = test::temp_dir("exp") + "/" + name + ".yaml";
+  test::write_file(path, test::synthetic_experiment(name, more));
+  return path;
+}
+
+TEST(Sha256, KnownDigests) {
+  // FIPS 180-4 examples.
+  EXPECT_EQ(sha256_hex(""), "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855");
+  EXPECT_EQ(sha256_hex("abc"), "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
+  EXPECT_EQ(sha256_hex("abcdbcdecdefdefgefghfghighijhijkijkljklmklmnlmnomnopnopq"),
+            "248d6a61d20638b8e5c026930c3e6039a33ce45964ff2167f6ecedd419db06c1");
+  EXPECT_EQ(sha256_hex(std::string(1000000, 'a')), "cdc76e5c9914fb9281a1c7e284d73e67f1809a48a497200e046d39ccc7112cd0");
+}
+
+TEST(Sweep, GridParsingExpansionAndNames) {
+  GridAxis lr = parse_grid("optimizer.lr=0.1, 0.01");
+  EXPECT_EQ(lr.key, "optimizer.lr");
+  EXPECT_EQ(lr.values, (std::vector<std::string>{"0.1", "0.01"}));
+  GridAxis sizes = parse_grid("network.hidden_sizes=[64],[128, 64]");
+  EXPECT_EQ(sizes.values, (std::vector<std::string>{"[64]", "[128, 64]"}));
+  auto points = expand_grid("exp", {lr, sizes});
+  ASSERT_EQ(points.size(), 4u);
+  EXPECT_EQ(points[0].name, "exp--optimizer.lr=0.1--network.hidden_sizes=_64_");
+  EXPECT_EQ(points[1].name, "exp--optimizer.lr=0.1--network.hidden_sizes=_128__64_");  // last axis fastest
+  EXPECT_EQ(points[3].sets(), (std::vector<std::string>{"optimizer.lr=0.01", "network.hidden_sizes=[128, 64]"}));
+  EXPECT_THROW(parse_grid("optimizer.lr"), ConfigError);
+  EXPECT_THROW(parse_grid("optimizer.lr=0.1,,0.2"), ConfigError);
+  EXPECT_THROW(parse_grid("optimizer.lr=0.1,0.1"), ConfigError);
+}
+
+TEST(Sweep, RunsEveryPointSkipsFinishedResumesUnfinishedAndRecordsFailures) {
+  const std::string exp = experiment("sw"), out = test::temp_dir("out");
+  const std::string grid = " --grid optimizer.lr=0.05,0.2 --grid 'network={plugin: mlp, hidden_sizes: [8]},"
+                           "{plugin: crashing, crash_at: 3}' --plugin-dir " + test::fixture_dir("components") +
+                           " --output-dir " + out;
+  auto r = test::trainyard("sweep " + exp + grid + " --parallel 2");
+  EXPECT_EQ(r.exit_code, 1) << r.out << r.err;  // the crashing network fails, the sweep goes on
+  const std::string dir = out + "/sw-sweep";
+  auto csv = test::read_lines(dir + "/sweep.csv");
+  ASSERT_EQ(csv.size(), 5u) << test::read_file(dir + "/sweep.csv");
+  EXPECT_TRUE(test::contains(csv[0], "run,status,optimizer.lr,network,")) << csv[0];
+  EXPECT_TRUE(test::contains(csv[0], "test_accuracy_top1")) << csv[0];
+  int finished = 0, failed = 0;
+  for (size_t i = 1; i < csv.size(); ++i) {
+    if (test::contains(csv[i], ",finished,")) ++finished;
+    if (test::contains(csv[i], ",failed,")) {
+      ++failed;
+      EXPECT_TRUE(test::contains(csv[i], "fixture crash in forward")) << csv[i];
+    }
+  }
+  EXPECT_EQ(finished, 2);
+  EXPECT_EQ(failed, 2);
+  const std::string md = test::read_file(dir + "/sweep.md");
+  EXPECT_TRUE(test::contains(md, "| run | status | optimizer.lr | network |")) << md;
+  const std::string good = dir + "/sw--optimizer.lr=0.05--network=_plugin__mlp__hidden_sizes___8__";
+  ASSERT_TRUE(fs::exists(good + "/summary.json"));
+
+  // Again: finished runs are skipped; an unfinished one (its last checkpoint
+  // and summary gone, as if killed) resumes; the failing ones fail again.
+  fs::remove(good + "/summary.json");
+  fs::remove(good + "/checkpoints/ckpt-e0002-i00000032.pt");
+  auto again = test::trainyard("sweep " + exp + grid);
+  EXPECT_EQ(again.exit_code, 1);
+  EXPECT_TRUE(test::contains(again.out, "sw--optimizer.lr=0.2--network=_plugin__mlp__hidden_sizes___8__: skipped"))
+      << again.out;
+  EXPECT_TRUE(test::contains(again.out, "sw--optimizer.lr=0.05--network=_plugin__mlp__hidden_sizes___8__: finished"))
+      << again.out;
+  EXPECT_TRUE(test::contains(test::read_file(dir + "/logs/sw--optimizer.lr=0.05--network=_plugin__mlp__hidden_sizes___8__.log"),
+                             "resuming from"));
+
+  // A bad value fails the whole sweep before anything runs.
+  auto bad = test::trainyard("sweep " + exp + " --grid optimizer.lr=0.1,-1 --output-dir " + test::temp_dir("bad"));
+  EXPECT_EQ(bad.exit_code, 2);
+  EXPECT_TRUE(test::contains(bad.err, "sweep point sw--optimizer.lr=-1: ")) << bad.err;
+}
+
+TEST(Provenance, RecordsCommandVersionsThreadsAndPluginHashes) {
+  const std::string out = test::temp_dir("out");
+  auto r = test::trainyard("run " + experiment("prov") + " --output-dir " + out + " --set loop.epochs=1");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  YAML::Node p = YAML::LoadFile(out + "/prov/provenance.json");
+  EXPECT_TRUE(test::contains(p["command"].as<std::string>(), "run ")) << p["command"];
+  EXPECT_TRUE(test::contains(p["command"].as<std::string>(), "loop.epochs=1"));
+  EXPECT_FALSE(p["git_commit"].as<std::string>().empty());
+  EXPECT_EQ(p["libtorch"].as<std::string>().substr(0, 4), "1.13");
+  EXPECT_FALSE(p["hostname"].as<std::string>().empty());
+  EXPECT_EQ(p["threads"].as<int>(), 1);
+  EXPECT_TRUE(test::contains(p["blas"].as<std::string>(), "blas")) << p["blas"];
+  ASSERT_TRUE(p["plugins"].IsSequence());
+  bool mlp = false;
+  for (const auto& lib : p["plugins"]) {
+    if (lib["name"].as<std::string>() != "mlp") continue;
+    mlp = true;
+    // Checked against coreutils' sha256sum, an independent implementation.
+    auto sum = test::run_command("sha256sum " + lib["path"].as<std::string>());
+    EXPECT_EQ(sum.out.substr(0, 64), lib["sha256"].as<std::string>());
+    EXPECT_EQ(lib["version"].as<std::string>(), "1.0.0");
+  }
+  EXPECT_TRUE(mlp);
+  // Every start appends one line.
+  auto again = test::trainyard("run " + experiment("prov") + " --output-dir " + out + " --set loop.epochs=2");
+  ASSERT_EQ(again.exit_code, 0) << again.err;
+  EXPECT_EQ(test::read_lines(out + "/prov/provenance.jsonl").size(), 2u);
+}
+
+TEST(ConfigChanges, ExtendingIsAllowedOtherChangesAreRefusedUnlessAsked) {
+  const std::string exp = experiment("chg"), out = test::temp_dir("out");
+  ASSERT_EQ(test::trainyard("run " + exp + " --output-dir " + out + " --set loop.epochs=1").exit_code, 0);
+  auto longer = test::trainyard("run " + exp + " --output-dir " + out + " --set loop.epochs=2");
+  ASSERT_EQ(longer.exit_code, 0) << longer.err;
+  EXPECT_TRUE(test::contains(longer.out, "loop.epochs: 1 -> 2")) << longer.out;
+  auto other = test::trainyard("run " + exp + " --output-dir " + out + " --set loop.epochs=3 --set optimizer.lr=0.5");
+  EXPECT_EQ(other.exit_code, 2);
+  EXPECT_TRUE(test::contains(other.out, "optimizer.lr: 0.05 -> 0.5 (not allowed on resume)")) << other.out;
+  EXPECT_TRUE(test::contains(other.err, "--allow-config-change")) << other.err;
+  EXPECT_FALSE(fs::exists(out + "/chg/checkpoints/ckpt-e0003-i00000048.pt"));
+  auto forced = test::trainyard("run " + exp + " --output-dir " + out +
+                                " --set loop.epochs=3 --set optimizer.lr=0.5 --allow-config-change");
+  EXPECT_EQ(forced.exit_code, 0) << forced.err;
+  EXPECT_TRUE(fs::exists(out + "/chg/checkpoints/ckpt-e0003-i00000048.pt"));
+
+  auto changes = config_changes(YAML::Load("{loop: {epochs: 1, batch_per_device: 8}, resolved_plugins: [a]}"),
+                                YAML::Load("{loop: {epochs: 2, batch_per_device: 16}, resolved_plugins: [b]}"));
+  ASSERT_EQ(changes.size(), 2u);
+  EXPECT_EQ(changes[0].key, "loop.batch_per_device");
+  EXPECT_FALSE(changes[0].allowed);
+  EXPECT_EQ(changes[1].key, "loop.epochs");
+  EXPECT_TRUE(changes[1].allowed);
+}
+
+}  // namespace
+}  // namespace trainyard::host
+
+namespace trainyard::host {
+namespace {
+
+TEST(DryRun, PrintsTheModuleTreeWithShapesTimingsAndGroupsAndWritesNothing) {
+  std::string yaml = test::synthetic_experiment("dry");
+  auto replace = [&](const std::string& from, const std::string& to) { yaml.replace(yaml.find(from), from.size(), to); };
+  replace("network: {plugin: mlp, hidden_sizes: [32], dropout: 0.1}", "network: {plugin: convnet, channels: [4, 8], hidden: 16}");
+  replace("shape: [1, 4, 4], seed: 1", "shape: [1, 8, 8], seed: 1");
+  replace("shape: [1, 4, 4], seed: 2", "shape: [1, 8, 8], seed: 2");
+  const std::string exp = test::temp_dir("exp") + "/dry.yaml", out = test::temp_dir("out") + "/never";
+  test::write_file(exp, yaml);
+  auto r = test::trainyard("run " + exp + " --dry-run --output-dir " + out);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_FALSE(fs::exists(out));
+  for (const char* line : {"input batch: [32, 1, 8, 8] Float, target [32]",
+                           "(network) ", "-> [32, 4]",
+                           "features.0 torch::nn::Conv2dImpl (36, 36) -> [32, 4, 8, 8]",
+                           "features.1 torch::nn::BatchNorm2dImpl (8, 8) -> [32, 4, 8, 8]",
+                           "features.4 torch::nn::Conv2dImpl (288, 288) -> [32, 8, 4, 4]",
+                           "classifier.1 torch::nn::LinearImpl (528, 528) -> [32, 16]",
+                           "classifier.3 torch::nn::LinearImpl (68, 68) -> [32, 4]",
+                           "network: convnet (convnet 1.0.0, ",
+                           "one train step (ms): data ", "one test batch forward ",
+                           "parameter groups:"})
+    EXPECT_TRUE(test::contains(r.out, line)) << line << "\n" << r.out;
+}
+
+}  // namespace
+}  // namespace trainyard::host
