@@ -17,10 +17,12 @@ packages=(
   libyaml-cpp-dev libboost-dev libboost-program-options-dev libboost-filesystem-dev
   # the data pipeline: packed datasets and image decoding/augmentation
   liblmdb-dev libopencv-core-dev libopencv-imgproc-dev libopencv-imgcodecs-dev lmdb-utils
-  # tests
-  libgtest-dev
+  # tests: GoogleTest; PyTorch to export TorchScript models; protoc and Python's
+  # protobuf to read TensorBoard files back independently; Chromium to render
+  # the HTML report headless
+  libgtest-dev python3-torch protobuf-compiler python3-protobuf chromium
   # real data for the demo and the end-to-end tests
-  dataset-fashion-mnist python3-torch
+  dataset-fashion-mnist
 )
 
 missing=()

@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <numeric>
 #include <cmath>
 #include <cstdio>
 #include <ctime>
@@ -26,14 +27,17 @@
 #include "distributed/world.h"
 #include "plugins/loader.h"
 #include "train/components.h"
+#include "report/report.h"
 #include "report/svg_chart.h"
 #include "run/config_diff.h"
 #include "run/provenance.h"
+#include "scaffold/scaffold.h"
 #include "sweep/sweep.h"
 #include "train/dry_run.h"
 #include "train/guard.h"
 #include "train/lr_finder.h"
 #include "train/trainer.h"
+#include "trainyard/labeled_files.h"
 #include "trainyard/version.h"
 #include "util/files.h"
 #include "util/json.h"
@@ -58,6 +62,10 @@ const char* kUsage =
     "  iterate EXP.yaml    read the training data as training would, and report samples/s\n"
     "  find-lr EXP.yaml    try learning rates; write loss against rate (CSV, SVG) and suggest one\n"
     "  sweep EXP.yaml      run every combination of --grid values; tabulate the results\n"
+    "  eval EXP.yaml       the test meters on a checkpoint (default: the run's latest)\n"
+    "  predict EXP.yaml    top-k classes and probabilities for an LMDB or a folder of images, as CSV\n"
+    "  report RUN_DIR      (re)write the run's plots/*.svg and report.html\n"
+    "  new-plugin NAME     write an out-of-tree plugin project (--kind network|dataset|loss|...)\n"
     "\n"
     "  trainyard COMMAND --help   options of one command\n"
     "  trainyard --version\n";
@@ -428,6 +436,8 @@ int run(int argc, char** argv) {
   std::cout << "trainyard: done: " << trainer->epoch() << "/" << total_epochs << " epochs"
             << (final_values.empty() ? "" : ":") << final_values
             << "; summary in " << RunPaths(run_dir).summary << "\n";
+  if (context.rank == 0 && e.output.report && fs::exists(RunPaths(run_dir).metrics))
+    std::cout << "trainyard: report in " << write_report(run_dir, e.output.plots) << "\n";
   return 0;
 }
 
@@ -839,6 +849,254 @@ int sweep(int argc, char** argv) {
   return failures == 0 ? 0 : 1;
 }
 
+// The checkpoint `eval` and `predict` read: --checkpoint, else the run's latest.
+std::string checkpoint_to_read(const po::variables_map& vm, const Experiment& e) {
+  if (vm.count("checkpoint")) {
+    const std::string path = vm["checkpoint"].as<std::string>();
+    if (!fs::is_regular_file(path))
+      throw ConfigError("command line: --checkpoint " + path + ": no such file", "expected a checkpoint file", "");
+    return path;
+  }
+  const std::string out_dir = vm.count("output-dir") ? vm["output-dir"].as<std::string>() : e.output.dir;
+  const std::string dir = RunPaths((fs::path(out_dir) / e.name).string()).checkpoints;
+  auto all = list_checkpoints(dir);
+  if (all.empty())
+    throw ConfigError(dir + ": no checkpoint to read", "expected a trained run of " + e.source.path,
+                      "train it first, or pass --checkpoint PATH");
+  return all.back();
+}
+
+// Components of the stage the checkpoint belongs to, with its weights loaded.
+struct LoadedModel {
+  Context context;
+  const Experiment* stage = nullptr;
+  std::unique_ptr<Trainer> trainer;
+};
+LoadedModel load_model(const Experiment& e, const std::string& checkpoint) {
+  LoadedModel m;
+  const CheckpointState peeked = peek_checkpoint(checkpoint);
+  m.stage = e.stages.empty() ? &e : &e.stages.at(static_cast<size_t>(std::max<int64_t>(0, peeked.stage)));
+  m.context = make_context(*m.stage);
+  torch::manual_seed(m.stage->seed);
+  Components c = build_components(*m.stage, m.context);
+  m.trainer = std::make_unique<Trainer>(*m.stage, std::move(c), m.context, RunPaths(""));
+  try {
+    load_checkpoint(checkpoint, m.trainer->network(), m.trainer->optimizer());
+  } catch (const Error& err) {
+    throw ConfigError(err.what(), "expected a checkpoint of this experiment's network", "");
+  }
+  return m;
+}
+
+int eval_command(int argc, char** argv) {
+  const std::string usage = "trainyard eval EXP.yaml [--checkpoint PATH] [--output FILE.json] [--output-dir DIR] "
+                            "[--set KEY=VALUE]... [--plugin-dir DIR]...";
+  po::options_description own("eval options");
+  own.add_options()("checkpoint", po::value<std::string>(), "checkpoint to evaluate (default: the run's latest)")(
+      "output-dir", po::value<std::string>(), "folder of run directories (default: output.dir)")(
+      "output", po::value<std::string>(), "also write the values as JSON to this file");
+  po::options_description visible;
+  visible.add(own).add(experiment_options()).add(plugin_options()).add(help_option());
+  po::variables_map vm;
+  if (!parse(argc, argv, usage, visible, true, vm)) return 0;
+  Registry registry;
+  Experiment e = load(vm["experiment"].as<std::string>(), many<std::string>(vm, "set"),
+                      many<std::string>(vm, "plugin-dir"), registry);
+  const std::string checkpoint = checkpoint_to_read(vm, e);
+  LoadedModel m = load_model(e, checkpoint);
+  const MeterValues values = m.trainer->test_pass();
+  std::cout << "eval: " << checkpoint << ":";
+  for (const auto& [k, v] : values) std::cout << " " << k << "=" << json_number(v);
+  std::cout << "\n";
+  if (vm.count("output"))
+    write_file_atomic(vm["output"].as<std::string>(),
+                      "{\"checkpoint\": " + json_string(checkpoint) + ", \"values\": " + json_object(values) + "}\n");
+  return 0;
+}
+
+int predict_command(int argc, char** argv) {
+  const std::string usage =
+      "trainyard predict EXP.yaml --input LMDB_OR_FOLDER --output preds.csv [--checkpoint PATH] [--topk K] "
+      "[--input-options YAML] [--set KEY=VALUE]... [--plugin-dir DIR]...";
+  po::options_description own("predict options");
+  own.add_options()("input", po::value<std::string>(), "an LMDB made by trainyard convert, or a folder of images")(
+      "output", po::value<std::string>(), "CSV to write: one row per input sample")(
+      "checkpoint", po::value<std::string>(), "weights to use (default: the run's latest checkpoint)")(
+      "output-dir", po::value<std::string>(), "folder of run directories (default: output.dir)")(
+      "topk", po::value<int64_t>()->default_value(5), "classes per row, most probable first")(
+      "input-options", po::value<std::string>(),
+      "YAML map of preprocessing options for the input (default: those of dataset.test when it is an lmdb, "
+      "image_folder or csv dataset), e.g. '{mean: [0.286], std: [0.353]}'");
+  po::options_description visible;
+  visible.add(own).add(experiment_options()).add(plugin_options()).add(help_option());
+  po::variables_map vm;
+  if (!parse(argc, argv, usage, visible, true, vm)) return 0;
+  if (!vm.count("input") || !vm.count("output"))
+    throw ConfigError("command line: --input and --output are required", "expected " + usage, "");
+  const std::string input = vm["input"].as<std::string>(), output = vm["output"].as<std::string>();
+  if (!fs::exists(input)) throw ConfigError("command line: --input " + input + ": no such file or folder",
+                                            "expected an LMDB or a folder of images", "");
+  Registry registry;
+  Experiment e = load(vm["experiment"].as<std::string>(), many<std::string>(vm, "set"),
+                      many<std::string>(vm, "plugin-dir"), registry);
+  const std::string checkpoint = checkpoint_to_read(vm, e);
+  LoadedModel m = load_model(e, checkpoint);
+
+  // The input as a dataset of the image_datasets plugin, preprocessed like the test set.
+  const bool is_lmdb = fs::is_regular_file(input) || fs::exists(fs::path(input) / "data.mdb");
+  const std::string plugin = is_lmdb ? "lmdb" : "csv";
+  const Component& component = registry.get(Kind::dataset, plugin);
+  YAML::Node options(YAML::NodeType::Map);
+  const YAML::Node& root = e.source.root;
+  const YAML::Node test = root["dataset"]["test"];
+  const std::vector<std::string> image_datasets = {"lmdb", "image_folder", "csv"};
+  if (test.IsMap() && test["plugin"].IsDefined() &&
+      std::count(image_datasets.begin(), image_datasets.end(), test["plugin"].Scalar()))
+    for (const auto& kv : test) {
+      const std::string k = kv.first.Scalar();
+      if (k != "plugin" && k != "path" && k != "root" && k != "file" && k != "on_bad_record" && component.schema.find(k))
+        options[k] = kv.second;
+    }
+  if (vm.count("input-options")) {
+    YAML::Node extra;
+    try {
+      extra = YAML::Load(vm["input-options"].as<std::string>());
+    } catch (const YAML::Exception& err) {
+      throw ConfigError("command line: --input-options: not valid YAML: " + std::string(err.what()),
+                        "expected a map such as '{mean: [0.286], std: [0.353]}'", "");
+    }
+    if (!extra.IsMap())
+      throw ConfigError("command line: --input-options: not a map", "expected a map such as '{mean: [0.286]}'", "");
+    for (const auto& kv : extra) options[kv.first.Scalar()] = kv.second;
+  }
+  std::vector<std::string> files;
+  const std::string list = (fs::temp_directory_path() / ("trainyard-predict-" + std::to_string(::getpid()) + ".csv")).string();
+  if (is_lmdb) {
+    options["path"] = input;
+  } else {
+    for (const auto& entry : fs::recursive_directory_iterator(input))
+      if (entry.is_regular_file() && trainyard::is_image_file(entry.path().string())) files.push_back(fs::absolute(entry.path()).string());
+    std::sort(files.begin(), files.end());
+    if (files.empty()) throw ConfigError("command line: --input " + input + ": no images in this folder",
+                                         "expected .png, .jpg, .jpeg, .bmp or .pgm files", "");
+    std::string csv = "path,label\n";
+    for (const auto& f : files) csv += f + ",0\n";  // labels unknown: the column is left empty in the output
+    write_file_atomic(list, csv);
+    options["file"] = list;
+  }
+  Options validated = validate_options(e.source, options, "--input-options", component.schema, {}, plugin);
+  Context context = m.context;
+  context.component = "predict input";
+  auto dataset = guarded(e.test_data.component ? e.test_data : e.train_data, "construction", [&] {
+    return std::get<Factory<Dataset>>(component.factory)(validated, context);
+  });
+  std::vector<int64_t> order(static_cast<size_t>(dataset->size()));
+  std::iota(order.begin(), order.end(), 0);
+  LoaderOptions lo;
+  lo.batch_size = e.loop.test_batch_per_device > 0 ? e.loop.test_batch_per_device : e.loop.batch_per_device;
+  lo.device = context.device;
+  BatchStream batches = batch_stream(*dataset, order, 0, 0, lo, std::make_shared<LoaderStats>());
+  const auto& names = m.context.dataset.class_names;
+  const int64_t k = std::max<int64_t>(1, std::min<int64_t>(vm["topk"].as<int64_t>(), m.context.dataset.num_classes));
+  std::string csv = "index,source,label";
+  for (int64_t j = 1; j <= k; ++j) csv += ",class_" + std::to_string(j) + ",prob_" + std::to_string(j);
+  csv += "\n";
+  auto class_name = [&](int64_t c) { return c < static_cast<int64_t>(names.size()) ? names[size_t(c)] : std::to_string(c); };
+  Network& net = m.trainer->network();
+  net.eval();
+  at::NoGradGuard no_grad;
+  int64_t rows = 0;
+  while (auto batch = batches()) {
+    at::Tensor probs = net.forward(*batch).softmax(1).cpu();
+    auto [p, idx] = probs.topk(k, 1);
+    at::Tensor target = batch->target.cpu();
+    for (int64_t i = 0; i < batch->size(); ++i) {
+      const int64_t sample = batch->indices[size_t(i)];
+      csv += std::to_string(sample) + "," + (is_lmdb ? "lmdb:" + std::to_string(sample) : files[size_t(sample)]) + "," +
+             (is_lmdb ? class_name(target[i].item<int64_t>()) : std::string());
+      for (int64_t j = 0; j < k; ++j)
+        csv += "," + class_name(idx[i][j].item<int64_t>()) + "," + json_number(p[i][j].item<double>());
+      csv += "\n";
+      ++rows;
+    }
+  }
+  if (!is_lmdb) fs::remove(list);
+  write_file_atomic(output, csv);
+  std::cout << "predict: " << rows << " samples from " << input << " with " << checkpoint << " -> " << output << "\n";
+  return 0;
+}
+
+int report_command(int argc, char** argv) {
+  const std::string usage = "trainyard report RUN_DIR";
+  po::options_description visible;
+  visible.add(help_option());
+  po::options_description all;
+  all.add(visible);
+  all.add_options()("run-dir", po::value<std::string>(), "run directory");
+  po::positional_options_description positional;
+  positional.add("run-dir", 1);
+  po::variables_map vm;
+  try {
+    po::store(po::command_line_parser(argc - 1, argv + 1).options(all).positional(positional).run(), vm);
+  } catch (const po::error& err) {
+    throw ConfigError(std::string("command line: ") + err.what(), "expected " + usage, "");
+  }
+  if (vm.count("help")) {
+    std::cout << "usage: " << usage << "\n\n" << visible << "\n";
+    return 0;
+  }
+  if (!vm.count("run-dir")) throw ConfigError("command line: missing the run directory", "expected " + usage, "");
+  const std::string dir = vm["run-dir"].as<std::string>();
+  if (!fs::exists(fs::path(dir) / "metrics.jsonl"))
+    throw ConfigError(dir + ": not a run directory (no metrics.jsonl)", "expected e.g. runs/fashion_mnist_mlp", "");
+  YAML::Node config;
+  if (fs::exists(fs::path(dir) / "config.yaml")) config = YAML::LoadFile((fs::path(dir) / "config.yaml").string());
+  std::cout << "report: " << write_report(dir, plots_of_config(config)) << "\n";
+  return 0;
+}
+
+int new_plugin(int argc, char** argv) {
+  const std::string usage = "trainyard new-plugin NAME --kind " + join(scaffold_kinds(), "|") + " [--output DIR]";
+  po::options_description own("new-plugin options");
+  own.add_options()("kind", po::value<std::string>(), "the component kind")(
+      "output", po::value<std::string>(), "project folder to create (default: ./NAME); must not exist or be empty");
+  po::options_description visible;
+  visible.add(own).add(help_option());
+  po::options_description all;
+  all.add(visible);
+  all.add_options()("name", po::value<std::string>(), "plugin name");
+  po::positional_options_description positional;
+  positional.add("name", 1);
+  po::variables_map vm;
+  try {
+    po::store(po::command_line_parser(argc - 1, argv + 1).options(all).positional(positional).run(), vm);
+  } catch (const po::error& err) {
+    throw ConfigError(std::string("command line: ") + err.what(), "expected " + usage, "");
+  }
+  if (vm.count("help")) {
+    std::cout << "usage: " << usage << "\n\n" << visible << "\n";
+    return 0;
+  }
+  if (!vm.count("name") || !vm.count("kind"))
+    throw ConfigError("command line: a name and --kind are required", "expected " + usage,
+                      "e.g. trainyard new-plugin my_net --kind network");
+  const std::string name = vm["name"].as<std::string>();
+  const auto files = plugin_project(name, vm["kind"].as<std::string>());
+  const fs::path dir = vm.count("output") ? fs::path(vm["output"].as<std::string>()) : fs::path(name);
+  if (fs::exists(dir) && !(fs::is_directory(dir) && fs::is_empty(dir)))
+    throw ConfigError("new-plugin: " + dir.string() + " already exists and is not empty",
+                      "expected a new or empty folder, so that nothing is overwritten", "pass --output DIR");
+  fs::create_directories(dir);
+  for (const auto& [file, text] : files) write_file_atomic((dir / file).string(), text);
+  std::cout << "new-plugin: wrote " << dir.string() << "/ (" << join([&] {
+    std::vector<std::string> names;
+    for (const auto& [file, _] : files) names.push_back(file);
+    return names;
+  }()) << ")\nbuild it against an installed trainyard:\n  cmake -S " << dir.string() << " -B " << (dir / "build").string()
+            << " -DCMAKE_PREFIX_PATH=PREFIX && cmake --build " << (dir / "build").string() << "\n";
+  return 0;
+}
+
 int iterate(int argc, char** argv) {
   const std::string usage = "trainyard iterate EXP.yaml [--batches N] [--set KEY=VALUE]... [--plugin-dir DIR]...";
   po::options_description visible;
@@ -902,8 +1160,12 @@ int command_main(int argc, char** argv) {
     if (command == "iterate") return iterate(argc, argv);
     if (command == "find-lr") return find_lr(argc, argv);
     if (command == "sweep") return sweep(argc, argv);
-    const std::vector<std::string> commands = {"run",     "validate", "plugins", "describe",
-                                               "convert", "iterate",  "find-lr", "sweep"};
+    if (command == "eval") return eval_command(argc, argv);
+    if (command == "predict") return predict_command(argc, argv);
+    if (command == "report") return report_command(argc, argv);
+    if (command == "new-plugin") return new_plugin(argc, argv);
+    const std::vector<std::string> commands = {"run",   "validate", "plugins", "describe", "convert", "iterate",
+                                               "find-lr", "sweep", "eval",    "predict",  "report",  "new-plugin"};
     throw ConfigError("unknown command '" + command + "'", "expected one of " + join(commands),
                       did_you_mean(command, commands));
   } catch (const ConfigError& e) {

@@ -460,6 +460,8 @@ const Schema& output_schema() {
     Schema s;
     s.add("dir", "runs", "folder holding run directories (<dir>/<name>/); relative to the working directory");
     s.add("keep_checkpoints", 3, "how many recent checkpoints to keep; 0 keeps all").min(0);
+    s.add("report", true, "write report.html and plots/*.svg in the run directory at the end of a run");
+    // `plots:` (a list of {title, x, ys}) is checked by the host, not by this schema.
     return s;
   }();
   return schema;
@@ -750,9 +752,45 @@ Experiment validate_experiment(ExperimentSource source, const Registry& registry
   e.distributed.bucket_mb = dist.get<int64_t>("bucket_mb");
   e.distributed.sync_batch_norm = dist.get<bool>("sync_batch_norm");
 
-  Options out = v.section("output", output_schema());
+  Options out = validate_options(src, v.get(root, "output"), "output", output_schema(), {"plots"}, "section 'output'");
   e.output.dir = out.get<std::string>("dir");
   e.output.keep_checkpoints = out.get<int64_t>("keep_checkpoints");
+  e.output.report = out.get<bool>("report");
+  const YAML::Node output_node = v.get(root, "output");
+  if (output_node.IsDefined() && output_node.IsMap() && v.get(output_node, "plots").IsDefined()) {
+    const YAML::Node plots = v.get(output_node, "plots");
+    if (!plots.IsSequence())
+      fail(src.where(plots, "output.plots"), "wrong type",
+           "expected a list of {title: ..., x: iteration|epoch, ys: [names]}, got " + shown(plots));
+    for (size_t i = 0; i < plots.size(); ++i) {
+      const std::string key = index_key("output.plots", i);
+      const YAML::Node p = plots[i];
+      if (!p.IsMap()) fail(src.where(p, key), "wrong type", "expected {title: ..., x: ..., ys: [...]}, got " + shown(p));
+      for (const auto& kv : p) {
+        const std::string k = kv.first.Scalar();
+        if (k != "title" && k != "x" && k != "ys")
+          fail(src.where(kv.first, key + "." + k), "unknown key '" + k + "'", "expected title, x or ys",
+               did_you_mean(k, {"title", "x", "ys"}));
+      }
+      PlotSpec spec;
+      if (p["ys"].IsDefined()) {
+        OptionSpec ys;
+        ys.key = "ys";
+        ys.type = OptionType::string_list;
+        spec.ys = std::get<std::vector<std::string>>(Checker{src, ys, key + ".ys"}.convert(p["ys"]));
+      }
+      if (spec.ys.empty())
+        fail(src.where(p, key + ".ys"), "a plot needs values", "expected ys: [names], e.g. [train_loss, test_loss]");
+      if (p["x"].IsDefined()) {
+        OptionSpec x;
+        x.key = "x";
+        x.choices = {"iteration", "epoch"};
+        spec.x = std::get<std::string>(Checker{src, x, key + ".x"}.convert(p["x"]));
+      }
+      spec.title = p["title"].IsDefined() && p["title"].IsScalar() ? p["title"].Scalar() : join(spec.ys);
+      e.output.plots.push_back(spec);
+    }
+  }
 
   flatten(root["extra"], "", e.extra);
   return e;
@@ -824,7 +862,21 @@ YAML::Node Experiment::resolved() const {
   r["loop"] = section_node(validate_options(source, root["loop"], "loop", loop_schema(), {}, "loop"));
   r["distributed"] =
       section_node(validate_options(source, root["distributed"], "distributed", distributed_schema(), {}, "distributed"));
-  r["output"] = section_node(validate_options(source, root["output"], "output", output_schema(), {}, "output"));
+  r["output"] = section_node(validate_options(source, root["output"], "output", output_schema(), {"plots"}, "output"));
+  if (!output.plots.empty()) {
+    YAML::Node plots(YAML::NodeType::Sequence);
+    for (const auto& p : output.plots) {
+      YAML::Node n(YAML::NodeType::Map);
+      n["title"] = p.title;
+      n["x"] = p.x;
+      YAML::Node ys(YAML::NodeType::Sequence);
+      ys.SetStyle(YAML::EmitterStyle::Flow);
+      for (const auto& y : p.ys) ys.push_back(y);
+      n["ys"] = ys;
+      plots.push_back(n);
+    }
+    r["output"]["plots"] = plots;
+  }
   r["stopping"] = section_node(validate_options(source, root["stopping"], "stopping", stopping_schema(), {}, "stopping"));
   r["schedule"] = section_node(validate_options(source, root["schedule"], "schedule", schedule_schema(), {}, "schedule"));
   r["extra"] = root["extra"].IsDefined() ? YAML::Clone(root["extra"]) : YAML::Node(YAML::NodeType::Map);

@@ -104,9 +104,18 @@ struct StoppingConfig {
   std::string mode = "auto";  ///< max | min | auto (min for names with "loss")
 };
 
+/// output.plots entry (Playground's plots): one chart of meter values.
+struct PlotSpec {
+  std::string title;
+  std::string x = "iteration";    ///< iteration | epoch
+  std::vector<std::string> ys;    ///< value names: train_loss, test_accuracy_top1, lr, ...
+};
+
 struct OutputConfig {
   std::string dir = "runs";
   int64_t keep_checkpoints = 3;  ///< 0: keep all
+  std::vector<PlotSpec> plots;   ///< empty: the default plots (loss, accuracy, learning rate)
+  bool report = true;            ///< report.html and plots/ at the end of a run
 };
 
 struct Experiment {

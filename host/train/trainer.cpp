@@ -399,6 +399,15 @@ void Trainer::default_epoch(int64_t epoch) {
 MeterValues Trainer::default_test() {
   if (!c_.test_data.object) return {};
   each_callback("before_test", [&](Callback& cb) { cb.before_test(*this); });
+  MeterValues v = test_pass();
+  log("test", v);
+  each_callback("after_test", [&](Callback& cb) { cb.after_test(*this, v); });
+  return v;
+}
+
+MeterValues Trainer::test_pass() {
+  if (!c_.test_data.object) throw ConfigError(e_.source.path + ": dataset.test: the experiment has no test dataset",
+                                              "expected dataset.test: {plugin: ...}", "");
   for (auto& m : c_.test_meters) guarded(*m.config, "reset", [&] { m.object->reset(); });
   test_stats_->bad_records = 0;  // counted per test pass
   Network& net = *c_.network.object;
@@ -426,8 +435,6 @@ MeterValues Trainer::default_test() {
   net.train();
   MeterValues v = meter_values(c_.test_meters, "test_");
   if (c_.test_data.config->skip_bad_records) v["test_bad_records"] = static_cast<double>(test_stats_->bad_records.load());
-  log("test", v);
-  each_callback("after_test", [&](Callback& cb) { cb.after_test(*this, v); });
   return v;
 }
 

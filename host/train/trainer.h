@@ -87,6 +87,9 @@ class Trainer final : public Loop {
   /// Every update at this rate (groups keep their ratios to the first group)
   /// instead of the schedule's; nullopt puts the starting rates back.
   void set_fixed_lr(std::optional<double> lr);
+  /// The test meters over the test set on the current weights (what the
+  /// test stage computes), without logging or callbacks: `trainyard eval`.
+  MeterValues test_pass();
   /// Makes this a data-parallel run: gradients averaged, meters summed and
   /// stops agreed over ranks; only rank 0 writes files.
   void set_communicator(Communicator* comm);

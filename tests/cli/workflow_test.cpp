@@ -3,13 +3,15 @@
 
 #include <filesystem>
 
+#include <opencv2/imgcodecs.hpp>
+#include <yaml-cpp/yaml.h>
+
 #include "run/config_diff.h"
 #include "support/support.h"
 #include "sweep/sweep.h"
 #include "trainyard/error.h"
 #include "util/sha256.h"
-
-#include <yaml-cpp/yaml.h>
+#include "util/text.h"
 
 namespace fs = std::filesystem;
 
@@ -175,6 +177,134 @@ TEST(DryRun, PrintsTheModuleTreeWithShapesTimingsAndGroupsAndWritesNothing) {
                            "one train step (ms): data ", "one test batch forward ",
                            "parameter groups:"})
     EXPECT_TRUE(test::contains(r.out, line)) << line << "\n" << r.out;
+}
+
+}  // namespace
+}  // namespace trainyard::host
+
+
+namespace trainyard::host {
+namespace {
+
+YAML::Node json_file(const std::string& path) { return YAML::LoadFile(path); }
+
+TEST(Eval, ReproducesTheRunsFinalTestValuesFromItsCheckpoint) {
+  const std::string exp = experiment("ev"), out = test::temp_dir("out");
+  ASSERT_EQ(test::trainyard("run " + exp + " --output-dir " + out).exit_code, 0);
+  auto r = test::trainyard("eval " + exp + " --output-dir " + out + " --output " + out + "/eval.json");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_TRUE(test::contains(r.out, "ckpt-e0002-i00000032.pt: test_accuracy_top1=")) << r.out;
+  YAML::Node summary = json_file(out + "/ev/summary.json"), eval = json_file(out + "/eval.json");
+  for (const char* k : {"test_accuracy_top1", "test_accuracy_top2", "test_loss"})
+    EXPECT_DOUBLE_EQ(eval["values"][k].as<double>(), summary["metrics"][k].as<double>()) << k;
+  // An older checkpoint gives that epoch's values, and the run's files are untouched.
+  const std::string metrics = test::read_file(out + "/ev/metrics.jsonl");
+  auto first = test::trainyard("eval " + exp + " --checkpoint " + out + "/ev/checkpoints/ckpt-e0001-i00000016.pt");
+  ASSERT_EQ(first.exit_code, 0) << first.err;
+  EXPECT_EQ(test::read_file(out + "/ev/metrics.jsonl"), metrics);
+  auto none = test::trainyard("eval " + exp + " --output-dir " + test::temp_dir("empty"));
+  EXPECT_EQ(none.exit_code, 2);
+  EXPECT_TRUE(test::contains(none.err, "no checkpoint to read")) << none.err;
+}
+
+TEST(Predict, WritesOneRowPerInputWithTopKClassesFromAnLmdbOrAFolder) {
+  // Three classes of 8x8 gray images, dark, middle, bright, with noise.
+  const std::string root = test::temp_dir("images"), db = test::temp_dir("db") + "/shapes", out = test::temp_dir("out");
+  cv::RNG rng(3);
+  for (int c = 0; c < 3; ++c)
+    for (int i = 0; i < 8; ++i) {
+      cv::Mat m(8, 8, CV_8UC1);
+      rng.fill(m, cv::RNG::UNIFORM, 40 + 80 * c, 60 + 80 * c);
+      fs::create_directories(root + "/" + std::string(1, char('a' + c)));
+      ASSERT_TRUE(cv::imwrite(root + "/" + std::string(1, char('a' + c)) + "/" + std::to_string(i) + ".png", m));
+    }
+  ASSERT_EQ(test::trainyard("convert --from folder --input " + root + " --output " + db).exit_code, 0);
+  const std::string exp = test::temp_dir("exp") + "/shapes.yaml";
+  test::write_file(exp, "name: shapes\nseed: 1\n"
+                        "dataset:\n  train: {plugin: lmdb, path: " + db + ", mean: [0.5], std: [0.25]}\n"
+                        "  test: {plugin: lmdb, path: " + db + ", mean: [0.5], std: [0.25]}\n"
+                        "network: {plugin: mlp, hidden_sizes: [16]}\nloss: {plugin: cross_entropy}\n"
+                        "optimizer: {plugin: adam, lr: 0.01}\nmeters: [{plugin: topk_accuracy}]\n"
+                        "loop: {epochs: 20, batch_per_device: 8}\ndistributed: {threads_per_process: 1}\n");
+  ASSERT_EQ(test::trainyard("run " + exp + " --output-dir " + out).exit_code, 0);
+  auto from_db = test::trainyard("predict " + exp + " --output-dir " + out + " --input " + db + " --output " + out +
+                                 "/db.csv --topk 2");
+  ASSERT_EQ(from_db.exit_code, 0) << from_db.err;
+  auto rows = test::read_lines(out + "/db.csv");
+  ASSERT_EQ(rows.size(), 25u);
+  EXPECT_EQ(rows[0], "index,source,label,class_1,prob_1,class_2,prob_2");
+  int right = 0;
+  for (size_t i = 1; i < rows.size(); ++i) {
+    auto cells = split(rows[i], ',');
+    ASSERT_EQ(cells.size(), 7u) << rows[i];
+    EXPECT_TRUE(cells[3] == "a" || cells[3] == "b" || cells[3] == "c") << rows[i];
+    EXPECT_GE(std::stod(cells[4]), std::stod(cells[6])) << rows[i];
+    EXPECT_LE(std::stod(cells[4]), 1.0);
+    if (cells[2] == cells[3]) ++right;
+  }
+  EXPECT_GE(right, 22) << "an easy problem: the model should have learned it";
+  auto from_folder = test::trainyard("predict " + exp + " --output-dir " + out + " --input " + root + " --output " +
+                                     out + "/folder.csv --topk 1");
+  ASSERT_EQ(from_folder.exit_code, 0) << from_folder.err;
+  auto frows = test::read_lines(out + "/folder.csv");
+  ASSERT_EQ(frows.size(), 25u);
+  EXPECT_TRUE(test::contains(frows[1], root + "/a/0.png,,a,")) << frows[1];  // sorted paths; label unknown
+}
+
+}  // namespace
+}  // namespace trainyard::host
+
+namespace trainyard::host {
+namespace {
+
+// Python's XML parser: the file is well-formed; prints each series' name and its polyline count.
+std::string svg_series(const std::string& svg) {
+  auto r = test::run_command(
+      "python3 -c \"import sys, xml.dom.minidom as m; d = m.parse(sys.argv[1]); "
+      "print(' '.join(g.getAttribute('data-name') + ':' + str(len(g.getElementsByTagName('polyline'))) "
+      "for g in d.getElementsByTagName('g') if g.getAttribute('class') == 'series'))\" " + svg);
+  return r.exit_code == 0 ? r.out : "not well-formed: " + r.err;
+}
+
+TEST(Report, PlotsAsRequestedAndAReportThatRendersInChromium) {
+  const std::string exp = experiment("rep", "output:\n  plots:\n    - {title: Loss, ys: [train_loss, test_loss]}\n"
+                                            "    - {x: epoch, ys: [test_accuracy_top1]}\n");
+  const std::string out = test::temp_dir("out");
+  auto r = test::trainyard("run " + exp + " --output-dir " + out);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const std::string dir = out + "/rep";
+  EXPECT_TRUE(test::contains(r.out, "report in " + dir + "/report.html")) << r.out;
+  EXPECT_EQ(svg_series(dir + "/plots/01-loss.svg"), "train_loss:1 test_loss:1\n");
+  EXPECT_EQ(svg_series(dir + "/plots/02-test_accuracy_top1.svg"), "test_accuracy_top1:1\n");
+  const std::string html = test::read_file(dir + "/report.html");
+  for (const char* part : {"<!DOCTYPE html>", "<h1>rep</h1>", "Final values", "test_accuracy_top1", "<svg ",
+                           "Provenance", "Plugins", "Resolved configuration", "libmlp.so"})
+    EXPECT_TRUE(test::contains(html, part)) << part;
+  EXPECT_FALSE(test::contains(html, "http://") && test::contains(html, "<script")) << "self-contained";
+
+  // Regenerated on demand; the default plots when the config asks for none.
+  std::filesystem::remove(dir + "/report.html");
+  auto again = test::trainyard("report " + dir);
+  ASSERT_EQ(again.exit_code, 0) << again.err;
+  EXPECT_TRUE(std::filesystem::exists(dir + "/report.html"));
+  const std::string plain = experiment("plain"), pout = test::temp_dir("plain");
+  ASSERT_EQ(test::trainyard("run " + plain + " --output-dir " + pout).exit_code, 0);
+  EXPECT_EQ(svg_series(pout + "/plain/plots/01-loss.svg"), "test_loss:1 train_loss:1\n");
+  EXPECT_EQ(svg_series(pout + "/plain/plots/03-learning_rate.svg"), "lr:1\n");
+  auto bad = test::trainyard("report " + test::temp_dir("nothing"));
+  EXPECT_EQ(bad.exit_code, 2);
+
+  // A real browser draws it: the screenshot is not blank.
+  if (test::run_command("command -v chromium").exit_code != 0)
+    GTEST_SKIP() << "chromium is not installed (Debian package chromium): the rendering check did not run";
+  const std::string shot = test::temp_dir("shot") + "/report.png";
+  auto c = test::run_command("timeout 120 chromium --headless --no-sandbox --disable-gpu --hide-scrollbars "
+                             "--window-size=1200,1400 --screenshot=" + shot + " file://" + dir + "/report.html");
+  ASSERT_TRUE(std::filesystem::exists(shot)) << c.err;
+  cv::Mat image = cv::imread(shot, cv::IMREAD_GRAYSCALE);
+  ASSERT_FALSE(image.empty());
+  const double ink = cv::countNonZero(image < 200) / double(image.total());
+  EXPECT_GT(ink, 0.01) << "the page rendered (almost) blank";
 }
 
 }  // namespace
