@@ -275,7 +275,9 @@ int run(int argc, char** argv) {
   run_options.add_options()("output-dir", po::value<std::string>(), "folder for run directories (default: output.dir)")(
       "fresh", "start over instead of resuming; the old run directory is kept, renamed")(
       "allow-config-change", "resume even though settings other than the loop's length changed")(
-      "dry-run", "build everything, run one train and one test batch, print the network and timings; write nothing");
+      "dry-run", "build everything, run one train and one test batch, print the network and timings; write nothing")(
+      "debug", "stop at the first non-finite loss, gradient or parameter and name the operation, layer or "
+               "parameter that produced it");
   visible.add(run_options).add(launch_options()).add(experiment_options()).add(plugin_options()).add(help_option());
   po::variables_map vm;
   if (!parse(argc, argv, usage, visible, true, vm)) return 0;
@@ -314,6 +316,7 @@ int run(int argc, char** argv) {
     Components components = build_components(ek, context);
     auto t = std::make_unique<Trainer>(ek, std::move(components), context, RunPaths(run_dir));
     t->set_communicator(comm.get());
+    t->set_debug(vm.count("debug") != 0);
     StageInfo info;
     info.index = static_cast<int64_t>(k);
     info.count = static_cast<int64_t>(stage_count);

@@ -413,6 +413,11 @@ const Schema& loop_schema() {
     s.add("decode_threads", 0, "threads that read, decode and augment samples; 0 does it on the training thread")
         .range(0, 64);
     s.add("prefetch_batches", 4, "ready batches the decode threads keep ahead of training").range(1, 1024);
+    s.add("nonfinite", "error",
+          "a NaN or infinite loss or gradient: error (stop before the update, checkpoint, name the cause), skip "
+          "(drop that update, count it; stop after nonfinite_max_skips in a row), or ignore")
+        .one_of({"error", "skip", "ignore"});
+    s.add("nonfinite_max_skips", 10, "skip: updates dropped in a row before the run stops as with error").min(1);
     return s;
   }();
   return schema;
@@ -720,6 +725,8 @@ Experiment validate_experiment(ExperimentSource source, const Registry& registry
   e.loop.iter_size = loop.get<int64_t>("iter_size");
   e.loop.clip_grad_norm = loop.get<double>("clip_grad_norm");
   e.loop.clip_grad_value = loop.get<double>("clip_grad_value");
+  e.loop.nonfinite = loop.get<std::string>("nonfinite");
+  e.loop.nonfinite_max_skips = loop.get<int64_t>("nonfinite_max_skips");
   if (e.loop.checkpoint_every_iters % e.loop.iter_size != 0)
     fail(src.where(root["loop"], "loop.checkpoint_every_iters"), "checkpoints must fall between optimizer updates",
          "expected a multiple of iter_size " + std::to_string(e.loop.iter_size) + ", got " +

@@ -78,6 +78,8 @@ struct LoopConfig {
   double clip_grad_value = 0;           ///< 0: no clipping by value
   int64_t decode_threads = 0;           ///< 0: decode on the training thread
   int64_t prefetch_batches = 4;
+  std::string nonfinite = "error";      ///< error | skip | ignore: a NaN/inf loss or gradient
+  int64_t nonfinite_max_skips = 10;     ///< skip: in a row, before stopping as with error
 };
 
 struct DistributedConfig {

@@ -9,6 +9,8 @@
 
 #include "distributed/communicator.h"
 #include "train/guard.h"
+#include "train/nonfinite.h"
+#include "util/text.h"
 #include "util/files.h"
 #include "util/json.h"
 
@@ -217,6 +219,14 @@ StepResult Trainer::default_train_step(const Batch& batch) {
   }
   at::Tensor output = guarded(*c_.network.config, "forward", [&] { return c_.network.object->forward(batch); });
   at::Tensor loss = guarded(*c_.loss.config, "compute", [&] { return c_.loss.object->compute(output, batch); });
+  if (debug_ || e_.loop.nonfinite != "ignore") {
+    batch_ = &batch;
+    if (!std::isfinite(loss.item<double>())) {
+      loss_finite_ = false;
+      last_output_ = output.detach();
+      if (debug_) handle_nonfinite();  // stops here, before backward
+    }
+  }
   // Accumulating k batches: each contributes 1/k, so the update is that of one k-times larger batch.
   if (reducer_) reducer_->set_active(micro_ == k - 1);  // communicate on the last backward only
   guarded(*c_.network.config, "backward", [&] { (k > 1 ? loss / static_cast<double>(k) : loss).backward(); });
@@ -259,9 +269,58 @@ void Trainer::finish_update() {
   if (micro_ < e_.loop.iter_size)
     for (auto& g : grads) g.mul_(static_cast<double>(e_.loop.iter_size) / static_cast<double>(micro_));
   grad_norm_ = clip_gradients(grads, e_.loop.clip_grad_value, e_.loop.clip_grad_norm);
+  // The norm is not finite when any gradient is not; across ranks the
+  // averaged gradients make every rank see the same, so they decide alike
+  // (a rank's own non-finite loss counts only in a single-process run).
+  const bool bad = !std::isfinite(grad_norm_) || (!comm_ && !loss_finite_);
+  if (bad && (debug_ || e_.loop.nonfinite != "ignore") && handle_nonfinite()) {
+    for (auto& g : grads) g.zero_();  // this update is dropped
+    micro_ = 0;
+    loss_finite_ = true;
+    return;
+  }
+  if (!bad) skipped_in_a_row_ = 0;
+  loss_finite_ = true;
   apply_schedule();
   guarded(*c_.optimizer_plugin.config, "step", [&] { c_.optimizer->step(); });
   micro_ = 0;
+  if (debug_) {
+    auto broken = nonfinite_parameters(*c_.network.object, false);
+    if (!broken.empty())
+      throw NonFiniteStop("debug: the update at iteration " + std::to_string(at_.iteration + 1) +
+                          " made parameters non-finite (finite gradients, global norm " + json_number(grad_norm_) +
+                          ", lr " + json_number(c_.optimizer->param_groups().at(0).options().get_lr()) + "): " + join(broken));
+  }
+}
+
+bool Trainer::handle_nonfinite() {
+  Network& net = *c_.network.object;
+  std::string cause;
+  if (!loss_finite_ && batch_) {
+    cause = "non-finite loss; " + diagnose_nonfinite_loss(net, *batch_, last_output_, e_.loss.plugin);
+  } else {
+    auto bad = nonfinite_gradients(net);
+    auto params = nonfinite_parameters(net);
+    const std::string norm = std::isnan(grad_norm_) ? "NaN" : std::isinf(grad_norm_) ? "inf" : json_number(grad_norm_);
+    cause = "non-finite gradients (global norm " + norm + ")" +
+            (bad.empty() ? std::string() : " in " + join(bad)) +
+            (params.empty() ? std::string() : "; non-finite parameters: " + join(params));
+  }
+  const std::string step = "iteration " + std::to_string(at_.iteration + 1) + " (epoch " + std::to_string(at_.epoch + 1) +
+                           ", batch " + std::to_string(at_.position + 1) + ")";
+  if (!debug_ && e_.loop.nonfinite == "skip" && ++skipped_in_a_row_ < e_.loop.nonfinite_max_skips) {
+    ++skipped_updates_;
+    values_["skipped_updates"] = static_cast<double>(skipped_updates_);
+    context_.log("skipped the update at " + step + ": " + cause);
+    return true;
+  }
+  if (debug_) throw NonFiniteStop("debug: stopped at " + step + ": " + cause);
+  // The weights are still those of the last good update: keep them, at this batch.
+  stages_.checkpoint();
+  throw NonFiniteStop("stopped at " + step + ": " + cause +
+                      (e_.loop.nonfinite == "skip" ? " (" + std::to_string(skipped_in_a_row_) + " updates in a row)" : "") +
+                      "; the last good state is checkpointed at this batch (set loop.nonfinite: skip to drop such "
+                      "updates, or lower the learning rate and resume with --allow-config-change)");
 }
 
 void Trainer::empty_step() {

@@ -90,6 +90,9 @@ class Trainer final : public Loop {
   /// The test meters over the test set on the current weights (what the
   /// test stage computes), without logging or callbacks: `trainyard eval`.
   MeterValues test_pass();
+  /// --debug: stop on the first non-finite loss, gradient or parameter, with
+  /// the forward operation that produced it named; nothing is checkpointed.
+  void set_debug(bool on) { debug_ = on; }
   /// Makes this a data-parallel run: gradients averaged, meters summed and
   /// stops agreed over ranks; only rank 0 writes files.
   void set_communicator(Communicator* comm);
@@ -138,6 +141,14 @@ class Trainer final : public Loop {
   int64_t bad_epochs_ = 0;
   bool criterion_stop_ = false;   ///< the stop came from `stopping:` (ends the stage only)
   StageInfo stage_;
+  bool debug_ = false;
+  const Batch* batch_ = nullptr;        ///< the batch being trained on (for diagnoses)
+  at::Tensor last_output_;             ///< its output
+  bool loss_finite_ = true;            ///< every loss of the coming update was finite
+  int64_t skipped_in_a_row_ = 0, skipped_updates_ = 0;
+  /// A non-finite loss or gradient: skip the update, or stop naming the cause.
+  /// Returns true when the update must not happen.
+  bool handle_nonfinite();
   Communicator* comm_ = nullptr;
   std::shared_ptr<GradientReducer> reducer_;
   std::shared_ptr<LoaderStats> train_stats_ = std::make_shared<LoaderStats>();

@@ -309,3 +309,60 @@ TEST(Report, PlotsAsRequestedAndAReportThatRendersInChromium) {
 
 }  // namespace
 }  // namespace trainyard::host
+
+namespace trainyard::host {
+namespace {
+
+std::string nan_experiment(const std::string& name, const std::string& network) {
+  std::string yaml = test::synthetic_experiment(name);
+  yaml.replace(yaml.find("network: {plugin: mlp, hidden_sizes: [32], dropout: 0.1}"), 56, "network: " + network);
+  const std::string path = test::temp_dir("exp-" + name) + "/" + name + ".yaml";
+  test::write_file(path, yaml);
+  return path;
+}
+
+std::string with_fixtures(const std::string& args) { return args + " --plugin-dir " + test::fixture_dir("components"); }
+
+TEST(NonFinite, DebugNamesTheOperationAndTheLayerThatMadeTheNaN) {
+  const std::string exp = nan_experiment("dbg", "{plugin: nan_maker, at: 5, how: log}"), out = test::temp_dir("out");
+  auto r = test::trainyard(with_fixtures("run " + exp + " --output-dir " + out + " --debug"));
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_TRUE(test::contains(r.err, "debug: stopped at iteration 6 (epoch 1, batch 6): non-finite loss; the first "
+                                    "non-finite value in the forward pass came from aten::log (after layer 'fc1'"))
+      << r.err;
+  EXPECT_FALSE(std::filesystem::exists(out + "/dbg/checkpoints/ckpt-e0000-i00000005.pt"));  // --debug writes no checkpoint
+
+  const std::string grad = nan_experiment("dbg_grad", "{plugin: nan_maker, at: 5, how: grad}");
+  auto g = test::trainyard(with_fixtures("run " + grad + " --output-dir " + out + " --debug"));
+  EXPECT_EQ(g.exit_code, 1);
+  EXPECT_TRUE(test::contains(g.err, "debug: stopped at iteration 6 (epoch 1, batch 6): non-finite gradients")) << g.err;
+  EXPECT_TRUE(test::contains(g.err, "fc1.weight")) << g.err;
+}
+
+TEST(NonFinite, ErrorPolicyCheckpointsTheLastGoodStateAndSkipPolicyDropsUpdates) {
+  const std::string out = test::temp_dir("out");
+  // error (the default): stop before the update, checkpoint at that batch.
+  auto e = test::trainyard(with_fixtures("run " + nan_experiment("err", "{plugin: nan_maker, at: 5}") + " --output-dir " + out));
+  EXPECT_EQ(e.exit_code, 1);
+  EXPECT_TRUE(test::contains(e.err, "stopped at iteration 6 (epoch 1, batch 6): non-finite loss")) << e.err;
+  EXPECT_TRUE(test::contains(e.err, "aten::log")) << e.err;
+  ASSERT_TRUE(std::filesystem::exists(out + "/err/checkpoints/ckpt-e0000-i00000005.pt"));
+  EXPECT_TRUE(test::checkpoint_tensor(out + "/err/checkpoints/ckpt-e0000-i00000005.pt", "fc1.weight").isfinite().all().item<bool>());
+
+  // skip: one bad update is dropped and counted, the run finishes.
+  auto s = test::trainyard(with_fixtures("run " + nan_experiment("skip", "{plugin: nan_maker, at: 5, once: true, how: grad}") +
+                                         " --output-dir " + out + " --set loop.nonfinite=skip"));
+  EXPECT_EQ(s.exit_code, 0) << s.err;
+  EXPECT_TRUE(test::contains(s.err, "skipped the update at iteration 6")) << s.err;
+  EXPECT_TRUE(test::contains(test::read_file(out + "/skip/summary.json"), "\"skipped_updates\": 1")) << test::read_file(out + "/skip/summary.json");
+  EXPECT_TRUE(test::checkpoint_tensor(out + "/skip/checkpoints/ckpt-e0002-i00000032.pt", "fc1.weight").isfinite().all().item<bool>());
+  // skip, but every update is bad from then on: stops after nonfinite_max_skips in a row.
+  auto k = test::trainyard(with_fixtures("run " + nan_experiment("skips", "{plugin: nan_maker, at: 5}") + " --output-dir " + out +
+                                         " --set loop.nonfinite=skip --set loop.nonfinite_max_skips=3"));
+  EXPECT_EQ(k.exit_code, 1);
+  EXPECT_TRUE(test::contains(k.err, "stopped at iteration 8")) << k.err;
+  EXPECT_TRUE(test::contains(k.err, "(3 updates in a row)")) << k.err;
+}
+
+}  // namespace
+}  // namespace trainyard::host
