@@ -366,3 +366,29 @@ TEST(NonFinite, ErrorPolicyCheckpointsTheLastGoodStateAndSkipPolicyDropsUpdates)
 
 }  // namespace
 }  // namespace trainyard::host
+
+namespace trainyard::host {
+namespace {
+
+TEST(Console, PlainProgressLinesOffATerminalAndALiveBarOnOne) {
+  const std::string exp = experiment("con", "callbacks: [{plugin: console, plain_every_secs: 0.000001}]\n");
+  auto r = test::trainyard("run " + exp + " --output-dir " + test::temp_dir("out"));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_TRUE(test::contains(r.out, "epoch 1/2 [")) << r.out;
+  EXPECT_TRUE(test::contains(r.out, " samples/s ETA 0:00:")) << r.out;
+  EXPECT_TRUE(test::contains(r.out, "| test_accuracy_top1=")) << "the second epoch's lines show the last test values\n" << r.out;
+  EXPECT_TRUE(test::contains(r.out, "epoch 2/2 done in ")) << r.out;
+  EXPECT_FALSE(test::contains(r.out, "\r\033[K")) << "no terminal control codes in a log file";
+
+  // On a terminal (script(1) gives the run a pseudo-terminal): redrawn in place.
+  if (test::run_command("command -v script").exit_code != 0) GTEST_SKIP() << "script(1) (bsdutils) is not installed";
+  const std::string live = experiment("live", "callbacks: [{plugin: console, refresh_secs: 0}]\n");
+  auto t = test::run_command("script -qec '" + test::trainyard_binary() + " run " + live + " --output-dir " +
+                             test::temp_dir("live") + "' /dev/null");
+  ASSERT_EQ(t.exit_code, 0) << t.out << t.err;
+  EXPECT_TRUE(test::contains(t.out, "\r\033[Kepoch 1/2 [")) << t.out;
+  EXPECT_TRUE(test::contains(t.out, "testing...")) << t.out;
+}
+
+}  // namespace
+}  // namespace trainyard::host
