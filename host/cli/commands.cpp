@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <csignal>
 #include <numeric>
 #include <cmath>
 #include <cstdio>
@@ -328,6 +329,14 @@ int run(int argc, char** argv) {
 
   // Resume before writing anything: a checkpoint that does not fit is bad input.
   const bool fresh = vm.count("fresh") != 0;
+  if (context.rank == 0 && !fresh) {
+    auto stale = remove_stale_temporaries(RunPaths(run_dir).checkpoints);
+    if (!stale.empty())
+      std::cout << "trainyard: removed " << stale.size() << " leftover file(s) of an interrupted checkpoint write: "
+                << join(stale) << "\n";
+  }
+  // A write past a file size limit fails with EFBIG (and is reported) instead of killing the process.
+  ::signal(SIGXFSZ, SIG_IGN);
   std::string resumed_from;
   std::unique_ptr<Trainer> trainer;
   size_t stage = 0;
@@ -424,6 +433,7 @@ int run(int argc, char** argv) {
                 << " trainable parameters\n";
     std::cout.flush();
   };
+  install_stop_signals(e.loop.stop_signals);
   announce();
   trainer->run();
   // Later stages start from the weights the previous one ended with, with their own optimizer.
@@ -441,6 +451,11 @@ int run(int argc, char** argv) {
             << "; summary in " << RunPaths(run_dir).summary << "\n";
   if (context.rank == 0 && e.output.report && fs::exists(RunPaths(run_dir).metrics))
     std::cout << "trainyard: report in " << write_report(run_dir, e.output.plots) << "\n";
+  if (trainer->stopped_by_signal()) {
+    std::cout << "trainyard: stopped by a signal with a checkpoint at iteration " << trainer->iteration()
+              << "; run the same command to resume (exit code " << kExitStoppedResumable << ")\n";
+    return kExitStoppedResumable;
+  }
   return 0;
 }
 

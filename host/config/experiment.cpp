@@ -417,6 +417,9 @@ const Schema& loop_schema() {
           "a NaN or infinite loss or gradient: error (stop before the update, checkpoint, name the cause), skip "
           "(drop that update, count it; stop after nonfinite_max_skips in a row), or ignore")
         .one_of({"error", "skip", "ignore"});
+    s.add("stop_signals", std::vector<std::string>{"SIGINT", "SIGTERM", "SIGUSR1"},
+          "signals that stop the run at the next iteration with a checkpoint (exit code 4, resumable)")
+        .one_of({"SIGINT", "SIGTERM", "SIGUSR1", "SIGUSR2", "SIGHUP"});
     s.add("nonfinite_max_skips", 10, "skip: updates dropped in a row before the run stops as with error").min(1);
     return s;
   }();
@@ -727,6 +730,7 @@ Experiment validate_experiment(ExperimentSource source, const Registry& registry
   e.loop.clip_grad_value = loop.get<double>("clip_grad_value");
   e.loop.nonfinite = loop.get<std::string>("nonfinite");
   e.loop.nonfinite_max_skips = loop.get<int64_t>("nonfinite_max_skips");
+  e.loop.stop_signals = loop.get<std::vector<std::string>>("stop_signals");
   if (e.loop.checkpoint_every_iters % e.loop.iter_size != 0)
     fail(src.where(root["loop"], "loop.checkpoint_every_iters"), "checkpoints must fall between optimizer updates",
          "expected a multiple of iter_size " + std::to_string(e.loop.iter_size) + ", got " +

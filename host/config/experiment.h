@@ -80,6 +80,7 @@ struct LoopConfig {
   int64_t prefetch_batches = 4;
   std::string nonfinite = "error";      ///< error | skip | ignore: a NaN/inf loss or gradient
   int64_t nonfinite_max_skips = 10;     ///< skip: in a row, before stopping as with error
+  std::vector<std::string> stop_signals{"SIGINT", "SIGTERM", "SIGUSR1"};  ///< stop with a checkpoint, exit 4
 };
 
 struct DistributedConfig {

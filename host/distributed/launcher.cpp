@@ -17,6 +17,7 @@
 #include <boost/dll/runtime_symbol_info.hpp>
 
 #include "trainyard/error.h"
+#include "util/process.h"
 
 namespace trainyard::host {
 namespace {
@@ -70,7 +71,22 @@ std::string describe(int status) {
 
 }  // namespace
 
+namespace {
+volatile sig_atomic_t g_launcher_signal = 0;
+void on_launcher_signal(int signo) { g_launcher_signal = signo; }
+}  // namespace
+
 int launch_workers(const LaunchOptions& o, const std::vector<std::string>& worker_args) {
+  // A stop signal to the launcher goes on to every worker (as SIGTERM, once):
+  // they checkpoint the same iteration and exit resumable. From a terminal
+  // the workers get Ctrl-C themselves too; one more SIGTERM changes nothing.
+  for (int signo : {SIGINT, SIGTERM, SIGUSR1}) {
+    struct sigaction action {};
+    action.sa_handler = on_launcher_signal;
+    sigemptyset(&action.sa_mask);
+    sigaction(signo, &action, nullptr);
+  }
+  bool forwarded = false;
   const int world = o.nproc_per_node * o.nnodes;
   const int port = o.master_port > 0 ? o.master_port : (o.nnodes == 1 ? free_port() : 29500);
   const std::string exe = boost::dll::program_location().string();
@@ -142,10 +158,20 @@ int launch_workers(const LaunchOptions& o, const std::vector<std::string>& worke
         (is_err ? w->err : w->out) = -1;
       }
     }
+    if (g_launcher_signal != 0 && !forwarded) {
+      forwarded = true;
+      for (auto& w : workers)
+        if (!w.done) ::kill(w.pid, SIGTERM);
+    }
     bool all_done = true;
     for (auto& w : workers) {
       if (!w.done && ::waitpid(w.pid, &w.status, WNOHANG) == w.pid) {
         w.done = true;
+        // Stopped by a signal after the checkpoint: the others are doing the same.
+        if (WIFEXITED(w.status) && WEXITSTATUS(w.status) == kExitStoppedResumable) {
+          if (exit_code == 0) exit_code = kExitStoppedResumable;
+          continue;
+        }
         const bool ok = WIFEXITED(w.status) && WEXITSTATUS(w.status) == 0;
         if (!ok && failure.empty()) {
           exit_code = WIFEXITED(w.status) ? WEXITSTATUS(w.status) : 1;

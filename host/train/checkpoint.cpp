@@ -5,6 +5,12 @@
 #include <filesystem>
 #include <map>
 #include <regex>
+#include <chrono>
+#include <cstdlib>
+#include <sstream>
+#include <thread>
+
+#include <yaml-cpp/yaml.h>
 
 #include <ATen/CPUGeneratorImpl.h>
 #include <torch/optim/optimizer.h>
@@ -14,6 +20,8 @@
 #include "trainyard/error.h"
 #include "trainyard/network.h"
 #include "util/files.h"
+#include "util/json.h"
+#include "util/sha256.h"
 #include "util/text.h"
 
 namespace fs = std::filesystem;
@@ -80,11 +88,68 @@ void save_checkpoint(const std::string& path, Network& network, torch::optim::Op
     archive.write("train_meter_" + std::to_string(i),
                   at::tensor(at::ArrayRef<double>(acc.data(), acc.size()), at::kDouble));
   }
-  replace_file_atomic(path, [&](const std::string& tmp) { archive.save_to(tmp); });
+  // The bytes are hashed as they are written; the manifest, written last,
+  // makes the checkpoint a complete unit (one without it is not loaded).
+  std::ostringstream bytes;
+  archive.save_to(bytes);
+  const std::string data = bytes.str();
+  write_file_atomic(path, data);
+  // Test hook: a window between the checkpoint and its manifest, for the kill -9 tests.
+  if (const char* pause = std::getenv("TRAINYARD_TEST_PAUSE_IN_CHECKPOINT_MS"))
+    std::this_thread::sleep_for(std::chrono::milliseconds(std::atoi(pause)));
+  write_file_atomic(manifest_path(path), "{\"file\": " + json_string(fs::path(path).filename().string()) +
+                                             ", \"size\": " + std::to_string(data.size()) +
+                                             ", \"sha256\": " + json_string(sha256_hex(data)) +
+                                             ", \"config_sha256\": " + json_string(state.config_hash) +
+                                             ", \"epoch\": " + std::to_string(state.at.epoch) +
+                                             ", \"iteration\": " + std::to_string(state.at.iteration) +
+                                             ", \"format\": " + std::to_string(kFormatVersion) + "}\n");
+}
+
+std::string manifest_path(const std::string& checkpoint) { return checkpoint + ".manifest.json"; }
+
+void verify_checkpoint(const std::string& path) {
+  const std::string manifest = manifest_path(path);
+  if (!fs::exists(manifest))
+    throw Error(path + ": no manifest (" + fs::path(manifest).filename().string() +
+                "): the checkpoint was not completely written");
+  YAML::Node m;
+  try {
+    m = YAML::LoadFile(manifest);
+  } catch (const YAML::Exception& e) {
+    throw Error(manifest + ": unreadable manifest: " + e.what());
+  }
+  const int64_t size = m["size"].as<int64_t>(-1);
+  const std::string expected = m["sha256"].as<std::string>("");
+  std::error_code ec;
+  const auto actual_size = static_cast<int64_t>(fs::file_size(path, ec));
+  if (ec) throw Error(path + ": cannot read: " + ec.message());
+  if (actual_size != size)
+    throw Error(path + ": damaged: " + std::to_string(actual_size) + " bytes, the manifest says " + std::to_string(size));
+  if (sha256_file(path) != expected) throw Error(path + ": damaged: its SHA-256 differs from the manifest's");
+}
+
+std::vector<std::string> remove_stale_temporaries(const std::string& dir) {
+  std::vector<std::string> removed;
+  if (!fs::is_directory(dir)) return removed;
+  for (const auto& entry : fs::directory_iterator(dir)) {
+    const std::string name = entry.path().filename().string();
+    const bool temporary = name.find(".tmp-") != std::string::npos;
+    const std::string suffix = ".manifest.json";
+    const bool orphan = name.size() > suffix.size() && name.compare(name.size() - suffix.size(), suffix.size(), suffix) == 0 &&
+                        !fs::exists(entry.path().parent_path() / name.substr(0, name.size() - suffix.size()));
+    if (temporary || orphan) {
+      std::error_code ec;
+      fs::remove(entry.path(), ec);
+      if (!ec) removed.push_back(name);
+    }
+  }
+  return removed;
 }
 
 CheckpointState load_checkpoint(const std::string& path, Network& network, torch::optim::Optimizer& optimizer) {
   CheckpointState state;
+  verify_checkpoint(path);
   try {
     torch::serialize::InputArchive archive;
     archive.load_from(path);
@@ -144,6 +209,7 @@ CheckpointState load_checkpoint(const std::string& path, Network& network, torch
 
 CheckpointState peek_checkpoint(const std::string& path) {
   CheckpointState state;
+  verify_checkpoint(path);
   try {
     torch::serialize::InputArchive archive;
     archive.load_from(path);
@@ -175,7 +241,12 @@ std::vector<std::string> list_checkpoints(const std::string& dir) {
 void prune_checkpoints(const std::string& dir, int64_t keep) {
   if (keep <= 0) return;
   auto files = list_checkpoints(dir);
-  for (size_t i = 0; i + static_cast<size_t>(keep) < files.size(); ++i) fs::remove(files[i]);
+  // Oldest first; the newest `keep` stay (the one just written among them), and
+  // best.pt is not a ckpt-* file: rotation never touches it.
+  for (size_t i = 0; i + static_cast<size_t>(keep) < files.size(); ++i) {
+    fs::remove(manifest_path(files[i]));
+    fs::remove(files[i]);
+  }
 }
 
 namespace {

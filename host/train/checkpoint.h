@@ -29,12 +29,15 @@ struct CheckpointState {
   int64_t epochs_without_improvement = 0;
   int64_t stage = 0;                 ///< multi-stage runs: index of the stage being trained
   int64_t stage_first_iteration = 0; ///< the iteration at which that stage began
+  std::string config_hash;           ///< SHA-256 of the resolved config (in the manifest)
 };
 
 /// checkpoints/ckpt-e0002-i00001876.pt
 std::string checkpoint_file_name(const LoopPosition& at);
 
-/// Writes to a temporary file and renames it into place.
+/// Writes to a temporary file and renames it into place, then writes
+/// PATH.manifest.json (size, SHA-256, config hash) the same way: a checkpoint
+/// is complete only with its manifest.
 void save_checkpoint(const std::string& path, Network& network, torch::optim::Optimizer& optimizer,
                      const CheckpointState& state);
 
@@ -45,6 +48,15 @@ CheckpointState load_checkpoint(const std::string& path, Network& network, torch
 /// The loop position and stage of a checkpoint, without loading weights.
 /// Throws trainyard::Error naming the file when it cannot be read.
 CheckpointState peek_checkpoint(const std::string& path);
+
+/// PATH.manifest.json.
+std::string manifest_path(const std::string& checkpoint);
+/// Throws trainyard::Error when the checkpoint has no manifest or its size or
+/// SHA-256 differs from the manifest's (truncated, bit-flipped, half-written).
+void verify_checkpoint(const std::string& path);
+/// Deletes temporary files of interrupted writes (*.tmp-PID) and manifests
+/// whose checkpoint is gone; returns their names.
+std::vector<std::string> remove_stale_temporaries(const std::string& dir);
 
 /// Checkpoint files in `dir`, oldest first (by iteration).
 std::vector<std::string> list_checkpoints(const std::string& dir);

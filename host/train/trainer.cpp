@@ -10,6 +10,8 @@
 #include "distributed/communicator.h"
 #include "train/guard.h"
 #include "train/nonfinite.h"
+#include "util/process.h"
+#include "util/sha256.h"
 #include "util/text.h"
 #include "util/files.h"
 #include "util/json.h"
@@ -73,6 +75,11 @@ LoaderOptions make_loader_options(const Experiment& e, const ComponentConfig& da
 Trainer::Trainer(const Experiment& experiment, Components components, Context context, RunPaths paths)
     : e_(experiment), c_(std::move(components)), context_(std::move(context)), paths_(std::move(paths)) {
   plan_ = make_epoch_plan(e_, c_.train_data.object->size(), context_);
+  {
+    YAML::Emitter config;
+    config << e_.resolved();
+    config_hash_ = sha256_hex(config.c_str());
+  }
   for (auto& group : c_.optimizer->param_groups()) base_lrs_.push_back(group.options().get_lr());
 
   stages_.run = [this] { default_run(); };
@@ -194,7 +201,22 @@ void Trainer::default_run() {
   each_callback("after_run", [&](Callback& cb) { cb.after_run(*this); });
 }
 
+void Trainer::check_stop_signal() {
+  if (const int signo = stop_signal_received(); signo != 0 && !signal_stop_) {
+    signal_stop_ = true;
+    request_stop(signal_name(signo) + " at iteration " + std::to_string(at_.iteration));
+  }
+}
+
 bool Trainer::default_should_continue() {
+  check_stop_signal();
+  if (comm_) {
+    // A signal that arrived during the last epoch's test or checkpoint on one
+    // rank stops them all here, at the same epoch boundary.
+    auto flags = comm_->sum({stop_requested() ? 1.0 : 0.0, signal_stop_ ? 1.0 : 0.0});
+    if (flags[1] > 0) signal_stop_ = true;
+    if (flags[0] > 0 && !stop_requested()) request_stop("requested by another rank");
+  }
   // An early stop holds across runs: a resumed run that had stopped stays stopped.
   const bool stopped_early = e_.stopping.patience > 0 && bad_epochs_ >= e_.stopping.patience;
   return at_.epoch < epochs() && !stop_requested() && !stopped_early;
@@ -371,12 +393,14 @@ void Trainer::default_epoch(int64_t epoch) {
   double train_seconds = 0, wait_seconds = 0;
   int64_t train_samples = 0;
   while (comm_ || !stop_requested()) {
+    check_stop_signal();
     const auto t0 = std::chrono::steady_clock::now();
     std::optional<Batch> batch = batches();
     wait_seconds += seconds_since(t0);
     if (comm_) {
       // Ranks agree on every decision: whether anyone still has data, whether anyone stops.
-      auto flags = comm_->sum({batch ? 1.0 : 0.0, stop_requested() ? 1.0 : 0.0});
+      auto flags = comm_->sum({batch ? 1.0 : 0.0, stop_requested() ? 1.0 : 0.0, signal_stop_ ? 1.0 : 0.0});
+      if (flags[2] > 0) signal_stop_ = true;  // every rank exits as resumable
       if (flags[1] > 0 && !stop_requested()) request_stop("requested by another rank");
       if (flags[1] > 0 || flags[0] == 0) break;
       if (!batch) {
@@ -448,9 +472,13 @@ void Trainer::default_epoch(int64_t epoch) {
   if (best && e_.stopping.keep_best && writes_files()) {
     // The best epoch stays, whatever the rotation of checkpoints deletes.
     const std::string latest = (fs::path(paths_.checkpoints) / checkpoint_file_name(at_)).string();
-    if (fs::exists(latest))
-      replace_file_atomic((fs::path(paths_.checkpoints) / "best.pt").string(),
-                          [&](const std::string& tmp) { fs::copy_file(latest, tmp, fs::copy_options::overwrite_existing); });
+    const std::string best = (fs::path(paths_.checkpoints) / "best.pt").string();
+    if (fs::exists(latest)) {
+      replace_file_atomic(best, [&](const std::string& tmp) { fs::copy_file(latest, tmp, fs::copy_options::overwrite_existing); });
+      replace_file_atomic(manifest_path(best), [&](const std::string& tmp) {
+        fs::copy_file(manifest_path(latest), tmp, fs::copy_options::overwrite_existing);
+      });
+    }
   }
   each_callback("after_epoch", [&](Callback& cb) { cb.after_epoch(*this); });
 }
@@ -510,10 +538,20 @@ void Trainer::default_checkpoint() {
     auto local = guarded(*m.config, "accumulators", [&] { return m.object->accumulators(); });
     state.train_meters.push_back(comm_ ? comm_->sum(local) : local);  // the sum over ranks
   }
+  state.config_hash = config_hash_;
   const std::string path = (fs::path(paths_.checkpoints) / checkpoint_file_name(at_)).string();
   if (writes_files()) {  // the ranks hold the same weights: rank 0 saves them
     fs::create_directories(paths_.checkpoints);
-    save_checkpoint(path, *c_.network.object, *c_.optimizer, state);
+    try {
+      save_checkpoint(path, *c_.network.object, *c_.optimizer, state);
+    } catch (const Error& err) {
+      // A full disk or a file size limit: the temporary file is gone, the older checkpoints are as they were.
+      auto kept = list_checkpoints(paths_.checkpoints);
+      kept.erase(std::remove(kept.begin(), kept.end(), path), kept.end());
+      throw Error(std::string("checkpoint not written: ") + err.what() + "; " +
+                  (kept.empty() ? std::string("there is no earlier checkpoint")
+                                : "the previous checkpoint " + kept.back() + " is intact"));
+    }
     prune_checkpoints(paths_.checkpoints, e_.output.keep_checkpoints);
   }
   if (comm_) comm_->barrier();

@@ -84,6 +84,8 @@ class Trainer final : public Loop {
   /// The run stopped for another reason than this stage's stopping criteria
   /// (a callback, a signal): later stages must not start.
   bool ended_by_request() const { return stop_requested() && !criterion_stop_; }
+  /// A stop signal (on this rank or another) ended the run; it is resumable.
+  bool stopped_by_signal() const { return signal_stop_; }
   /// Every update at this rate (groups keep their ratios to the first group)
   /// instead of the schedule's; nullopt puts the starting rates back.
   void set_fixed_lr(std::optional<double> lr);
@@ -142,6 +144,10 @@ class Trainer final : public Loop {
   bool criterion_stop_ = false;   ///< the stop came from `stopping:` (ends the stage only)
   StageInfo stage_;
   bool debug_ = false;
+  bool signal_stop_ = false;
+  std::string config_hash_;  ///< of the resolved experiment, for checkpoint manifests
+  /// A stop signal arrived: stop at this iteration boundary (with a checkpoint).
+  void check_stop_signal();
   const Batch* batch_ = nullptr;        ///< the batch being trained on (for diagnoses)
   at::Tensor last_output_;             ///< its output
   bool loss_finite_ = true;            ///< every loss of the coming update was finite

@@ -51,7 +51,48 @@ void on_fatal_signal(int signo) {
   raise(signo);
 }
 
+volatile sig_atomic_t g_stop_signal = 0;
+
+void on_stop_signal(int signo) {
+  if (g_stop_signal != 0 && signo == SIGINT) {
+    say("\ntrainyard: second SIGINT: aborting without a checkpoint\n");
+    signal(SIGINT, SIG_DFL);
+    raise(SIGINT);
+    return;
+  }
+  if (g_stop_signal == 0) {
+    g_stop_signal = signo;
+    say("\ntrainyard: stop signal received: finishing this iteration, writing a checkpoint, then exiting "
+        "(resumable); SIGINT again aborts at once\n");
+  }
+}
+
 }  // namespace
+
+const std::vector<std::string>& stop_signal_names() {
+  static const std::vector<std::string> names = {"SIGINT", "SIGTERM", "SIGUSR1", "SIGUSR2", "SIGHUP"};
+  return names;
+}
+
+std::string signal_name(int signo) {
+  const char* abbrev = sigabbrev_np(signo);
+  return abbrev ? std::string("SIG") + abbrev : "signal " + std::to_string(signo);
+}
+
+void install_stop_signals(const std::vector<std::string>& names) {
+  for (const auto& name : names) {
+    const int signo = name == "SIGINT" ? SIGINT : name == "SIGTERM" ? SIGTERM : name == "SIGUSR1" ? SIGUSR1
+                    : name == "SIGUSR2" ? SIGUSR2 : name == "SIGHUP" ? SIGHUP : 0;
+    if (signo == 0) continue;
+    struct sigaction action {};
+    action.sa_handler = on_stop_signal;
+    sigemptyset(&action.sa_mask);
+    action.sa_flags = SA_RESTART;  // blocking reads and collectives carry on; the flag is read between iterations
+    sigaction(signo, &action, nullptr);
+  }
+}
+
+int stop_signal_received() { return g_stop_signal; }
 
 void install_crash_reporter() {
   for (int signo : {SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGABRT}) {

@@ -1,6 +1,23 @@
 #pragma once
 // Process-wide settings made once at start-up.
+#include <string>
+#include <vector>
+
 namespace trainyard::host {
+
+/// Exit code of a run stopped by a signal after writing its checkpoint: run
+/// the same command again to continue (0 ok, 1 failure, 2 bad input).
+constexpr int kExitStoppedResumable = 4;
+
+/// The stop signals a run accepts, by name (loop.stop_signals).
+const std::vector<std::string>& stop_signal_names();
+/// SIGINT, SIGTERM, SIGUSR1, ... (those named) only set a flag, read at the
+/// next iteration boundary; a second SIGINT aborts at once.
+void install_stop_signals(const std::vector<std::string>& names);
+/// The first stop signal received, or 0.
+int stop_signal_received();
+/// "SIGTERM".
+std::string signal_name(int signo);
 
 struct ComponentConfig;
 

@@ -124,6 +124,40 @@ TEST(Distributed, FindLrUnderTheLauncherAveragesTheLossOverRanks) {
   }
 }
 
+TEST(Distributed, SigtermToOneRankStopsBothAtTheSameIterationWithACheckpoint) {
+  std::string yaml = read_file(experiment("sig"));
+  yaml.replace(yaml.find("epochs: 1,"), 10, "epochs: 200,");
+  const std::string exp = temp_dir("exp-sig-long") + "/sig.yaml", out = temp_dir("out"), dir = temp_dir("ranks");
+  write_file(exp, yaml);
+  const int port = free_port();
+  std::string script;
+  for (int r = 0; r < 2; ++r)
+    script += "RANK=" + std::to_string(r) + " WORLD_SIZE=2 LOCAL_RANK=" + std::to_string(r) +
+              " MASTER_ADDR=127.0.0.1 MASTER_PORT=" + std::to_string(port) + " " + trainyard_binary() + " run " + exp +
+              " --output-dir " + out + " >" + dir + "/out" + std::to_string(r) + " 2>" + dir + "/err" + std::to_string(r) +
+              " &\npid" + std::to_string(r) + "=$!\n";
+  script += "for i in $(seq 500); do grep -q '\"phase\": \"train\"' " + out + "/sig/metrics.jsonl 2>/dev/null && break; sleep 0.02; done\n"
+            "sleep 0.3\nkill -TERM $pid1\nwait $pid0; echo $? >" + dir + "/rc0\nwait $pid1; echo $? >" + dir + "/rc1\n";
+  write_file(dir + "/launch.sh", script);
+  run_command("bash " + dir + "/launch.sh");
+  std::string stopped_at[2];
+  for (int r = 0; r < 2; ++r) {
+    const std::string rs = std::to_string(r);
+    EXPECT_EQ(read_file(dir + "/rc" + rs), "4\n") << read_file(dir + "/err" + rs);
+    const std::string o = read_file(dir + "/out" + rs);
+    auto at = o.find("with a checkpoint at iteration ");
+    ASSERT_NE(at, std::string::npos) << o;
+    stopped_at[r] = o.substr(at + 31, o.find(';', at) - at - 31);
+  }
+  EXPECT_EQ(stopped_at[0], stopped_at[1]);
+  EXPECT_TRUE(contains(read_file(dir + "/err1"), "stopping: SIGTERM at iteration")) << read_file(dir + "/err1");
+  EXPECT_TRUE(contains(read_file(dir + "/err0"), "stopping: requested by another rank")) << read_file(dir + "/err0");
+  bool found = false;
+  for (const auto& f : fs::directory_iterator(out + "/sig/checkpoints"))
+    found = found || contains(f.path().filename().string(), "-i" + std::string(8 - stopped_at[0].size(), '0') + stopped_at[0] + ".pt");
+  EXPECT_TRUE(found) << "no checkpoint at iteration " << stopped_at[0];
+}
+
 TEST(Distributed, TwoNodesByHandOnOneMachine) {
   Reference single;
   const std::string out = temp_dir("nodes"), dir = temp_dir("node-logs");

@@ -43,12 +43,7 @@ std::vector<double> metric_series(const std::string& metrics_file, const std::st
   return out;
 }
 
-std::string latest_checkpoint(const std::string& run_dir) {
-  std::vector<std::string> files;
-  for (const auto& e : fs::directory_iterator(run_dir + "/checkpoints")) files.push_back(e.path().string());
-  std::sort(files.begin(), files.end());
-  return files.empty() ? "" : files.back();
-}
+using test::latest_checkpoint;
 
 TEST(Loop, LossGoesDownAndTestAccuracyRisesOnSyntheticData) {
   RunOutput r = run("learn", "", "--set loop.epochs=3");

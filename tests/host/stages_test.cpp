@@ -137,8 +137,10 @@ TEST(Stages, WeightsCarryOverAndAnInterruptedRunResumesIntoTheRightStage) {
     const std::string copy = out + "/resumed-" + std::string(keep).substr(5, 5);
     fs::create_directories(copy);
     fs::copy(out + "/whole/staged", copy + "/staged", fs::copy_options::recursive);
-    for (const auto& f : fs::directory_iterator(copy + "/staged/checkpoints"))
-      if (f.path().filename().string() > keep) fs::remove(f.path());
+    for (const auto& f : fs::directory_iterator(copy + "/staged/checkpoints")) {
+      const std::string name = f.path().filename().string();
+      if (name.substr(0, name.find(".pt") + 3) > keep) fs::remove(f.path());  // with its manifest
+    }
     auto resumed = test::trainyard("run " + exp + " --output-dir " + copy);
     ASSERT_EQ(resumed.exit_code, 0) << resumed.err;
     if (std::string(keep) == "ckpt-e0002-i00000032.pt") {

@@ -130,6 +130,17 @@ double max_checkpoint_difference(const std::string& a, const std::string& b) {
   return max_difference(na, nb);
 }
 
+std::string latest_checkpoint(const std::string& run_dir) {
+  std::vector<std::string> files;
+  if (!fs::is_directory(run_dir + "/checkpoints")) return "";
+  for (const auto& e : fs::directory_iterator(run_dir + "/checkpoints")) {
+    const std::string name = e.path().filename().string();
+    if (name.rfind("ckpt-", 0) == 0 && e.path().extension() == ".pt") files.push_back(e.path().string());
+  }
+  std::sort(files.begin(), files.end());  // zero-padded epoch and iteration: by name is by age
+  return files.empty() ? "" : files.back();
+}
+
 at::Tensor checkpoint_tensor(const std::string& checkpoint, const std::string& name) {
   torch::serialize::InputArchive archive;
   archive.load_from(checkpoint);

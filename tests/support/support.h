@@ -41,6 +41,9 @@ double max_checkpoint_difference(const std::string& a, const std::string& b);
 /// Returns "" or a description of the first difference.
 std::string compare_checkpoint_networks(const std::string& a, const std::string& b);
 
+/// The newest ckpt-*.pt of RUN_DIR/checkpoints ("" if none); manifests and best.pt are not counted.
+std::string latest_checkpoint(const std::string& run_dir);
+
 /// One tensor of a checkpoint file's network, by its dotted parameter or
 /// buffer name ("layers.0.weight"; submodules are nested archives).
 at::Tensor checkpoint_tensor(const std::string& checkpoint, const std::string& name);

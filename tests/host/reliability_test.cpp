@@ -1,0 +1,173 @@
+// Interruptions: stop signals, kill -9 at random moments, a full disk.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <functional>
+#include <random>
+
+#include "support/support.h"
+
+namespace fs = std::filesystem;
+
+namespace trainyard::test {
+namespace {
+
+// 200 epochs of 16 iterations of a small MLP: a few seconds, long enough to interrupt.
+std::string long_experiment(const std::string& name, const std::string& more = "") {
+  std::string yaml = synthetic_experiment(name, more);
+  yaml.replace(yaml.find("dropout: 0.1"), 12, "dropout: 0.2");
+  yaml.replace(yaml.find("epochs: 2,"), 10, "epochs: 120,");
+  const std::string path = temp_dir("exp-" + name) + "/" + name + ".yaml";
+  write_file(path, yaml);
+  return path;
+}
+
+std::string last_checkpoint(const std::string& run_dir) { return latest_checkpoint(run_dir); }
+
+// Starts `args` in the background, waits until `started` exists (training
+// has begun) and `delay_ms` more, sends `signal`, returns the exit code.
+CommandResult interrupted(const std::string& args, const std::string& started, int delay_ms, const std::string& signal,
+                          const std::string& environment = "") {
+  const std::string dir = temp_dir("interrupt");
+  write_file(dir + "/run.sh", environment + trainyard_binary() + " " + args + " >" + dir + "/out 2>" + dir + "/err &\npid=$!\n" +
+                                  "for i in $(seq 300); do [ -s " + started + " ] && break; sleep 0.02; done\n" +
+                                  "sleep " + std::to_string(delay_ms / 1000.0) + "\nkill -" + signal +
+                                  " $pid\nwait $pid\necho $? >" + dir + "/rc\n");
+  run_command("bash " + dir + "/run.sh");
+  CommandResult r;
+  r.exit_code = std::stoi(read_file(dir + "/rc"));
+  r.out = read_file(dir + "/out");
+  r.err = read_file(dir + "/err");
+  return r;
+}
+
+TEST(Signals, SigtermCheckpointsAndExitsResumableAndTheResumedRunIsExact) {
+  const std::string exp = long_experiment("sig"), out = temp_dir("out");
+  auto whole = trainyard("run " + exp + " --output-dir " + out + "/whole");
+  ASSERT_EQ(whole.exit_code, 0) << whole.err;
+  auto stopped = interrupted("run " + exp + " --output-dir " + out + "/split", out + "/split/sig/metrics.jsonl", 300, "TERM");
+  ASSERT_EQ(stopped.exit_code, 4) << stopped.out << stopped.err;
+  EXPECT_TRUE(contains(stopped.err, "stopping: SIGTERM at iteration")) << stopped.err;
+  EXPECT_TRUE(contains(stopped.out, "run the same command to resume (exit code 4)")) << stopped.out;
+  const std::string ckpt = last_checkpoint(out + "/split/sig");
+  ASSERT_FALSE(ckpt.empty());
+  auto resumed = trainyard("run " + exp + " --output-dir " + out + "/split");
+  ASSERT_EQ(resumed.exit_code, 0) << resumed.err;
+  EXPECT_TRUE(contains(resumed.out, "resuming from " + ckpt)) << resumed.out;
+  EXPECT_EQ(compare_checkpoint_networks(last_checkpoint(out + "/whole/sig"), last_checkpoint(out + "/split/sig")), "");
+}
+
+TEST(Signals, KillNineAtRandomMomentsThenResumeEndsBitIdentical) {
+  // Checkpoints every 4 iterations; kill -9 at random times, resume, again and again.
+  const std::string exp = long_experiment("kill", "");
+  const std::string out = temp_dir("out");
+  const std::string every = " --set loop.checkpoint_every_iters=4 --set loop.epochs=60";
+  auto whole = trainyard("run " + exp + " --output-dir " + out + "/whole" + every);
+  ASSERT_EQ(whole.exit_code, 0) << whole.err;
+  std::mt19937 rng(static_cast<unsigned>(::getpid()));
+  int kills = 0;
+  for (int round = 0; round < 8; ++round) {
+    auto r = interrupted("run " + exp + " --output-dir " + out + "/killed" + every, out + "/killed/kill/config.yaml",
+                         static_cast<int>(rng() % 600), "KILL");
+    if (r.exit_code == 0) break;  // it finished first
+    EXPECT_EQ(r.exit_code, 137) << r.err;
+    ++kills;
+  }
+  // Then killed inside checkpoint writes: a test hook pauses between a
+  // checkpoint file and its manifest, where most of the run's time now goes.
+  int mid_write = 0;
+  for (int round = 0; round < 4; ++round) {
+    auto r = interrupted("run " + exp + " --output-dir " + out + "/killed" + every, out + "/killed/kill/config.yaml",
+                         600 + static_cast<int>(rng() % 700), "KILL", "TRAINYARD_TEST_PAUSE_IN_CHECKPOINT_MS=300 ");
+    if (r.exit_code == 0) break;
+    ++kills;
+    for (const auto& f : fs::directory_iterator(out + "/killed/kill/checkpoints"))
+      if (f.path().extension() == ".pt" && !fs::exists(f.path().string() + ".manifest.json")) ++mid_write;
+  }
+  EXPECT_GE(mid_write, 1) << "no kill landed between a checkpoint and its manifest";
+  auto last = trainyard("run " + exp + " --output-dir " + out + "/killed" + every);
+  ASSERT_EQ(last.exit_code, 0) << last.err;
+  EXPECT_GE(kills, 2);
+  EXPECT_EQ(compare_checkpoint_networks(last_checkpoint(out + "/whole/kill"), last_checkpoint(out + "/killed/kill")), "");
+}
+
+std::string short_experiment(const std::string& name, const std::string& more = "") {
+  const std::string path = temp_dir("exp-" + name) + "/" + name + ".yaml";
+  write_file(path, synthetic_experiment(name, more));
+  return path;
+}
+
+TEST(Checkpoints, ADamagedOrIncompleteNewestCheckpointIsDetectedAndThePreviousOneUsed) {
+  const std::string exp = short_experiment("dmg"), out = temp_dir("out");
+  ASSERT_EQ(trainyard("run " + exp + " --output-dir " + out + "/base").exit_code, 0);
+  const std::string first = "ckpt-e0001-i00000016.pt", second = "ckpt-e0002-i00000032.pt";
+  EXPECT_TRUE(fs::exists(out + "/base/dmg/checkpoints/" + second + ".manifest.json"));
+  struct Damage {
+    std::string name, expected;
+    std::function<void(const std::string&)> apply;
+  };
+  std::vector<Damage> damages = {
+      {"truncated", "bytes, the manifest says", [](const std::string& f) { fs::resize_file(f, fs::file_size(f) / 2); }},
+      {"bitflip", "SHA-256 differs", [](const std::string& f) {
+         std::string b = read_file(f);
+         b[b.size() / 2] ^= 0x01;
+         write_file(f, b);
+       }},
+      {"no_manifest", "not completely written", [](const std::string& f) { fs::remove(f + ".manifest.json"); }}};
+  for (const auto& d : damages) {
+    const std::string copy = out + "/" + d.name;
+    fs::create_directories(copy);
+    fs::copy(out + "/base/dmg", copy + "/dmg", fs::copy_options::recursive);
+    d.apply(copy + "/dmg/checkpoints/" + second);
+    auto r = trainyard("run " + exp + " --output-dir " + copy + " --set loop.epochs=3");
+    ASSERT_EQ(r.exit_code, 0) << d.name << ": " << r.err;
+    EXPECT_TRUE(contains(r.err, d.expected)) << d.name << ": " << r.err;
+    EXPECT_TRUE(contains(r.err, "trying an older checkpoint")) << d.name << ": " << r.err;
+    EXPECT_TRUE(contains(r.out, "resuming from " + copy + "/dmg/checkpoints/" + first)) << d.name << ": " << r.out;
+  }
+}
+
+TEST(Checkpoints, StaleTemporariesAreRemovedAndRotationKeepsTheNewestAndTheBest) {
+  const std::string exp = short_experiment("rot", "stopping: {monitor: test_loss}\noutput: {keep_checkpoints: 2}\n");
+  const std::string out = temp_dir("out"), dir = out + "/rot/checkpoints";
+  ASSERT_EQ(trainyard("run " + exp + " --output-dir " + out + " --set loop.epochs=1").exit_code, 0);
+  write_file(dir + "/ckpt-e0009-i00000999.pt.tmp-4242", "half a checkpoint");
+  write_file(dir + "/ckpt-e0008-i00000888.pt.manifest.json", "{}");
+  auto r = trainyard("run " + exp + " --output-dir " + out + " --set loop.epochs=5");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_TRUE(contains(r.out, "removed 2 leftover file(s) of an interrupted checkpoint write")) << r.out;
+  std::vector<std::string> names;
+  for (const auto& f : fs::directory_iterator(dir)) names.push_back(f.path().filename().string());
+  std::sort(names.begin(), names.end());
+  EXPECT_EQ(names, (std::vector<std::string>{"best.pt", "best.pt.manifest.json", "ckpt-e0004-i00000064.pt",
+                                              "ckpt-e0004-i00000064.pt.manifest.json", "ckpt-e0005-i00000080.pt",
+                                              "ckpt-e0005-i00000080.pt.manifest.json"}));
+  // best.pt verifies against its manifest: eval loads it.
+  auto e = trainyard("eval " + exp + " --checkpoint " + dir + "/best.pt");
+  EXPECT_EQ(e.exit_code, 0) << e.err;
+}
+
+TEST(Checkpoints, AFullDiskLeavesThePreviousCheckpointIntactAndSaysSo) {
+  const std::string exp = short_experiment("full"), out = temp_dir("out");
+  const std::string big = " --set network.hidden_sizes=[512,512] --set network.dropout=0.0";
+  ASSERT_EQ(trainyard("run " + exp + " --output-dir " + out + big + " --set loop.epochs=1").exit_code, 0);
+  const std::string first = out + "/full/checkpoints/ckpt-e0001-i00000016.pt";
+  const std::string before = read_file(first);
+  ASSERT_GT(before.size(), 1000000u);
+  // A 256 KB file size limit: metrics and configs fit, the next checkpoint does not.
+  auto r = run_command("bash -c 'ulimit -f 256; " + trainyard_binary() + " run " + exp + " --output-dir " + out + big +
+                       " --set loop.epochs=2'");
+  EXPECT_EQ(r.exit_code, 1) << r.err;
+  EXPECT_TRUE(contains(r.err, "checkpoint not written")) << r.err;
+  EXPECT_TRUE(contains(r.err, "the previous checkpoint " + first + " is intact")) << r.err;
+  EXPECT_EQ(read_file(first), before);
+  for (const auto& f : fs::directory_iterator(out + "/full/checkpoints"))
+    EXPECT_EQ(f.path().filename().string().find(".tmp-"), std::string::npos) << f.path();
+  auto again = trainyard("run " + exp + " --output-dir " + out + big + " --set loop.epochs=2");
+  EXPECT_EQ(again.exit_code, 0) << again.err;
+  EXPECT_TRUE(contains(again.out, "resuming from " + first)) << again.out;
+}
+
+}  // namespace
+}  // namespace trainyard::test
