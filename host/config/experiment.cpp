@@ -406,6 +406,8 @@ const Schema& loop_schema() {
     s.add("drop_last", false, "drop the last incomplete training batch of an epoch");
     s.add("log_every_iters", 50, "write train meter values to metrics.jsonl every N iterations").min(1);
     s.add("checkpoint_every_iters", 0, "also checkpoint every N train iterations; 0 only at epoch end").min(0);
+    s.add("checkpoint_every_secs", 0.0, "also checkpoint every T seconds of wall time (between updates); 0: not by time")
+        .min(0.0);
     s.add("iter_size", 1, "batches whose gradients are accumulated into one optimizer update (loss scaled by 1/N)")
         .min(1);
     s.add("clip_grad_norm", 0.0, "scale gradients down to at most this global L2 norm; 0 does not clip").min(0.0);
@@ -724,6 +726,7 @@ Experiment validate_experiment(ExperimentSource source, const Registry& registry
   e.loop.drop_last = loop.get<bool>("drop_last");
   e.loop.log_every_iters = loop.get<int64_t>("log_every_iters");
   e.loop.checkpoint_every_iters = loop.get<int64_t>("checkpoint_every_iters");
+  e.loop.checkpoint_every_secs = loop.get<double>("checkpoint_every_secs");
   e.loop.decode_threads = loop.get<int64_t>("decode_threads");
   e.loop.iter_size = loop.get<int64_t>("iter_size");
   e.loop.clip_grad_norm = loop.get<double>("clip_grad_norm");

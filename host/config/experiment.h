@@ -73,6 +73,7 @@ struct LoopConfig {
   bool drop_last = false;
   int64_t log_every_iters = 50;
   int64_t checkpoint_every_iters = 0;   ///< 0: only at the end of each epoch
+  double checkpoint_every_secs = 0;     ///< also every T seconds of wall time; 0: not by time
   int64_t iter_size = 1;                ///< batches accumulated per optimizer update
   double clip_grad_norm = 0;            ///< 0: no clipping by global norm
   double clip_grad_value = 0;           ///< 0: no clipping by value

@@ -392,17 +392,28 @@ void Trainer::default_epoch(int64_t epoch) {
   BatchStream batches = stages_.train_batches(epoch);
   double train_seconds = 0, wait_seconds = 0;
   int64_t train_samples = 0;
-  while (comm_ || !stop_requested()) {
+  while (true) {
     check_stop_signal();
+    // A stop waits for the end of an accumulation (iter_size), so that no
+    // update is cut short and a resumed run continues exactly.
+    if (!comm_ && stop_requested() && micro_ == 0) break;
+    // Checkpoint every T seconds (rank 0's clock decides), between updates.
+    const bool due = e_.loop.checkpoint_every_secs > 0 && micro_ == 0 && context_.rank == 0 &&
+                     seconds_since(last_checkpoint_) >= e_.loop.checkpoint_every_secs;
     const auto t0 = std::chrono::steady_clock::now();
     std::optional<Batch> batch = batches();
     wait_seconds += seconds_since(t0);
+    bool checkpoint_now = due;
     if (comm_) {
-      // Ranks agree on every decision: whether anyone still has data, whether anyone stops.
-      auto flags = comm_->sum({batch ? 1.0 : 0.0, stop_requested() ? 1.0 : 0.0, signal_stop_ ? 1.0 : 0.0});
+      // Ranks agree on every decision: whether anyone still has data, whether anyone stops, whether to checkpoint.
+      auto flags = comm_->sum({batch ? 1.0 : 0.0, stop_requested() ? 1.0 : 0.0, signal_stop_ ? 1.0 : 0.0, due ? 1.0 : 0.0});
       if (flags[2] > 0) signal_stop_ = true;  // every rank exits as resumable
       if (flags[1] > 0 && !stop_requested()) request_stop("requested by another rank");
-      if (flags[1] > 0 || flags[0] == 0) break;
+      if ((flags[1] > 0 && micro_ == 0) || flags[0] == 0) break;
+      checkpoint_now = flags[3] > 0;
+    }
+    if (checkpoint_now && (batch || comm_)) stages_.checkpoint();  // at this batch, before training on it
+    if (comm_) {
       if (!batch) {
         empty_step();
         ++at_.position;
@@ -540,6 +551,7 @@ void Trainer::default_checkpoint() {
   }
   state.config_hash = config_hash_;
   const std::string path = (fs::path(paths_.checkpoints) / checkpoint_file_name(at_)).string();
+  last_checkpoint_ = std::chrono::steady_clock::now();
   if (writes_files()) {  // the ranks hold the same weights: rank 0 saves them
     fs::create_directories(paths_.checkpoints);
     try {

@@ -145,7 +145,8 @@ class Trainer final : public Loop {
   StageInfo stage_;
   bool debug_ = false;
   bool signal_stop_ = false;
-  std::string config_hash_;  ///< of the resolved experiment, for checkpoint manifests
+  std::string config_hash_;
+  std::chrono::steady_clock::time_point last_checkpoint_ = std::chrono::steady_clock::now();  ///< of the resolved experiment, for checkpoint manifests
   /// A stop signal arrived: stop at this iteration boundary (with a checkpoint).
   void check_stop_signal();
   const Batch* batch_ = nullptr;        ///< the batch being trained on (for diagnoses)

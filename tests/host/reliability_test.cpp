@@ -92,6 +92,45 @@ TEST(Signals, KillNineAtRandomMomentsThenResumeEndsBitIdentical) {
   EXPECT_EQ(compare_checkpoint_networks(last_checkpoint(out + "/whole/kill"), last_checkpoint(out + "/killed/kill")), "");
 }
 
+TEST(Resume, AStopInsideAnAccumulationWaitsForItsEndAndTheResumeIsExact) {
+  const std::string out = temp_dir("out");
+  auto exp = [&](const std::string& name, const std::string& more) {
+    const std::string path = temp_dir("exp-" + name) + "/acc.yaml";
+    write_file(path, synthetic_experiment("acc", more));
+    return path;
+  };
+  const std::string accumulate = " --set loop.iter_size=4 --set loop.batch_per_device=8";
+  auto whole = trainyard("run " + exp("whole", "") + " --output-dir " + out + "/whole" + accumulate);
+  ASSERT_EQ(whole.exit_code, 0) << whole.err;
+  // Asked to stop after iteration 6, in the middle of the second accumulation: it stops after 8.
+  const std::string stopping = exp("stop", "callbacks: [{plugin: stop_at, iteration: 6}]\n");
+  auto stopped = trainyard("run " + stopping + " --output-dir " + out + "/split" + accumulate + " --plugin-dir " +
+                           fixture_dir("components"));
+  ASSERT_EQ(stopped.exit_code, 0) << stopped.err;
+  EXPECT_TRUE(fs::exists(out + "/split/acc/checkpoints/ckpt-e0000-i00000008.pt"));
+  auto resumed = trainyard("run " + exp("resume", "") + " --output-dir " + out + "/split" + accumulate);
+  ASSERT_EQ(resumed.exit_code, 0) << resumed.err;
+  EXPECT_EQ(compare_checkpoint_networks(latest_checkpoint(out + "/whole/acc"), latest_checkpoint(out + "/split/acc")), "");
+}
+
+TEST(Checkpoints, EveryTSecondsBetweenUpdates) {
+  const std::string out = temp_dir("out");
+  std::string yaml = synthetic_experiment("timed", "output: {keep_checkpoints: 0}\n");
+  yaml.replace(yaml.find("epochs: 2,"), 10, "epochs: 1, train_samples_per_epoch: 96000,");  // 3000 iterations, a few seconds
+  const std::string exp = temp_dir("exp") + "/timed.yaml";
+  write_file(exp, yaml);
+  auto r = trainyard("run " + exp + " --output-dir " + out + " --set loop.checkpoint_every_secs=0.2");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  int mid_epoch = 0;
+  for (const auto& f : fs::directory_iterator(out + "/timed/checkpoints")) {
+    const std::string name = f.path().filename().string();
+    if (f.path().extension() != ".pt" || name == "best.pt") continue;
+    const int64_t iteration = std::stoll(name.substr(12, 8));
+    if (iteration != 3000) ++mid_epoch;  // the epoch's end is 3000
+  }
+  EXPECT_GE(mid_epoch, 1) << "no checkpoint by time inside an epoch";
+}
+
 std::string short_experiment(const std::string& name, const std::string& more = "") {
   const std::string path = temp_dir("exp-" + name) + "/" + name + ".yaml";
   write_file(path, synthetic_experiment(name, more));
