@@ -12,7 +12,8 @@ generator=()
 if command -v ninja >/dev/null 2>&1; then generator=(-G Ninja); fi
 cmake -S . -B build-asan "${generator[@]}" -DCMAKE_BUILD_TYPE=Release -DCMAKE_CXX_FLAGS=-g1 -DTRAINYARD_SANITIZE=address,undefined
 cmake --build build-asan -j "${TRAINYARD_JOBS:-2}"
-export ASAN_OPTIONS="detect_leaks=0:abort_on_error=1:detect_odr_violation=0:${ASAN_OPTIONS:-}"
+# handle_segv=0: a crash in plugin code goes to trainyard's own reporter (tested).
+export ASAN_OPTIONS="detect_leaks=0:abort_on_error=1:detect_odr_violation=0:handle_segv=0:${ASAN_OPTIONS:-}"
 export UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1:${UBSAN_OPTIONS:-}"
 cd build-asan
 # The out-of-tree plugin tests build uninstrumented plugins against an installed

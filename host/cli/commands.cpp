@@ -91,15 +91,16 @@ po::options_description help_option() {
   return d;
 }
 
-// Parses argv[2..]; returns false when --help/--version was answered.
-bool parse(int argc, char** argv, const std::string& usage, po::options_description visible,
-           bool wants_experiment, po::variables_map& vm) {
+// Parses argv[2..] with one positional argument named `positional` (none
+// when empty); returns false when --help/--version was answered.
+bool parse_with(int argc, char** argv, const std::string& usage, po::options_description visible,
+                const std::string& positional_name, po::variables_map& vm) {
   po::options_description all;
   all.add(visible);
   po::positional_options_description positional;
-  if (wants_experiment) {
-    all.add_options()("experiment", po::value<std::string>(), "experiment file");
-    positional.add("experiment", 1);
+  if (!positional_name.empty()) {
+    all.add_options()(positional_name.c_str(), po::value<std::string>(), positional_name.c_str());
+    positional.add(positional_name.c_str(), 1);
   }
   try {
     po::store(po::command_line_parser(argc - 1, argv + 1).options(all).positional(positional).run(), vm);
@@ -117,10 +118,17 @@ bool parse(int argc, char** argv, const std::string& usage, po::options_descript
               << TRAINYARD_FINGERPRINT << ")\n";
     return false;
   }
-  if (wants_experiment && !vm.count("experiment"))
-    throw ConfigError("command line: missing the experiment file", "expected " + usage,
-                      "e.g. trainyard " + std::string(argv[1]) + " experiments/fashion_mnist_mlp.yaml");
+  if (!positional_name.empty() && !vm.count(positional_name))
+    throw ConfigError("command line: missing the " + positional_name, "expected " + usage,
+                      positional_name == "experiment"
+                          ? "e.g. trainyard " + std::string(argv[1]) + " experiments/fashion_mnist_mlp.yaml"
+                          : "");
   return true;
+}
+
+bool parse(int argc, char** argv, const std::string& usage, po::options_description visible, bool wants_experiment,
+           po::variables_map& vm) {
+  return parse_with(argc, argv, usage, std::move(visible), wants_experiment ? "experiment" : "", vm);
 }
 
 template <class T>
@@ -1048,22 +1056,8 @@ int report_command(int argc, char** argv) {
   const std::string usage = "trainyard report RUN_DIR";
   po::options_description visible;
   visible.add(help_option());
-  po::options_description all;
-  all.add(visible);
-  all.add_options()("run-dir", po::value<std::string>(), "run directory");
-  po::positional_options_description positional;
-  positional.add("run-dir", 1);
   po::variables_map vm;
-  try {
-    po::store(po::command_line_parser(argc - 1, argv + 1).options(all).positional(positional).run(), vm);
-  } catch (const po::error& err) {
-    throw ConfigError(std::string("command line: ") + err.what(), "expected " + usage, "");
-  }
-  if (vm.count("help")) {
-    std::cout << "usage: " << usage << "\n\n" << visible << "\n";
-    return 0;
-  }
-  if (!vm.count("run-dir")) throw ConfigError("command line: missing the run directory", "expected " + usage, "");
+  if (!parse_with(argc, argv, usage, visible, "run-dir", vm)) return 0;
   const std::string dir = vm["run-dir"].as<std::string>();
   if (!fs::exists(fs::path(dir) / "metrics.jsonl"))
     throw ConfigError(dir + ": not a run directory (no metrics.jsonl)", "expected e.g. runs/fashion_mnist_mlp", "");
@@ -1080,23 +1074,10 @@ int new_plugin(int argc, char** argv) {
       "output", po::value<std::string>(), "project folder to create (default: ./NAME); must not exist or be empty");
   po::options_description visible;
   visible.add(own).add(help_option());
-  po::options_description all;
-  all.add(visible);
-  all.add_options()("name", po::value<std::string>(), "plugin name");
-  po::positional_options_description positional;
-  positional.add("name", 1);
   po::variables_map vm;
-  try {
-    po::store(po::command_line_parser(argc - 1, argv + 1).options(all).positional(positional).run(), vm);
-  } catch (const po::error& err) {
-    throw ConfigError(std::string("command line: ") + err.what(), "expected " + usage, "");
-  }
-  if (vm.count("help")) {
-    std::cout << "usage: " << usage << "\n\n" << visible << "\n";
-    return 0;
-  }
-  if (!vm.count("name") || !vm.count("kind"))
-    throw ConfigError("command line: a name and --kind are required", "expected " + usage,
+  if (!parse_with(argc, argv, usage, visible, "name", vm)) return 0;
+  if (!vm.count("kind"))
+    throw ConfigError("command line: --kind is required", "expected " + usage,
                       "e.g. trainyard new-plugin my_net --kind network");
   const std::string name = vm["name"].as<std::string>();
   const auto files = plugin_project(name, vm["kind"].as<std::string>());

@@ -30,8 +30,8 @@ void ImageDataset::describe(int64_t num_classes, std::vector<std::string> class_
   info_.num_classes = num_classes;
   info_.class_names = std::move(class_names);
   if (size() > 0) {
-    auto shape = get_seeded(0, 0).input.sizes();
-    info_.sample_shape.assign(shape.begin(), shape.end());
+    const trainyard::Example first = get_seeded(0, 0);  // alive while its sizes are read
+    info_.sample_shape = first.input.sizes().vec();
   }
 }
 

@@ -22,14 +22,7 @@ using test::contains;
 
 const std::string kFashion = "/usr/share/datasets/fashion-mnist";
 
-const Registry& registry() {
-  static const Registry r = [] {
-    Registry reg;
-    load_plugin_folders({{test::builtin_plugin_dir(), "built-in"}}, reg);
-    return reg;
-  }();
-  return r;
-}
+const Registry& registry() { return test::builtin_registry(); }
 
 // A dataset built by its plugin, with the schema's defaults plus `options`.
 std::shared_ptr<Dataset> dataset(const std::string& name, std::map<std::string, Value> options) {

@@ -17,15 +17,13 @@ namespace trainyard::host {
 namespace {
 
 struct Finder {
-  Registry registry;
   Experiment e;
   Context context;
   std::unique_ptr<Trainer> trainer;
   Finder() {
     const std::string path = test::temp_dir("exp") + "/lrf.yaml";
     test::write_file(path, test::synthetic_experiment("lrf"));
-    load_plugin_folders({{test::builtin_plugin_dir(), "built-in"}}, registry);
-    e = validate_experiment(read_experiment(path, {}), registry);
+    e = validate_experiment(read_experiment(path, {}), test::builtin_registry());
     context.seed = e.seed;
     torch::manual_seed(e.seed);
     Components c = build_components(e, context);

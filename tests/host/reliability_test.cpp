@@ -82,8 +82,9 @@ TEST(Signals, KillNineAtRandomMomentsThenResumeEndsBitIdentical) {
                          600 + static_cast<int>(rng() % 700), "KILL", "TRAINYARD_TEST_PAUSE_IN_CHECKPOINT_MS=300 ");
     if (r.exit_code == 0) break;
     ++kills;
-    for (const auto& f : fs::directory_iterator(out + "/killed/kill/checkpoints"))
-      if (f.path().extension() == ".pt" && !fs::exists(f.path().string() + ".manifest.json")) ++mid_write;
+    if (fs::is_directory(out + "/killed/kill/checkpoints"))
+      for (const auto& f : fs::directory_iterator(out + "/killed/kill/checkpoints"))
+        if (f.path().extension() == ".pt" && !fs::exists(f.path().string() + ".manifest.json")) ++mid_write;
   }
   EXPECT_GE(mid_write, 1) << "no kill landed between a checkpoint and its manifest";
   auto last = trainyard("run " + exp + " --output-dir " + out + "/killed" + every);

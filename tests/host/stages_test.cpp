@@ -36,14 +36,7 @@ std::string staged_experiment(const std::string& name, const std::string& stages
   return path;
 }
 
-const Registry& registry() {
-  static const Registry r = [] {
-    Registry reg;
-    load_plugin_folders({{test::builtin_plugin_dir(), "built-in"}}, reg);
-    return reg;
-  }();
-  return r;
-}
+const Registry& registry() { return test::builtin_registry(); }
 
 std::string error_of(const std::string& stages) {
   try {

@@ -14,14 +14,7 @@
 namespace trainyard::host {
 namespace {
 
-const Registry& builtins() {
-  static Registry r = [] {
-    Registry registry;
-    load_plugin_folders({{test::builtin_plugin_dir(), "built-in"}}, registry);
-    return registry;
-  }();
-  return r;
-}
+const Registry& builtins() { return test::builtin_registry(); }
 
 // A network built as the host builds it: schema defaults plus `set`.
 std::shared_ptr<Network> build(const std::string& plugin, std::map<std::string, Value> set,

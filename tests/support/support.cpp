@@ -10,6 +10,9 @@
 #include <sstream>
 
 #include <gtest/gtest.h>
+
+#include "plugins/loader.h"
+#include "plugins/registry.h"
 #include <torch/serialize/input-archive.h>
 
 namespace fs = std::filesystem;
@@ -128,6 +131,15 @@ double max_checkpoint_difference(const std::string& a, const std::string& b) {
   aa.read("network", na);
   ab.read("network", nb);
   return max_difference(na, nb);
+}
+
+const host::Registry& builtin_registry() {
+  static const host::Registry r = [] {
+    host::Registry reg;
+    host::load_plugin_folders({{builtin_plugin_dir(), "built-in"}}, reg);
+    return reg;
+  }();
+  return r;
 }
 
 std::string latest_checkpoint(const std::string& run_dir) {

@@ -41,6 +41,17 @@ double max_checkpoint_difference(const std::string& a, const std::string& b);
 /// Returns "" or a description of the first difference.
 std::string compare_checkpoint_networks(const std::string& a, const std::string& b);
 
+}  // namespace trainyard::test
+
+namespace trainyard::host {
+class Registry;
+}
+
+namespace trainyard::test {
+
+/// The built-in plugins, loaded once from the build's plugin folder.
+const host::Registry& builtin_registry();
+
 /// The newest ckpt-*.pt of RUN_DIR/checkpoints ("" if none); manifests and best.pt are not counted.
 std::string latest_checkpoint(const std::string& run_dir);
 
