@@ -113,14 +113,17 @@ void verify_checkpoint(const std::string& path) {
   if (!fs::exists(manifest))
     throw Error(path + ": no manifest (" + fs::path(manifest).filename().string() +
                 "): the checkpoint was not completely written");
-  YAML::Node m;
+  int64_t size = -1;
+  std::string expected;
   try {
-    m = YAML::LoadFile(manifest);
+    // Whatever the file holds (found by fuzz_manifest: a scalar where a map belongs threw past this).
+    const YAML::Node m = YAML::LoadFile(manifest);
+    if (!m.IsMap()) throw Error(manifest + ": unreadable manifest: not a map");
+    size = m["size"].as<int64_t>(-1);
+    expected = m["sha256"].as<std::string>("");
   } catch (const YAML::Exception& e) {
     throw Error(manifest + ": unreadable manifest: " + e.what());
   }
-  const int64_t size = m["size"].as<int64_t>(-1);
-  const std::string expected = m["sha256"].as<std::string>("");
   std::error_code ec;
   const auto actual_size = static_cast<int64_t>(fs::file_size(path, ec));
   if (ec) throw Error(path + ": cannot read: " + ec.message());

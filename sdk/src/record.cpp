@@ -107,6 +107,10 @@ Record decode_record(const void* data, size_t size) {
       r.labels.push_back(Label::class_index(in.get<int64_t>("a class index")));
     } else {
       uint32_t n = in.get<uint32_t>("a label length");
+      // Checked before allocating: a damaged length must not ask for gigabytes (found by fuzz_record).
+      if (uint64_t(n) * sizeof(float) > in.left)
+        throw BadRecord("a label of " + std::to_string(n) + " values, but only " + std::to_string(in.left) +
+                        " bytes are left in the record");
       std::vector<float> v(n);
       for (auto& x : v) x = in.get<float>("a label value");
       r.labels.push_back(Label::vector(std::move(v)));

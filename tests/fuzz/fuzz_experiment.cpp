@@ -3,6 +3,7 @@
 // uncaught YAML exception or a sanitizer report.
 #include "config/experiment.h"
 #include "fake_registry.h"
+#include "trainyard/error.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   static const std::string path = fuzz::scratch("experiment.yaml");

@@ -4,6 +4,7 @@
 
 #include "config/experiment.h"
 #include "fake_registry.h"
+#include "trainyard/error.h"
 
 namespace {
 const char* kBase =

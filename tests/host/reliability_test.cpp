@@ -154,7 +154,9 @@ TEST(Checkpoints, ADamagedOrIncompleteNewestCheckpointIsDetectedAndThePreviousOn
          b[b.size() / 2] ^= 0x01;
          write_file(f, b);
        }},
-      {"no_manifest", "not completely written", [](const std::string& f) { fs::remove(f + ".manifest.json"); }}};
+      {"no_manifest", "not completely written", [](const std::string& f) { fs::remove(f + ".manifest.json"); }},
+      // Found by fuzz_manifest: a manifest that is valid YAML but not a map.
+      {"scalar_manifest", "not a map", [](const std::string& f) { write_file(f + ".manifest.json", "7\n"); }}};
   for (const auto& d : damages) {
     const std::string copy = out + "/" + d.name;
     fs::create_directories(copy);

@@ -1,6 +1,10 @@
 // The record format: round trip, and damaged bytes give BadRecord with a reason.
 #include <gtest/gtest.h>
 
+#include <fstream>
+#include <iterator>
+
+#include "support/support.h"
 #include "trainyard/error.h"
 #include "trainyard/record.h"
 
@@ -70,6 +74,26 @@ TEST(RecordFormat, MetadataRoundTripAndVersionCheck) {
   EXPECT_EQ(back.class_names, m.class_names);
   EXPECT_EQ(back.image_shapes, m.image_shapes);
   EXPECT_THROW(decode_metadata("format_version=9\ncount=1\n"), Error);
+}
+
+}  // namespace
+}  // namespace trainyard
+
+namespace trainyard {
+namespace {
+
+TEST(RecordFormat, AHugeDeclaredLabelLengthIsABadRecordNotAnAllocation) {
+  // Found by fuzz_record (kept in its corpus): a damaged label length used to
+  // allocate gigabytes before the bytes were checked.
+  std::ifstream in(test::source_dir() + "/tests/fuzz/corpus/record/regression-huge-label-length.bin", std::ios::binary);
+  const std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  ASSERT_FALSE(bytes.empty());
+  try {
+    decode_record(bytes.data(), bytes.size());
+    FAIL() << "decoded";
+  } catch (const BadRecord& e) {
+    EXPECT_NE(std::string(e.what()).find("bytes are left in the record"), std::string::npos) << e.what();
+  }
 }
 
 }  // namespace
