@@ -352,6 +352,14 @@ int run(int argc, char** argv) {
     auto checkpoints = list_checkpoints(RunPaths(run_dir).checkpoints);
     std::vector<std::string> failures;
     for (auto it = checkpoints.rbegin(); it != checkpoints.rend() && resumed_from.empty(); ++it) {
+      // An incomplete or damaged checkpoint is as if it were not there: the
+      // next older one is used, or the run starts over when there is none.
+      try {
+        verify_checkpoint(*it);
+      } catch (const Error& err) {
+        context.log("warning: " + std::string(err.what()) + "; trying an older checkpoint");
+        continue;
+      }
       try {
         const CheckpointState peeked = peek_checkpoint(*it);  // which stage to build
         if (peeked.stage < 0 || peeked.stage >= static_cast<int64_t>(stage_count))

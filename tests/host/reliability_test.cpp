@@ -171,6 +171,14 @@ TEST(Checkpoints, ADamagedOrIncompleteNewestCheckpointIsDetectedAndThePreviousOn
     EXPECT_TRUE(contains(r.err, "trying an older checkpoint")) << d.name << ": " << r.err;
     EXPECT_TRUE(contains(r.out, "resuming from " + copy + "/dmg/checkpoints/" + first)) << d.name << ": " << r.out;
   }
+  // The only checkpoint incomplete (killed before its manifest): the run starts over instead of refusing.
+  const std::string alone = out + "/alone";
+  fs::create_directories(alone + "/dmg/checkpoints");
+  fs::copy(out + "/base/dmg/checkpoints/" + first, alone + "/dmg/checkpoints/" + first);
+  auto fresh = trainyard("run " + exp + " --output-dir " + alone);
+  ASSERT_EQ(fresh.exit_code, 0) << fresh.err;
+  EXPECT_TRUE(contains(fresh.err, "not completely written")) << fresh.err;
+  EXPECT_FALSE(contains(fresh.out, "resuming from")) << fresh.out;
 }
 
 TEST(Checkpoints, StaleTemporariesAreRemovedAndRotationKeepsTheNewestAndTheBest) {
