@@ -211,8 +211,9 @@ CheckpointState load_checkpoint(const std::string& path, Network& network, torch
 }
 
 CheckpointState peek_checkpoint(const std::string& path) {
+  // Not verified here: every caller verifies before (resume) or loads after
+  // (load_checkpoint verifies), and hashing a large file twice is not free.
   CheckpointState state;
-  verify_checkpoint(path);
   try {
     torch::serialize::InputArchive archive;
     archive.load_from(path);

@@ -45,7 +45,8 @@ void save_checkpoint(const std::string& path, Network& network, torch::optim::Op
 /// Throws trainyard::Error naming the file on any mismatch or damage.
 CheckpointState load_checkpoint(const std::string& path, Network& network, torch::optim::Optimizer& optimizer);
 
-/// The loop position and stage of a checkpoint, without loading weights.
+/// The loop position and stage of a checkpoint, without loading weights
+/// and without verifying it against its manifest (load_checkpoint does).
 /// Throws trainyard::Error naming the file when it cannot be read.
 CheckpointState peek_checkpoint(const std::string& path);
 
