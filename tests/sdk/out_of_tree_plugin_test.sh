@@ -18,9 +18,9 @@ cp "$work/build/libscaled_linear.so" "$work/dropin/"
 host="$prefix/bin/trainyard"
 api=$("$host" --version | sed -n 's/.*SDK API \([0-9.]*\),.*/\1/p')
 listing=$("$host" plugins --plugin-dir "$work/dropin")
-echo "$listing" | grep -q "scaled_linear 2.1.0 (API $api), fingerprint ok" || { echo "FAIL: not listed: $listing"; exit 1; }
-echo "$listing" | grep -q "networks: scaled_linear" || { echo "FAIL: component missing: $listing"; exit 1; }
-echo "$listing" | grep -q "$prefix/lib/trainyard/plugins/libmlp.so" || { echo "FAIL: installed built-ins missing"; exit 1; }
+grep -q "scaled_linear 2.1.0 (API $api), fingerprint ok" <<< "$listing" || { echo "FAIL: not listed: $listing"; exit 1; }
+grep -q "networks: scaled_linear" <<< "$listing" || { echo "FAIL: component missing: $listing"; exit 1; }
+grep -q "$prefix/lib/trainyard/plugins/libmlp.so" <<< "$listing" || { echo "FAIL: installed built-ins missing"; exit 1; }
 "$host" describe scaled_linear --plugin-dir "$work/dropin" | grep -q "multiplies the logits" || { echo "FAIL: describe"; exit 1; }
 
 cat > "$work/exp.yaml" <<YAML

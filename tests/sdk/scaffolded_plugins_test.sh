@@ -32,7 +32,7 @@ for kind in "${kinds[@]}"; do cp "$work/build/gen_$kind/libgen_$kind.so" "$work/
 
 listing=$("$host" plugins --plugin-dir "$work/dropin")
 for kind in "${kinds[@]}"; do
-  echo "$listing" | grep -q "gen_$kind 0.1.0" || { echo "FAIL: gen_$kind not listed: $listing"; exit 1; }
+  grep -q "gen_$kind 0.1.0" <<< "$listing" || { echo "FAIL: gen_$kind not listed: $listing"; exit 1; }
 done
 
 cat > "$work/exp.yaml" <<YAML
