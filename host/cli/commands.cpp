@@ -144,6 +144,12 @@ Experiment load(const std::string& file, const std::vector<std::string>& sets,
   return validate_experiment(std::move(source), registry);
 }
 
+// The same, from a command's EXP.yaml, --set and --plugin-dir.
+Experiment load(const po::variables_map& vm, Registry& registry) {
+  return load(vm["experiment"].as<std::string>(), many<std::string>(vm, "set"), many<std::string>(vm, "plugin-dir"),
+              registry);
+}
+
 Context make_context(const Experiment& e, const World& world = World()) {
   Context context;
   context.rank = world.rank;
@@ -293,8 +299,7 @@ int run(int argc, char** argv) {
 
   // Bad input fails here, once, before any worker starts.
   Registry registry;
-  Experiment e = load(vm["experiment"].as<std::string>(), many<std::string>(vm, "set"),
-                      many<std::string>(vm, "plugin-dir"), registry);
+  Experiment e = load(vm, registry);
 
   if (vm.count("dry-run")) {
     // One process, no run directory: what the first stage would train.
@@ -482,8 +487,7 @@ int validate(int argc, char** argv) {
   po::variables_map vm;
   if (!parse(argc, argv, usage, visible, true, vm)) return 0;
   Registry registry;
-  Experiment e = load(vm["experiment"].as<std::string>(), many<std::string>(vm, "set"),
-                      many<std::string>(vm, "plugin-dir"), registry);
+  Experiment e = load(vm, registry);
   Context context = make_context(e);
   torch::manual_seed(e.seed);
   Components c = build_components(e, context);
@@ -695,8 +699,7 @@ int find_lr(int argc, char** argv) {
   check_lr_finder_options(o);
 
   Registry registry;
-  Experiment e = load(vm["experiment"].as<std::string>(), many<std::string>(vm, "set"),
-                      many<std::string>(vm, "plugin-dir"), registry);
+  Experiment e = load(vm, registry);
   if (auto launched = launch_if_asked(vm, e, argc, argv)) return *launched;
   const std::string out = vm.count("output") ? vm["output"].as<std::string>()
                                              : (fs::path(e.output.dir) / (e.name + "-lr-finder")).string();
@@ -934,8 +937,7 @@ int eval_command(int argc, char** argv) {
   po::variables_map vm;
   if (!parse(argc, argv, usage, visible, true, vm)) return 0;
   Registry registry;
-  Experiment e = load(vm["experiment"].as<std::string>(), many<std::string>(vm, "set"),
-                      many<std::string>(vm, "plugin-dir"), registry);
+  Experiment e = load(vm, registry);
   const std::string checkpoint = checkpoint_to_read(vm, e);
   LoadedModel m = load_model(e, checkpoint);
   const MeterValues values = m.trainer->test_pass();
@@ -971,8 +973,7 @@ int predict_command(int argc, char** argv) {
   if (!fs::exists(input)) throw ConfigError("command line: --input " + input + ": no such file or folder",
                                             "expected an LMDB or a folder of images", "");
   Registry registry;
-  Experiment e = load(vm["experiment"].as<std::string>(), many<std::string>(vm, "set"),
-                      many<std::string>(vm, "plugin-dir"), registry);
+  Experiment e = load(vm, registry);
   const std::string checkpoint = checkpoint_to_read(vm, e);
   LoadedModel m = load_model(e, checkpoint);
 
@@ -1113,8 +1114,7 @@ int iterate(int argc, char** argv) {
   po::variables_map vm;
   if (!parse(argc, argv, usage, visible, true, vm)) return 0;
   Registry registry;
-  Experiment e = load(vm["experiment"].as<std::string>(), many<std::string>(vm, "set"),
-                      many<std::string>(vm, "plugin-dir"), registry);
+  Experiment e = load(vm, registry);
   Context context = make_context(e);
   context.seed = e.seed;
   auto dataset = std::get<Factory<Dataset>>(e.train_data.component->factory);

@@ -45,10 +45,21 @@ std::string shape_text(const at::Tensor& t) {
 }
 
 // Written since multi-stage runs; older checkpoints are of one-stage runs.
-void read_stage(torch::serialize::InputArchive& archive, CheckpointState& state) {
+void read_stage_and_values(torch::serialize::InputArchive& archive, CheckpointState& state, const std::string& path) {
   c10::IValue v;
   if (archive.try_read("stage", v)) state.stage = v.toInt();
   if (archive.try_read("stage_first_iteration", v)) state.stage_first_iteration = v.toInt();
+  if (archive.try_read("stage_first_epoch", v)) state.stage_first_epoch = v.toInt();
+  // Meter values: absent in checkpoints written before they were recorded.
+  c10::IValue names;
+  at::Tensor numbers;
+  if (archive.try_read("value_names", names) && archive.try_read("values", numbers)) {
+    auto list = names.toListRef();
+    numbers = numbers.contiguous();
+    if (static_cast<int64_t>(list.size()) != numbers.numel())
+      throw Error(path + ": cannot load checkpoint: value_names and values differ in length");
+    for (size_t i = 0; i < list.size(); ++i) state.values[list[i].toStringRef()] = numbers.data_ptr<double>()[i];
+  }
 }
 
 }  // namespace
@@ -82,6 +93,14 @@ void save_checkpoint(const std::string& path, Network& network, torch::optim::Op
   archive.write("stopping_bad_epochs", c10::IValue(state.epochs_without_improvement));
   archive.write("stage", c10::IValue(state.stage));
   archive.write("stage_first_iteration", c10::IValue(state.stage_first_iteration));
+  archive.write("stage_first_epoch", c10::IValue(state.stage_first_epoch));
+  {
+    std::vector<std::string> names;
+    std::vector<double> numbers;
+    for (const auto& [k, v] : state.values) names.push_back(k), numbers.push_back(v);
+    archive.write("value_names", c10::IValue(c10::List<std::string>(names)));
+    archive.write("values", at::tensor(at::ArrayRef<double>(numbers.data(), numbers.size()), at::kDouble));
+  }
   archive.write("train_meter_count", c10::IValue(static_cast<int64_t>(state.train_meters.size())));
   for (size_t i = 0; i < state.train_meters.size(); ++i) {
     auto acc = state.train_meters[i];
@@ -192,7 +211,7 @@ CheckpointState load_checkpoint(const std::string& path, Network& network, torch
     state.best = best.toDouble();
     state.has_best = has_best.toBool();
     state.epochs_without_improvement = read_int(archive, "stopping_bad_epochs");
-    read_stage(archive, state);
+    read_stage_and_values(archive, state, path);
     int64_t meters = read_int(archive, "train_meter_count");
     for (int64_t i = 0; i < meters; ++i) {
       at::Tensor t;
@@ -220,7 +239,7 @@ CheckpointState peek_checkpoint(const std::string& path) {
     state.at.epoch = read_int(archive, "epoch");
     state.at.position = read_int(archive, "position");
     state.at.iteration = read_int(archive, "iteration");
-    read_stage(archive, state);
+    read_stage_and_values(archive, state, path);
   } catch (const c10::Error& e) {
     throw Error(path + ": cannot load checkpoint: " + e.what_without_backtrace());
   }

@@ -2,6 +2,7 @@
 // Checkpoint files: network, optimizer, loop position, RNG state and the train
 // meters' accumulators, in one torch archive written atomically.
 #include <cstdint>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -29,6 +30,10 @@ struct CheckpointState {
   int64_t epochs_without_improvement = 0;
   int64_t stage = 0;                 ///< multi-stage runs: index of the stage being trained
   int64_t stage_first_iteration = 0; ///< the iteration at which that stage began
+  int64_t stage_first_epoch = -1;    ///< the epoch count at which it began; -1: not recorded
+  /// The run's latest meter values (the last test's among them): a resumed
+  /// run knows whether its stopping target was already reached.
+  std::map<std::string, double> values;
   std::string config_hash;           ///< SHA-256 of the resolved config (in the manifest)
 };
 

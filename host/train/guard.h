@@ -18,11 +18,19 @@ class ComponentFailure : public Error {
   using Error::Error;
 };
 
+/// A ConfigError that already names its entry and file position. An enclosing
+/// guarded() (an override's stage wrapped around a default stage that calls a
+/// component) passes it on as it is: the innermost location is the true one.
+class LocatedConfigError : public ConfigError {
+ public:
+  using ConfigError::ConfigError;
+};
+
 /// "network 'mlp' from libmlp.so 1.0.0"
 std::string component_label(const ComponentConfig& config);
 
 /// Runs `f`; rethrows a failure with the component named. A ConfigError stays
-/// one (exit 2) and gets the entry's key and file position in front.
+/// one (exit 2) and gets the entry's key and file position in front, once.
 template <class F>
 auto guarded(const ComponentConfig& who, const char* action, F&& f) -> decltype(f()) {
   // Marks whose code runs, for the fatal-signal report (util/process.h).
@@ -35,8 +43,10 @@ auto guarded(const ComponentConfig& who, const char* action, F&& f) -> decltype(
     return f();
   } catch (const ComponentFailure&) {
     throw;  // already names the innermost component
+  } catch (const LocatedConfigError&) {
+    throw;
   } catch (const ConfigError& e) {
-    throw ConfigError(who.where + " (" + component_label(who) + "): " + e.what());
+    throw LocatedConfigError(who.where + " (" + component_label(who) + "): " + e.what());
   } catch (const c10::Error& e) {
     throw ComponentFailure(component_label(who) + " failed in " + action + ": " + e.what_without_backtrace());
   } catch (const std::exception& e) {

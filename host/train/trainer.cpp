@@ -112,10 +112,23 @@ void Trainer::resume(const std::string& checkpoint) {
     throw Error(checkpoint + ": checkpoint of stage " + std::to_string(state.stage + 1) + ", not of stage " +
                 std::to_string(stage_.index + 1));
   stage_.first_iteration = state.stage_first_iteration;
+  // A stage starts where the one before it ended, which is earlier than the
+  // sum of their epochs when that one stopped on a `stopping:` criterion.
+  if (state.stage_first_epoch >= 0) stage_.first_epoch = state.stage_first_epoch;
   at_ = state.at;
   best_ = state.best;
   has_best_ = state.has_best;
   bad_epochs_ = state.epochs_without_improvement;
+  values_ = state.values;
+  // A stage that had reached its target at this checkpoint's epoch stays
+  // stopped, as the uninterrupted run did (a multi-stage run goes on with the
+  // next stage from these weights).
+  if (at_.position == 0 && at_.epoch > stage_.first_epoch) {
+    if (auto reached = target_reached(); reached && !reached->empty()) {
+      criterion_stop_ = true;
+      request_stop(*reached + " (at the checkpoint)");
+    }
+  }
   // Events logged after this checkpoint happened in a future that is being
   // replayed: drop them so metrics.jsonl tells one consistent history.
   if (writes_files() && fs::exists(paths_.metrics)) {
@@ -138,7 +151,11 @@ void Trainer::resume(const std::string& checkpoint) {
 void Trainer::continue_from(Trainer& previous) {
   at_ = previous.at_;
   stage_.first_iteration = at_.iteration;
+  // This stage trains its own loop.epochs from here, also when the previous
+  // stage ended early on its stopping criterion.
+  stage_.first_epoch = at_.epoch;
   values_ = previous.values_;
+  started_ = previous.started_;  // wall_s covers every stage this process trained
   if (previous.e_.stopping.monitor == e_.stopping.monitor && previous.e_.stopping.mode == e_.stopping.mode) {
     best_ = previous.best_;
     has_best_ = previous.has_best_;
@@ -186,13 +203,12 @@ void Trainer::install_overrides() {
 }
 
 void Trainer::run() {
-  const auto t0 = std::chrono::steady_clock::now();
   install_overrides();
   const int64_t start_iteration = at_.iteration;
   stages_.run();
   // A run that had nothing left to do keeps the summary of the run that did it.
   if (writes_files() && (at_.iteration != start_iteration || !fs::exists(paths_.summary)))
-    write_summary(seconds_since(t0));
+    write_summary(seconds_since(started_));
 }
 
 void Trainer::default_run() {
@@ -504,7 +520,7 @@ MeterValues Trainer::default_test() {
 }
 
 MeterValues Trainer::test_pass() {
-  if (!c_.test_data.object) throw ConfigError(e_.source.path + ": dataset.test: the experiment has no test dataset",
+  if (!c_.test_data.object) throw LocatedConfigError(e_.source.path + ": dataset.test: the experiment has no test dataset",
                                               "expected dataset.test: {plugin: ...}", "");
   for (auto& m : c_.test_meters) guarded(*m.config, "reset", [&] { m.object->reset(); });
   test_stats_->bad_records = 0;  // counted per test pass
@@ -545,6 +561,8 @@ void Trainer::default_checkpoint() {
   state.epochs_without_improvement = bad_epochs_;
   state.stage = stage_.index;
   state.stage_first_iteration = stage_.first_iteration;
+  state.stage_first_epoch = stage_.first_epoch;
+  state.values = values_;
   for (const auto& m : c_.train_meters) {
     auto local = guarded(*m.config, "accumulators", [&] { return m.object->accumulators(); });
     state.train_meters.push_back(comm_ ? comm_->sum(local) : local);  // the sum over ranks
@@ -570,29 +588,45 @@ void Trainer::default_checkpoint() {
   each_callback("after_checkpoint", [&](Callback& cb) { cb.after_checkpoint(*this, path); });
 }
 
+bool Trainer::minimized(const std::string& meter) const {
+  const auto& s = e_.stopping;
+  return s.mode == "min" || (s.mode == "auto" && meter.find("loss") != std::string::npos);
+}
+
+std::string Trainer::stopping_where(const std::string& key) const {
+  return e_.source.where(e_.source.root["stopping"][key], "stopping." + key);
+}
+
+std::optional<std::string> Trainer::target_reached() const {
+  const auto& s = e_.stopping;
+  if (s.target_meter.empty()) return std::string();
+  auto it = values_.find(s.target_meter);
+  if (it == values_.end()) return std::nullopt;
+  const double v = it->second;
+  if (!(minimized(s.target_meter) ? v <= s.target : v >= s.target)) return std::string();
+  return "target reached: " + s.target_meter + " " + json_number(v) + (minimized(s.target_meter) ? " <= " : " >= ") +
+         json_number(s.target);
+}
+
 bool Trainer::judge_epoch() {
   const auto& s = e_.stopping;
-  auto minimized = [&](const std::string& meter) {
-    return s.mode == "min" || (s.mode == "auto" && meter.find("loss") != std::string::npos);
-  };
   auto value_of = [&](const std::string& meter) -> std::optional<double> {
     auto it = values_.find(meter);
     if (it == values_.end()) return std::nullopt;
     return it->second;
   };
   if (!s.target_meter.empty()) {
-    auto v = value_of(s.target_meter);
-    if (!v) throw ConfigError("stopping.target_meter: no meter value '" + s.target_meter + "'",
-                              "expected one of the run's values, e.g. test_accuracy_top1", "");
-    if (minimized(s.target_meter) ? *v <= s.target : *v >= s.target) {
+    auto reached = target_reached();
+    if (!reached) throw LocatedConfigError(stopping_where("target_meter") + ": no meter value '" + s.target_meter + "'",
+                                           "expected one of the run's values, e.g. test_accuracy_top1", "");
+    if (!reached->empty()) {
       criterion_stop_ = stop_reason_.empty();
-      request_stop("target reached: " + s.target_meter + " " + json_number(*v) + (minimized(s.target_meter) ? " <= " : " >= ") +
-                   json_number(s.target));
+      request_stop(*reached);
     }
   }
   if (s.monitor.empty()) return false;
   auto v = value_of(s.monitor);
-  if (!v) throw ConfigError("stopping.monitor: no meter value '" + s.monitor + "'",
+  if (!v) throw LocatedConfigError(stopping_where("monitor") + ": no meter value '" + s.monitor + "'",
                             "expected one of the run's values, e.g. test_loss", "");
   const double gain = minimized(s.monitor) ? best_ - *v : *v - best_;
   const bool improved = !has_best_ || gain > s.min_delta;

@@ -3,6 +3,7 @@
 // iteration scheme: epochs of train iterations, a test pass every N
 // iterations and at each epoch end, a checkpoint at each epoch end).
 #include <chrono>
+#include <optional>
 #include <string>
 
 #include "config/experiment.h"
@@ -121,6 +122,11 @@ class Trainer final : public Loop {
   /// After an epoch's test: target reached? no improvement for `patience`?
   /// Returns true when this epoch is the best so far (for best.pt).
   bool judge_epoch();
+  /// The stop message when the stopping target is met by the current values;
+  /// "" when not met or no target is set; nullopt when the target's meter has no value.
+  std::optional<std::string> target_reached() const;
+  bool minimized(const std::string& meter) const;  ///< stopping.mode for this meter
+  std::string stopping_where(const std::string& key) const;  ///< "FILE:LINE:COL: stopping.KEY"
   void write_summary(double wall_s);
 
   const Experiment& e_;
@@ -145,8 +151,10 @@ class Trainer final : public Loop {
   StageInfo stage_;
   bool debug_ = false;
   bool signal_stop_ = false;
-  std::string config_hash_;
-  std::chrono::steady_clock::time_point last_checkpoint_ = std::chrono::steady_clock::now();  ///< of the resolved experiment, for checkpoint manifests
+  std::string config_hash_;  ///< of the resolved experiment, for checkpoint manifests
+  /// When this process began on the run (the first stage's trainer): summary.json's wall_s.
+  std::chrono::steady_clock::time_point started_ = std::chrono::steady_clock::now();
+  std::chrono::steady_clock::time_point last_checkpoint_ = std::chrono::steady_clock::now();
   /// A stop signal arrived: stop at this iteration boundary (with a checkpoint).
   void check_stop_signal();
   const Batch* batch_ = nullptr;        ///< the batch being trained on (for diagnoses)

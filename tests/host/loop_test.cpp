@@ -6,6 +6,7 @@
 #include <filesystem>
 
 #include "plugins/loader.h"
+#include "train/guard.h"
 #include "support/support.h"
 #include "trainyard/meter.h"
 
@@ -139,6 +140,42 @@ TEST(Overrides, TwoOverridesOfOneStageNeedAnExplicitOrder) {
   RunOutput ordered = run("ordered", "overrides: [{plugin: no_test_no_checkpoint, order: 2}, "
                                "{plugin: no_test_no_checkpoint, order: 1}]\n");
   EXPECT_EQ(ordered.result.exit_code, 0) << ordered.result.err;
+}
+
+TEST(Overrides, AConfigErrorInsideAWrappedDefaultStageNamesItsOwnKeyOnce) {
+  // The monitored value does not exist: found after the first test, inside
+  // the default epoch stage that the override wraps. The error is about
+  // stopping.monitor (line 15), not about the override.
+  RunOutput r = run("wrapped", "overrides: [{plugin: pass_through_epoch}]\n"
+                               "stopping: {monitor: test_acuracy_top1, patience: 2}\n");
+  EXPECT_EQ(r.result.exit_code, 2) << r.result.err;
+  EXPECT_TRUE(contains(r.result.err, "wrapped.yaml:15:")) << r.result.err;
+  EXPECT_TRUE(contains(r.result.err, "stopping.monitor: no meter value 'test_acuracy_top1'")) << r.result.err;
+  EXPECT_FALSE(contains(r.result.err, "pass_through_epoch")) << r.result.err;
+  EXPECT_FALSE(contains(r.result.err, "overrides[0]")) << r.result.err;
+}
+
+TEST(Failures, NestedComponentCallsPutTheInnermostLocationInFrontOnce) {
+  // An override's stage calling a default stage that calls a component: the
+  // component's entry is where the error is.
+  ComponentConfig outer, inner;
+  outer.key = "overrides[0]";
+  outer.where = "exp.yaml:14:3: overrides[0]";
+  inner.key = "dataset.train";
+  inner.where = "exp.yaml:4:10: dataset.train";
+  try {
+    guarded(outer, "stage epoch", [&] { guarded(inner, "get_batch", [] { throw ConfigError("no such file"); }); });
+    FAIL() << "no error";
+  } catch (const ConfigError& e) {
+    EXPECT_EQ(std::string(e.what()), "exp.yaml:4:10: dataset.train (dataset.train): no such file");
+  }
+  // A ConfigError thrown by the override's own code names the override.
+  try {
+    guarded(outer, "stage epoch", [] { throw ConfigError("bad option"); });
+    FAIL() << "no error";
+  } catch (const ConfigError& e) {
+    EXPECT_EQ(std::string(e.what()), "exp.yaml:14:3: overrides[0] (overrides[0]): bad option");
+  }
 }
 
 TEST(Callbacks, RunInPriorityOrderAndSeeEveryStage) {

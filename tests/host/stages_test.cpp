@@ -150,5 +150,54 @@ TEST(Stages, WeightsCarryOverAndAnInterruptedRunResumesIntoTheRightStage) {
   }
 }
 
+TEST(Stages, AStageEndedByItsTargetStaysEndedOnResumeAndTheNextTrainsItsOwnEpochs) {
+  // Stage 1 may train 3 epochs but reaches its (trivial) target after the
+  // first; stage 2 trains its own 1 epoch (checkpointing mid-epoch) with a
+  // target it never reaches.
+  const std::string exp = staged_experiment("target",
+                                            "output: {keep_checkpoints: 0}\n"
+                                            "stages:\n"
+                                            "  - name: warm\n"
+                                            "    loop: {epochs: 3}\n"
+                                            "    stopping: {target_meter: test_accuracy_top2, target: 0.0}\n"
+                                            "  - name: rest\n"
+                                            "    loop: {epochs: 1, checkpoint_every_iters: 8}\n"
+                                            "    stopping: {target: 1.1}\n");
+  const std::string out = test::temp_dir("out-target");
+  auto r = test::trainyard("run " + exp + " --output-dir " + out + "/whole");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_TRUE(test::contains(r.out + r.err, "stopping: target reached: test_accuracy_top2")) << r.out << r.err;
+  EXPECT_TRUE(test::contains(r.out, "stage 2/2 'rest': epochs 2-2")) << r.out;
+  const std::string ckpts = out + "/whole/target/checkpoints/";
+  ASSERT_TRUE(fs::exists(ckpts + "ckpt-e0002-i00000032.pt"));
+  EXPECT_FALSE(fs::exists(ckpts + "ckpt-e0003-i00000048.pt"));
+  EXPECT_TRUE(test::contains(test::read_file(out + "/whole/target/summary.json"), "\"epochs_completed\": 2"));
+
+  // Killed after stage 1's checkpoint (the target was reached there), and
+  // inside stage 2: stage 1 does not train on, and both end bit-identical.
+  for (const char* keep : {"ckpt-e0001-i00000016.pt", "ckpt-e0001-i00000024.pt"}) {
+    const std::string copy = out + "/resumed-" + std::string(keep).substr(12, 8);
+    fs::create_directories(copy);
+    fs::copy(out + "/whole/target", copy + "/target", fs::copy_options::recursive);
+    for (const auto& f : fs::directory_iterator(copy + "/target/checkpoints")) {
+      const std::string name = f.path().filename().string();
+      if (name.substr(0, name.find(".pt") + 3) > keep) fs::remove(f.path());  // with its manifest
+    }
+    auto resumed = test::trainyard("run " + exp + " --output-dir " + copy);
+    ASSERT_EQ(resumed.exit_code, 0) << resumed.err;
+    if (std::string(keep) == "ckpt-e0001-i00000016.pt") {
+      EXPECT_TRUE(test::contains(resumed.out + resumed.err, "target reached: test_accuracy_top2")) << resumed.out;
+      EXPECT_TRUE(test::contains(resumed.out, "stage 2/2 'rest': epochs 2-2")) << resumed.out;
+    } else {
+      EXPECT_TRUE(test::contains(resumed.out, "stage 2 'rest')")) << resumed.out;
+    }
+    EXPECT_FALSE(fs::exists(copy + "/target/checkpoints/ckpt-e0003-i00000048.pt")) << keep;
+    EXPECT_EQ(test::compare_checkpoint_networks(ckpts + "ckpt-e0002-i00000032.pt",
+                                                copy + "/target/checkpoints/ckpt-e0002-i00000032.pt"),
+              "")
+        << keep;
+  }
+}
+
 }  // namespace
 }  // namespace trainyard::host
