@@ -37,9 +37,15 @@ double clip_gradients(std::vector<at::Tensor>& grads, double max_value, double m
   at::NoGradGuard no_grad;
   if (max_value > 0)
     for (auto& g : grads) g.clamp_(-max_value, max_value);
-  double squares = 0;
-  for (auto& g : grads) squares += g.pow(2).sum().item<double>();
-  const double norm = std::sqrt(squares);
+  // One pass over each gradient (a BLAS dot product, no temporary) and one
+  // read back: this runs at every update, for the non-finite check too.
+  std::vector<at::Tensor> squares;
+  squares.reserve(grads.size());
+  for (auto& g : grads) {
+    const at::Tensor flat = g.is_contiguous() ? g.view({-1}) : g.reshape({-1});
+    squares.push_back(at::dot(flat, flat));
+  }
+  const double norm = squares.empty() ? 0.0 : std::sqrt(at::stack(squares).sum(at::kDouble).item<double>());
   if (max_norm > 0 && norm > max_norm)
     for (auto& g : grads) g.mul_(max_norm / norm);
   return norm;
@@ -75,6 +81,7 @@ LoaderOptions make_loader_options(const Experiment& e, const ComponentConfig& da
 Trainer::Trainer(const Experiment& experiment, Components components, Context context, RunPaths paths)
     : e_(experiment), c_(std::move(components)), context_(std::move(context)), paths_(std::move(paths)) {
   plan_ = make_epoch_plan(e_, c_.train_data.object->size(), context_);
+  parameters_ = c_.network.object->parameters();
   {
     YAML::Emitter config;
     config << e_.resolved();
@@ -300,7 +307,8 @@ void Trainer::apply_schedule() {
 void Trainer::finish_update() {
   if (reducer_) reducer_->finish();  // averaged over ranks, mostly while backward ran
   std::vector<at::Tensor> grads;
-  for (auto& p : c_.network.object->parameters())
+  grads.reserve(parameters_.size());
+  for (auto& p : parameters_)
     if (p.grad().defined()) grads.push_back(p.mutable_grad());
   at::NoGradGuard no_grad;
   // A short accumulation (the epoch ended first) still makes a mean over its batches.

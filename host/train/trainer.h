@@ -5,6 +5,7 @@
 #include <chrono>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "config/experiment.h"
 #include "data/loader.h"
@@ -164,6 +165,9 @@ class Trainer final : public Loop {
   /// A non-finite loss or gradient: skip the update, or stop naming the cause.
   /// Returns true when the update must not happen.
   bool handle_nonfinite();
+  /// The network's parameters, listed once (loading a checkpoint keeps the
+  /// same tensors): finish_update reads their gradients at every update.
+  std::vector<at::Tensor> parameters_;
   Communicator* comm_ = nullptr;
   std::shared_ptr<GradientReducer> reducer_;
   std::shared_ptr<LoaderStats> train_stats_ = std::make_shared<LoaderStats>();

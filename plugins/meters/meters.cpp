@@ -43,12 +43,17 @@ class TopkAccuracy : public trainyard::Meter {
   }
   void update(const trainyard::MeterInput& in) override {
     const auto& out = in.output;
-    int64_t k = std::min<int64_t>(max_k_, out.size(1));
-    at::Tensor top = std::get<1>(out.topk(k, /*dim=*/1));                // {batch, k}
-    at::Tensor hits = top.eq(in.batch.target.view({-1, 1})).to(at::kInt);  // {batch, k}
-    at::Tensor cumulative = hits.cumsum(1).sum(0).to(at::kDouble).cpu();  // hits within top-1..k
-    auto acc = cumulative.accessor<double, 1>();
-    for (size_t i = 0; i < ks_.size(); ++i) correct_[i] += acc[std::min<int64_t>(ks_[i], k) - 1];
+    const int64_t k = std::min<int64_t>(max_k_, out.size(1));
+    // The k highest classes per sample ({batch, k}; argmax alone for top-1,
+    // the cheapest kernel), then per rank j the samples whose target is
+    // there: few tensor operations, since this runs at every step.
+    at::Tensor top = k == 1 ? out.argmax(1, /*keepdim=*/true) : std::get<1>(out.topk(k, /*dim=*/1));
+    at::Tensor at_rank = top.eq(in.batch.target.view({-1, 1})).sum(0).cpu();  // int64 {k}
+    auto hits = at_rank.accessor<int64_t, 1>();
+    std::vector<double> within(static_cast<size_t>(k));  // hits within the top 1..k
+    double running = 0;
+    for (int64_t j = 0; j < k; ++j) within[static_cast<size_t>(j)] = running += static_cast<double>(hits[j]);
+    for (size_t i = 0; i < ks_.size(); ++i) correct_[i] += within[static_cast<size_t>(std::min<int64_t>(ks_[i], k) - 1)];
     count_ += static_cast<double>(out.size(0));
   }
   std::vector<double> accumulators() const override {

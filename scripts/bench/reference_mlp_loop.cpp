@@ -2,8 +2,10 @@
 // trainyard against: the same Fashion-MNIST data, MLP, batch, optimizer and
 // per-iteration bookkeeping (running loss and top-1 accuracy), no framework.
 //
-// usage: reference_mlp_loop DATA_DIR EPOCHS THREADS
+// usage: reference_mlp_loop DATA_DIR EPOCHS THREADS [SAMPLES_PER_EPOCH]
 // prints one line per epoch: "epoch N seconds S loss L accuracy A"
+// The epoch is its own function, train_epoch, so that an instruction count
+// (valgrind --tool=callgrind --toggle-collect) can be limited to it.
 #include <zlib.h>
 
 #include <chrono>
@@ -28,11 +30,36 @@ std::vector<uint8_t> read_gz(const std::string& path, size_t header, size_t& cou
   return std::vector<uint8_t>(bytes.begin() + static_cast<long>(header), bytes.end());
 }
 
+struct EpochResult {
+  double loss_sum = 0, correct = 0;
+};
+
+// One epoch over the first `samples` positions of a fresh permutation.
+__attribute__((noinline)) EpochResult train_epoch(torch::nn::Sequential& net, torch::optim::SGD& opt,
+                                                  const at::Tensor& images, const at::Tensor& targets, int64_t n,
+                                                  int64_t samples, int64_t batch) {
+  EpochResult r;
+  auto order = torch::randperm(n, torch::kLong);
+  net->train();
+  for (int64_t start = 0; start < samples; start += batch) {
+    auto idx = order.narrow(0, start, std::min<int64_t>(batch, samples - start));
+    auto x = images.index_select(0, idx), y = targets.index_select(0, idx);
+    opt.zero_grad();
+    auto out = net->forward(x.flatten(1));
+    auto loss = torch::nn::functional::cross_entropy(out, y);
+    loss.backward();
+    opt.step();
+    r.loss_sum += loss.item<double>() * double(idx.size(0));
+    r.correct += out.argmax(1).eq(y).sum().item<double>();
+  }
+  return r;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
-  if (argc != 4) {
-    std::fprintf(stderr, "usage: %s DATA_DIR EPOCHS THREADS\n", argv[0]);
+  if (argc != 4 && argc != 5) {
+    std::fprintf(stderr, "usage: %s DATA_DIR EPOCHS THREADS [SAMPLES_PER_EPOCH]\n", argv[0]);
     return 2;
   }
   const std::string dir = argv[1];
@@ -51,25 +78,13 @@ int main(int argc, char** argv) {
                             torch::nn::ReLU(), torch::nn::Linear(128, 10));
   torch::optim::SGD opt(net->parameters(), torch::optim::SGDOptions(0.05).momentum(0.9).nesterov(true));
   const int64_t batch = 64;
+  const int64_t samples = argc == 5 ? std::min<int64_t>(std::stoll(argv[4]), long(n)) : long(n);
   for (int epoch = 1; epoch <= epochs; ++epoch) {
     auto t0 = std::chrono::steady_clock::now();
-    auto order = torch::randperm(long(n), torch::kLong);
-    double loss_sum = 0, correct = 0;
-    net->train();
-    for (int64_t start = 0; start < long(n); start += batch) {
-      auto idx = order.narrow(0, start, std::min<int64_t>(batch, long(n) - start));
-      auto x = images.index_select(0, idx), y = targets.index_select(0, idx);
-      opt.zero_grad();
-      auto out = net->forward(x.flatten(1));
-      auto loss = torch::nn::functional::cross_entropy(out, y);
-      loss.backward();
-      opt.step();
-      loss_sum += loss.item<double>() * double(idx.size(0));
-      correct += out.argmax(1).eq(y).sum().item<double>();
-    }
+    EpochResult r = train_epoch(net, opt, images, targets, long(n), samples, batch);
     double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    std::printf("epoch %d seconds %.4f loss %.4f accuracy %.4f\n", epoch, seconds, loss_sum / double(n),
-                correct / double(n));
+    std::printf("epoch %d seconds %.4f loss %.4f accuracy %.4f\n", epoch, seconds, r.loss_sum / double(samples),
+                r.correct / double(samples));
     std::fflush(stdout);
   }
   return 0;
