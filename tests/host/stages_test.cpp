@@ -47,6 +47,20 @@ std::string error_of(const std::string& stages) {
   return "";
 }
 
+// Copies OUT/NAME into COPY/NAME as if the run had been killed right after
+// writing checkpoint `keep` (later checkpoints and their manifests removed),
+// then runs the experiment again there: it resumes.
+test::CommandResult resume_copy(const std::string& exp, const std::string& out, const std::string& name,
+                                const std::string& keep, const std::string& copy) {
+  fs::create_directories(copy);
+  fs::copy(out + "/" + name, copy + "/" + name, fs::copy_options::recursive);
+  for (const auto& f : fs::directory_iterator(copy + "/" + name + "/checkpoints")) {
+    const std::string file = f.path().filename().string();
+    if (file.substr(0, file.find(".pt") + 3) > keep) fs::remove(f.path());
+  }
+  return test::trainyard("run " + exp + " --output-dir " + copy);
+}
+
 TEST(Stages, EachStageInheritsTheBaseAndEarlierStagesAndOverridesItsOwnKeys) {
   Experiment e = validate_experiment(read_experiment(staged_experiment("inherit"), {}), registry());
   ASSERT_EQ(e.stages.size(), 2u);
@@ -128,13 +142,7 @@ TEST(Stages, WeightsCarryOverAndAnInterruptedRunResumesIntoTheRightStage) {
   // and at the boundary (stage 1's last checkpoint): both end bit-identical.
   for (const char* keep : {"ckpt-e0002-i00000032.pt", "ckpt-e0001-i00000016.pt"}) {
     const std::string copy = out + "/resumed-" + std::string(keep).substr(5, 5);
-    fs::create_directories(copy);
-    fs::copy(out + "/whole/staged", copy + "/staged", fs::copy_options::recursive);
-    for (const auto& f : fs::directory_iterator(copy + "/staged/checkpoints")) {
-      const std::string name = f.path().filename().string();
-      if (name.substr(0, name.find(".pt") + 3) > keep) fs::remove(f.path());  // with its manifest
-    }
-    auto resumed = test::trainyard("run " + exp + " --output-dir " + copy);
+    auto resumed = resume_copy(exp, out + "/whole", "staged", keep, copy);
     ASSERT_EQ(resumed.exit_code, 0) << resumed.err;
     if (std::string(keep) == "ckpt-e0002-i00000032.pt") {
       EXPECT_TRUE(test::contains(resumed.out, "stage 2 'all')")) << resumed.out;
@@ -177,13 +185,7 @@ TEST(Stages, AStageEndedByItsTargetStaysEndedOnResumeAndTheNextTrainsItsOwnEpoch
   // inside stage 2: stage 1 does not train on, and both end bit-identical.
   for (const char* keep : {"ckpt-e0001-i00000016.pt", "ckpt-e0001-i00000024.pt"}) {
     const std::string copy = out + "/resumed-" + std::string(keep).substr(12, 8);
-    fs::create_directories(copy);
-    fs::copy(out + "/whole/target", copy + "/target", fs::copy_options::recursive);
-    for (const auto& f : fs::directory_iterator(copy + "/target/checkpoints")) {
-      const std::string name = f.path().filename().string();
-      if (name.substr(0, name.find(".pt") + 3) > keep) fs::remove(f.path());  // with its manifest
-    }
-    auto resumed = test::trainyard("run " + exp + " --output-dir " + copy);
+    auto resumed = resume_copy(exp, out + "/whole", "target", keep, copy);
     ASSERT_EQ(resumed.exit_code, 0) << resumed.err;
     if (std::string(keep) == "ckpt-e0001-i00000016.pt") {
       EXPECT_TRUE(test::contains(resumed.out + resumed.err, "target reached: test_accuracy_top2")) << resumed.out;
