@@ -186,6 +186,7 @@ void Trainer::install_overrides() {
     guarded(*o.config, "install", [&] { o.object->install(stages_, *this); });
     const ComponentConfig& who = *o.config;
     for (const auto& stage : o.object->replaces()) {
+      if (stage == "train_batches") custom_batches_ = true;
       if (stage == "run") stages_.run = [f = stages_.run, &who] { guarded(who, "stage run", f); };
       if (stage == "should_continue")
         stages_.should_continue = [f = stages_.should_continue, &who] { return guarded(who, "stage should_continue", f); };
@@ -476,6 +477,7 @@ void Trainer::default_epoch(int64_t epoch) {
     stages_.checkpoint();
     return;
   }
+  last_epoch_length_ = at_.position;
   ++at_.epoch;
   at_.position = 0;
   secs_per_train_ = train_seconds;

@@ -67,7 +67,11 @@ class Trainer final : public Loop {
   int64_t epochs() const override { return stage_.first_epoch + e_.loop.epochs; }  ///< where this stage ends
   int64_t iteration() const override { return at_.iteration; }
   int64_t position() const override { return at_.position; }
-  int64_t iterations_per_epoch() const override { return plan_.batches_per_epoch(); }
+  /// The plan's batches per epoch; when an override replaced train_batches
+  /// (its length is its own), the length of the last epoch it trained.
+  int64_t iterations_per_epoch() const override {
+    return custom_batches_ && last_epoch_length_ > 0 ? last_epoch_length_ : plan_.batches_per_epoch();
+  }
   int64_t batch_size() const override { return e_.loop.batch_per_device; }
   const MeterValues& values() const override { return values_; }
   void log(const std::string& phase, const MeterValues& values) override;
@@ -168,6 +172,8 @@ class Trainer final : public Loop {
   /// The network's parameters, listed once (loading a checkpoint keeps the
   /// same tensors): finish_update reads their gradients at every update.
   std::vector<at::Tensor> parameters_;
+  bool custom_batches_ = false;    ///< an override replaced train_batches
+  int64_t last_epoch_length_ = 0;  ///< train batches of the last completed epoch
   Communicator* comm_ = nullptr;
   std::shared_ptr<GradientReducer> reducer_;
   std::shared_ptr<LoaderStats> train_stats_ = std::make_shared<LoaderStats>();

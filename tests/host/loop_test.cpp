@@ -132,6 +132,19 @@ TEST(Overrides, OverfitBatchesTrainsOnTheFirstBatchesOnly) {
   EXPECT_LT(losses.back(), 0.05);  // memorized
 }
 
+TEST(Overrides, ProgressFollowsTheOverriddenEpochLengthAfterTheFirstEpoch) {
+  // The plan says 16 batches; overfit_batches trains 2. After the first
+  // epoch, the progress lines count to 2 (before it, the host cannot know).
+  RunOutput r = run("overfit_progress",
+                    "overrides: [{plugin: overfit_batches, batches: 2}]\n"
+                    "callbacks: [{plugin: console, progress: never, plain_every_secs: 0.000001}]\n",
+                    "--set loop.epochs=3");
+  ASSERT_EQ(r.result.exit_code, 0) << r.result.err;
+  EXPECT_TRUE(contains(r.result.out, "] 2/16  12%")) << r.result.out;
+  for (const char* line : {"epoch 2/3 [####################] 2/2 100%", "epoch 3/3 [####################] 2/2 100%"})
+    EXPECT_TRUE(contains(r.result.out, line)) << line << "\n" << r.result.out;
+}
+
 TEST(Overrides, TwoOverridesOfOneStageNeedAnExplicitOrder) {
   RunOutput r = run("twice", "overrides: [{plugin: no_test_no_checkpoint}, {plugin: no_test_no_checkpoint}]\n");
   EXPECT_EQ(r.result.exit_code, 2);

@@ -90,6 +90,9 @@ class Loop {
   virtual int64_t epochs() const = 0;                ///< loop.epochs
   virtual int64_t iteration() const = 0;             ///< train iterations since the run began
   virtual int64_t position() const = 0;              ///< train batches done in the current epoch
+  /// Train batches per epoch. When an additional_override replaced
+  /// train_batches, the host cannot know the length in advance: this is
+  /// then the length of the last completed epoch (the plan's before the first).
   virtual int64_t iterations_per_epoch() const = 0;
   virtual int64_t batch_size() const = 0;
 
