@@ -1,8 +1,9 @@
 // The bad-input corpus: every case gives one clear "error:" line and exit 2,
-// and writes nothing.
+// and writes nothing (a damaged record, found while training: no checkpoint).
 #include <gtest/gtest.h>
 
 #include <filesystem>
+#include <map>
 
 #include "support/support.h"
 
@@ -62,6 +63,68 @@ TEST(BadInput, EveryBrokenPluginLibraryIsOneClearErrorAndExitTwo) {
       {"twins", "is registered twice"}};
   for (const auto& [dir, expected] : libraries)
     expect_one_clear_error({dir, "run " + exp + " --plugin-dir " + fixture_dir(dir), expected});
+}
+
+std::vector<std::string> nonempty_lines(const std::string& text) {
+  std::vector<std::string> lines;
+  std::string cur;
+  for (char ch : text + "\n") {
+    if (ch != '\n') {
+      cur += ch;
+    } else if (!cur.empty()) {
+      lines.push_back(cur);
+      cur.clear();
+    } else {
+      cur.clear();
+    }
+  }
+  return lines;
+}
+
+TEST(BadInput, EveryDamagedRecordInTheCorpusIsOneClearErrorAndExitTwo) {
+  // tests/bad_inputs/records/NAME.bin: one LMDB value each, broken in one way;
+  // expected.txt: what its error must say. Each goes in as record 3 of a real
+  // converted Fashion-MNIST database, which a real run then trains on.
+  const std::string corpus = source_dir() + "/tests/bad_inputs/records";
+  std::map<std::string, std::string> expected;
+  for (const auto& line : read_lines(corpus + "/expected.txt")) {
+    if (line.empty() || line[0] == '#') continue;
+    expected[line.substr(0, line.find(": "))] = line.substr(line.find(": ") + 2);
+  }
+  const std::string good = temp_dir("db") + "/fm";
+  const std::string fashion = "/usr/share/datasets/fashion-mnist";
+  ASSERT_EQ(trainyard("convert --from idx --images " + fashion + "/t10k-images-idx3-ubyte.gz --labels " + fashion +
+                      "/t10k-labels-idx1-ubyte.gz --limit 16 --output " + good)
+                .exit_code,
+            0);
+  int cases = 0;
+  for (const auto& f : fs::directory_iterator(corpus)) {
+    if (f.path().extension() != ".bin") continue;
+    const std::string name = f.path().stem().string();
+    ASSERT_TRUE(expected.count(name)) << name << " has no line in expected.txt";
+    const std::string db = temp_dir("db-" + name) + "/fm";
+    fs::copy(good, db, fs::copy_options::recursive);
+    put_lmdb_record(db, 3, read_file(f.path().string()));
+    std::string yaml = synthetic_experiment(name);
+    for (const std::string split : {"{plugin: synthetic, size: 512, num_classes: 4, shape: [1, 4, 4], seed: 1}",
+                                    "{plugin: synthetic, size: 128, num_classes: 4, shape: [1, 4, 4], seed: 2}"})
+      yaml.replace(yaml.find(split), split.size(), "{plugin: lmdb, path: " + db + "}");
+    const std::string exp = temp_dir("exp-" + name) + "/" + name + ".yaml";
+    write_file(exp, yaml);
+    const std::string out = temp_dir("out-" + name);
+    auto r = trainyard("run " + exp + " --output-dir " + out);
+    EXPECT_EQ(r.exit_code, 2) << name << ": " << r.err;
+    const auto lines = nonempty_lines(r.err);
+    EXPECT_EQ(lines.size(), 1u) << name << ": " << r.err;
+    EXPECT_EQ(r.err.rfind("error: ", 0), 0u) << name << ": " << r.err;
+    EXPECT_TRUE(contains(r.err, "dataset 'lmdb'")) << name << ": " << r.err;
+    EXPECT_TRUE(contains(r.err, "record 0000000003")) << name << ": " << r.err;
+    EXPECT_TRUE(contains(r.err, expected[name])) << name << ": expected '" << expected[name] << "' in: " << r.err;
+    EXPECT_EQ(latest_checkpoint(out + "/" + name), "") << name << ": a checkpoint was written";
+    ++cases;
+  }
+  EXPECT_EQ(cases, static_cast<int>(expected.size()));
+  EXPECT_GE(cases, 10);
 }
 
 }  // namespace

@@ -146,31 +146,16 @@ TEST(Convert, SplitAndShuffle) {
 }
 
 // Replaces record `index` of an LMDB with `value`.
-void damage(const std::string& db, int64_t index, const std::string& value) {
-  MDB_env* env;
-  ASSERT_EQ(mdb_env_create(&env), 0);
-  ASSERT_EQ(mdb_env_set_mapsize(env, size_t(1) << 30), 0);
-  ASSERT_EQ(mdb_env_open(env, db.c_str(), 0, 0664), 0);
-  MDB_txn* txn;
-  MDB_dbi dbi;
-  ASSERT_EQ(mdb_txn_begin(env, nullptr, 0, &txn), 0);
-  ASSERT_EQ(mdb_dbi_open(txn, nullptr, 0, &dbi), 0);
-  std::string key = record_key(index);
-  MDB_val k{key.size(), key.data()}, v{value.size(), const_cast<char*>(value.data())};
-  ASSERT_EQ(mdb_put(txn, dbi, &k, &v, 0), 0);
-  ASSERT_EQ(mdb_txn_commit(txn), 0);
-  mdb_env_close(env);
-}
 
 TEST(LmdbDataset, DamagedRecordsAndUndecodableImagesAreNamedOrSkipped) {
   const std::string db = test::temp_dir("db") + "/fm";
   ASSERT_EQ(convert("--from idx --images " + kFashion + "/t10k-images-idx3-ubyte.gz --labels " + kFashion +
                     "/t10k-labels-idx1-ubyte.gz --limit 64 --output " + db).exit_code, 0);
-  damage(db, 5, "TYRC\x01garbage");
+  test::put_lmdb_record(db, 5, "TYRC\x01garbage");
   Record undecodable;
   undecodable.images.push_back({ImageEncoding::png, 28, 28, 1, "definitely not a png"});
   undecodable.labels.push_back(Label::class_index(1));
-  damage(db, 9, encode_record(undecodable));
+  test::put_lmdb_record(db, 9, encode_record(undecodable));
   auto lmdb = dataset("lmdb", {{"path", db}});
   try {
     lmdb->get(5);

@@ -1,5 +1,6 @@
 #include "support/support.h"
 
+#include <lmdb.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -14,6 +15,7 @@
 #include "plugins/loader.h"
 #include "plugins/registry.h"
 #include <torch/serialize/input-archive.h>
+#include "trainyard/record.h"
 
 namespace fs = std::filesystem;
 
@@ -177,6 +179,25 @@ std::string compare_checkpoint_networks(const std::string& a, const std::string&
   aa.read("network", na);
   ab.read("network", nb);
   return compare_archives(na, nb, "");
+}
+
+void put_lmdb_record(const std::string& db, int64_t index, const std::string& value) {
+  auto check = [&](int rc, const char* what) {
+    if (rc != 0) throw std::runtime_error(db + ": " + what + ": " + mdb_strerror(rc));
+  };
+  MDB_env* env = nullptr;
+  check(mdb_env_create(&env), "mdb_env_create");
+  check(mdb_env_set_mapsize(env, size_t(1) << 30), "mdb_env_set_mapsize");
+  check(mdb_env_open(env, db.c_str(), 0, 0664), "mdb_env_open");
+  MDB_txn* txn = nullptr;
+  MDB_dbi dbi;
+  check(mdb_txn_begin(env, nullptr, 0, &txn), "mdb_txn_begin");
+  check(mdb_dbi_open(txn, nullptr, 0, &dbi), "mdb_dbi_open");
+  std::string key = record_key(index);
+  MDB_val k{key.size(), key.data()}, v{value.size(), const_cast<char*>(value.data())};
+  check(mdb_put(txn, dbi, &k, &v, 0), "mdb_put");
+  check(mdb_txn_commit(txn), "mdb_txn_commit");
+  mdb_env_close(env);
 }
 
 }  // namespace trainyard::test

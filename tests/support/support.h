@@ -55,6 +55,10 @@ const host::Registry& builtin_registry();
 /// The newest ckpt-*.pt of RUN_DIR/checkpoints ("" if none); manifests and best.pt are not counted.
 std::string latest_checkpoint(const std::string& run_dir);
 
+/// Replaces (or adds) record INDEX of the LMDB environment DB with VALUE, as
+/// bytes, to damage a converted dataset. Throws std::runtime_error on failure.
+void put_lmdb_record(const std::string& db, int64_t index, const std::string& value);
+
 /// One tensor of a checkpoint file's network, by its dotted parameter or
 /// buffer name ("layers.0.weight"; submodules are nested archives).
 at::Tensor checkpoint_tensor(const std::string& checkpoint, const std::string& name);
