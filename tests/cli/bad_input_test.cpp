@@ -16,23 +16,25 @@ struct Case {
   std::string name, command, expected;
 };
 
+std::vector<std::string> nonempty_lines(const std::string& text) {
+  std::vector<std::string> lines;
+  std::string cur;
+  for (char ch : text + "\n") {
+    if (ch != '\n') {
+      cur += ch;
+      continue;
+    }
+    if (!cur.empty()) lines.push_back(cur);
+    cur.clear();
+  }
+  return lines;
+}
+
 void expect_one_clear_error(const Case& c) {
   const std::string out = temp_dir("out-" + c.name);
   auto r = trainyard(c.command + " --output-dir " + out);
   EXPECT_EQ(r.exit_code, 2) << c.name << ": " << r.err;
-  size_t lines = 0;
-  for (const auto& line : [&] {
-         std::vector<std::string> v;
-         std::string cur;
-         for (char ch : r.err) {
-           if (ch == '\n') v.push_back(cur), cur.clear();
-           else cur += ch;
-         }
-         if (!cur.empty()) v.push_back(cur);
-         return v;
-       }())
-    if (!line.empty()) ++lines;
-  EXPECT_EQ(lines, 1u) << c.name << ": " << r.err;
+  EXPECT_EQ(nonempty_lines(r.err).size(), 1u) << c.name << ": " << r.err;
   EXPECT_EQ(r.err.rfind("error: ", 0), 0u) << c.name << ": " << r.err;
   EXPECT_TRUE(contains(r.err, c.expected)) << c.name << ": expected '" << c.expected << "' in: " << r.err;
   EXPECT_TRUE(fs::is_empty(out)) << c.name << ": something was written";
@@ -63,22 +65,6 @@ TEST(BadInput, EveryBrokenPluginLibraryIsOneClearErrorAndExitTwo) {
       {"twins", "is registered twice"}};
   for (const auto& [dir, expected] : libraries)
     expect_one_clear_error({dir, "run " + exp + " --plugin-dir " + fixture_dir(dir), expected});
-}
-
-std::vector<std::string> nonempty_lines(const std::string& text) {
-  std::vector<std::string> lines;
-  std::string cur;
-  for (char ch : text + "\n") {
-    if (ch != '\n') {
-      cur += ch;
-    } else if (!cur.empty()) {
-      lines.push_back(cur);
-      cur.clear();
-    } else {
-      cur.clear();
-    }
-  }
-  return lines;
 }
 
 TEST(BadInput, EveryDamagedRecordInTheCorpusIsOneClearErrorAndExitTwo) {
@@ -114,8 +100,7 @@ TEST(BadInput, EveryDamagedRecordInTheCorpusIsOneClearErrorAndExitTwo) {
     const std::string out = temp_dir("out-" + name);
     auto r = trainyard("run " + exp + " --output-dir " + out);
     EXPECT_EQ(r.exit_code, 2) << name << ": " << r.err;
-    const auto lines = nonempty_lines(r.err);
-    EXPECT_EQ(lines.size(), 1u) << name << ": " << r.err;
+    EXPECT_EQ(nonempty_lines(r.err).size(), 1u) << name << ": " << r.err;
     EXPECT_EQ(r.err.rfind("error: ", 0), 0u) << name << ": " << r.err;
     EXPECT_TRUE(contains(r.err, "dataset 'lmdb'")) << name << ": " << r.err;
     EXPECT_TRUE(contains(r.err, "record 0000000003")) << name << ": " << r.err;
