@@ -530,8 +530,9 @@ MeterValues Trainer::default_test() {
 }
 
 MeterValues Trainer::test_pass() {
-  if (!c_.test_data.object) throw LocatedConfigError(e_.source.path + ": dataset.test: the experiment has no test dataset",
-                                              "expected dataset.test: {plugin: ...}", "");
+  if (!c_.test_data.object)
+    throw LocatedConfigError(e_.source.path + ": dataset.test: the experiment has no test dataset",
+                             "expected dataset.test: {plugin: ...}", "");
   for (auto& m : c_.test_meters) guarded(*m.config, "reset", [&] { m.object->reset(); });
   test_stats_->bad_records = 0;  // counted per test pass
   Network& net = *c_.network.object;
@@ -637,7 +638,7 @@ bool Trainer::judge_epoch() {
   if (s.monitor.empty()) return false;
   auto v = value_of(s.monitor);
   if (!v) throw LocatedConfigError(stopping_where("monitor") + ": no meter value '" + s.monitor + "'",
-                            "expected one of the run's values, e.g. test_loss", "");
+                                   "expected one of the run's values, e.g. test_loss", "");
   const double gain = minimized(s.monitor) ? best_ - *v : *v - best_;
   const bool improved = !has_best_ || gain > s.min_delta;
   if (improved) {
