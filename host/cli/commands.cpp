@@ -372,7 +372,7 @@ int run(int argc, char** argv) {
                       std::to_string(stage_count));
         stage = static_cast<size_t>(peeked.stage);
         trainer = make_trainer(stage);
-        trainer->resume(*it);
+        trainer->resume(*it, Verify::already_done);  // verified above: hash it once
         resumed_from = *it;
       } catch (const Error& err) {
         trainer.reset();

@@ -46,9 +46,14 @@ std::string checkpoint_file_name(const LoopPosition& at);
 void save_checkpoint(const std::string& path, Network& network, torch::optim::Optimizer& optimizer,
                      const CheckpointState& state);
 
+/// Whether load_checkpoint first checks the file against its manifest
+/// (already_done: the caller just ran verify_checkpoint; hashing is not free).
+enum class Verify { yes, already_done };
+
 /// Restores network, optimizer and the global CPU RNG; returns the position.
 /// Throws trainyard::Error naming the file on any mismatch or damage.
-CheckpointState load_checkpoint(const std::string& path, Network& network, torch::optim::Optimizer& optimizer);
+CheckpointState load_checkpoint(const std::string& path, Network& network, torch::optim::Optimizer& optimizer,
+                                Verify verify = Verify::yes);
 
 /// The loop position and stage of a checkpoint, without loading weights
 /// and without verifying it against its manifest (load_checkpoint does).

@@ -113,8 +113,8 @@ const Dataset& Trainer::test_dataset() const {
   return *c_.test_data.object;
 }
 
-void Trainer::resume(const std::string& checkpoint) {
-  CheckpointState state = load_checkpoint(checkpoint, *c_.network.object, *c_.optimizer);
+void Trainer::resume(const std::string& checkpoint, Verify verify) {
+  CheckpointState state = load_checkpoint(checkpoint, *c_.network.object, *c_.optimizer, verify);
   if (state.stage != stage_.index)
     throw Error(checkpoint + ": checkpoint of stage " + std::to_string(state.stage + 1) + ", not of stage " +
                 std::to_string(stage_.index + 1));

@@ -52,7 +52,7 @@ class Trainer final : public Loop {
   Trainer(const Experiment& experiment, Components components, Context context, RunPaths paths);
 
   /// Continues from a checkpoint (network, optimizer, RNG, position, meters).
-  void resume(const std::string& checkpoint);
+  void resume(const std::string& checkpoint, Verify verify = Verify::yes);
   /// Installs the overrides, runs the `run` stage, writes summary.json.
   void run();
 
