@@ -8,6 +8,7 @@
 #include <set>
 
 #include "trainyard/error.h"
+#include "util/process.h"
 #include "util/text.h"
 
 namespace fs = std::filesystem;
@@ -421,7 +422,7 @@ const Schema& loop_schema() {
         .one_of({"error", "skip", "ignore"});
     s.add("stop_signals", std::vector<std::string>{"SIGINT", "SIGTERM", "SIGUSR1"},
           "signals that stop the run at the next iteration with a checkpoint (exit code 4, resumable)")
-        .one_of({"SIGINT", "SIGTERM", "SIGUSR1", "SIGUSR2", "SIGHUP"});
+        .one_of(stop_signal_names());
     s.add("nonfinite_max_skips", 10, "skip: updates dropped in a row before the run stops as with error").min(1);
     return s;
   }();

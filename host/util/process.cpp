@@ -5,7 +5,9 @@
 #include <string.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdlib>
+#include <utility>
 
 #include "config/experiment.h"
 
@@ -69,8 +71,17 @@ void on_stop_signal(int signo) {
 
 }  // namespace
 
+// The signals loop.stop_signals may name: the one list behind the
+// experiment's choices and the handlers installed.
+const std::pair<const char*, int> kStopSignals[] = {
+    {"SIGINT", SIGINT}, {"SIGTERM", SIGTERM}, {"SIGUSR1", SIGUSR1}, {"SIGUSR2", SIGUSR2}, {"SIGHUP", SIGHUP}};
+
 const std::vector<std::string>& stop_signal_names() {
-  static const std::vector<std::string> names = {"SIGINT", "SIGTERM", "SIGUSR1", "SIGUSR2", "SIGHUP"};
+  static const std::vector<std::string> names = [] {
+    std::vector<std::string> v;
+    for (const auto& [name, signo] : kStopSignals) v.push_back(name);
+    return v;
+  }();
   return names;
 }
 
@@ -80,10 +91,8 @@ std::string signal_name(int signo) {
 }
 
 void install_stop_signals(const std::vector<std::string>& names) {
-  for (const auto& name : names) {
-    const int signo = name == "SIGINT" ? SIGINT : name == "SIGTERM" ? SIGTERM : name == "SIGUSR1" ? SIGUSR1
-                    : name == "SIGUSR2" ? SIGUSR2 : name == "SIGHUP" ? SIGHUP : 0;
-    if (signo == 0) continue;
+  for (const auto& [name, signo] : kStopSignals) {
+    if (std::find(names.begin(), names.end(), name) == names.end()) continue;
     struct sigaction action {};
     action.sa_handler = on_stop_signal;
     sigemptyset(&action.sa_mask);
