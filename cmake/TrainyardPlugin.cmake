@@ -8,6 +8,79 @@
 # Example:
 #   find_package(Trainyard REQUIRED)
 #   trainyard_add_plugin(my_net SOURCES plugin.cpp my_net.cpp)
+# trainyard_torch_build_info(CUDA_VAR NCCL_VAR)
+#
+# What the LibTorch found by find_package(Torch) was built with, for the build
+# fingerprint: CUDA_VAR is its CUDA version ("13.2") or "none"; NCCL_VAR is 1
+# when c10d's NCCL backend is in (the torch target defines USE_C10D_NCCL), else 0.
+# The CUDA version comes from the package itself (the wheel's torch/version.py,
+# or LibTorch archives' build-version such as "2.5.1+cu124"), not from the
+# local toolkit, which may be another minor version.
+function(trainyard_torch_build_info cuda_var nccl_var)
+  set(cuda "none")
+  if(TARGET torch_cuda)
+    set(cuda "unknown")
+    if(EXISTS "${TORCH_INSTALL_PREFIX}/version.py")
+      file(STRINGS "${TORCH_INSTALL_PREFIX}/version.py" line REGEX "^cuda[:= ]")
+      if(line MATCHES "'([0-9]+\\.[0-9]+)'")
+        set(cuda "${CMAKE_MATCH_1}")
+      endif()
+    elseif(EXISTS "${TORCH_INSTALL_PREFIX}/build-version")
+      file(STRINGS "${TORCH_INSTALL_PREFIX}/build-version" line)
+      if(line MATCHES "\\+cu([0-9]+)([0-9])$")
+        set(cuda "${CMAKE_MATCH_1}.${CMAKE_MATCH_2}")
+      endif()
+    endif()
+  endif()
+  get_target_property(defs torch INTERFACE_COMPILE_DEFINITIONS)
+  set(nccl 0)
+  if(TARGET torch_cuda)
+    get_target_property(cuda_defs torch_cuda INTERFACE_COMPILE_DEFINITIONS)
+    list(APPEND defs ${cuda_defs})
+  endif()
+  if("USE_C10D_NCCL" IN_LIST defs)
+    set(nccl 1)
+  endif()
+  set(${cuda_var} "${cuda}" PARENT_SCOPE)
+  set(${nccl_var} "${nccl}" PARENT_SCOPE)
+endfunction()
+
+# trainyard_use_wheel_cuda_libraries()
+#
+# With PyPI's torch wheel, the CUDA libraries LibTorch runs with are the
+# nvidia-* wheels' (site-packages/nvidia/*/lib), which libtorch_cuda.so finds
+# through its RPATH. LibTorch's CMake package links the CUDA runtime of the
+# local toolkit instead (another minor version, loaded first, and its NCCL is
+# older than the one libtorch_cuda.so needs). Point CUDA::cudart at the wheel's
+# runtime and let the linker resolve libtorch_cuda.so's own dependencies there.
+# Call it after find_package(Torch); it does nothing for other LibTorch layouts.
+macro(trainyard_use_wheel_cuda_libraries)
+  file(GLOB _trainyard_wheel_cuda_dirs LIST_DIRECTORIES true "${TORCH_INSTALL_PREFIX}/../nvidia/*/lib")
+  if(_trainyard_wheel_cuda_dirs AND TARGET CUDA::cudart)
+    find_library(TRAINYARD_WHEEL_CUDART NAMES libcudart.so.13 libcudart.so.12 cudart
+                 PATHS ${_trainyard_wheel_cuda_dirs} NO_DEFAULT_PATH)
+    if(TRAINYARD_WHEEL_CUDART)
+      set_target_properties(CUDA::cudart PROPERTIES IMPORTED_LOCATION "${TRAINYARD_WHEEL_CUDART}")
+    endif()
+    foreach(_dir ${_trainyard_wheel_cuda_dirs})
+      add_link_options("LINKER:-rpath-link,${_dir}")
+    endforeach()
+  endif()
+endmacro()
+
+# trainyard_stamp_fingerprint(TARGET [PUBLIC|PRIVATE])
+#
+# Defines TRAINYARD_TORCH_CUDA for TARGET, so that trainyard/version.h's
+# fingerprint names the CUDA version of the LibTorch TARGET compiles against.
+function(trainyard_stamp_fingerprint target)
+  set(scope PRIVATE)
+  if(ARGC GREATER 1)
+    set(scope ${ARGV1})
+  endif()
+  trainyard_torch_build_info(cuda nccl)
+  target_compile_definitions(${target} ${scope} TRAINYARD_TORCH_CUDA="${cuda}")
+endfunction()
+
 function(trainyard_add_plugin name)
   cmake_parse_arguments(ARG "" "OUTPUT_DIRECTORY" "SOURCES;LINK_LIBRARIES" ${ARGN})
   if(NOT ARG_SOURCES)
@@ -20,6 +93,7 @@ function(trainyard_add_plugin name)
     CXX_VISIBILITY_PRESET hidden
     VISIBILITY_INLINES_HIDDEN ON)
   target_link_options(${name} PRIVATE "LINKER:-z,nodelete")
+  trainyard_stamp_fingerprint(${name})
   if(ARG_OUTPUT_DIRECTORY)
     set_target_properties(${name} PROPERTIES LIBRARY_OUTPUT_DIRECTORY ${ARG_OUTPUT_DIRECTORY})
   elseif(DEFINED TRAINYARD_PLUGIN_OUTPUT_DIR)

@@ -17,7 +17,7 @@ db=data/fashion_mnist_lmdb
 [ -d "$db/train" ] && [ -d "$db/test" ] || bash scripts/convert-fashion-mnist.sh "$db" >/dev/null
 lmdb_exp=experiments/fashion_mnist_lmdb_convnet.yaml
 cores=$(nproc)
-echo "BLAS: $(readlink -f /usr/lib/x86_64-linux-gnu/libblas.so.3 || echo unknown); cores: $cores"
+echo "$("$bin" --version | tail -n1); cores: $cores"
 echo
 rate() { sed -n 's/.*samples_per_sec \([0-9.e+]*\).*/\1/p'; }
 memory=$("$bin" iterate experiments/fashion_mnist_mlp.yaml --set loop.shuffle=true | rate)

@@ -22,7 +22,7 @@ out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT
 export OMP_NUM_THREADS=1
 ref_env=(env GLIBC_TUNABLES=glibc.malloc.mmap_threshold=33554432:glibc.malloc.trim_threshold=1073741824)
-blas=$(readlink -f /usr/lib/x86_64-linux-gnu/libblas.so.3 || echo unknown)
+blas=$("$bin" --version | tail -n1)
 
 # Instructions (Ir) collected between the toggles; callgrind writes them as
 # the "summary:" line of its output file.
@@ -44,7 +44,7 @@ ours=$(count "$out/ours.cg") theirs=$(count "$out/ref.cg")
 [ -n "$ours" ] && [ "$ours" -gt 0 ] && [ -n "$theirs" ] && [ "$theirs" -gt 0 ] ||
   { echo "error: callgrind collected nothing (ours: '$ours', reference: '$theirs')" >&2; exit 1; }
 
-echo "BLAS: $blas"
+echo "$blas"
 echo "valgrind: $(valgrind --version); samples per epoch: $samples; threads: 1"
 echo
 printf "| | trainyard | hand-written loop | ratio |\n|---|---|---|---|\n"

@@ -1,29 +1,41 @@
 #!/usr/bin/env bash
-# Installs every Debian package trainyard needs to build, test and run its demo.
-# Idempotent: packages already present are skipped, and `apt-get update` runs
-# only when something is missing. Needs root (or sudo) only when it installs.
+# Installs everything trainyard needs to build, test and run its demo:
+#   1. Debian packages (toolchain, yaml-cpp, Boost, OpenCV, LMDB, GoogleTest, data);
+#   2. LibTorch: PyPI's CUDA-enabled `torch` wheel in a virtual environment,
+#      cached under $TRAINYARD_CACHE (default ~/.cache/trainyard), one per version;
+#   3. the Gloo headers that the wheel does not ship (c10d's ProcessGroupGloo.hpp
+#      includes them), unpacked from Debian forky's (or sid's) libgloo-dev into
+#      the cache and checked against the library (scripts/check-gloo-headers.py).
+# Idempotent: each part is skipped when present. Prints where LibTorch is, for
+# scripts/build.sh (which sources scripts/torch-env.sh).
+# A fresh install downloads about 3.0 GB (torch 539 MB, the nvidia-* CUDA
+# wheels the rest) and took 64 s here; docs/building.md has the measurement.
 set -euo pipefail
+here="$(cd "$(dirname "$0")" && pwd)"
+# shellcheck source=torch-env.sh
+source "$here/torch-env.sh"
 
 packages=(
-  # toolchain
-  build-essential cmake pkg-config ccache git zlib1g-dev
-  # LibTorch (CPU, with Gloo) and the c10d Gloo headers it needs
-  libtorch-dev libgloo-dev
-  # An optimized BLAS: Debian's LibTorch otherwise calls the reference libblas3.
-  # The OpenMP build follows at::set_num_threads (the pthread one ignores it);
-  # see docs/performance.md for the measurement.
-  libopenblas0-openmp
+  # toolchain; python3-venv for the LibTorch environment
+  build-essential cmake pkg-config ccache git zlib1g-dev python3-venv
   # configuration, CLI, plugin loading
   libyaml-cpp-dev libboost-dev libboost-program-options-dev libboost-filesystem-dev
   # the data pipeline: packed datasets and image decoding/augmentation
   liblmdb-dev libopencv-core-dev libopencv-imgproc-dev libopencv-imgcodecs-dev lmdb-utils
-  # tests: GoogleTest; PyTorch to export TorchScript models; protoc and Python's
-  # protobuf to read TensorBoard files back independently; Chromium to render
-  # the HTML report headless
-  libgtest-dev python3-torch protobuf-compiler python3-protobuf chromium
+  # tests: GoogleTest; protoc and Python's protobuf to read TensorBoard files
+  # back independently; Chromium to render the HTML report headless
+  libgtest-dev protobuf-compiler python3-protobuf chromium
   # real data for the demo and the end-to-end tests
   dataset-fashion-mnist
 )
+
+sudo=""
+need_root() {
+  if [ "$(id -u)" -ne 0 ]; then
+    command -v sudo >/dev/null || { echo "error: install-deps: $1 and not root; run as root or install sudo" >&2; exit 2; }
+    sudo="sudo"
+  fi
+}
 
 missing=()
 for p in "${packages[@]}"; do
@@ -31,19 +43,94 @@ for p in "${packages[@]}"; do
     missing+=("$p")
   fi
 done
-
 if [ ${#missing[@]} -eq 0 ]; then
-  echo "install-deps: all ${#packages[@]} packages present"
-  exit 0
+  echo "install-deps: all ${#packages[@]} Debian packages present"
+else
+  need_root "missing packages (${missing[*]})"
+  echo "install-deps: installing ${missing[*]}"
+  export DEBIAN_FRONTEND=noninteractive
+  $sudo apt-get update -qq
+  $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 fi
 
-sudo=""
-if [ "$(id -u)" -ne 0 ]; then
-  command -v sudo >/dev/null || { echo "error: install-deps: missing packages (${missing[*]}) and not root; run as root or install sudo" >&2; exit 2; }
-  sudo="sudo"
+# nvcc: LibTorch's CMake package enables the CUDA language when the wheel has
+# CUDA, and needs a toolkit >= 12.6 to configure (nothing CUDA runs at build time).
+if ! command -v nvcc >/dev/null && [ ! -x "${CUDA_HOME:-/usr/local/cuda}/bin/nvcc" ]; then
+  echo "error: install-deps: no CUDA toolkit (nvcc) found on PATH or in \${CUDA_HOME:-/usr/local/cuda};" \
+       "expected CUDA >= 12.6 to build against the CUDA-enabled LibTorch; install NVIDIA's CUDA toolkit" >&2
+  exit 2
 fi
-echo "install-deps: installing ${missing[*]}"
-export DEBIAN_FRONTEND=noninteractive
-$sudo apt-get update -qq
-$sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
-echo "install-deps: done"
+
+mkdir -p "$TRAINYARD_CACHE"
+
+# --- LibTorch from PyPI -------------------------------------------------------
+if [ -f "$TRAINYARD_VENV/.complete" ]; then
+  echo "install-deps: torch $TRAINYARD_TORCH_VERSION present in $TRAINYARD_VENV"
+else
+  echo "install-deps: installing torch $TRAINYARD_TORCH_VERSION (about 3 GB) into $TRAINYARD_VENV"
+  rm -rf "$TRAINYARD_VENV"
+  python=python3
+  "$python" -m venv --help >/dev/null 2>&1 || python=/usr/bin/python3
+  "$python" -m venv "$TRAINYARD_VENV"
+  start=$(date +%s)
+  "$TRAINYARD_VENV/bin/pip" install -q --upgrade pip
+  # numpy: torch warns without it; the tests export TorchScript models with this Python.
+  "$TRAINYARD_VENV/bin/pip" install -q "torch==$TRAINYARD_TORCH_VERSION" numpy
+  "$TRAINYARD_VENV/bin/python" -c "import torch, torch.distributed as d; assert d.is_nccl_available() and d.is_gloo_available()"
+  touch "$TRAINYARD_VENV/.complete"
+  echo "install-deps: torch installed in $(( $(date +%s) - start )) s ($(du -sh "$TRAINYARD_VENV" | cut -f1) on disk)"
+fi
+
+# --- Gloo headers ---------------------------------------------------------------
+# The wheel links Gloo statically into libtorch_cpu.so and exports its symbols,
+# but ships none of its headers. Debian's libgloo-dev from forky (else sid) is
+# the nearest packaged Gloo: 2025-09, against the wheel's 2026 Gloo, with the
+# same virtual interfaces (trixie's 2023 headers compile but disagree with the
+# library's vtables). scripts/check-gloo-headers.py is the gate: it compares
+# the headers with the symbols and vtables libtorch_cpu.so exports, and runs
+# again whenever the torch version changes.
+libtorch_cpu="$(ls "$TRAINYARD_VENV"/lib/python3*/site-packages/torch/lib/libtorch_cpu.so | head -n1)"
+stamp="$TRAINYARD_GLOO_INCLUDE/.complete"
+if [ -f "$stamp" ] && grep -qF "torch $TRAINYARD_TORCH_VERSION" "$stamp"; then
+  echo "install-deps: Gloo headers present in $TRAINYARD_GLOO_INCLUDE ($(head -n1 "$stamp"))"
+else
+  work="$(mktemp -d)"
+  trap 'rm -rf "$work"' EXIT
+  # The machine's own Debian mirror, with a newer suite in a private apt
+  # state: the system's sources and package lists stay as they are.
+  mirror="$(grep -hE '^(URIs:|deb )' /etc/apt/sources.list.d/*.sources /etc/apt/sources.list 2>/dev/null \
+            | grep -oE '[a-z]+://[^ ]*/debian/?$' | head -n1 || true)"
+  [ -n "$mirror" ] || { echo "error: install-deps: no Debian mirror found in /etc/apt/sources.list{,.d}; expected a 'URIs: .../debian' entry" >&2; exit 2; }
+  found=""
+  for suite in forky sid; do
+    mkdir -p "$work/$suite/lists/partial" "$work/$suite/archives/partial" "$work/$suite/root"
+    echo "deb [signed-by=/usr/share/keyrings/debian-archive-keyring.gpg] $mirror $suite main" > "$work/$suite/sources.list"
+    apt_private=(-o Dir::Etc::SourceList="$work/$suite/sources.list" -o Dir::Etc::SourceParts=/dev/null
+                 -o Dir::State::Lists="$work/$suite/lists" -o Dir::Cache::Archives="$work/$suite/archives"
+                 -o APT::Sandbox::User=root -qq)
+    echo "install-deps: fetching Debian $suite's libgloo-dev (headers only)"
+    apt-get "${apt_private[@]}" update || continue
+    (cd "$work/$suite" && apt-get "${apt_private[@]}" download libgloo-dev) || continue
+    dpkg-deb -x "$work/$suite"/libgloo-dev_*.deb "$work/$suite/root"
+    version="$(dpkg-deb -f "$work/$suite"/libgloo-dev_*.deb Version)"
+    if python3 "$here/check-gloo-headers.py" "$work/$suite/root/usr/include" "$libtorch_cpu" > "$work/$suite/check.txt"; then
+      found="$suite"
+      break
+    fi
+    echo "install-deps: $suite's libgloo-dev $version does not match torch $TRAINYARD_TORCH_VERSION's Gloo:" >&2
+    grep MISMATCH "$work/$suite/check.txt" | head -n 5 >&2 || true
+  done
+  if [ -z "$found" ]; then
+    echo "error: install-deps: no Debian libgloo-dev matches the Gloo inside torch $TRAINYARD_TORCH_VERSION (see above);" \
+         "expected headers that pass scripts/check-gloo-headers.py; set TRAINYARD_GLOO_INCLUDE to a folder with matching gloo/*.h" >&2
+    exit 2
+  fi
+  rm -rf "$TRAINYARD_GLOO_INCLUDE"
+  mkdir -p "$TRAINYARD_GLOO_INCLUDE"
+  cp -r "$work/$found/root/usr/include/gloo" "$TRAINYARD_GLOO_INCLUDE/"
+  printf 'libgloo-dev %s (Debian %s)\nchecked against torch %s by scripts/check-gloo-headers.py\n' \
+    "$version" "$found" "$TRAINYARD_TORCH_VERSION" > "$stamp"
+  echo "install-deps: Gloo headers from $found's libgloo-dev $version match torch $TRAINYARD_TORCH_VERSION"
+fi
+source "$here/torch-env.sh"
+echo "install-deps: done (LibTorch: $TRAINYARD_TORCH_CMAKE_PREFIX)"

@@ -16,7 +16,6 @@
 
 #include <ATen/Parallel.h>
 #include <boost/program_options.hpp>
-#include <torch/cuda.h>
 #include <torch/optim/optimizer.h>
 #include <torch/utils.h>
 
@@ -24,6 +23,7 @@
 #include "data/convert.h"
 #include "data/loader.h"
 #include "distributed/communicator.h"
+#include "distributed/device.h"
 #include "distributed/launcher.h"
 #include "distributed/world.h"
 #include "plugins/loader.h"
@@ -157,15 +157,7 @@ Context make_context(const Experiment& e, const World& world = World()) {
   context.seed = e.seed;
   context.experiment = e.name;
   context.extra = Extra(e.extra);
-  if (e.distributed.num_gpus > 0) {
-    if (!torch::cuda::is_available())
-      throw ConfigError(e.source.where(e.source.root["distributed"]["num_gpus"], "distributed.num_gpus") +
-                            ": GPUs requested but this LibTorch has no CUDA device",
-                        "expected num_gpus: 0 on this machine, got " + std::to_string(e.distributed.num_gpus),
-                        "set distributed.num_gpus: 0 to train on the CPU");
-    context.device = c10::Device(c10::DeviceType::CUDA,
-                                 static_cast<c10::DeviceIndex>(e.distributed.first_gpu_id + world.local_rank));
-  }
+  context.device = rank_device(e, world);
   int threads = static_cast<int>(e.distributed.threads_per_process);
   if (threads == 0)  // the node's cores, shared by the processes on it
     threads = std::max(1, static_cast<int>(std::thread::hardware_concurrency()) / std::max(1, world.local_world_size));
@@ -248,9 +240,11 @@ struct Session {
   Context context;
 
   Session(const Experiment& e, const Registry& registry, const std::string& run_dir) : world(detect_world(e)) {
+    // The rank's GPU is current before anything touches CUDA (NCCL's group included).
+    const c10::Device device = rank_device(e, world);
+    make_current(device);
     if (world.distributed()) {
-      comm = std::make_unique<Communicator>(world, std::chrono::seconds(e.distributed.timeout_secs),
-                                            e.distributed.num_gpus > 0);
+      comm = std::make_unique<Communicator>(world, std::chrono::seconds(e.distributed.timeout_secs), device);
       // Every rank must run the same experiment with the same plugins.
       YAML::Node resolved = e.resolved();
       std::vector<std::string> libraries;  // names, versions, fingerprints: paths may differ across machines
@@ -1155,7 +1149,8 @@ int command_main(int argc, char** argv) {
   }
   if (command == "--version") {
     std::cout << "trainyard " << TRAINYARD_VERSION << " (SDK API " << sdk_api_version() << ", "
-              << TRAINYARD_FINGERPRINT << ")\n";
+              << TRAINYARD_FINGERPRINT << ")\n"
+              << "LibTorch " << TORCH_VERSION << " (BLAS: " << loaded_blas() << "); " << cuda_summary() << "\n";
     return 0;
   }
   try {

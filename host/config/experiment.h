@@ -58,6 +58,7 @@ struct ComponentConfig {
   bool skip_bad_records = false;                        ///< datasets: on_bad_record: skip
   std::string trainable;                                ///< network: only names matching this regex train
   std::vector<std::string> freeze;                      ///< network: submodule paths kept fixed (and in eval mode)
+  std::string memory_format = "contiguous";             ///< network: contiguous | channels_last (4-d weights and inputs)
   std::vector<ParamGroupSpec> param_groups;             ///< optimizer
   bool exempt_norm_and_bias = false;                    ///< optimizer: no weight decay on 1-d parameters
 };
@@ -82,6 +83,7 @@ struct LoopConfig {
   std::string nonfinite = "error";      ///< error | skip | ignore: a NaN/inf loss or gradient
   int64_t nonfinite_max_skips = 10;     ///< skip: in a row, before stopping as with error
   std::vector<std::string> stop_signals{"SIGINT", "SIGTERM", "SIGUSR1"};  ///< stop with a checkpoint, exit 4
+  std::string precision = "fp32";       ///< fp32 | bf16-mixed | fp16-mixed (autocast; fp16 with loss scaling)
 };
 
 struct DistributedConfig {

@@ -10,6 +10,7 @@
 #include <numeric>
 #include <thread>
 
+#include "data/device_copy.h"
 #include "trainyard/error.h"
 #include "trainyard/random.h"
 #include "util/process.h"
@@ -81,6 +82,7 @@ class Pipeline {
     const int64_t n = static_cast<int64_t>(order_.size()), b = options_.batch_size;
     total_ = options_.drop_last ? n / b : (n + b - 1) / b;
     next_claim_ = next_take_ = first_batch;
+    if (DeviceCopy::applies(options_.device)) copy_ = std::make_unique<DeviceCopy>(options_.device);
     for (int t = 0; t < options_.threads; ++t) workers_.emplace_back([this] { work(); });
   }
   ~Pipeline() {
@@ -93,6 +95,38 @@ class Pipeline {
   }
 
   std::optional<Batch> next() {
+    if (!copy_) return finish(next_on_host());
+    // To a GPU: the copy of the following batch is started before this one
+    // is handed out, so it overlaps this batch's step.
+    if (!copy_->pending()) {
+      auto first = next_on_host();
+      if (!first) return std::nullopt;
+      copy_->start(std::move(*first));
+    }
+    Batch ready = copy_->take();
+    if (auto following = next_on_host()) copy_->start(std::move(*following));
+    return finish(std::move(ready));
+  }
+
+ private:
+  struct Result {
+    std::optional<Batch> batch;
+    std::exception_ptr error;
+  };
+
+  // Memory format and device for a batch the copier did not move.
+  std::optional<Batch> finish(std::optional<Batch> batch) {
+    if (!batch) return batch;
+    if (options_.channels_last && batch->input.dim() == 4)
+      batch->input = batch->input.contiguous(at::MemoryFormat::ChannelsLast);
+    if (batch->input.device() != options_.device) {
+      batch->input = batch->input.to(options_.device, /*non_blocking=*/true);
+      batch->target = batch->target.to(options_.device, /*non_blocking=*/true);
+    }
+    return batch;
+  }
+
+  std::optional<Batch> next_on_host() {
     while (next_take_ < total_) {
       std::optional<Batch> batch;
       if (workers_.empty()) {
@@ -112,27 +146,20 @@ class Pipeline {
       }
       ++next_take_;
       if (!batch) continue;  // all of it was skipped
-      if (options_.device.type() != c10::DeviceType::CPU) {
-        batch->input = batch->input.to(options_.device, /*non_blocking=*/true);
-        batch->target = batch->target.to(options_.device, /*non_blocking=*/true);
-      }
       return batch;
     }
     return std::nullopt;
   }
 
- private:
-  struct Result {
-    std::optional<Batch> batch;
-    std::exception_ptr error;
-  };
-
+  // On a decode thread: the batch, pinned when it goes to a GPU.
   std::optional<Batch> produce(int64_t b) {
     const size_t start = static_cast<size_t>(b * options_.batch_size);
     const size_t end = std::min(order_.size(), start + static_cast<size_t>(options_.batch_size));
     std::vector<int64_t> ids(order_.begin() + static_cast<std::ptrdiff_t>(start),
                              order_.begin() + static_cast<std::ptrdiff_t>(end));
-    return assemble(dataset_, ids, epoch_, options_, stats_.get());
+    auto batch = assemble(dataset_, ids, epoch_, options_, stats_.get());
+    if (batch && copy_) pin(*batch);
+    return batch;
   }
 
   void work() {
@@ -171,6 +198,7 @@ class Pipeline {
   std::condition_variable ready_cv_, space_;
   std::map<int64_t, Result> ready_;
   bool stopping_ = false;
+  std::unique_ptr<DeviceCopy> copy_;  ///< CUDA devices only
   std::vector<std::thread> workers_;
 };
 

@@ -39,7 +39,8 @@ struct LoaderOptions {
   int prefetch = 4;     ///< ready batches kept ahead of the consumer
   uint64_t seed = 0;    ///< experiment seed, for per-sample augmentation seeds
   bool skip_bad_records = false;
-  c10::Device device = c10::Device(c10::DeviceType::CPU);
+  c10::Device device = c10::Device(c10::DeviceType::CPU);  ///< CUDA: pinned, copied on a side stream (DeviceCopy)
+  bool channels_last = false;  ///< 4-d inputs in channels-last memory format (network.memory_format)
   const struct ComponentConfig* owner = nullptr;  ///< the dataset entry, for crash reports from decode threads
 };
 

@@ -5,20 +5,28 @@
 #include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
 #ifdef USE_C10D_NCCL
+#include <c10/cuda/CUDAGuard.h>
 #include <torch/csrc/distributed/c10d/ProcessGroupNCCL.hpp>
 #endif
 #include <ATen/ATen.h>
+#include <c10/core/DeviceGuard.h>
 #include <torch/nn/module.h>
 
+#include <cstdlib>
 #include <thread>
 
+#include "distributed/device.h"
 #include "trainyard/error.h"
 
 namespace trainyard::host {
 
+// Since LibTorch 2.0, ProcessGroupGloo and ProcessGroupNCCL are c10d::Backends
+// (a ProcessGroup dispatches to one per device type). One backend serves every
+// collective here, so it is held directly.
 struct Communicator::Impl {
   c10::intrusive_ptr<c10d::Store> store;
-  c10::intrusive_ptr<c10d::ProcessGroup> group;
+  c10::intrusive_ptr<c10d::Backend> group;
+  c10::Device device = c10::Device(c10::DeviceType::CPU);  ///< collective_device(): where collective tensors live
 };
 
 namespace {
@@ -33,6 +41,9 @@ template <class F>
 void collective(const char* what, F&& f, Communicator* comm = nullptr) {
   auto who = [&] { return comm ? "; " + comm->unresponsive_ranks() : std::string(); };
   try {
+    // NCCL runs on the rank's GPU whatever device a callback made current.
+    c10::OptionalDeviceGuard guard;
+    if (comm && comm->device().is_cuda()) guard.reset_device(comm->device());
     f();
   } catch (const ConfigError&) {
     throw;
@@ -50,7 +61,13 @@ class CollectivesView : public Collectives {
   explicit CollectivesView(Communicator& comm) : comm_(comm) {}
   int rank() const override { return comm_.rank(); }
   int world_size() const override { return comm_.size(); }
-  void all_reduce_sum(at::Tensor& tensor) const override { comm_.allreduce(tensor); }
+  void all_reduce_sum(at::Tensor& tensor) const override {
+    if (tensor.device() == comm_.device()) return comm_.allreduce(tensor);
+    at::Tensor there = tensor.to(comm_.device());
+    comm_.allreduce(there);
+    tensor.copy_(there);
+  }
+  c10::Device device() const override { return comm_.device(); }
 
  private:
   Communicator& comm_;
@@ -58,8 +75,21 @@ class CollectivesView : public Collectives {
 
 }  // namespace
 
-Communicator::Communicator(const World& world, std::chrono::milliseconds timeout, bool cuda)
+#ifdef USE_C10D_NCCL
+// ProcessGroupNCCL reads these when it is created. Blocking wait makes
+// Work::wait() throw once options->timeout passes or NCCL reports an error,
+// so a dead or hung rank fails the collective here (and is named) instead of
+// leaving this rank waiting on the GPU; the watchdog's async error handling
+// (3: abort the communicator, leave the process to us) stays on as a backstop.
+void configure_nccl_environment() {
+  setenv("TORCH_NCCL_BLOCKING_WAIT", "1", /*overwrite=*/0);
+  setenv("TORCH_NCCL_ASYNC_ERROR_HANDLING", "3", 0);
+}
+#endif
+
+Communicator::Communicator(const World& world, std::chrono::milliseconds timeout, c10::Device rank_device)
     : impl_(std::make_unique<Impl>()), world_(world), view_(std::make_unique<CollectivesView>(*this)) {
+  impl_->device = collective_device(rank_device);
   collective("rendezvous", [&] {
     if (world.rendezvous == "file") {
       impl_->store = c10::make_intrusive<c10d::FileStore>(world.rendezvous_file, world.world_size);
@@ -74,15 +104,24 @@ Communicator::Communicator(const World& world, std::chrono::milliseconds timeout
     }
     impl_->store->setTimeout(timeout);
 #ifdef USE_C10D_NCCL
-    if (cuda) {
+    if (uses_nccl(rank_device)) {
+      // The rank's GPU is current before NCCL creates its communicator, and
+      // the group is bound to it (as torch.distributed's device_id does):
+      // the communicator is created now, on that device, not at the first
+      // collective on whatever device is current then.
+      make_current(impl_->device);
+      configure_nccl_environment();
       auto options = c10d::ProcessGroupNCCL::Options::create();
       options->timeout = timeout;
-      impl_->group = c10::make_intrusive<c10d::ProcessGroupNCCL>(
+      auto nccl = c10::make_intrusive<c10d::ProcessGroupNCCL>(
           c10::make_intrusive<c10d::PrefixStore>("nccl", impl_->store), world.rank, world.world_size, options);
+      nccl->setBoundDeviceId(impl_->device);
+      nccl->eagerConnectSingleDevice(impl_->device);
+      impl_->group = nccl;
       return;
     }
 #else
-    if (cuda)
+    if (uses_nccl(rank_device))
       throw ConfigError("GPUs requested but this LibTorch was built without NCCL",
                         "expected a CUDA LibTorch with NCCL (docs/distributed.md)", "set distributed.num_gpus: 0");
 #endif
@@ -139,6 +178,9 @@ std::string Communicator::unresponsive_ranks() {
 
 void Communicator::allreduce(at::Tensor& tensor) {
   const auto t0 = std::chrono::steady_clock::now();
+  if (tensor.device() != impl_->device)
+    throw Error("distributed allreduce: a tensor on " + tensor.device().str() + " given to a group whose tensors live on " +
+                impl_->device.str() + " (a component built it on the wrong device; use Collectives::device())");
   collective("allreduce", [&] {
     std::vector<at::Tensor> tensors{tensor};
     impl_->group->allreduce(tensors)->wait();
@@ -158,27 +200,25 @@ void Communicator::broadcast_module(torch::nn::Module& module) {
       std::vector<at::Tensor> tensors{t};
       impl_->group->broadcast(tensors)->wait();
     }
-  });
+  }, this);
   seconds_ += since(t0);
 }
 
+c10::Device Communicator::device() const { return impl_->device; }
+
+// Flags, meter sums, stop agreement and the barrier: small double tensors
+// built on device(), since NCCL refuses CPU tensors; read back on the CPU.
 std::vector<double> Communicator::sum(const std::vector<double>& values) {
   if (values.empty()) return values;
-  at::Tensor t = at::tensor(values, at::kDouble);
+  at::Tensor t = at::tensor(values, at::kDouble).to(impl_->device);
   allreduce(t);
-  return std::vector<double>(t.data_ptr<double>(), t.data_ptr<double>() + t.numel());
+  at::Tensor host = t.cpu();
+  return std::vector<double>(host.data_ptr<double>(), host.data_ptr<double>() + host.numel());
 }
 
-bool Communicator::any(bool flag) {
-  at::Tensor t = at::full({1}, flag ? 1.0 : 0.0, at::kDouble);
-  allreduce(t);
-  return t.item<double>() > 0;
-}
+bool Communicator::any(bool flag) { return sum({flag ? 1.0 : 0.0})[0] > 0; }
 
-void Communicator::barrier() {
-  at::Tensor t = at::zeros({1}, at::kDouble);
-  allreduce(t);
-}
+void Communicator::barrier() { sum({0.0}); }
 
 double Communicator::take_seconds() {
   double s = seconds_;
@@ -208,7 +248,7 @@ struct GradientReducer::Impl {
     while (next_launch < buckets.size() && buckets[next_launch].ready) {
       Bucket& b = buckets[next_launch++];
       std::vector<at::Tensor> tensors{b.flat};
-      collective("allreduce", [&] { b.work = comm->impl_->group->allreduce(tensors); });
+      collective("allreduce", [&] { b.work = comm->impl_->group->allreduce(tensors); }, comm);
     }
   }
 };

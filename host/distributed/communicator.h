@@ -7,6 +7,7 @@
 #include <vector>
 
 #include <ATen/core/Tensor.h>
+#include <c10/core/Device.h>
 
 #include "distributed/world.h"
 #include "trainyard/collectives.h"
@@ -46,12 +47,15 @@ class GradientReducer {
 
 class Communicator {
  public:
-  /// Joins the group (waits for every rank up to the timeout).
-  Communicator(const World& world, std::chrono::milliseconds timeout, bool cuda);
+  /// Joins the group (waits for every rank up to the timeout): NCCL when
+  /// `rank_device` is a GPU (made current first), Gloo on the CPU.
+  Communicator(const World& world, std::chrono::milliseconds timeout, c10::Device rank_device);
   ~Communicator();
 
   int rank() const { return world_.rank; }
   int size() const { return world_.world_size; }
+  /// Where this group's collective tensors live (collective_device()).
+  c10::Device device() const;
 
   /// Every rank compares `value` with every other rank's through the store
   /// and throws ConfigError naming the first rank whose `what` differs.

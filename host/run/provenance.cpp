@@ -1,5 +1,8 @@
 #include "run/provenance.h"
 
+#include <ATen/Version.h>
+#include <cstring>
+
 #include <link.h>
 #include <unistd.h>
 
@@ -26,6 +29,27 @@ const BuildInfo& build_info() {
 }
 
 std::string loaded_blas() {
+  // PyPI's LibTorch links MKL and oneDNN in (BLAS_INFO=mkl): they do its
+  // matmuls whatever libblas.so another library (OpenCV) loads.
+  const std::string config = at::show_config();
+  auto field = [&](const std::string& key) {
+    auto at = config.find(key);
+    if (at == std::string::npos) return std::string();
+    at += key.size();
+    return config.substr(at, config.find_first_of(",\n", at) - at);
+  };
+  if (field("BLAS_INFO=") == "mkl") {
+    std::string line = "mkl (built into LibTorch";
+    for (const char* tag : {"Math Kernel Library Version ", "MKL-DNN v"}) {
+      auto at = config.find(tag);
+      if (at == std::string::npos) continue;
+      const size_t from = at + std::strlen(tag);
+      line += std::string(std::strstr(tag, "DNN") ? ", oneDNN " : ": MKL ") +
+              config.substr(from, config.find_first_of(" \n", from) - from);
+    }
+    return line + ")";
+  }
+  // Otherwise (Debian's LibTorch) the libblas.so.3 the process loaded.
   std::string found = "unknown";
   dl_iterate_phdr(
       [](dl_phdr_info* info, size_t, void* out) {
@@ -70,7 +94,8 @@ std::string provenance_json(const std::vector<std::string>& argv, const Registry
          ",\n  \"trainyard_version\": " + json_string(build_info().version) +
          ",\n  \"git_commit\": " + json_string(build_info().git_commit) +
          ",\n  \"sdk_api\": " + json_string(sdk_api_version()) + ",\n  \"fingerprint\": " + json_string(TRAINYARD_FINGERPRINT) +
-         ",\n  \"hostname\": " + json_string(host) + ",\n  \"libtorch\": " + json_string(TORCH_VERSION) +
+         ",\n  \"hostname\": " + json_string(host) + ",\n  \"libtorch\": " + json_string(TORCH_VERSION) + ",\n  \"cuda\": " + json_string(TRAINYARD_CUDA) +
+         ",\n  \"nccl\": " + (std::string(TRAINYARD_NCCL) == "1" ? "true" : "false") +
          ",\n  \"blas\": " + json_string(loaded_blas()) +
          ",\n  \"threads\": " + std::to_string(at::get_num_threads()) +
          ",\n  \"interop_threads\": " + std::to_string(at::get_num_interop_threads()) +

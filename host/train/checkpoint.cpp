@@ -1,5 +1,7 @@
 #include "train/checkpoint.h"
 
+#include <ATen/detail/CUDAHooksInterface.h>
+
 #include <algorithm>
 #include <cstdio>
 #include <filesystem>
@@ -88,6 +90,15 @@ void save_checkpoint(const std::string& path, Network& network, torch::optim::Op
     std::lock_guard<std::mutex> lock(gen.mutex());
     archive.write("rng_cpu", gen.get_state());
   }
+  // The GPU's generator too (dropout on a GPU draws from it): a resume on the same device is exact.
+  if (at::detail::getCUDAHooks().hasCUDA()) {
+    auto gen = at::detail::getCUDAHooks().getDefaultGenerator(at::detail::getCUDAHooks().current_device());
+    std::lock_guard<std::mutex> lock(gen.mutex());
+    archive.write("rng_cuda", gen.get_state());
+  }
+  archive.write("loss_scale", c10::IValue(state.loss_scale));
+  archive.write("loss_scale_finite_in_a_row", c10::IValue(state.loss_scale_finite_in_a_row));
+  archive.write("loss_scale_skipped", c10::IValue(state.loss_scale_skipped));
   archive.write("stopping_best", c10::IValue(state.best));
   archive.write("stopping_has_best", c10::IValue(state.has_best));
   archive.write("stopping_bad_epochs", c10::IValue(state.epochs_without_improvement));
@@ -205,6 +216,19 @@ CheckpointState load_checkpoint(const std::string& path, Network& network, torch
       auto gen = at::detail::getDefaultCPUGenerator();
       std::lock_guard<std::mutex> lock(gen.mutex());
       gen.set_state(rng);
+    }
+    if (at::detail::getCUDAHooks().hasCUDA()) {
+      at::Tensor cuda_rng;
+      if (archive.try_read("rng_cuda", cuda_rng)) {
+        auto gen = at::detail::getCUDAHooks().getDefaultGenerator(at::detail::getCUDAHooks().current_device());
+        std::lock_guard<std::mutex> lock(gen.mutex());
+        gen.set_state(cuda_rng);
+      }
+    }
+    if (c10::IValue scale; archive.try_read("loss_scale", scale)) {
+      state.loss_scale = scale.toDouble();
+      state.loss_scale_finite_in_a_row = read_int(archive, "loss_scale_finite_in_a_row");
+      state.loss_scale_skipped = read_int(archive, "loss_scale_skipped");
     }
     c10::IValue best, has_best;
     archive.read("stopping_best", best);

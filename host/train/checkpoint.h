@@ -35,6 +35,9 @@ struct CheckpointState {
   /// run knows whether its stopping target was already reached.
   std::map<std::string, double> values;
   std::string config_hash;           ///< SHA-256 of the resolved config (in the manifest)
+  /// fp16-mixed's loss scaler (scale, finite updates in a row, skipped updates); scale 0: none saved.
+  double loss_scale = 0;
+  int64_t loss_scale_finite_in_a_row = 0, loss_scale_skipped = 0;
 };
 
 /// checkpoints/ckpt-e0002-i00001876.pt

@@ -173,6 +173,13 @@ Components build_components(const Experiment& e, Context& context) {
 
   c.network = make<Network>(e.network, context);
   guarded(e.network, "to(device)", [&] { c.network.object->to(context.device); });
+  // network.memory_format: channels_last: 4-d weights (convolutions) in NHWC,
+  // as the inputs the loader hands out, so oneDNN/cuDNN need no reorders.
+  if (e.network.memory_format == "channels_last") {
+    at::NoGradGuard no_grad;
+    for (auto& p : c.network.object->parameters())
+      if (p.dim() == 4) p.set_data(p.data().contiguous(at::MemoryFormat::ChannelsLast));
+  }
   if (!e.network.pretrained.empty()) {
     PretrainedReport report = load_pretrained(e.network.pretrained, *c.network.object);
     context.log("pretrained: " + std::to_string(report.loaded.size()) + " tensors loaded from " +

@@ -8,6 +8,7 @@
 #include <torch/optim/optimizer.h>
 
 #include "distributed/communicator.h"
+#include "train/precision.h"
 #include "train/guard.h"
 #include "train/nonfinite.h"
 #include "util/process.h"
@@ -74,6 +75,7 @@ LoaderOptions make_loader_options(const Experiment& e, const ComponentConfig& da
   o.seed = e.seed;
   o.skip_bad_records = data.skip_bad_records;
   o.device = context.device;
+  o.channels_last = e.network.memory_format == "channels_last";
   o.owner = &data;
   return o;
 }
@@ -82,6 +84,7 @@ Trainer::Trainer(const Experiment& experiment, Components components, Context co
     : e_(experiment), c_(std::move(components)), context_(std::move(context)), paths_(std::move(paths)) {
   plan_ = make_epoch_plan(e_, c_.train_data.object->size(), context_);
   parameters_ = c_.network.object->parameters();
+  scaler_.enabled = autocast_dtype(e_.loop.precision) == at::kHalf;
   {
     YAML::Emitter config;
     config << e_.resolved();
@@ -127,6 +130,11 @@ void Trainer::resume(const std::string& checkpoint, Verify verify) {
   has_best_ = state.has_best;
   bad_epochs_ = state.epochs_without_improvement;
   values_ = state.values;
+  if (scaler_.enabled && state.loss_scale > 0) {
+    scaler_.scale = state.loss_scale;
+    scaler_.finite_in_a_row = state.loss_scale_finite_in_a_row;
+    scaler_.skipped = state.loss_scale_skipped;
+  }
   // A stage that had reached its target at this checkpoint's epoch stays
   // stopped, as the uninterrupted run did (a multi-stage run goes on with the
   // next stage from these weights).
@@ -255,6 +263,14 @@ BatchStream Trainer::default_train_batches(int64_t epoch) {
   return [inner, &who] { return guarded(who, "get_batch", inner); };
 }
 
+at::Tensor Trainer::forward(const Batch& batch) {
+  at::Tensor output = guarded(*c_.network.config, "forward", [&] {
+    AutocastScope autocast(context_.device.type(), autocast_dtype(e_.loop.precision));
+    return c_.network.object->forward(batch);
+  });
+  return as_fp32(output);  // the loss, meters and non-finite check see fp32
+}
+
 StepResult Trainer::default_train_step(const Batch& batch) {
   c_.network.object->train();
   for (auto& m : c_.frozen) m->eval();  // frozen batch norm keeps its statistics
@@ -263,7 +279,7 @@ StepResult Trainer::default_train_step(const Batch& batch) {
     c_.optimizer->zero_grad();
     if (reducer_) reducer_->prepare();
   }
-  at::Tensor output = guarded(*c_.network.config, "forward", [&] { return c_.network.object->forward(batch); });
+  at::Tensor output = forward(batch);
   at::Tensor loss = guarded(*c_.loss.config, "compute", [&] { return c_.loss.object->compute(output, batch); });
   if (debug_ || e_.loop.nonfinite != "ignore") {
     batch_ = &batch;
@@ -275,7 +291,9 @@ StepResult Trainer::default_train_step(const Batch& batch) {
   }
   // Accumulating k batches: each contributes 1/k, so the update is that of one k-times larger batch.
   if (reducer_) reducer_->set_active(micro_ == k - 1);  // communicate on the last backward only
-  guarded(*c_.network.config, "backward", [&] { (k > 1 ? loss / static_cast<double>(k) : loss).backward(); });
+  // fp16-mixed: backward of the scaled loss, so small gradients survive in float16.
+  const double factor = scaler_.factor() / static_cast<double>(k);
+  guarded(*c_.network.config, "backward", [&] { (factor != 1.0 ? loss * factor : loss).backward(); });
   if (++micro_ == k) finish_update();
   return {batch, output.detach(), loss.detach()};
 }
@@ -313,8 +331,25 @@ void Trainer::finish_update() {
     if (p.grad().defined()) grads.push_back(p.mutable_grad());
   at::NoGradGuard no_grad;
   // A short accumulation (the epoch ended first) still makes a mean over its batches.
-  if (micro_ < e_.loop.iter_size)
-    for (auto& g : grads) g.mul_(static_cast<double>(e_.loop.iter_size) / static_cast<double>(micro_));
+  double rescale = micro_ < e_.loop.iter_size ? static_cast<double>(e_.loop.iter_size) / static_cast<double>(micro_) : 1.0;
+  rescale /= scaler_.factor();  // fp16-mixed: unscaled before clipping and the optimizer
+  if (rescale != 1.0)
+    for (auto& g : grads) g.mul_(rescale);
+  if (scaler_.enabled) {
+    // An overflow in float16 gradients is the loss scaler's business, not the
+    // non-finite policy's: halve the scale and skip this update. The norm (of
+    // unclamped gradients) is the overflow check; clipping follows when finite.
+    const double raw_norm = clip_gradients(grads, 0, 0);
+    if (!scaler_.update(std::isfinite(raw_norm))) {
+      for (auto& g : grads) g.zero_();
+      micro_ = 0;
+      loss_finite_ = true;
+      values_["loss_scale"] = scaler_.scale;
+      values_["scaler_skipped_updates"] = static_cast<double>(scaler_.skipped);
+      return;
+    }
+    values_["loss_scale"] = scaler_.scale;
+  }
   grad_norm_ = clip_gradients(grads, e_.loop.clip_grad_value, e_.loop.clip_grad_norm);
   // The norm is not finite when any gradient is not; across ranks the
   // averaged gradients make every rank see the same, so they decide alike
@@ -552,7 +587,7 @@ MeterValues Trainer::test_pass() {
     while (true) {
       std::optional<Batch> batch = guarded(*c_.test_data.config, "get_batch", batches);
       if (!batch) break;
-      at::Tensor output = guarded(*c_.network.config, "forward", [&] { return net.forward(*batch); });
+      at::Tensor output = forward(*batch);
       at::Tensor loss = guarded(*c_.loss.config, "compute", [&] { return c_.loss.object->compute(output, *batch); });
       for (auto& m : c_.test_meters) guarded(*m.config, "update", [&] { m.object->update({*batch, output, loss}); });
     }
@@ -574,6 +609,11 @@ void Trainer::default_checkpoint() {
   state.stage_first_iteration = stage_.first_iteration;
   state.stage_first_epoch = stage_.first_epoch;
   state.values = values_;
+  if (scaler_.enabled) {
+    state.loss_scale = scaler_.scale;
+    state.loss_scale_finite_in_a_row = scaler_.finite_in_a_row;
+    state.loss_scale_skipped = scaler_.skipped;
+  }
   for (const auto& m : c_.train_meters) {
     auto local = guarded(*m.config, "accumulators", [&] { return m.object->accumulators(); });
     state.train_meters.push_back(comm_ ? comm_->sum(local) : local);  // the sum over ranks

@@ -10,6 +10,7 @@
 #include "config/experiment.h"
 #include "data/loader.h"
 #include "train/checkpoint.h"
+#include "train/precision.h"
 #include "train/components.h"
 #include "trainyard/loop.h"
 
@@ -111,6 +112,8 @@ class Trainer final : public Loop {
   void default_epoch(int64_t epoch);
   BatchStream default_train_batches(int64_t epoch);
   StepResult default_train_step(const Batch& batch);
+  /// The network's forward under loop.precision's autocast, its output as fp32.
+  at::Tensor forward(const Batch& batch);
   MeterValues default_test();
   void default_checkpoint();
 
@@ -147,6 +150,7 @@ class Trainer final : public Loop {
   int64_t tested_at_ = -1;  ///< iteration of the last periodic test
   int64_t micro_ = 0;        ///< backward passes accumulated into the coming update
   double grad_norm_ = 0;     ///< global gradient norm before clipping, at the last update
+  LossScaler scaler_;        ///< fp16-mixed only
   std::vector<double> base_lrs_;  ///< each group's starting learning rate
   std::optional<double> fixed_lr_;  ///< find-lr: overrides the schedule
   double best_ = 0;               ///< stopping: best monitor value

@@ -103,10 +103,11 @@ TEST(ResNet, UnknownDepthIsAConfigErrorListingTheDepths) {
 namespace trainyard::host {
 namespace {
 
-// Debian's python3-torch lives under /usr/bin/python3 (another python3 may come first on PATH).
+// The Python of the torch environment the build used (scripts/torch-env.sh):
+// the exported model then comes from the same PyTorch as the LibTorch that loads it.
 std::string python_with_torch() {
-  for (const char* python : {"/usr/bin/python3", "python3"})
-    if (test::run_command(std::string(python) + " -c 'import torch'").exit_code == 0) return python;
+  const std::string python = TRAINYARD_PYTHON;
+  if (!python.empty() && test::run_command(python + " -c 'import torch'").exit_code == 0) return python;
   return "";
 }
 
@@ -121,7 +122,8 @@ std::vector<double> train_losses(const std::string& run_dir) {
 
 TEST(TorchScript, ANetworkExportedFromPythonTrainsChecksPointsAndResumes) {
   const std::string python = python_with_torch();
-  if (python.empty()) GTEST_SKIP() << "python3 with torch (Debian: python3-torch) is not installed: cannot export a model";
+  ASSERT_FALSE(python.empty()) << "no Python with torch at TRAINYARD_PYTHON='" << TRAINYARD_PYTHON
+                               << "' (scripts/install-deps.sh installs it): cannot export a model";
   const std::string dir = test::temp_dir("script");
   // torch.jit.script reads the class's source, so the exporter is a file.
   test::write_file(dir + "/export.py",

@@ -10,6 +10,7 @@
 ///   if (context.collectives) context.collectives->all_reduce_sum(local_sums);
 
 #include <ATen/core/Tensor.h>
+#include <c10/core/Device.h>
 
 namespace trainyard {
 
@@ -19,7 +20,11 @@ class Collectives {
   virtual int rank() const = 0;
   virtual int world_size() const = 0;
   /// Replaces `tensor` (on every rank) with its element-wise sum over ranks.
+  /// A tensor on another device than device() is copied there and back.
   virtual void all_reduce_sum(at::Tensor& tensor) const = 0;
+  /// Where the backend wants collective tensors (SDK API 1.4): the rank's GPU
+  /// with NCCL, the CPU with Gloo. Build tensors there to save copies.
+  virtual c10::Device device() const = 0;
 };
 
 }  // namespace trainyard

@@ -3,19 +3,20 @@
 ///
 /// A plugin is loaded only when its API major equals the host's, its API minor
 /// is not newer than the host's, and its build fingerprint equals the host's
-/// (same compiler family and major, C++11 ABI flag, LibTorch version, CUDA).
+/// (same compiler family and major, C++11 ABI flag, LibTorch version, the CUDA
+/// version LibTorch was built with, and whether c10d's NCCL backend is in).
 /// The fingerprint exists because the plugin boundary passes C++ objects
 /// (torch::Tensor, torch::nn::Module): a matching version number alone cannot
 /// make that safe.
 ///
 /// Example:
-///   std::printf("%s\n", TRAINYARD_FINGERPRINT);  // gcc-12;cxx11abi=1;torch=1.13.0;cuda=0
+///   std::printf("%s\n", TRAINYARD_FINGERPRINT);  // gcc-12;cxx11abi=1;torch=2.15.0;cuda=13.2;nccl=1
 
 #include <cstddef>  // defines _GLIBCXX_USE_CXX11_ABI
 #include <torch/version.h>
 
 #define TRAINYARD_API_MAJOR 1
-#define TRAINYARD_API_MINOR 3
+#define TRAINYARD_API_MINOR 4
 #define TRAINYARD_VERSION "0.1.0"
 
 #define TRAINYARD_STR_(x) #x
@@ -35,16 +36,28 @@
 #define TRAINYARD_CXX11_ABI "none"
 #endif
 
-// LibTorch generates ATen/cuda/CUDAConfig.h only in CUDA builds.
-#if __has_include(<ATen/cuda/CUDAConfig.h>)
-#define TRAINYARD_CUDA "1"
+// The CUDA version LibTorch was built with ("13.2"): LibTorch's headers do not
+// say it, so trainyard_add_plugin() (cmake/TrainyardPlugin.cmake) defines
+// TRAINYARD_TORCH_CUDA from the package. Without it, a CUDA LibTorch (which
+// alone generates ATen/cuda/CUDAConfig.h) gives "unknown", which no host has.
+#if defined(TRAINYARD_TORCH_CUDA)
+#define TRAINYARD_CUDA TRAINYARD_TORCH_CUDA
+#elif __has_include(<ATen/cuda/CUDAConfig.h>)
+#define TRAINYARD_CUDA "unknown"
 #else
-#define TRAINYARD_CUDA "0"
+#define TRAINYARD_CUDA "none"
+#endif
+
+// LibTorch's CMake target defines USE_C10D_NCCL when c10d's NCCL backend is in.
+#if defined(USE_C10D_NCCL)
+#define TRAINYARD_NCCL "1"
+#else
+#define TRAINYARD_NCCL "0"
 #endif
 
 #define TRAINYARD_FINGERPRINT                                              \
   TRAINYARD_COMPILER ";cxx11abi=" TRAINYARD_CXX11_ABI ";torch=" TORCH_VERSION \
-                     ";cuda=" TRAINYARD_CUDA
+                     ";cuda=" TRAINYARD_CUDA ";nccl=" TRAINYARD_NCCL
 
 namespace trainyard {
 

@@ -1,0 +1,78 @@
+#include "data/device_copy.h"
+
+#include <ATen/ATen.h>
+
+#include "trainyard/error.h"
+
+#ifdef TRAINYARD_WITH_CUDA
+#include <ATen/cuda/CUDAEvent.h>
+#include <c10/cuda/CUDAGuard.h>
+#include <c10/cuda/CUDAStream.h>
+#endif
+
+namespace trainyard::host {
+
+#ifdef TRAINYARD_WITH_CUDA
+struct DeviceCopy::Impl {
+  c10::Device device;
+  c10::cuda::CUDAStream side;
+  at::cuda::CUDAEvent copied;
+  std::optional<Batch> in_flight;
+  explicit Impl(c10::Device d) : device(d), side(c10::cuda::getStreamFromPool(/*isHighPriority=*/false, d.index())) {}
+};
+
+DeviceCopy::DeviceCopy(c10::Device device) : impl_(std::make_unique<Impl>(device)) {}
+
+bool DeviceCopy::applies(c10::Device device) { return device.is_cuda(); }
+
+void DeviceCopy::start(Batch batch) {
+  c10::cuda::CUDAGuard device_guard(impl_->device);
+  // The side stream must not read the pinned buffer before the compute stream
+  // is done with whatever it did before (nothing of ours, but a callback may
+  // have written into a reused host buffer): order it after the current work.
+  at::cuda::CUDAEvent issued;
+  issued.record(c10::cuda::getCurrentCUDAStream(impl_->device.index()));
+  issued.block(impl_->side);
+  {
+    c10::cuda::CUDAStreamGuard stream_guard(impl_->side);
+    batch.input = batch.input.to(impl_->device, /*non_blocking=*/true);
+    batch.target = batch.target.to(impl_->device, /*non_blocking=*/true);
+  }
+  impl_->copied.record(impl_->side);
+  impl_->in_flight = std::move(batch);
+}
+
+bool DeviceCopy::pending() const { return impl_->in_flight.has_value(); }
+
+Batch DeviceCopy::take() {
+  if (!impl_->in_flight) throw Error("DeviceCopy::take: no batch in flight");
+  c10::cuda::CUDAGuard device_guard(impl_->device);
+  const c10::cuda::CUDAStream compute = c10::cuda::getCurrentCUDAStream(impl_->device.index());
+  impl_->copied.block(compute);
+  Batch batch = std::move(*impl_->in_flight);
+  impl_->in_flight.reset();
+  // Allocated on the side stream, used on the compute stream.
+  batch.input.record_stream(compute.unwrap());
+  batch.target.record_stream(compute.unwrap());
+  return batch;
+}
+
+void pin(Batch& batch) {
+  if (!batch.input.is_pinned()) batch.input = batch.input.pin_memory();
+  if (!batch.target.is_pinned()) batch.target = batch.target.pin_memory();
+}
+#else
+struct DeviceCopy::Impl {};
+DeviceCopy::DeviceCopy(c10::Device device) {
+  throw Error("DeviceCopy for " + device.str() + ": trainyard was built without CUDA");
+}
+bool DeviceCopy::applies(c10::Device) { return false; }
+void DeviceCopy::start(Batch) {}
+bool DeviceCopy::pending() const { return false; }
+Batch DeviceCopy::take() { throw Error("DeviceCopy::take: built without CUDA"); }
+void pin(Batch&) {}
+#endif
+
+DeviceCopy::~DeviceCopy() = default;
+
+}  // namespace trainyard::host

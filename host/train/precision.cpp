@@ -1,0 +1,52 @@
+#include "train/precision.h"
+
+#include <ATen/autocast_mode.h>
+
+namespace trainyard::host {
+
+std::optional<at::ScalarType> autocast_dtype(const std::string& precision) {
+  if (precision == "bf16-mixed") return at::kBFloat16;
+  if (precision == "fp16-mixed") return at::kHalf;
+  return std::nullopt;
+}
+
+AutocastScope::AutocastScope(c10::DeviceType device, std::optional<at::ScalarType> dtype) : device_(device) {
+  if (!dtype) return;
+  active_ = true;
+  was_enabled_ = at::autocast::is_autocast_enabled(device_);
+  was_dtype_ = at::autocast::get_autocast_dtype(device_);
+  at::autocast::set_autocast_enabled(device_, true);
+  at::autocast::set_autocast_dtype(device_, *dtype);
+  at::autocast::increment_nesting();
+}
+
+AutocastScope::~AutocastScope() {
+  if (!active_) return;
+  // Casted weights are cached for the scope's lifetime only (they change at every update).
+  if (at::autocast::decrement_nesting() == 0) at::autocast::clear_cache();
+  at::autocast::set_autocast_enabled(device_, was_enabled_);
+  at::autocast::set_autocast_dtype(device_, was_dtype_);
+}
+
+at::Tensor as_fp32(const at::Tensor& output) {
+  if (!output.defined() || !output.is_floating_point()) return output;
+  const auto t = output.scalar_type();
+  return (t == at::kHalf || t == at::kBFloat16) ? output.to(at::kFloat) : output;
+}
+
+bool LossScaler::update(bool finite) {
+  if (!enabled) return true;
+  if (!finite) {
+    scale *= kBackoff;
+    finite_in_a_row = 0;
+    ++skipped;
+    return false;
+  }
+  if (++finite_in_a_row == kGrowthInterval) {
+    scale *= kGrowth;
+    finite_in_a_row = 0;
+  }
+  return true;
+}
+
+}  // namespace trainyard::host

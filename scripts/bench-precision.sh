@@ -1,0 +1,48 @@
+#!/usr/bin/env bash
+# Mixed precision and memory format on the CPU: the convnet
+# (experiments/fashion_mnist_convnet.yaml) trained with fp32, bf16-mixed,
+# channels_last, and bf16-mixed with channels_last, in one invocation, the
+# same samples and seed each time. Prints train samples/s, the ratio to fp32,
+# and test top-1 after the same number of epochs; then one line
+# "bf16-mixed speed-up: R.RRx".
+# Knobs: EPOCHS (default 5), TRAIN_SAMPLES per epoch (default: the whole
+# 60000), THREADS (default 1: one thread is not disturbed by other load).
+# Needs a build (scripts/build.sh).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bin=build/bin/trainyard
+[ -x "$bin" ] || { echo "error: build first: bash scripts/build.sh" >&2; exit 2; }
+epochs="${EPOCHS:-5}"
+samples="${TRAIN_SAMPLES:-0}"
+threads="${THREADS:-1}"
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+common=(experiments/fashion_mnist_convnet.yaml --output-dir "$work" --fresh --set loop.epochs="$epochs"
+        --set loop.train_samples_per_epoch="$samples" --set distributed.threads_per_process="$threads"
+        --set loop.log_every_iters=100000)
+echo "$("$bin" --version | tail -n1)"
+echo "CPU: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'); bf16: $(grep -qw avx512_bf16 /proc/cpuinfo && echo avx512_bf16 || echo no)"
+echo "threads: $threads; epochs: $epochs; train samples per epoch: $([ "$samples" = 0 ] && echo all || echo "$samples")"
+echo
+printf "| setup | train samples/s | vs fp32 | test top-1 |\n|---|---|---|---|\n"
+# Mean samples/s over the epochs' train rows, and the last test top-1.
+speed() { grep '"phase": "train"' "$1" | sed -n 's/.*"samples_per_sec": \([0-9.e+-]*\).*/\1/p' |
+          awk '{ s += $1; n++ } END { if (n) printf "%.1f", s / n }'; }
+top1() { grep '"phase": "test"' "$1" | tail -1 | sed -n 's/.*"test_accuracy_top1": \([0-9.e+-]*\).*/\1/p'; }
+base=""
+bf16_ratio=""
+for setup in "fp32|" "bf16-mixed|--set loop.precision=bf16-mixed" \
+             "channels_last|--set network.memory_format=channels_last" \
+             "bf16-mixed + channels_last|--set loop.precision=bf16-mixed --set network.memory_format=channels_last"; do
+  name="${setup%%|*}"
+  # shellcheck disable=SC2086
+  "$bin" run "${common[@]}" ${setup#*|} >/dev/null
+  metrics="$work/fashion_mnist_convnet/metrics.jsonl"
+  s=$(speed "$metrics")
+  [ -n "$base" ] || base="$s"
+  ratio=$(awk -v a="$s" -v b="$base" 'BEGIN { printf "%.2f", a / b }')
+  [ "$name" = "bf16-mixed" ] && bf16_ratio="$ratio"
+  printf "| %s | %.0f | %sx | %.4f |\n" "$name" "$s" "$ratio" "$(top1 "$metrics")"
+done
+echo
+echo "bf16-mixed speed-up: ${bf16_ratio}x"

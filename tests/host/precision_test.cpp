@@ -1,0 +1,126 @@
+// loop.precision (autocast, loss scaling), network.memory_format, and where
+// collective tensors live.
+#include <gtest/gtest.h>
+
+#include <ATen/ATen.h>
+#include <ATen/autocast_mode.h>
+#include <chrono>
+#include <cmath>
+
+#include "distributed/communicator.h"
+#include "distributed/device.h"
+#include "support/support.h"
+#include "train/precision.h"
+#include "util/text.h"
+
+namespace trainyard::host {
+namespace {
+
+TEST(Precision, AutocastScopeRunsMatmulsInBf16AndRestoresTheState) {
+  const at::Tensor a = at::randn({8, 8}), b = at::randn({8, 8});
+  {
+    AutocastScope autocast(at::kCPU, autocast_dtype("bf16-mixed"));
+    EXPECT_EQ(at::mm(a, b).scalar_type(), at::kBFloat16);
+    EXPECT_EQ(as_fp32(at::mm(a, b)).scalar_type(), at::kFloat);  // what losses and meters see
+  }
+  EXPECT_FALSE(at::autocast::is_autocast_enabled(at::kCPU));
+  EXPECT_EQ(at::mm(a, b).scalar_type(), at::kFloat);
+  {
+    AutocastScope none(at::kCPU, autocast_dtype("fp32"));
+    EXPECT_EQ(at::mm(a, b).scalar_type(), at::kFloat);
+  }
+  EXPECT_EQ(autocast_dtype("fp16-mixed"), at::kHalf);
+}
+
+TEST(Precision, LossScalerBacksOffOnOverflowAndGrowsAfterTheInterval) {
+  LossScaler s;
+  s.enabled = true;
+  EXPECT_EQ(s.factor(), 65536.0);
+  EXPECT_FALSE(s.update(false));  // overflow: skip the update, halve the scale
+  EXPECT_EQ(s.scale, 32768.0);
+  EXPECT_EQ(s.skipped, 1);
+  for (int64_t i = 0; i < LossScaler::kGrowthInterval - 1; ++i) ASSERT_TRUE(s.update(true));
+  EXPECT_EQ(s.scale, 32768.0);
+  EXPECT_TRUE(s.update(true));  // the 2000th finite update in a row
+  EXPECT_EQ(s.scale, 65536.0);
+  EXPECT_EQ(s.finite_in_a_row, 0);
+  LossScaler off;
+  EXPECT_EQ(off.factor(), 1.0);
+  EXPECT_TRUE(off.update(false));  // disabled: never skips (the non-finite policy decides)
+}
+
+std::vector<double> test_losses(const std::string& run_dir) {
+  std::vector<double> out;
+  for (const auto& line : test::read_lines(run_dir + "/metrics.jsonl")) {
+    auto at = line.find("\"test_loss\": ");
+    if (at != std::string::npos) out.push_back(std::stod(line.substr(at + 13)));
+  }
+  return out;
+}
+
+std::string train(const std::string& name, const std::string& args) {
+  const std::string out = test::temp_dir("out-" + name), exp = test::temp_dir("exp-" + name) + "/" + name + ".yaml";
+  test::write_file(exp, test::synthetic_experiment(name));
+  auto r = test::trainyard("run " + exp + " --output-dir " + out + " --set loop.epochs=3 " + args);
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  return out + "/" + name;
+}
+
+TEST(Precision, Bf16MixedTrainsOnTheCpuLikeFp32) {
+  const auto fp32 = test_losses(train("fp32", ""));
+  const auto bf16 = test_losses(train("bf16", "--set loop.precision=bf16-mixed"));
+  ASSERT_EQ(fp32.size(), 3u);
+  ASSERT_EQ(bf16.size(), 3u);
+  for (double l : bf16) EXPECT_TRUE(std::isfinite(l));
+  EXPECT_LT(bf16.back(), bf16.front());                          // it learns
+  EXPECT_NE(bf16.back(), fp32.back());                           // in another precision
+  EXPECT_NEAR(bf16.back(), fp32.back(), 0.15 * fp32.back() + 0.02);  // to about the same place
+}
+
+TEST(Precision, Fp16MixedOnTheCpuIsRefusedAtValidate) {
+  const std::string exp = test::temp_dir("exp-fp16") + "/fp16.yaml";
+  test::write_file(exp, test::synthetic_experiment("fp16"));
+  auto r = test::trainyard("validate " + exp + " --set loop.precision=fp16-mixed");
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  EXPECT_TRUE(test::contains(r.err, "error: --set loop.precision=fp16-mixed: loop.precision: fp16-mixed needs a GPU")) << r.err;
+  EXPECT_TRUE(test::contains(r.err, "use precision: bf16-mixed on the CPU")) << r.err;
+}
+
+TEST(Precision, AnUnknownPrecisionListsTheChoices) {
+  const std::string exp = test::temp_dir("exp-prec") + "/prec.yaml";
+  test::write_file(exp, test::synthetic_experiment("prec"));
+  auto r = test::trainyard("validate " + exp + " --set loop.precision=bf16");
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  EXPECT_TRUE(test::contains(r.err, "expected one of fp32, bf16-mixed, fp16-mixed, got 'bf16'")) << r.err;
+}
+
+TEST(Collectives, EveryCollectiveTensorLivesWhereTheBackendWantsIt) {
+  // The one function both paths use: NCCL on the rank's own GPU, Gloo on the CPU.
+  const c10::Device cpu(c10::DeviceType::CPU), gpu1(c10::DeviceType::CUDA, 1);
+  EXPECT_EQ(collective_device(cpu), cpu);
+  EXPECT_EQ(collective_device(gpu1), gpu1);
+  EXPECT_FALSE(uses_nccl(cpu));
+  EXPECT_TRUE(uses_nccl(gpu1));
+  // A real Gloo group (one rank, file rendezvous) asks the same function.
+  World world;
+  world.rendezvous = "file";
+  world.rendezvous_file = test::temp_dir("gloo-one") + "/store";
+  Communicator comm(world, std::chrono::seconds(10), cpu);
+  EXPECT_EQ(comm.device(), collective_device(cpu));
+  EXPECT_EQ(comm.collectives().device(), comm.device());
+  EXPECT_EQ(comm.sum({1.5, 2.0}), (std::vector<double>{1.5, 2.0}));
+  EXPECT_TRUE(comm.any(true));
+  EXPECT_FALSE(comm.any(false));
+  comm.barrier();
+  // A tensor elsewhere than device() is refused by name rather than sent.
+  at::Tensor wrong = at::zeros({2}, at::kDouble).to(at::kMeta);
+  try {
+    comm.allreduce(wrong);
+    FAIL() << "a meta tensor was all-reduced";
+  } catch (const std::exception& e) {
+    EXPECT_TRUE(test::contains(e.what(), "a tensor on meta given to a group whose tensors live on cpu")) << e.what();
+  }
+}
+
+}  // namespace
+}  // namespace trainyard::host
