@@ -3,8 +3,9 @@
 # (experiments/fashion_mnist_convnet.yaml) trained with fp32, bf16-mixed,
 # channels_last, and bf16-mixed with channels_last, in one invocation, the
 # same samples and seed each time. Prints train samples/s, the ratio to fp32,
-# and test top-1 after the same number of epochs; then one line
-# "bf16-mixed speed-up: R.RRx".
+# and test top-1 after the same number of epochs; then the PyTorch Python loop
+# (scripts/bench/precision_reference.py, the torch of the build's environment)
+# on the same network, batch and threads, and one line "bf16-mixed speed-up: R.RRx".
 # Knobs: EPOCHS (default 5), TRAIN_SAMPLES per epoch (default: the whole
 # 60000), THREADS (default 1: one thread is not disturbed by other load).
 # Needs a build (scripts/build.sh).
@@ -31,6 +32,7 @@ speed() { grep '"phase": "train"' "$1" | sed -n 's/.*"samples_per_sec": \([0-9.e
 top1() { grep '"phase": "test"' "$1" | tail -1 | sed -n 's/.*"test_accuracy_top1": \([0-9.e+-]*\).*/\1/p'; }
 base=""
 bf16_ratio=""
+declare -A ours
 for setup in "fp32|" "bf16-mixed|--set loop.precision=bf16-mixed" \
              "channels_last|--set network.memory_format=channels_last" \
              "bf16-mixed + channels_last|--set loop.precision=bf16-mixed --set network.memory_format=channels_last"; do
@@ -42,7 +44,23 @@ for setup in "fp32|" "bf16-mixed|--set loop.precision=bf16-mixed" \
   [ -n "$base" ] || base="$s"
   ratio=$(awk -v a="$s" -v b="$base" 'BEGIN { printf "%.2f", a / b }')
   [ "$name" = "bf16-mixed" ] && bf16_ratio="$ratio"
+  ours[$name]="$s"
   printf "| %s | %.0f | %sx | %.4f |\n" "$name" "$s" "$ratio" "$(top1 "$metrics")"
 done
+# The PyTorch Python loop, with the malloc thresholds trainyard sets for itself
+# (host/util/process.cpp), so that both sides pay the same for big buffers.
+source scripts/torch-env.sh
+echo
+echo "PyTorch $("$TRAINYARD_PYTHON" -c 'import torch; print(torch.__version__)') Python loop, same network and batch, random inputs:"
+echo
+printf "| setup | train samples/s | vs fp32 | trainyard / Python |\n|---|---|---|---|\n"
+py_base=""
+while read -r line; do
+  name="${line% *}" s="${line##* }"
+  [ -n "$py_base" ] || py_base="$s"
+  printf "| %s | %.0f | %sx | %sx |\n" "$name" "$s" "$(awk -v a="$s" -v b="$py_base" 'BEGIN { printf "%.2f", a / b }')" \
+    "$(awk -v a="${ours[$name]}" -v b="$s" 'BEGIN { printf "%.2f", a / b }')"
+done < <(GLIBC_TUNABLES=glibc.malloc.mmap_threshold=33554432:glibc.malloc.trim_threshold=1073741824 \
+         "$TRAINYARD_PYTHON" scripts/bench/precision_reference.py "$threads" "${PY_STEPS:-200}")
 echo
 echo "bf16-mixed speed-up: ${bf16_ratio}x"

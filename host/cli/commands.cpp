@@ -158,6 +158,7 @@ Context make_context(const Experiment& e, const World& world = World()) {
   context.experiment = e.name;
   context.extra = Extra(e.extra);
   context.device = rank_device(e, world);
+  make_current(context.device);  // every later CUDA call without a device goes to this GPU
   int threads = static_cast<int>(e.distributed.threads_per_process);
   if (threads == 0)  // the node's cores, shared by the processes on it
     threads = std::max(1, static_cast<int>(std::thread::hardware_concurrency()) / std::max(1, world.local_world_size));
@@ -1036,7 +1037,7 @@ int predict_command(int argc, char** argv) {
   at::NoGradGuard no_grad;
   int64_t rows = 0;
   while (auto batch = batches()) {
-    at::Tensor probs = net.forward(*batch).softmax(1).cpu();
+    at::Tensor probs = m.trainer->forward(*batch).softmax(1).cpu();  // with the experiment's precision
     auto [p, idx] = probs.topk(k, 1);
     at::Tensor target = batch->target.cpu();
     for (int64_t i = 0; i < batch->size(); ++i) {

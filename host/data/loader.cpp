@@ -117,8 +117,8 @@ class Pipeline {
   // Memory format and device for a batch the copier did not move.
   std::optional<Batch> finish(std::optional<Batch> batch) {
     if (!batch) return batch;
-    if (options_.channels_last && batch->input.dim() == 4)
-      batch->input = batch->input.contiguous(at::MemoryFormat::ChannelsLast);
+    if (options_.channels_last && batch->input.dim() == 4)  // to(): see the weights in train/components.cpp
+      batch->input = batch->input.to(batch->input.options(), false, false, at::MemoryFormat::ChannelsLast);
     if (batch->input.device() != options_.device) {
       batch->input = batch->input.to(options_.device, /*non_blocking=*/true);
       batch->target = batch->target.to(options_.device, /*non_blocking=*/true);

@@ -178,7 +178,11 @@ Components build_components(const Experiment& e, Context& context) {
   if (e.network.memory_format == "channels_last") {
     at::NoGradGuard no_grad;
     for (auto& p : c.network.object->parameters())
-      if (p.dim() == 4) p.set_data(p.data().contiguous(at::MemoryFormat::ChannelsLast));
+      // to(), not contiguous(): a weight with one input channel counts as
+      // channels-last already and contiguous() would keep its NCHW strides,
+      // which makes that convolution (and the next) pick NCHW kernels.
+      if (p.dim() == 4)
+        p.set_data(p.data().to(p.options(), /*non_blocking=*/false, /*copy=*/false, at::MemoryFormat::ChannelsLast));
   }
   if (!e.network.pretrained.empty()) {
     PretrainedReport report = load_pretrained(e.network.pretrained, *c.network.object);

@@ -1,4 +1,5 @@
 #include "train/dry_run.h"
+#include "train/precision.h"
 
 #include <chrono>
 #include <deque>
@@ -95,7 +96,11 @@ std::string dry_run_report(const Experiment& e, Components& c, const Context& co
   for (auto& m : c.frozen) m->eval();
   c.optimizer->zero_grad();
   t0 = Clock::now();
-  at::Tensor output = guarded(*c.network.config, "forward", [&] { return net.forward(*batch); });
+  const auto autocast = autocast_dtype(e.loop.precision);
+  at::Tensor output = as_fp32(guarded(*c.network.config, "forward", [&] {
+    AutocastScope scope(context.device.type(), autocast);
+    return net.forward(*batch);
+  }));
   const double forward_ms = ms_since(t0);
   t0 = Clock::now();
   at::Tensor loss = guarded(*c.loss.config, "compute", [&] { return c.loss.object->compute(output, *batch); });
@@ -124,7 +129,10 @@ std::string dry_run_report(const Experiment& e, Components& c, const Context& co
       net.eval();
       at::NoGradGuard no_grad;
       t0 = Clock::now();
-      at::Tensor o = guarded(*c.network.config, "forward", [&] { return net.forward(*tb); });
+      at::Tensor o = as_fp32(guarded(*c.network.config, "forward", [&] {
+        AutocastScope scope(context.device.type(), autocast);
+        return net.forward(*tb);
+      }));
       test_ms = ms_since(t0);
       test_shape = shape_text(o.sizes());
       net.train();

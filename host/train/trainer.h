@@ -60,6 +60,9 @@ class Trainer final : public Loop {
   // Loop
   const Context& context() const override { return context_; }
   Network& network() override { return *c_.network.object; }
+  /// The network's forward under loop.precision's autocast, its output as
+  /// fp32: what training, testing and prediction all call.
+  at::Tensor forward(const Batch& batch);
   std::shared_ptr<Network> network_module() { return c_.network.object; }
   torch::optim::Optimizer& optimizer() override { return *c_.optimizer; }
   const Dataset& train_dataset() const override { return *c_.train_data.object; }
@@ -112,8 +115,6 @@ class Trainer final : public Loop {
   void default_epoch(int64_t epoch);
   BatchStream default_train_batches(int64_t epoch);
   StepResult default_train_step(const Batch& batch);
-  /// The network's forward under loop.precision's autocast, its output as fp32.
-  at::Tensor forward(const Batch& batch);
   MeterValues default_test();
   void default_checkpoint();
 

@@ -7,10 +7,14 @@
 #include <chrono>
 #include <cmath>
 
+#include "config/experiment.h"
+#include "data/loader.h"
 #include "distributed/communicator.h"
 #include "distributed/device.h"
 #include "support/support.h"
+#include "train/components.h"
 #include "train/precision.h"
+#include "train/trainer.h"
 #include "util/text.h"
 
 namespace trainyard::host {
@@ -92,6 +96,31 @@ TEST(Precision, AnUnknownPrecisionListsTheChoices) {
   auto r = test::trainyard("validate " + exp + " --set loop.precision=bf16");
   EXPECT_EQ(r.exit_code, 2) << r.err;
   EXPECT_TRUE(test::contains(r.err, "expected one of fp32, bf16-mixed, fp16-mixed, got 'bf16'")) << r.err;
+}
+
+TEST(MemoryFormat, ChannelsLastPutsWeightsAndInputsInNhwcEvenWithOneChannel) {
+  // Fashion-MNIST has one channel: a [N, 1, H, W] tensor passes for channels-last
+  // with its NCHW strides, and the convolutions then ran NCHW (found by the
+  // precision benchmark: channels_last was 1.01x). The channel stride must be 1.
+  Experiment e = validate_experiment(
+      read_experiment(test::source_dir() + "/experiments/fashion_mnist_convnet.yaml", {"network.memory_format=channels_last"}),
+      test::builtin_registry());
+  Context context;
+  context.seed = e.seed;
+  Components c = build_components(e, context);
+  int convolutions = 0;
+  for (const auto& p : c.network.object->parameters())
+    if (p.dim() == 4) {
+      ++convolutions;
+      EXPECT_EQ(p.stride(1), 1) << "weight " << p.sizes() << " has strides " << p.strides();
+    }
+  EXPECT_EQ(convolutions, 2);
+  BatchStream batches = batch_stream(*c.train_data.object, {0, 1, 2, 3}, 0, 0,
+                                     make_loader_options(e, *c.train_data.config, 4, context));
+  auto batch = batches();
+  ASSERT_TRUE(batch.has_value());
+  EXPECT_EQ(batch->input.sizes(), (std::vector<int64_t>{4, 1, 28, 28}));
+  EXPECT_EQ(batch->input.stride(1), 1) << batch->input.strides();
 }
 
 TEST(Collectives, EveryCollectiveTensorLivesWhereTheBackendWantsIt) {

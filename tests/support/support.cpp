@@ -70,6 +70,10 @@ CommandResult run_command(const std::string& command) {
 
 CommandResult trainyard(const std::string& args) { return run_command(trainyard_binary() + " " + args); }
 
+CommandResult trainyard_with_env(const std::string& env, const std::string& args) {
+  return run_command("env " + env + " " + trainyard_binary() + " " + args);
+}
+
 std::string synthetic_experiment(const std::string& name, const std::string& more) {
   return "name: " + name +
          "\n"

@@ -1,0 +1,29 @@
+#pragma once
+// Helpers for data-parallel tests (CPU ranks over Gloo, GPU ranks over NCCL).
+#include <string>
+#include <vector>
+
+#include "support/support.h"
+
+namespace trainyard::test {
+
+/// The synthetic experiment sized for data parallel: 1280 samples, 20 steps of
+/// a global batch of 64 in one epoch, no dropout (ranks draw other random
+/// numbers than one process would), a 20 s collective timeout.
+std::string dp_experiment(const std::string& name, const std::string& more = "");
+
+/// A port unlikely to be taken by a parallel test.
+int free_port();
+
+/// Starts `world` ranks as torchrun would (RANK, WORLD_SIZE, LOCAL_RANK,
+/// MASTER_*), `extra[r]` appended to rank r's arguments; waits for all.
+std::vector<CommandResult> launch_by_environment(const std::string& args, int world,
+                                                 const std::vector<std::string>& extra = {});
+
+/// Every value of "KEY": in a metrics.jsonl, in order.
+std::vector<double> series(const std::string& metrics, const std::string& key);
+
+/// The checkpoint after the 20 steps of dp_experiment.
+inline const char* kLastDpCheckpoint = "ckpt-e0001-i00000020.pt";
+
+}  // namespace trainyard::test
