@@ -337,10 +337,12 @@ void Trainer::finish_update() {
     for (auto& g : grads) g.mul_(rescale);
   if (scaler_.enabled) {
     // An overflow in float16 gradients is the loss scaler's business, not the
-    // non-finite policy's: halve the scale and skip this update. The norm (of
-    // unclamped gradients) is the overflow check; clipping follows when finite.
-    const double raw_norm = clip_gradients(grads, 0, 0);
-    if (!scaler_.update(std::isfinite(raw_norm))) {
+    // non-finite policy's: halve the scale and skip this update. One norm of
+    // the unscaled, unclamped gradients is the overflow check and, without
+    // clipping by value, the clipping norm too (no second reduction).
+    const bool by_value = e_.loop.clip_grad_value > 0;
+    const double norm = clip_gradients(grads, 0, by_value ? 0 : e_.loop.clip_grad_norm);
+    if (!scaler_.update(std::isfinite(norm))) {
       for (auto& g : grads) g.zero_();
       micro_ = 0;
       loss_finite_ = true;
@@ -349,8 +351,10 @@ void Trainer::finish_update() {
       return;
     }
     values_["loss_scale"] = scaler_.scale;
+    grad_norm_ = by_value ? clip_gradients(grads, e_.loop.clip_grad_value, e_.loop.clip_grad_norm) : norm;
+  } else {
+    grad_norm_ = clip_gradients(grads, e_.loop.clip_grad_value, e_.loop.clip_grad_norm);
   }
-  grad_norm_ = clip_gradients(grads, e_.loop.clip_grad_value, e_.loop.clip_grad_norm);
   // The norm is not finite when any gradient is not; across ranks the
   // averaged gradients make every rank see the same, so they decide alike
   // (a rank's own non-finite loss counts only in a single-process run).

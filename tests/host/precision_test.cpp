@@ -12,6 +12,7 @@
 #include "distributed/communicator.h"
 #include "distributed/device.h"
 #include "support/support.h"
+#include "train/checkpoint.h"
 #include "train/components.h"
 #include "train/precision.h"
 #include "train/trainer.h"
@@ -79,6 +80,50 @@ TEST(Precision, Bf16MixedTrainsOnTheCpuLikeFp32) {
   EXPECT_LT(bf16.back(), bf16.front());                          // it learns
   EXPECT_NE(bf16.back(), fp32.back());                           // in another precision
   EXPECT_NEAR(bf16.back(), fp32.back(), 0.15 * fp32.back() + 0.02);  // to about the same place
+}
+
+TEST(Precision, Fp16LossScalingRunsInTheTrainerAndItsStateIsCheckpointed) {
+  // Users are refused fp16-mixed on the CPU (it is slow there), but CPU
+  // autocast does run float16: set past validation, it drives the trainer's
+  // scaler path for real. 16 updates: no growth, so every change of the
+  // scale is a skipped overflow.
+  const std::string path = test::temp_dir("exp-fp16run") + "/fp16run.yaml", out = test::temp_dir("out-fp16run");
+  test::write_file(path, test::synthetic_experiment("fp16run"));
+  Experiment e = validate_experiment(read_experiment(path, {"loop.epochs=1", "optimizer.lr=0.001"}),
+                                     test::builtin_registry());
+  e.loop.precision = "fp16-mixed";
+  Context context;
+  context.seed = e.seed;
+  torch::manual_seed(e.seed);
+  Components c = build_components(e, context);
+  {
+    // A 30x larger last layer makes the first layer's float16 weight gradient
+    // (times the initial scale of 65536) overflow: the first updates must be
+    // skipped and the scale halved until it fits, as GradScaler does.
+    at::NoGradGuard no_grad;
+    at::Tensor last_weight;
+    for (const auto& p : c.network.object->parameters())
+      if (p.dim() == 2) last_weight = p;
+    last_weight.mul_(30);
+  }
+  Trainer trainer(e, std::move(c), context, RunPaths(out));
+  trainer.run();
+  const double scale = trainer.values().at("loss_scale");
+  const double skipped = trainer.values().count("scaler_skipped_updates") ? trainer.values().at("scaler_skipped_updates") : 0;
+  std::printf("fp16 on the CPU: loss scale %g after %g skipped updates\n", scale, skipped);
+  EXPECT_EQ(scale, LossScaler::kInitialScale * std::pow(LossScaler::kBackoff, skipped));
+  EXPECT_GE(skipped, 1);
+  EXPECT_LT(skipped, 16);
+  const auto losses = test_losses(out);
+  ASSERT_EQ(losses.size(), 1u);
+  EXPECT_TRUE(std::isfinite(losses[0]));
+  // The checkpoint carries the scaler, so a resume continues with it.
+  auto net = trainer.network_module();
+  CheckpointState state = load_checkpoint(test::latest_checkpoint(out), *net, trainer.optimizer());
+  EXPECT_EQ(state.loss_scale, scale);
+  EXPECT_EQ(state.loss_scale_skipped, static_cast<int64_t>(skipped));
+  EXPECT_LE(state.loss_scale_finite_in_a_row, 16 - static_cast<int64_t>(skipped));
+  EXPECT_GT(state.loss_scale_finite_in_a_row, 0);
 }
 
 TEST(Precision, Fp16MixedOnTheCpuIsRefusedAtValidate) {
