@@ -42,6 +42,18 @@ CommandResult train(const std::string& out, const std::string& args, const std::
   return trainyard_with_env(kDeterministic, "run " + dp_experiment("gpu", more) + " --output-dir " + out + " " + args);
 }
 
+// Stops at iteration 9, resumes, and compares with an uninterrupted run.
+void expect_resume_bit_identical(const std::string& args, const std::string& resumed_line) {
+  const std::string straight = temp_dir("straight"), split = temp_dir("split");
+  const std::string with_fixtures = args + " --plugin-dir " + fixture_dir("components");
+  ASSERT_EQ(train(straight, with_fixtures).exit_code, 0);
+  ASSERT_EQ(train(split, with_fixtures, "callbacks: [{plugin: stop_at, iteration: 9}]\n").exit_code, 0);
+  auto r = train(split, with_fixtures);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_TRUE(contains(r.out, resumed_line)) << r.out;
+  EXPECT_EQ(compare_checkpoint_networks(last(straight), last(split)), "");
+}
+
 TEST(Gpu, SingleDeviceTrainingLearnsLikeTheCpu) {
   REQUIRE_GPUS(1);
   const std::string cpu = temp_dir("cpu"), gpu = temp_dir("gpu");
@@ -86,15 +98,7 @@ TEST(Gpu, PinnedSideStreamLoaderGivesTheSameRunWithAndWithoutDecodeThreads) {
 
 TEST(Gpu, Fp16RunInterruptedAndResumedIsBitIdentical) {
   REQUIRE_GPUS(1);
-  const std::string straight = temp_dir("straight"), split = temp_dir("split");
-  const std::string args = "--set distributed.num_gpus=1 --set loop.precision=fp16-mixed --plugin-dir " +
-                           fixture_dir("components");
-  ASSERT_EQ(train(straight, args).exit_code, 0);
-  ASSERT_EQ(train(split, args, "callbacks: [{plugin: stop_at, iteration: 9}]\n").exit_code, 0);
-  auto r = train(split, args);
-  ASSERT_EQ(r.exit_code, 0) << r.err;
-  EXPECT_TRUE(contains(r.out, "resuming from")) << r.out;
-  EXPECT_EQ(compare_checkpoint_networks(last(straight), last(split)), "");
+  expect_resume_bit_identical("--set distributed.num_gpus=1 --set loop.precision=fp16-mixed", "resuming from");
 }
 
 TEST(MultiGpu, TwoRanksOverNcclEqualOneGpuWithTheSameGlobalBatch) {
@@ -150,15 +154,8 @@ TEST(MultiGpu, AKilledRankIsNamedWithinTheTimeout) {
 
 TEST(MultiGpu, InterruptedAndResumedOnTwoGpusIsBitIdentical) {
   REQUIRE_GPUS(2);
-  const std::string straight = temp_dir("straight"), split = temp_dir("split");
-  const std::string args = "--set distributed.num_gpus=2 --set loop.batch_per_device=32 --plugin-dir " +
-                           fixture_dir("components");
-  ASSERT_EQ(train(straight, args).exit_code, 0);
-  ASSERT_EQ(train(split, args, "callbacks: [{plugin: stop_at, iteration: 9}]\n").exit_code, 0);
-  auto r = train(split, args);
-  ASSERT_EQ(r.exit_code, 0) << r.err;
-  EXPECT_TRUE(contains(r.out, "[rank 1] trainyard: resuming from")) << r.out;
-  EXPECT_EQ(compare_checkpoint_networks(last(straight), last(split)), "");
+  expect_resume_bit_identical("--set distributed.num_gpus=2 --set loop.batch_per_device=32",
+                              "[rank 1] trainyard: resuming from");
 }
 
 }  // namespace

@@ -11,7 +11,7 @@
 #include "data/loader.h"
 #include "distributed/communicator.h"
 #include "distributed/device.h"
-#include "support/support.h"
+#include "support/data_parallel.h"
 #include "train/checkpoint.h"
 #include "train/components.h"
 #include "train/precision.h"
@@ -54,14 +54,7 @@ TEST(Precision, LossScalerBacksOffOnOverflowAndGrowsAfterTheInterval) {
   EXPECT_TRUE(off.update(false));  // disabled: never skips (the non-finite policy decides)
 }
 
-std::vector<double> test_losses(const std::string& run_dir) {
-  std::vector<double> out;
-  for (const auto& line : test::read_lines(run_dir + "/metrics.jsonl")) {
-    auto at = line.find("\"test_loss\": ");
-    if (at != std::string::npos) out.push_back(std::stod(line.substr(at + 13)));
-  }
-  return out;
-}
+std::vector<double> test_losses(const std::string& run_dir) { return test::series(run_dir + "/metrics.jsonl", "test_loss"); }
 
 std::string train(const std::string& name, const std::string& args) {
   const std::string out = test::temp_dir("out-" + name), exp = test::temp_dir("exp-" + name) + "/" + name + ".yaml";
@@ -126,21 +119,24 @@ TEST(Precision, Fp16LossScalingRunsInTheTrainerAndItsStateIsCheckpointed) {
   EXPECT_GT(state.loss_scale_finite_in_a_row, 0);
 }
 
-TEST(Precision, Fp16MixedOnTheCpuIsRefusedAtValidate) {
-  const std::string exp = test::temp_dir("exp-fp16") + "/fp16.yaml";
-  test::write_file(exp, test::synthetic_experiment("fp16"));
-  auto r = test::trainyard("validate " + exp + " --set loop.precision=fp16-mixed");
+// `trainyard validate` of the synthetic experiment with one --set: its stderr.
+std::string validate_error(const std::string& set) {
+  const std::string exp = test::temp_dir("exp-validate") + "/validate.yaml";
+  test::write_file(exp, test::synthetic_experiment("validate"));
+  auto r = test::trainyard("validate " + exp + " --set " + set);
   EXPECT_EQ(r.exit_code, 2) << r.err;
-  EXPECT_TRUE(test::contains(r.err, "error: --set loop.precision=fp16-mixed: loop.precision: fp16-mixed needs a GPU")) << r.err;
-  EXPECT_TRUE(test::contains(r.err, "use precision: bf16-mixed on the CPU")) << r.err;
+  return r.err;
+}
+
+TEST(Precision, Fp16MixedOnTheCpuIsRefusedAtValidate) {
+  const std::string err = validate_error("loop.precision=fp16-mixed");
+  EXPECT_TRUE(test::contains(err, "error: --set loop.precision=fp16-mixed: loop.precision: fp16-mixed needs a GPU")) << err;
+  EXPECT_TRUE(test::contains(err, "use precision: bf16-mixed on the CPU")) << err;
 }
 
 TEST(Precision, AnUnknownPrecisionListsTheChoices) {
-  const std::string exp = test::temp_dir("exp-prec") + "/prec.yaml";
-  test::write_file(exp, test::synthetic_experiment("prec"));
-  auto r = test::trainyard("validate " + exp + " --set loop.precision=bf16");
-  EXPECT_EQ(r.exit_code, 2) << r.err;
-  EXPECT_TRUE(test::contains(r.err, "expected one of fp32, bf16-mixed, fp16-mixed, got 'bf16'")) << r.err;
+  const std::string err = validate_error("loop.precision=bf16");
+  EXPECT_TRUE(test::contains(err, "expected one of fp32, bf16-mixed, fp16-mixed, got 'bf16'")) << err;
 }
 
 TEST(MemoryFormat, ChannelsLastPutsWeightsAndInputsInNhwcEvenWithOneChannel) {
