@@ -27,12 +27,8 @@ bool DeviceCopy::applies(c10::Device device) { return device.is_cuda(); }
 
 void DeviceCopy::start(Batch batch) {
   c10::cuda::CUDAGuard device_guard(impl_->device);
-  // The side stream must not read the pinned buffer before the compute stream
-  // is done with whatever it did before (nothing of ours, but a callback may
-  // have written into a reused host buffer): order it after the current work.
-  at::cuda::CUDAEvent issued;
-  issued.record(c10::cuda::getCurrentCUDAStream(impl_->device.index()));
-  issued.block(impl_->side);
+  // The host batch was written by the CPU before this call; LibTorch's pinned
+  // allocator keeps its block until the copy's stream is past it.
   {
     c10::cuda::CUDAStreamGuard stream_guard(impl_->side);
     batch.input = batch.input.to(impl_->device, /*non_blocking=*/true);

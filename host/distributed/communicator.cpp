@@ -13,6 +13,7 @@
 #include <torch/nn/module.h>
 
 #include <cstdlib>
+#include <exception>
 #include <thread>
 
 #include "distributed/device.h"
@@ -47,6 +48,10 @@ void collective(const char* what, F&& f, Communicator* comm = nullptr) {
     f();
   } catch (const ConfigError&) {
     throw;
+  } catch (const c10::ValueError& e) {  // a wrong tensor (layout, shape), not a lost rank
+    throw Error(std::string("distributed ") + what + ": " + e.what_without_backtrace());
+  } catch (const c10::TypeError& e) {  // a dtype the backend does not reduce
+    throw Error(std::string("distributed ") + what + ": " + e.what_without_backtrace());
   } catch (const c10::Error& e) {
     throw Error(std::string("distributed ") + what + " failed: another rank died, hung or could not be reached (" +
                 e.what_without_backtrace() + ")" + who());
@@ -75,18 +80,6 @@ class CollectivesView : public Collectives {
 
 }  // namespace
 
-#ifdef USE_C10D_NCCL
-// ProcessGroupNCCL reads these when it is created. Blocking wait makes
-// Work::wait() throw once options->timeout passes or NCCL reports an error,
-// so a dead or hung rank fails the collective here (and is named) instead of
-// leaving this rank waiting on the GPU; the watchdog's async error handling
-// (3: abort the communicator, leave the process to us) stays on as a backstop.
-void configure_nccl_environment() {
-  setenv("TORCH_NCCL_BLOCKING_WAIT", "1", /*overwrite=*/0);
-  setenv("TORCH_NCCL_ASYNC_ERROR_HANDLING", "3", 0);
-}
-#endif
-
 Communicator::Communicator(const World& world, std::chrono::milliseconds timeout, c10::Device rank_device)
     : impl_(std::make_unique<Impl>()), world_(world), view_(std::make_unique<CollectivesView>(*this)) {
   impl_->device = collective_device(rank_device);
@@ -110,7 +103,6 @@ Communicator::Communicator(const World& world, std::chrono::milliseconds timeout
       // the communicator is created now, on that device, not at the first
       // collective on whatever device is current then.
       make_current(impl_->device);
-      configure_nccl_environment();
       auto options = c10d::ProcessGroupNCCL::Options::create();
       options->timeout = timeout;
       auto nccl = c10::make_intrusive<c10d::ProcessGroupNCCL>(
@@ -136,7 +128,28 @@ Communicator::Communicator(const World& world, std::chrono::milliseconds timeout
   });
 }
 
-Communicator::~Communicator() = default;
+void configure_nccl_environment() {
+  // ProcessGroupNCCL reads this when it is created; set here, before any
+  // thread exists (setenv races with getenv on other threads). Blocking wait
+  // makes Work::wait() poll: on options->timeout or an NCCL error (a dead
+  // peer) it aborts the communicator and throws c10::DistBackendError on the
+  // waiting thread, so the rank fails its collective here and names who
+  // stopped answering, instead of waiting on the GPU. In this mode LibTorch
+  // runs no watchdog thread (ProcessGroupNCCL.cpp, read at 2.8), so
+  // TORCH_NCCL_ASYNC_ERROR_HANDLING plays no part.
+  setenv("TORCH_NCCL_BLOCKING_WAIT", "1", /*overwrite=*/0);
+}
+
+Communicator::~Communicator() {
+  // NCCL warns at exit about a group never destroyed; after a failure its
+  // communicator is aborted instead. (Gloo's backend needs neither.)
+  if (!impl_ || !impl_->group || !impl_->device.is_cuda()) return;
+  try {
+    if (std::uncaught_exceptions() == 0) impl_->group->shutdown();
+    else impl_->group->abort();
+  } catch (...) {
+  }
+}
 
 void Communicator::check_same(const std::string& what, const std::string& value) {
   collective("check", [&] {

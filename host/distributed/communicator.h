@@ -45,6 +45,11 @@ class GradientReducer {
   std::unique_ptr<Impl> impl_;
 };
 
+/// Sets what LibTorch's NCCL backend must read from the environment
+/// (TORCH_NCCL_BLOCKING_WAIT=1 unless set); main() calls it first, before any
+/// thread exists. docs/distributed.md says why.
+void configure_nccl_environment();
+
 class Communicator {
  public:
   /// Joins the group (waits for every rank up to the timeout): NCCL when

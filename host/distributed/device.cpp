@@ -42,7 +42,7 @@ c10::Device rank_device(const Experiment& e, const World& world) {
   for (const Experiment* x : all)
     if (x->loop.precision == "bf16-mixed" && props->major < 8)
       throw ConfigError(e.source.where(e.source.root["loop"]["precision"], "loop.precision") +
-                            ": bf16-mixed needs a GPU of compute capability 8.0 or newer",
+                            ": bf16-mixed needs a GPU of compute capability 8.0 or newer (native bfloat16)",
                         "expected fp32 or fp16-mixed on GPU " + std::to_string(index) + " (" + props->name + ", " +
                             std::to_string(props->major) + "." + std::to_string(props->minor) + "), got bf16-mixed",
                         "use precision: fp16-mixed on this GPU");

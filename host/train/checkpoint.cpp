@@ -31,6 +31,13 @@ namespace fs = std::filesystem;
 namespace trainyard::host {
 namespace {
 
+// The device the run trains on: its GPU's generator is saved with the CPU's.
+c10::Device network_device(Network& network) {
+  for (const auto& p : network.parameters()) return p.device();
+  for (const auto& b : network.buffers()) return b.device();
+  return c10::Device(c10::DeviceType::CPU);
+}
+
 constexpr int64_t kFormatVersion = 1;
 const std::regex kName(R"(ckpt-e(\d+)-i(\d+)\.pt)");
 
@@ -91,8 +98,8 @@ void save_checkpoint(const std::string& path, Network& network, torch::optim::Op
     archive.write("rng_cpu", gen.get_state());
   }
   // The GPU's generator too (dropout on a GPU draws from it): a resume on the same device is exact.
-  if (at::detail::getCUDAHooks().hasCUDA()) {
-    auto gen = at::detail::getCUDAHooks().getDefaultGenerator(at::detail::getCUDAHooks().current_device());
+  if (const auto device = network_device(network); device.is_cuda()) {
+    auto gen = at::detail::getCUDAHooks().getDefaultGenerator(device.index());
     std::lock_guard<std::mutex> lock(gen.mutex());
     archive.write("rng_cuda", gen.get_state());
   }
@@ -217,10 +224,10 @@ CheckpointState load_checkpoint(const std::string& path, Network& network, torch
       std::lock_guard<std::mutex> lock(gen.mutex());
       gen.set_state(rng);
     }
-    if (at::detail::getCUDAHooks().hasCUDA()) {
+    if (const auto device = network_device(network); device.is_cuda()) {
       at::Tensor cuda_rng;
       if (archive.try_read("rng_cuda", cuda_rng)) {
-        auto gen = at::detail::getCUDAHooks().getDefaultGenerator(at::detail::getCUDAHooks().current_device());
+        auto gen = at::detail::getCUDAHooks().getDefaultGenerator(device.index());
         std::lock_guard<std::mutex> lock(gen.mutex());
         gen.set_state(cuda_rng);
       }

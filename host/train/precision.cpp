@@ -2,6 +2,8 @@
 
 #include <ATen/autocast_mode.h>
 
+#include <limits>
+
 namespace trainyard::host {
 
 std::optional<at::ScalarType> autocast_dtype(const std::string& precision) {
@@ -43,7 +45,7 @@ bool LossScaler::update(bool finite) {
     return false;
   }
   if (++finite_in_a_row == kGrowthInterval) {
-    scale *= kGrowth;
+    if (scale * kGrowth <= std::numeric_limits<float>::max()) scale *= kGrowth;  // as GradScaler: stays a float
     finite_in_a_row = 0;
   }
   return true;

@@ -43,7 +43,8 @@ double clip_gradients(std::vector<at::Tensor>& grads, double max_value, double m
   std::vector<at::Tensor> squares;
   squares.reserve(grads.size());
   for (auto& g : grads) {
-    const at::Tensor flat = g.is_contiguous() ? g.view({-1}) : g.reshape({-1});
+    // fp32 sums even for half-precision gradients (a float16 dot overflows past 256).
+    const at::Tensor flat = (g.is_contiguous() ? g.view({-1}) : g.reshape({-1})).to(at::kFloat);
     squares.push_back(at::dot(flat, flat));
   }
   const double norm = squares.empty() ? 0.0 : std::sqrt(at::stack(squares).sum(at::kDouble).item<double>());
@@ -171,6 +172,7 @@ void Trainer::continue_from(Trainer& previous) {
   stage_.first_epoch = at_.epoch;
   values_ = previous.values_;
   started_ = previous.started_;  // wall_s covers every stage this process trained
+  if (scaler_.enabled && previous.scaler_.enabled) scaler_ = previous.scaler_;  // fp16 stages share one loss scale
   if (previous.e_.stopping.monitor == e_.stopping.monitor && previous.e_.stopping.mode == e_.stopping.mode) {
     best_ = previous.best_;
     has_best_ = previous.has_best_;
