@@ -60,9 +60,12 @@ TEST(Signals, SigtermCheckpointsAndExitsResumableAndTheResumedRunIsExact) {
 
 TEST(Signals, KillNineAtRandomMomentsThenResumeEndsBitIdentical) {
   // Checkpoints every 4 iterations; kill -9 at random times, resume, again and again.
+  // 200 epochs (about 7 s here with LibTorch 2.15): the random kills must not
+  // reach the end of the run, or no run is left to kill inside a checkpoint
+  // write (at 60 epochs the whole run took 2 s and sometimes ended first).
   const std::string exp = long_experiment("kill", "");
   const std::string out = temp_dir("out");
-  const std::string every = " --set loop.checkpoint_every_iters=4 --set loop.epochs=60";
+  const std::string every = " --set loop.checkpoint_every_iters=4 --set loop.epochs=200";
   auto whole = trainyard("run " + exp + " --output-dir " + out + "/whole" + every);
   ASSERT_EQ(whole.exit_code, 0) << whole.err;
   std::mt19937 rng(static_cast<unsigned>(::getpid()));
