@@ -13,12 +13,10 @@ fi
 jobs="${TRAINYARD_JOBS:-2}"
 generator=()
 if command -v ninja >/dev/null 2>&1; then generator=(-G Ninja); fi
-torch_args=(-DCMAKE_PREFIX_PATH="$TRAINYARD_TORCH_CMAKE_PREFIX" -DTRAINYARD_PYTHON="$TRAINYARD_PYTHON"
-            -DTRAINYARD_GLOO_INCLUDE_DIR="$TRAINYARD_GLOO_INCLUDE")
 if [ ! -f build/CMakeCache.txt ]; then
-  cmake -S . -B build "${generator[@]}" -DCMAKE_BUILD_TYPE=Release "${torch_args[@]}" "$@"
+  cmake -S . -B build "${generator[@]}" -DCMAKE_BUILD_TYPE=Release "${trainyard_cmake_args[@]}" "$@"
 elif [ $# -gt 0 ] || ! grep -qxF "TRAINYARD_PYTHON:FILEPATH=$TRAINYARD_PYTHON" build/CMakeCache.txt \
      || ! grep -qxF "TRAINYARD_GLOO_INCLUDE_DIR:PATH=$TRAINYARD_GLOO_INCLUDE" build/CMakeCache.txt; then
-  cmake -S . -B build "${torch_args[@]}" "$@"
+  cmake -S . -B build "${trainyard_cmake_args[@]}" "$@"
 fi
 cmake --build build -j "$jobs"

@@ -15,10 +15,11 @@ bash scripts/install-deps.sh
 if ! command -v clang++ >/dev/null 2>&1 || ! dpkg-query -W -f='${Status}' libclang-rt-14-dev 2>/dev/null | grep -q "ok installed"; then
   apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq clang libclang-rt-14-dev
 fi
+source scripts/torch-env.sh
 generator=()
 if command -v ninja >/dev/null 2>&1; then generator=(-G Ninja); fi
 cmake -S . -B build-fuzz "${generator[@]}" -DCMAKE_BUILD_TYPE=Release -DCMAKE_CXX_FLAGS=-g1 -DCMAKE_CXX_COMPILER=clang++ \
-  -DTRAINYARD_FUZZ=ON -DBUILD_TESTING=OFF >/dev/null
+  -DTRAINYARD_FUZZ=ON -DBUILD_TESTING=OFF "${trainyard_cmake_args[@]}" >/dev/null
 cmake --build build-fuzz -j "${TRAINYARD_JOBS:-2}" $(printf -- '--target fuzz_%s ' "${targets[@]}")
 export ASAN_OPTIONS="detect_leaks=0:${ASAN_OPTIONS:-}"
 status=0

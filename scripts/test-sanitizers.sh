@@ -8,9 +8,11 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/install-deps.sh
+source scripts/torch-env.sh
 generator=()
 if command -v ninja >/dev/null 2>&1; then generator=(-G Ninja); fi
-cmake -S . -B build-asan "${generator[@]}" -DCMAKE_BUILD_TYPE=Release -DCMAKE_CXX_FLAGS=-g1 -DTRAINYARD_SANITIZE=address,undefined
+cmake -S . -B build-asan "${generator[@]}" -DCMAKE_BUILD_TYPE=Release -DCMAKE_CXX_FLAGS=-g1 -DTRAINYARD_SANITIZE=address,undefined \
+  "${trainyard_cmake_args[@]}"
 cmake --build build-asan -j "${TRAINYARD_JOBS:-2}"
 # handle_segv=0: a crash in plugin code goes to trainyard's own reporter (tested).
 export ASAN_OPTIONS="detect_leaks=0:abort_on_error=1:detect_odr_violation=0:handle_segv=0:${ASAN_OPTIONS:-}"

@@ -12,4 +12,7 @@ TRAINYARD_TORCH_CMAKE_PREFIX="$(ls -d "$TRAINYARD_VENV"/lib/python3*/site-packag
 if ! command -v nvcc >/dev/null && [ -x "${CUDA_HOME:-/usr/local/cuda}/bin/nvcc" ]; then
   export PATH="${CUDA_HOME:-/usr/local/cuda}/bin:$PATH"
 fi
+# What every cmake configure of this tree passes (build.sh, test-sanitizers.sh, fuzz.sh).
+trainyard_cmake_args=(-DCMAKE_PREFIX_PATH="$TRAINYARD_TORCH_CMAKE_PREFIX" -DTRAINYARD_PYTHON="$TRAINYARD_PYTHON"
+                      -DTRAINYARD_GLOO_INCLUDE_DIR="$TRAINYARD_GLOO_INCLUDE")
 export TRAINYARD_TORCH_VERSION TRAINYARD_CACHE TRAINYARD_VENV TRAINYARD_PYTHON TRAINYARD_GLOO_INCLUDE
