@@ -1,18 +1,8 @@
-# trainyard_add_plugin(NAME SOURCES src... [OUTPUT_DIRECTORY dir] [LINK_LIBRARIES lib...])
-#
-# Builds a trainyard plugin: a MODULE library named lib<NAME>.so, linked to the
-# SDK, with hidden visibility so that only trainyard_plugin_entry is exported,
-# and marked nodelete (a plugin's objects may outlive any attempt to unload it).
-# Drop the result into a plugin folder; the host needs no rebuild.
-#
-# Example:
-#   find_package(Trainyard REQUIRED)
-#   trainyard_add_plugin(my_net SOURCES plugin.cpp my_net.cpp)
 # trainyard_torch_build_info(CUDA_VAR NCCL_VAR)
 #
 # What the LibTorch found by find_package(Torch) was built with, for the build
 # fingerprint: CUDA_VAR is its CUDA version ("13.2") or "none"; NCCL_VAR is 1
-# when c10d's NCCL backend is in (the torch target defines USE_C10D_NCCL), else 0.
+# when c10d's NCCL backend is in (torch_cuda defines USE_C10D_NCCL), else 0.
 # The CUDA version comes from the package itself (the wheel's torch/version.py,
 # or LibTorch archives' build-version such as "2.5.1+cu124"), not from the
 # local toolkit, which may be another minor version.
@@ -32,14 +22,12 @@ function(trainyard_torch_build_info cuda_var nccl_var)
       endif()
     endif()
   endif()
-  get_target_property(defs torch INTERFACE_COMPILE_DEFINITIONS)
   set(nccl 0)
-  if(TARGET torch_cuda)
+  if(TARGET torch_cuda)  # the torch target takes its definitions from here
     get_target_property(cuda_defs torch_cuda INTERFACE_COMPILE_DEFINITIONS)
-    list(APPEND defs ${cuda_defs})
-  endif()
-  if("USE_C10D_NCCL" IN_LIST defs)
-    set(nccl 1)
+    if("USE_C10D_NCCL" IN_LIST cuda_defs)
+      set(nccl 1)
+    endif()
   endif()
   set(${cuda_var} "${cuda}" PARENT_SCOPE)
   set(${nccl_var} "${nccl}" PARENT_SCOPE)
@@ -81,6 +69,16 @@ function(trainyard_stamp_fingerprint target)
   target_compile_definitions(${target} ${scope} TRAINYARD_TORCH_CUDA="${cuda}")
 endfunction()
 
+# trainyard_add_plugin(NAME SOURCES src... [OUTPUT_DIRECTORY dir] [LINK_LIBRARIES lib...])
+#
+# Builds a trainyard plugin: a MODULE library named lib<NAME>.so, linked to the
+# SDK, with hidden visibility so that only trainyard_plugin_entry is exported,
+# and marked nodelete (a plugin's objects may outlive any attempt to unload it).
+# Drop the result into a plugin folder; the host needs no rebuild.
+#
+# Example:
+#   find_package(Trainyard REQUIRED)
+#   trainyard_add_plugin(my_net SOURCES plugin.cpp my_net.cpp)
 function(trainyard_add_plugin name)
   cmake_parse_arguments(ARG "" "OUTPUT_DIRECTORY" "SOURCES;LINK_LIBRARIES" ${ARGN})
   if(NOT ARG_SOURCES)

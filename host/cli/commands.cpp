@@ -240,12 +240,12 @@ struct Session {
   std::unique_ptr<Communicator> comm;
   Context context;
 
-  Session(const Experiment& e, const Registry& registry, const std::string& run_dir) : world(detect_world(e)) {
-    // The rank's GPU is current before anything touches CUDA (NCCL's group included).
-    const c10::Device device = rank_device(e, world);
-    make_current(device);
+  // make_context picks the rank's device and makes it current, before
+  // anything touches CUDA (NCCL's group included).
+  Session(const Experiment& e, const Registry& registry, const std::string& run_dir)
+      : world(detect_world(e)), context(make_context(e, world)) {
     if (world.distributed()) {
-      comm = std::make_unique<Communicator>(world, std::chrono::seconds(e.distributed.timeout_secs), device);
+      comm = std::make_unique<Communicator>(world, std::chrono::seconds(e.distributed.timeout_secs), context.device);
       // Every rank must run the same experiment with the same plugins.
       YAML::Node resolved = e.resolved();
       std::vector<std::string> libraries;  // names, versions, fingerprints: paths may differ across machines
@@ -259,7 +259,6 @@ struct Session {
       comm->check_same("experiment (resolved config)", fingerprint_of(text.c_str()));
       comm->check_same("plugin set", fingerprint_of(plugins));
     }
-    context = make_context(e, world);
     context.run_dir = run_dir;
     context.collectives = comm ? &comm->collectives() : nullptr;
     context.sync_batch_norm = e.distributed.sync_batch_norm;

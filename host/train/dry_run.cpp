@@ -96,11 +96,12 @@ std::string dry_run_report(const Experiment& e, Components& c, const Context& co
   for (auto& m : c.frozen) m->eval();
   c.optimizer->zero_grad();
   t0 = Clock::now();
-  const auto autocast = autocast_dtype(e.loop.precision);
-  at::Tensor output = as_fp32(guarded(*c.network.config, "forward", [&] {
-    AutocastScope scope(context.device.type(), autocast);
-    return net.forward(*batch);
-  }));
+  auto forward = [&](const Batch& b) {
+    return forward_in_precision(context.device.type(), e.loop.precision, [&] {
+      return guarded(*c.network.config, "forward", [&] { return net.forward(b); });
+    });
+  };
+  at::Tensor output = forward(*batch);
   const double forward_ms = ms_since(t0);
   t0 = Clock::now();
   at::Tensor loss = guarded(*c.loss.config, "compute", [&] { return c.loss.object->compute(output, *batch); });
@@ -129,10 +130,7 @@ std::string dry_run_report(const Experiment& e, Components& c, const Context& co
       net.eval();
       at::NoGradGuard no_grad;
       t0 = Clock::now();
-      at::Tensor o = as_fp32(guarded(*c.network.config, "forward", [&] {
-        AutocastScope scope(context.device.type(), autocast);
-        return net.forward(*tb);
-      }));
+      at::Tensor o = forward(*tb);
       test_ms = ms_since(t0);
       test_shape = shape_text(o.sizes());
       net.train();

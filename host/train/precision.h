@@ -37,6 +37,21 @@ class AutocastScope {
 /// check see fp32 whatever precision the forward ran in.
 at::Tensor as_fp32(const at::Tensor& output);
 
+/// `forward()` under `precision`'s autocast on `device`, its output as fp32:
+/// how every forward of the network runs (training, testing, prediction,
+/// dry runs), so the loss, meters and non-finite check always see fp32.
+///
+///   at::Tensor out = forward_in_precision(at::kCPU, "bf16-mixed", [&] { return net.forward(batch); });
+template <class Forward>
+at::Tensor forward_in_precision(c10::DeviceType device, const std::string& precision, Forward&& forward) {
+  at::Tensor output;
+  {
+    AutocastScope autocast(device, autocast_dtype(precision));
+    output = forward();
+  }
+  return as_fp32(output);
+}
+
 /// Dynamic loss scaling for fp16-mixed, with PyTorch's GradScaler defaults:
 /// the loss is multiplied by scale() before backward; after the gradients are
 /// averaged and unscaled, update(finite) halves the scale and the update is

@@ -266,11 +266,9 @@ BatchStream Trainer::default_train_batches(int64_t epoch) {
 }
 
 at::Tensor Trainer::forward(const Batch& batch) {
-  at::Tensor output = guarded(*c_.network.config, "forward", [&] {
-    AutocastScope autocast(context_.device.type(), autocast_dtype(e_.loop.precision));
-    return c_.network.object->forward(batch);
+  return forward_in_precision(context_.device.type(), e_.loop.precision, [&] {
+    return guarded(*c_.network.config, "forward", [&] { return c_.network.object->forward(batch); });
   });
-  return as_fp32(output);  // the loss, meters and non-finite check see fp32
 }
 
 StepResult Trainer::default_train_step(const Batch& batch) {

@@ -17,7 +17,6 @@ std::string experiment(const std::string& name, const std::string& more = "") { 
 
 std::string checkpoint(const std::string& run_dir, const std::string& name) { return run_dir + "/checkpoints/" + name; }
 
-
 const char* kLast = kLastDpCheckpoint;
 
 struct Reference {

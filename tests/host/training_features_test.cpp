@@ -7,7 +7,7 @@
 #include <filesystem>
 #include <torch/serialize/input-archive.h>
 
-#include "support/support.h"
+#include "support/data_parallel.h"
 #include "train/schedule.h"
 #include "train/trainer.h"
 
@@ -94,14 +94,7 @@ TEST(GradientAccumulation, FourBatchesOfEightEqualOneBatchOfThirtyTwo) {
             1e-5);
 }
 
-std::vector<double> lrs(const std::string& run_dir) {
-  std::vector<double> out;
-  for (const auto& line : test::read_lines(run_dir + "/metrics.jsonl")) {
-    auto at = line.find("\"lr\": ");
-    if (at != std::string::npos) out.push_back(std::stod(line.substr(at + 6)));
-  }
-  return out;
-}
+std::vector<double> lrs(const std::string& run_dir) { return test::series(run_dir + "/metrics.jsonl", "lr"); }
 
 TEST(Schedule, SteppedPerIterationOrPerEpochInARealRun) {
   // 16 updates per epoch, 2 epochs, logs every 4 iterations (+ each epoch end).
