@@ -5,8 +5,7 @@
 #include <map>
 #include <sstream>
 
-#include <yaml-cpp/yaml.h>
-
+#include "formats/metrics.h"
 #include "report/svg_chart.h"
 #include "trainyard/error.h"
 #include "util/files.h"
@@ -17,36 +16,9 @@ namespace fs = std::filesystem;
 namespace trainyard::host {
 namespace {
 
-struct Event {
-  std::string phase;
-  int64_t epoch = 0, iteration = 0;
-  std::map<std::string, double> values;
-};
-
-std::vector<Event> read_events(const std::string& path) {
-  std::vector<Event> events;
-  for (const auto& line : read_lines(path)) {
-    if (line.empty()) continue;
-    try {
-      YAML::Node n = YAML::Load(line);  // each line is a JSON object, and JSON is YAML
-      Event e;
-      e.phase = n["phase"].as<std::string>("");
-      e.epoch = n["epoch"].as<int64_t>(0);
-      e.iteration = n["iteration"].as<int64_t>(0);
-      if (n["values"].IsMap())
-        for (const auto& kv : n["values"])
-          if (kv.second.IsScalar() && kv.second.Scalar() != "null") e.values[kv.first.Scalar()] = kv.second.as<double>(0.0);
-      events.push_back(std::move(e));
-    } catch (const YAML::Exception&) {
-      // A line cut short by a crash: the rest of the file still reports.
-    }
-  }
-  return events;
-}
-
 // Points of `name` against x. By epoch: the end-of-epoch train events (they
 // carry secs_per_train) and the test events; the last value of each epoch.
-ChartSeries series(const std::vector<Event>& events, const std::string& name, const std::string& x) {
+ChartSeries series(const std::vector<MetricsEvent>& events, const std::string& name, const std::string& x) {
   std::map<int64_t, double> points;
   for (const auto& e : events) {
     auto it = e.values.find(name);
@@ -109,21 +81,6 @@ std::vector<PlotSpec> default_plots(const std::set<std::string>& names) {
   return plots;
 }
 
-std::vector<PlotSpec> plots_of_config(const YAML::Node& config) {
-  std::vector<PlotSpec> plots;
-  if (!config.IsMap() || !config["output"] || !config["output"]["plots"] || !config["output"]["plots"].IsSequence())
-    return plots;
-  for (const auto& n : config["output"]["plots"]) {
-    PlotSpec p;
-    p.title = n["title"].as<std::string>("");
-    p.x = n["x"].as<std::string>("iteration");
-    if (n["ys"].IsSequence())
-      for (const auto& y : n["ys"]) p.ys.push_back(y.as<std::string>());
-    if (!p.ys.empty()) plots.push_back(p);
-  }
-  return plots;
-}
-
 std::string write_report(const std::string& run_dir, const std::vector<PlotSpec>& requested) {
   const fs::path dir(run_dir);
   if (!fs::exists(dir / "metrics.jsonl"))
@@ -147,46 +104,40 @@ std::string write_report(const std::string& run_dir, const std::vector<PlotSpec>
     svgs += "<figure>" + svg.substr(svg.find("<svg")) + "</figure>\n";  // inline: no <?xml?> inside HTML
   }
 
-  YAML::Node summary, config, provenance;
-  try {
-    if (fs::exists(dir / "summary.json")) summary = YAML::LoadFile((dir / "summary.json").string());
-    if (fs::exists(dir / "provenance.json")) provenance = YAML::LoadFile((dir / "provenance.json").string());
-  } catch (const YAML::Exception&) {
-  }
-  const std::string name = summary["experiment"] ? summary["experiment"].as<std::string>() : dir.filename().string();
+  const auto summary = read_summary((dir / "summary.json").string());
+  const nlohmann::ordered_json provenance = read_json_file((dir / "provenance.json").string());
+  const std::string name = summary && !summary->experiment.empty() ? summary->experiment : dir.filename().string();
   std::string html = "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>" + xml_escape(name) +
                      " - trainyard report</title><style>" + kStyle + "</style></head><body>\n<h1>" + xml_escape(name) +
                      "</h1>\n<p class=\"muted\">" + xml_escape(fs::absolute(dir).string()) + "</p>\n";
-  if (summary.IsMap()) {
-    html += "<p>" + summary["epochs_completed"].as<std::string>("?") + " epochs, " +
-            summary["iteration"].as<std::string>("?") + " iterations" +
-            (summary["stage"] ? ", last stage " + xml_escape(summary["stage"].as<std::string>()) : "") +
-            (summary["stopped"] ? "; stopped: " + xml_escape(summary["stopped"].as<std::string>()) : "") +
-            (summary["best"] ? "; best " + xml_escape(summary["best"]["meter"].as<std::string>("")) + " " +
-                                   xml_escape(summary["best"]["value"].as<std::string>(""))
-                             : "") +
+  if (summary) {
+    html += "<p>" + std::to_string(summary->epochs_completed) + " epochs, " + std::to_string(summary->iteration) +
+            " iterations" + (summary->stage.empty() ? "" : ", last stage " + xml_escape(summary->stage)) +
+            (summary->stopped.empty() ? "" : "; stopped: " + xml_escape(summary->stopped)) +
+            (summary->best ? "; best " + xml_escape(summary->best->first) + " " + number_text(summary->best->second) : "") +
             "</p>\n<h2>Final values</h2>\n<table><tr><th>value</th><th>last</th></tr>\n";
-    if (summary["metrics"].IsMap())
-      for (const auto& kv : summary["metrics"])
-        html += "<tr><td>" + xml_escape(kv.first.Scalar()) + "</td><td>" +
-                number_text(kv.second.as<double>(0.0)) + "</td></tr>\n";
+    for (const auto& [k, v] : summary->metrics)
+      html += "<tr><td>" + xml_escape(k) + "</td><td>" + number_text(v) + "</td></tr>\n";
     html += "</table>\n";
   } else {
     html += "<p>No summary.json yet: the run has not finished.</p>\n";
   }
   html += "<h2>Plots</h2>\n<div class=\"plots\">\n" + svgs + "</div>\n";
-  if (provenance.IsMap()) {
+  if (provenance.is_object()) {
+    auto text = [](const nlohmann::ordered_json& v) { return v.is_string() ? v.get<std::string>() : v.dump(); };
     html += "<h2>Provenance</h2>\n<table>\n";
     for (const char* k : {"command", "trainyard_version", "git_commit", "hostname", "libtorch", "blas", "threads",
                           "world_size", "started"})
-      if (provenance[k]) html += "<tr><th>" + std::string(k) + "</th><td>" + xml_escape(provenance[k].as<std::string>()) + "</td></tr>\n";
+      if (provenance.contains(k))
+        html += "<tr><th>" + std::string(k) + "</th><td>" + xml_escape(text(provenance[k])) + "</td></tr>\n";
     html += "</table>\n<h2>Plugins</h2>\n<table><tr><th>library</th><th>version</th><th>SHA-256</th><th>path</th></tr>\n";
-    if (provenance["plugins"].IsSequence())
-      for (const auto& p : provenance["plugins"])
-        html += "<tr><td>" + xml_escape(p["name"].as<std::string>("")) + "</td><td>" +
-                xml_escape(p["version"].as<std::string>("")) + "</td><td><code>" +
-                xml_escape(p["sha256"].as<std::string>("").substr(0, 16)) + "...</code></td><td>" +
-                xml_escape(p["path"].as<std::string>("")) + "</td></tr>\n";
+    if (auto plugins = provenance.find("plugins"); plugins != provenance.end() && plugins->is_array())
+      for (const auto& p : *plugins) {
+        auto field = [&](const char* key) { return p.is_object() && p.contains(key) ? text(p[key]) : std::string(); };
+        html += "<tr><td>" + xml_escape(field("name")) + "</td><td>" + xml_escape(field("version")) + "</td><td><code>" +
+                xml_escape(field("sha256").substr(0, 16)) + "...</code></td><td>" + xml_escape(field("path")) +
+                "</td></tr>\n";
+      }
     html += "</table>\n";
   }
   if (fs::exists(dir / "config.yaml"))

@@ -66,7 +66,7 @@ std::string loaded_blas() {
   return found;
 }
 
-std::string provenance_json(const std::vector<std::string>& argv, const Registry& registry, int world_size) {
+nlohmann::ordered_json provenance_json(const std::vector<std::string>& argv, const Registry& registry, int world_size) {
   std::string command;
   for (const auto& a : argv) {
     const bool plain = !a.empty() && a.find_first_of(" \t\n'\"\\$`*?[]{}()<>|&;") == std::string::npos;
@@ -78,7 +78,7 @@ std::string provenance_json(const std::vector<std::string>& argv, const Registry
   std::time_t t = std::time(nullptr);
   std::strftime(started, sizeof started, "%Y-%m-%dT%H:%M:%SZ", std::gmtime(&t));
   std::error_code ec;
-  std::string plugins;
+  nlohmann::ordered_json plugins = nlohmann::ordered_json::array();
   for (const auto& lib : registry.libraries()) {
     std::string hash;
     try {
@@ -86,29 +86,31 @@ std::string provenance_json(const std::vector<std::string>& argv, const Registry
     } catch (const std::exception&) {
       hash = "unreadable";
     }
-    plugins += std::string(plugins.empty() ? "" : ",") + "\n    {\"name\": " + json_string(lib->name) +
-               ", \"version\": " + json_string(lib->version) + ", \"path\": " + json_string(lib->path) +
-               ", \"sha256\": " + json_string(hash) + "}";
+    plugins.push_back({{"name", lib->name}, {"version", lib->version}, {"path", lib->path}, {"sha256", hash}});
   }
-  return "{\n  \"command\": " + json_string(command) + ",\n  \"cwd\": " + json_string(fs::current_path(ec).string()) +
-         ",\n  \"trainyard_version\": " + json_string(build_info().version) +
-         ",\n  \"git_commit\": " + json_string(build_info().git_commit) +
-         ",\n  \"sdk_api\": " + json_string(sdk_api_version()) + ",\n  \"fingerprint\": " + json_string(TRAINYARD_FINGERPRINT) +
-         ",\n  \"hostname\": " + json_string(host) + ",\n  \"libtorch\": " + json_string(TORCH_VERSION) + ",\n  \"cuda\": " + json_string(TRAINYARD_CUDA) +
-         ",\n  \"nccl\": " + (std::string(TRAINYARD_NCCL) == "1" ? "true" : "false") +
-         ",\n  \"blas\": " + json_string(loaded_blas()) +
-         ",\n  \"threads\": " + std::to_string(at::get_num_threads()) +
-         ",\n  \"interop_threads\": " + std::to_string(at::get_num_interop_threads()) +
-         ",\n  \"world_size\": " + std::to_string(world_size) + ",\n  \"started\": " + json_string(started) +
-         ",\n  \"plugins\": [" + plugins + "\n  ]\n}\n";
+  nlohmann::ordered_json j;
+  j["command"] = command;
+  j["cwd"] = fs::current_path(ec).string();
+  j["trainyard_version"] = build_info().version;
+  j["git_commit"] = build_info().git_commit;
+  j["sdk_api"] = sdk_api_version();
+  j["fingerprint"] = TRAINYARD_FINGERPRINT;
+  j["hostname"] = host;
+  j["libtorch"] = TORCH_VERSION;
+  j["cuda"] = TRAINYARD_CUDA;
+  j["nccl"] = std::string(TRAINYARD_NCCL) == "1";
+  j["blas"] = loaded_blas();
+  j["threads"] = at::get_num_threads();
+  j["interop_threads"] = at::get_num_interop_threads();
+  j["world_size"] = world_size;
+  j["started"] = started;
+  j["plugins"] = plugins;
+  return j;
 }
 
-void record_provenance(const std::string& run_dir, const std::string& json) {
-  write_file_atomic((fs::path(run_dir) / "provenance.json").string(), json);
-  std::string line;
-  for (char c : json)
-    if (c != '\n') line += c;
-  append_line((fs::path(run_dir) / "provenance.jsonl").string(), line);
+void record_provenance(const std::string& run_dir, const nlohmann::ordered_json& record) {
+  write_file_atomic((fs::path(run_dir) / "provenance.json").string(), json_text(record, true) + "\n");
+  append_line((fs::path(run_dir) / "provenance.jsonl").string(), json_text(record));
 }
 
 }  // namespace trainyard::host

@@ -4,6 +4,8 @@
 #include <string>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 namespace trainyard::host {
 
 class Registry;
@@ -14,15 +16,15 @@ struct BuildInfo {
 };
 const BuildInfo& build_info();
 
-/// The provenance record as one JSON object: the command line, working
+/// The provenance record: the command line, working
 /// directory, trainyard version and commit, SDK API and fingerprint, host
 /// name, LibTorch version, BLAS library, thread counts, world size, start
 /// time, and every loaded plugin library's name, version, path and SHA-256.
-std::string provenance_json(const std::vector<std::string>& argv, const Registry& registry, int world_size);
+nlohmann::ordered_json provenance_json(const std::vector<std::string>& argv, const Registry& registry, int world_size);
 
 /// Writes provenance.json (atomically) and appends the same record, on one
 /// line, to provenance.jsonl.
-void record_provenance(const std::string& run_dir, const std::string& json);
+void record_provenance(const std::string& run_dir, const nlohmann::ordered_json& record);
 
 /// The shared library providing BLAS to this process (the real file behind
 /// libblas.so.3), or "unknown".

@@ -3,8 +3,8 @@
 #include <filesystem>
 #include <set>
 
-#include <yaml-cpp/yaml.h>
-
+#include "formats/metrics.h"
+#include "formats/run_paths.h"
 #include "trainyard/error.h"
 #include "util/json.h"
 
@@ -85,23 +85,12 @@ std::vector<SweepPoint> expand_grid(const std::string& experiment_name, const st
 
 bool read_summary(const std::string& run_dir, int64_t total_epochs, std::map<std::string, double>& metrics,
                   double& wall_s) {
-  const std::string path = (fs::path(run_dir) / "summary.json").string();
-  if (!fs::exists(path)) return false;
-  YAML::Node s;
-  try {
-    s = YAML::LoadFile(path);  // JSON is YAML
-  } catch (const YAML::Exception&) {
-    return false;
-  }
-  metrics.clear();
-  if (s["metrics"].IsMap())
-    for (const auto& kv : s["metrics"])
-      if (kv.second.IsScalar()) metrics[kv.first.Scalar()] = kv.second.as<double>(0.0);
-  wall_s = s["wall_s"].as<double>(0.0);
+  const auto summary = host::read_summary(RunPaths(run_dir).summary);
+  if (!summary) return false;
+  metrics = summary->metrics;
+  wall_s = summary->wall_s;
   // Done when every epoch ran, or a stopping criterion ended it (not a request from outside).
-  const std::string stopped = s["stopped"] ? s["stopped"].as<std::string>("") : "";
-  const bool criterion = stopped.rfind("target reached", 0) == 0 || stopped.rfind("early stop", 0) == 0;
-  return s["epochs_completed"].as<int64_t>(0) >= total_epochs || criterion;
+  return summary->epochs_completed >= total_epochs || summary->stopped_by_criterion();
 }
 
 namespace {

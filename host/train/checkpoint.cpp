@@ -12,8 +12,6 @@
 #include <sstream>
 #include <thread>
 
-#include <yaml-cpp/yaml.h>
-
 #include <ATen/CPUGeneratorImpl.h>
 #include <torch/optim/optimizer.h>
 #include <torch/serialize/input-archive.h>
@@ -134,13 +132,15 @@ void save_checkpoint(const std::string& path, Network& network, torch::optim::Op
   // Test hook: a window between the checkpoint and its manifest, for the kill -9 tests.
   if (const char* pause = std::getenv("TRAINYARD_TEST_PAUSE_IN_CHECKPOINT_MS"))
     std::this_thread::sleep_for(std::chrono::milliseconds(std::atoi(pause)));
-  write_file_atomic(manifest_path(path), "{\"file\": " + json_string(fs::path(path).filename().string()) +
-                                             ", \"size\": " + std::to_string(data.size()) +
-                                             ", \"sha256\": " + json_string(sha256_hex(data)) +
-                                             ", \"config_sha256\": " + json_string(state.config_hash) +
-                                             ", \"epoch\": " + std::to_string(state.at.epoch) +
-                                             ", \"iteration\": " + std::to_string(state.at.iteration) +
-                                             ", \"format\": " + std::to_string(kFormatVersion) + "}\n");
+  nlohmann::ordered_json manifest;
+  manifest["file"] = fs::path(path).filename().string();
+  manifest["size"] = data.size();
+  manifest["sha256"] = sha256_hex(data);
+  manifest["config_sha256"] = state.config_hash;
+  manifest["epoch"] = state.at.epoch;
+  manifest["iteration"] = state.at.iteration;
+  manifest["format"] = kFormatVersion;
+  write_file_atomic(manifest_path(path), json_text(manifest) + "\n");
 }
 
 std::string manifest_path(const std::string& checkpoint) { return checkpoint + ".manifest.json"; }
@@ -152,15 +152,12 @@ void verify_checkpoint(const std::string& path) {
                 "): the checkpoint was not completely written");
   int64_t size = -1;
   std::string expected;
-  try {
-    // Whatever the file holds (found by fuzz_manifest: a scalar where a map belongs threw past this).
-    const YAML::Node m = YAML::LoadFile(manifest);
-    if (!m.IsMap()) throw Error(manifest + ": unreadable manifest: not a map");
-    size = m["size"].as<int64_t>(-1);
-    expected = m["sha256"].as<std::string>("");
-  } catch (const YAML::Exception& e) {
-    throw Error(manifest + ": unreadable manifest: " + e.what());
-  }
+  // Whatever the file holds (found by fuzz_manifest: a scalar where a map belongs threw past a reader).
+  const nlohmann::ordered_json m = read_json_file(manifest);
+  if (m.is_discarded()) throw Error(manifest + ": unreadable manifest: not JSON");
+  if (!m.is_object()) throw Error(manifest + ": unreadable manifest: not a map");
+  if (auto it = m.find("size"); it != m.end() && it->is_number_integer()) size = it->get<int64_t>();
+  if (auto it = m.find("sha256"); it != m.end() && it->is_string()) expected = it->get<std::string>();
   std::error_code ec;
   const auto actual_size = static_cast<int64_t>(fs::file_size(path, ec));
   if (ec) throw Error(path + ": cannot read: " + ec.message());

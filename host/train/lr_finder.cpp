@@ -115,20 +115,11 @@ std::string lr_text(double lr) {
 
 }  // namespace
 
-void check_lr_finder_options(const LrFinderOptions& o) {
-  if (o.mode != "restart" && o.mode != "sweep")
-    throw ConfigError("command line: --mode " + o.mode, "expected restart or sweep", did_you_mean(o.mode, {"restart", "sweep"}));
-  if (!(o.min_lr > 0) || !(o.max_lr > o.min_lr))
-    throw ConfigError("command line: --min-lr " + json_number(o.min_lr) + " --max-lr " + json_number(o.max_lr),
-                      "expected 0 < min-lr < max-lr", "e.g. --min-lr 1e-6 --max-lr 1");
-  if (o.num_runs < 3 || o.iters_per_run < 1 || o.iters < 5)
-    throw ConfigError("command line: --num-runs " + std::to_string(o.num_runs) + " --iters-per-run " +
-                          std::to_string(o.iters_per_run) + " --iters " + std::to_string(o.iters),
-                      "expected --num-runs >= 3, --iters-per-run >= 1, --iters >= 5", "");
-}
 
 LrFinderResult find_learning_rate(Trainer& t, Communicator* comm, const LrFinderOptions& o, bool print) {
-  check_lr_finder_options(o);
+  // The command checks its options for the user; these are the finder's own preconditions.
+  if (!(o.min_lr > 0) || !(o.max_lr > o.min_lr) || o.num_runs < 3 || o.iters_per_run < 1 || o.iters < 5)
+    throw Error("lr finder: expected 0 < min_lr < max_lr, num_runs >= 3, iters_per_run >= 1, iters >= 5");
   LrFinderResult result;
   Snapshot initial(t);
   Updates updates(t, comm);

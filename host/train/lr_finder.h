@@ -44,8 +44,6 @@ struct LrFinderResult {
   bool diverged = false;             ///< sweep ended early
 };
 
-/// Throws ConfigError for options out of range.
-void check_lr_finder_options(const LrFinderOptions& options);
 /// Runs the finder on the trainer's network, optimizer and training data.
 LrFinderResult find_learning_rate(Trainer& trainer, Communicator* comm, const LrFinderOptions& options,
                                   bool print_progress);

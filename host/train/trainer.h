@@ -9,9 +9,12 @@
 
 #include "config/experiment.h"
 #include "data/loader.h"
-#include "train/checkpoint.h"
-#include "train/precision.h"
+#include "formats/run_paths.h"
+#include "train/checkpoint_store.h"
 #include "train/components.h"
+#include "train/run_log.h"
+#include "train/stopping.h"
+#include "train/update.h"
 #include "trainyard/loop.h"
 
 namespace trainyard::host {
@@ -20,19 +23,6 @@ class GradientReducer;
 }
 
 namespace trainyard::host {
-
-struct RunPaths {
-  std::string run_dir;
-  std::string checkpoints;  ///< run_dir/checkpoints
-  std::string metrics;      ///< run_dir/metrics.jsonl
-  std::string summary;      ///< run_dir/summary.json
-  explicit RunPaths(const std::string& dir);
-};
-
-/// Clamps every gradient to [-max_value, max_value] (0: no clamp), then scales
-/// them all down to a global L2 norm of at most max_norm (0: no scaling).
-/// Returns the global norm after clamping and before scaling.
-double clip_gradients(std::vector<at::Tensor>& grads, double max_value, double max_norm);
 
 /// The training split's epoch plan and a split's loader settings, as the
 /// experiment says (shared by the trainer and `trainyard iterate`).
@@ -48,9 +38,14 @@ struct StageInfo {
   int64_t first_iteration = 0;  ///< the iteration at which this stage began
 };
 
+/// The loop alone: epochs of train steps, test passes and checkpoints as a
+/// table of replaceable stages. What an update does is the Updater's; when to
+/// stop, the StoppingRule's; the files, the RunLog's and the CheckpointStore's.
 class Trainer final : public Loop {
  public:
   Trainer(const Experiment& experiment, Components components, Context context, RunPaths paths);
+  Trainer(const Trainer&) = delete;
+  Trainer& operator=(const Trainer&) = delete;
 
   /// Continues from a checkpoint (network, optimizer, RNG, position, meters).
   void resume(const std::string& checkpoint, Verify verify = Verify::yes);
@@ -98,13 +93,13 @@ class Trainer final : public Loop {
   bool stopped_by_signal() const { return signal_stop_; }
   /// Every update at this rate (groups keep their ratios to the first group)
   /// instead of the schedule's; nullopt puts the starting rates back.
-  void set_fixed_lr(std::optional<double> lr);
+  void set_fixed_lr(std::optional<double> lr) { updater_.set_fixed_lr(lr); }
   /// The test meters over the test set on the current weights (what the
   /// test stage computes), without logging or callbacks: `trainyard eval`.
   MeterValues test_pass();
   /// --debug: stop on the first non-finite loss, gradient or parameter, with
   /// the forward operation that produced it named; nothing is checkpointed.
-  void set_debug(bool on) { debug_ = on; }
+  void set_debug(bool on) { debug_ = on, updater_.set_debug(on); }
   /// Makes this a data-parallel run: gradients averaged, meters summed and
   /// stops agreed over ranks; only rank 0 writes files.
   void set_communicator(Communicator* comm);
@@ -123,19 +118,14 @@ class Trainer final : public Loop {
   void each_callback(const char* stage, F&& f);
   MeterValues meter_values(const std::vector<Built<Meter>>& meters, const std::string& prefix);
   bool writes_files() const { return context_.rank == 0; }
+  /// This rank's shard ran out before another's: take part in the update with zeros.
   void empty_step();
-  /// Ends an optimizer update: gradients averaged over ranks, rescaled for a
-  /// short accumulation, clipped, the schedule's rate set, one step.
-  void finish_update();
-  void apply_schedule();
-  /// After an epoch's test: target reached? no improvement for `patience`?
-  /// Returns true when this epoch is the best so far (for best.pt).
+  UpdateClock clock() const;
+  /// After an epoch's test: the stopping rule's verdict applied. Returns
+  /// true when this epoch is the best so far (for best.pt).
   bool judge_epoch();
-  /// The stop message when the stopping target is met by the current values;
-  /// "" when not met or no target is set; nullopt when the target's meter has no value.
-  std::optional<std::string> target_reached() const;
-  bool minimized(const std::string& meter) const;  ///< stopping.mode for this meter
-  std::string stopping_where(const std::string& key) const;  ///< "FILE:LINE:COL: stopping.KEY"
+  /// A stop signal arrived: stop at this iteration boundary (with a checkpoint).
+  void check_stop_signal();
   void write_summary(double wall_s);
 
   const Experiment& e_;
@@ -144,19 +134,15 @@ class Trainer final : public Loop {
   RunPaths paths_;
   EpochPlan plan_;
   Stages stages_;
+  Updater updater_;
+  StoppingRule stopping_;
+  RunLog log_;
+  CheckpointStore store_;
 
   LoopPosition at_;
   MeterValues values_;
   std::string stop_reason_;
-  int64_t tested_at_ = -1;  ///< iteration of the last periodic test
-  int64_t micro_ = 0;        ///< backward passes accumulated into the coming update
-  double grad_norm_ = 0;     ///< global gradient norm before clipping, at the last update
-  LossScaler scaler_;        ///< fp16-mixed only
-  std::vector<double> base_lrs_;  ///< each group's starting learning rate
-  std::optional<double> fixed_lr_;  ///< find-lr: overrides the schedule
-  double best_ = 0;               ///< stopping: best monitor value
-  bool has_best_ = false;
-  int64_t bad_epochs_ = 0;
+  int64_t tested_at_ = -1;        ///< iteration of the last periodic test
   bool criterion_stop_ = false;   ///< the stop came from `stopping:` (ends the stage only)
   StageInfo stage_;
   bool debug_ = false;
@@ -165,18 +151,6 @@ class Trainer final : public Loop {
   /// When this process began on the run (the first stage's trainer): summary.json's wall_s.
   std::chrono::steady_clock::time_point started_ = std::chrono::steady_clock::now();
   std::chrono::steady_clock::time_point last_checkpoint_ = std::chrono::steady_clock::now();
-  /// A stop signal arrived: stop at this iteration boundary (with a checkpoint).
-  void check_stop_signal();
-  const Batch* batch_ = nullptr;        ///< the batch being trained on (for diagnoses)
-  at::Tensor last_output_;             ///< its output
-  bool loss_finite_ = true;            ///< every loss of the coming update was finite
-  int64_t skipped_in_a_row_ = 0, skipped_updates_ = 0;
-  /// A non-finite loss or gradient: skip the update, or stop naming the cause.
-  /// Returns true when the update must not happen.
-  bool handle_nonfinite();
-  /// The network's parameters, listed once (loading a checkpoint keeps the
-  /// same tensors): finish_update reads their gradients at every update.
-  std::vector<at::Tensor> parameters_;
   bool custom_batches_ = false;    ///< an override replaced train_batches
   int64_t last_epoch_length_ = 0;  ///< train batches of the last completed epoch
   Communicator* comm_ = nullptr;

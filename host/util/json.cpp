@@ -3,33 +3,9 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
-#include <string>
-
-#include <yaml-cpp/yaml.h>
+#include <fstream>
 
 namespace trainyard::host {
-
-std::string json_string(const std::string& text) {
-  std::string out = "\"";
-  for (unsigned char c : text) {
-    switch (c) {
-      case '"': out += "\\\""; break;
-      case '\\': out += "\\\\"; break;
-      case '\n': out += "\\n"; break;
-      case '\r': out += "\\r"; break;
-      case '\t': out += "\\t"; break;
-      default:
-        if (c < 0x20) {
-          char buf[8];
-          std::snprintf(buf, sizeof buf, "\\u%04x", c);
-          out += buf;
-        } else {
-          out += static_cast<char>(c);
-        }
-    }
-  }
-  return out + "\"";
-}
 
 std::string json_number(double value) {
   if (!std::isfinite(value)) return "null";
@@ -41,52 +17,49 @@ std::string json_number(double value) {
   return buf;
 }
 
-std::string json_object(const std::map<std::string, double>& values) {
-  std::string out = "{";
-  bool first = true;
-  for (const auto& [k, v] : values) {
-    out += (first ? "" : ", ") + json_string(k) + ": " + json_number(v);
-    first = false;
-  }
-  return out + "}";
+nlohmann::ordered_json json_value(double value) {
+  if (!std::isfinite(value)) return nullptr;
+  // Counts stay counts: 2 rather than 2.0 (exact up to 2^53).
+  if (value == std::trunc(value) && std::fabs(value) < 9007199254740992.0) return static_cast<int64_t>(value);
+  return value;
 }
 
 namespace {
-std::string scalar_json(const std::string& s) {
-  if (s == "true" || s == "false") return s;
-  if (s == "null" || s == "~") return "null";
-  if (!s.empty()) {
-    char* end = nullptr;
-    std::strtoll(s.c_str(), &end, 10);
-    if (*end == '\0') return s;
-    double d = std::strtod(s.c_str(), &end);
-    if (*end == '\0' && std::isfinite(d) && s.find_first_of("xX") == std::string::npos) return json_number(d);
+
+void write(const nlohmann::ordered_json& j, bool lines, std::string& out) {
+  if (j.is_object() || j.is_array()) {
+    const bool object = j.is_object();
+    out += object ? '{' : '[';
+    bool first = true;
+    for (auto it = j.begin(); it != j.end(); ++it) {
+      out += first ? (lines ? "\n  " : "") : (lines ? ",\n  " : ", ");
+      first = false;
+      if (object) out += nlohmann::ordered_json(it.key()).dump() + ": ";
+      write(*it, false, out);
+    }
+    if (lines && !first) out += '\n';
+    out += object ? '}' : ']';
+    return;
   }
-  return json_string(s);
+  out += j.dump(-1, ' ', false, nlohmann::ordered_json::error_handler_t::replace);
 }
+
 }  // namespace
 
-std::string yaml_to_json(const YAML::Node& node, int indent) {
-  const std::string pad(indent + 2, ' '), end_pad(indent, ' ');
-  if (node.IsMap()) {
-    if (node.size() == 0) return "{}";
-    std::string out = "{\n";
-    bool first = true;
-    for (const auto& kv : node) {
-      out += (first ? "" : ",\n") + pad + json_string(kv.first.Scalar()) + ": " + yaml_to_json(kv.second, indent + 2);
-      first = false;
-    }
-    return out + "\n" + end_pad + "}";
-  }
-  if (node.IsSequence()) {
-    if (node.size() == 0) return "[]";
-    std::string out = "[\n";
-    for (size_t i = 0; i < node.size(); ++i)
-      out += (i ? ",\n" : "") + pad + yaml_to_json(node[i], indent + 2);
-    return out + "\n" + end_pad + "]";
-  }
-  if (node.IsScalar()) return node.Tag() == "!" ? json_string(node.Scalar()) : scalar_json(node.Scalar());
-  return "null";
+std::string json_text(const nlohmann::ordered_json& value, bool one_key_per_line) {
+  std::string out;
+  write(value, one_key_per_line, out);
+  return out;
+}
+
+nlohmann::ordered_json parse_json(const std::string& text) {
+  return nlohmann::ordered_json::parse(text, nullptr, /*allow_exceptions=*/false);
+}
+
+nlohmann::ordered_json read_json_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return nlohmann::ordered_json(nlohmann::ordered_json::value_t::discarded);
+  return nlohmann::ordered_json::parse(in, nullptr, /*allow_exceptions=*/false);
 }
 
 }  // namespace trainyard::host

@@ -1,21 +1,25 @@
 #pragma once
-// Minimal JSON output: metrics lines, summary.json, config.json.
-#include <map>
+// JSON through nlohmann/json (Debian's nlohmann-json3-dev): the host's own
+// files are built as trees and printed here, never by string concatenation.
 #include <string>
 
-namespace YAML {
-class Node;
-}
+#include <nlohmann/json.hpp>
 
 namespace trainyard::host {
 
-std::string json_string(const std::string& text);
-/// Shortest text that reads back as the same double; NaN and infinities as null.
+/// Shortest text that reads back as the same double; NaN and infinities as
+/// "null". Also how numbers are printed on the console.
 std::string json_number(double value);
-/// {"a": 1.5, "b": 2}
-std::string json_object(const std::map<std::string, double>& values);
-/// A YAML tree as JSON; scalars that read as integers, numbers or booleans
-/// become those, everything else a string.
-std::string yaml_to_json(const YAML::Node& node, int indent = 0);
+/// A double as a JSON value: integral values as integers (2, not 2.0), NaN
+/// and infinities as null (JSON has no such numbers).
+nlohmann::ordered_json json_value(double value);
+/// JSON text with a space after ':' and ',' ({"a": 1, "b": [1, 2]}), which
+/// `grep '"phase": "test"'` and people read easily; with `one_key_per_line`,
+/// each top-level key on its own line (summary.json, provenance.json).
+std::string json_text(const nlohmann::ordered_json& value, bool one_key_per_line = false);
+/// Parses JSON text; nullopt-like: a discarded value (is_discarded()) on a syntax error.
+nlohmann::ordered_json parse_json(const std::string& text);
+/// The same for a file; discarded when it is missing or unreadable.
+nlohmann::ordered_json read_json_file(const std::string& path);
 
 }  // namespace trainyard::host

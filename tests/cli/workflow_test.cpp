@@ -6,7 +6,7 @@
 #include <opencv2/imgcodecs.hpp>
 #include <yaml-cpp/yaml.h>
 
-#include "run/config_diff.h"
+#include "config/config_diff.h"
 #include "support/support.h"
 #include "sweep/sweep.h"
 #include "trainyard/error.h"

@@ -1,4 +1,4 @@
-#include "run/config_diff.h"
+#include "config/config_diff.h"
 
 #include <map>
 #include <regex>

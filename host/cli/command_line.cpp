@@ -1,0 +1,122 @@
+#include "cli/command_line.h"
+
+#include <cstdlib>
+#include <iostream>
+
+#include "distributed/launcher.h"
+#include "trainyard/error.h"
+#include "run/session.h"
+#include "trainyard/version.h"
+
+namespace trainyard::host {
+namespace {
+
+const std::vector<std::string> kLauncherOptions = {"--nproc-per-node", "--nnodes", "--node-rank", "--master-addr",
+                                                   "--master-port"};
+
+// argv[1..] without the launcher's own options: what each worker runs.
+std::vector<std::string> worker_arguments(int argc, char** argv) {
+  std::vector<std::string> out;
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    bool launcher = false;
+    for (const auto& o : kLauncherOptions) {
+      if (a == o) launcher = true, ++i;  // skip its value too
+      if (a.rfind(o + "=", 0) == 0) launcher = true;
+    }
+    if (!launcher) out.push_back(a);
+  }
+  return out;
+}
+
+}  // namespace
+
+po::options_description plugin_options() {
+  po::options_description d("plugin options");
+  d.add_options()("plugin-dir", po::value<std::vector<std::string>>()->composing(),
+                  "also load plugins from this folder (repeatable)");
+  return d;
+}
+
+po::options_description experiment_options() {
+  po::options_description d("experiment options");
+  d.add_options()("set", po::value<std::vector<std::string>>()->composing(),
+                  "override a key of the experiment: --set optimizer.lr=0.1 (repeatable)");
+  return d;
+}
+
+po::options_description help_option() {
+  po::options_description d("general");
+  d.add_options()("help,h", "print this help")("version", "print the version");
+  return d;
+}
+
+po::options_description launch_options() {
+  po::options_description d("multi-process options (one process per device; Gloo on CPUs, NCCL on GPUs)");
+  d.add_options()("nproc-per-node", po::value<int>(), "start N worker processes on this machine")(
+      "nnodes", po::value<int>()->default_value(1), "machines taking part")(
+      "node-rank", po::value<int>()->default_value(0), "this machine's index, 0..nnodes-1")(
+      "master-addr", po::value<std::string>()->default_value("127.0.0.1"), "address of node 0")(
+      "master-port", po::value<int>()->default_value(0), "port on node 0 (0: a free port, one node only)");
+  return d;
+}
+
+bool parse_command_line(int argc, char** argv, const std::string& usage, const po::options_description& visible,
+                        const std::string& positional_name, po::variables_map& vm) {
+  po::options_description all;
+  all.add(visible);
+  po::positional_options_description positional;
+  if (!positional_name.empty()) {
+    all.add_options()(positional_name.c_str(), po::value<std::string>(), positional_name.c_str());
+    positional.add(positional_name.c_str(), 1);
+  }
+  try {
+    po::store(po::command_line_parser(argc - 1, argv + 1).options(all).positional(positional).run(), vm);
+    if (!vm.count("help") && !vm.count("version")) po::notify(vm);
+  } catch (const po::error& e) {
+    throw ConfigError(std::string("command line: ") + e.what(), "expected " + usage, "see trainyard " +
+                      std::string(argv[1]) + " --help");
+  }
+  if (vm.count("help")) {
+    std::cout << "usage: " << usage << "\n\n" << visible << "\n";
+    return false;
+  }
+  if (vm.count("version")) {
+    std::cout << "trainyard " << TRAINYARD_VERSION << " (SDK API " << sdk_api_version() << ", "
+              << TRAINYARD_FINGERPRINT << ")\n";
+    return false;
+  }
+  if (!positional_name.empty() && !vm.count(positional_name))
+    throw ConfigError("command line: missing the " + positional_name, "expected " + usage,
+                      positional_name == "experiment"
+                          ? "e.g. trainyard " + std::string(argv[1]) + " experiments/fashion_mnist_mlp.yaml"
+                          : "");
+  return true;
+}
+
+Experiment load_experiment(const po::variables_map& vm, Registry& registry) {
+  return load_experiment(vm["experiment"].as<std::string>(), many<std::string>(vm, "set"),
+                         many<std::string>(vm, "plugin-dir"), registry);
+}
+
+std::optional<int> launch_if_asked(const po::variables_map& vm, const Experiment& e, int argc, char** argv) {
+  const bool is_worker = std::getenv("WORLD_SIZE") || std::getenv("SLURM_NTASKS");
+  const int devices = static_cast<int>(e.distributed.num_gpus > 0 ? e.distributed.num_gpus : e.distributed.num_cpus);
+  if (is_worker || (!vm.count("nproc-per-node") && devices <= 1)) return std::nullopt;
+  LaunchOptions launch;
+  launch.nproc_per_node = vm.count("nproc-per-node") ? vm["nproc-per-node"].as<int>() : devices;
+  launch.nnodes = vm["nnodes"].as<int>();
+  launch.node_rank = vm["node-rank"].as<int>();
+  launch.master_addr = vm["master-addr"].as<std::string>();
+  launch.master_port = vm["master-port"].as<int>();
+  if (launch.nproc_per_node < 1 || launch.nnodes < 1 || launch.node_rank < 0 || launch.node_rank >= launch.nnodes)
+    throw ConfigError("command line: --nproc-per-node " + std::to_string(launch.nproc_per_node) + ", --nnodes " +
+                          std::to_string(launch.nnodes) + ", --node-rank " + std::to_string(launch.node_rank),
+                      "expected N >= 1, M >= 1 and 0 <= R < M", "");
+  if (launch.nnodes > 1 && launch.master_port == 0)
+    throw ConfigError("command line: --nnodes " + std::to_string(launch.nnodes) + " without --master-port",
+                      "expected the same --master-addr and --master-port on every node", "");
+  return launch_workers(launch, worker_arguments(argc, argv));
+}
+
+}  // namespace trainyard::host

@@ -1,0 +1,46 @@
+#pragma once
+// What every command's adapter shares: Boost.Program_options descriptions of
+// the common flags, parsing with one positional argument, and the launcher
+// that starts worker processes for --nproc-per-node.
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <boost/program_options.hpp>
+
+#include "config/experiment.h"
+#include "plugins/registry.h"
+
+namespace trainyard::host {
+
+namespace po = boost::program_options;
+
+po::options_description plugin_options();      ///< --plugin-dir
+po::options_description experiment_options();  ///< --set
+po::options_description help_option();         ///< --help, --version
+po::options_description launch_options();      ///< --nproc-per-node and friends
+
+/// Parses argv[2..] with one positional argument named `positional` ("" for
+/// none); returns false when --help or --version was answered. Throws
+/// ConfigError for bad flags or a missing positional argument.
+bool parse_command_line(int argc, char** argv, const std::string& usage, const po::options_description& visible,
+                        const std::string& positional, po::variables_map& vm);
+
+template <class T>
+std::vector<T> many(const po::variables_map& vm, const char* key) {
+  return vm.count(key) ? vm[key].as<std::vector<T>>() : std::vector<T>{};
+}
+template <class T>
+std::optional<T> maybe(const po::variables_map& vm, const char* key) {
+  return vm.count(key) ? std::optional<T>(vm[key].as<T>()) : std::nullopt;
+}
+
+/// The experiment of a command's EXP.yaml, --set and --plugin-dir.
+Experiment load_experiment(const po::variables_map& vm, Registry& registry);
+
+/// Starts the worker processes when asked (--nproc-per-node, or the
+/// experiment's num_gpus/num_cpus above 1) and this process is not a worker
+/// already; returns the launcher's exit code then, nullopt otherwise.
+std::optional<int> launch_if_asked(const po::variables_map& vm, const Experiment& experiment, int argc, char** argv);
+
+}  // namespace trainyard::host

@@ -1,0 +1,90 @@
+// trainyard convert and iterate: the data pipeline on its own.
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <iostream>
+
+#include "cli/command_line.h"
+#include "cli/commands.h"
+#include "data/convert.h"
+#include "run/session.h"
+#include "train/guard.h"
+#include "train/trainer.h"
+#include "trainyard/error.h"
+#include "util/json.h"
+#include "util/text.h"
+
+namespace trainyard::host {
+
+int convert_command(int argc, char** argv) {
+  const std::string usage =
+      "trainyard convert --from folder|csv|idx|parallel [--input PATH]... [--target DIR]... [--images F --labels F]"
+      " --output DIR [--encoding png|jpeg|raw] [--quality Q] [--resize HxW] [--shuffle] [--seed S]"
+      " [--test-fraction F] [--limit N] [--overwrite]";
+  po::options_description visible("convert options");
+  ConvertOptions o;
+  std::string resize;
+  visible.add_options()("from", po::value<std::string>(&o.from)->required(),
+                        "folder (ROOT/<class>/images), csv (path,label lines), idx (MNIST files), "
+                        "parallel (folders of matching file names)")(
+      "input", po::value<std::vector<std::string>>(&o.inputs)->composing(), "source folder or CSV (parallel: repeatable)")(
+      "target", po::value<std::vector<std::string>>(&o.targets)->composing(), "parallel: target image folder (repeatable)")(
+      "images", po::value<std::string>(&o.images), "idx: images file")("labels", po::value<std::string>(&o.labels),
+                                                                         "idx: labels file")(
+      "output", po::value<std::string>(&o.output)->required(), "LMDB folder to create")(
+      "encoding", po::value<std::string>(&o.encoding)->default_value("png"), "png, jpeg or raw")(
+      "quality", po::value<int>(&o.quality)->default_value(95), "JPEG quality 1..100")(
+      "resize", po::value<std::string>(&resize), "resize every image to HxW on the way in")(
+      "shuffle", po::bool_switch(&o.shuffle), "shuffle the samples (with --seed)")(
+      "seed", po::value<uint64_t>(&o.seed)->default_value(0), "seed of --shuffle")(
+      "test-fraction", po::value<double>(&o.test_fraction)->default_value(0),
+      "split off this fraction as OUTPUT/test (the rest is OUTPUT/train)")(
+      "limit", po::value<int64_t>(&o.limit)->default_value(0), "convert only the first N samples (after shuffling)")(
+      "overwrite", po::bool_switch(&o.overwrite), "replace an existing OUTPUT (only once the new one is complete)")(
+      "quiet", "no progress line");
+  visible.add(help_option());
+  po::variables_map vm;
+  if (!parse_command_line(argc, argv, usage, visible, "", vm)) return 0;
+  if (!resize.empty() && std::sscanf(resize.c_str(), "%dx%d", &o.resize_h, &o.resize_w) != 2)
+    throw ConfigError("convert: --resize '" + resize + "'", "expected HEIGHTxWIDTH, e.g. 32x32", "");
+  o.progress = !vm.count("quiet");
+  ConvertResult r = convert(o);
+  std::cout << "convert: wrote " << r.written << " records to " << join(r.databases) << " in "
+            << json_number(std::round(r.seconds * 100) / 100) << " s\n";
+  return 0;
+}
+
+int iterate_command(int argc, char** argv) {
+  const std::string usage = "trainyard iterate EXP.yaml [--batches N] [--set KEY=VALUE]... [--plugin-dir DIR]...";
+  po::options_description own("iterate options");
+  own.add_options()("batches", po::value<int64_t>()->default_value(0), "stop after N batches (0: one epoch)");
+  po::options_description visible;
+  visible.add(own).add(experiment_options()).add(plugin_options()).add(help_option());
+  po::variables_map vm;
+  if (!parse_command_line(argc, argv, usage, visible, "experiment", vm)) return 0;
+  Registry registry;
+  Experiment e = load_experiment(vm, registry);
+  Context context = make_context(e);
+  auto dataset = std::get<Factory<Dataset>>(e.train_data.component->factory);
+  auto data = guarded(e.train_data, "construction", [&] { return dataset(e.train_data.options, context); });
+  const EpochPlan plan = make_epoch_plan(e, data->size(), context);
+  const LoaderOptions options = make_loader_options(e, e.train_data, e.loop.batch_per_device, context);
+  auto stats = std::make_shared<LoaderStats>();
+  const int64_t limit = vm["batches"].as<int64_t>();
+  const auto t0 = std::chrono::steady_clock::now();
+  BatchStream stream = batch_stream(*data, plan.indices(0), 0, 0, options, stats);
+  int64_t batches = 0, samples = 0;
+  while (limit == 0 || batches < limit) {
+    auto batch = guarded(e.train_data, "get_batch", stream);
+    if (!batch) break;
+    ++batches;
+    samples += batch->size();
+  }
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  std::cout << "iterate: " << samples << " samples in " << batches << " batches, " << json_number(seconds)
+            << " s, samples_per_sec " << json_number(samples / seconds) << ", decode_threads " << options.threads
+            << ", bad_records " << stats->bad_records.load() << "\n";
+  return 0;
+}
+
+}  // namespace trainyard::host

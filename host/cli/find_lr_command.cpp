@@ -1,0 +1,105 @@
+// trainyard find-lr: learning rates tried on the experiment's start state.
+#include <filesystem>
+#include <iostream>
+
+#include <torch/utils.h>
+
+#include "cli/command_line.h"
+#include "cli/commands.h"
+#include "report/svg_chart.h"
+#include "run/session.h"
+#include "train/lr_finder.h"
+#include "train/trainer.h"
+#include "trainyard/error.h"
+#include "util/files.h"
+#include "util/json.h"
+#include "util/text.h"
+
+namespace fs = std::filesystem;
+
+namespace trainyard::host {
+namespace {
+
+LrFinderOptions finder_options(const po::variables_map& vm) {
+  LrFinderOptions o;
+  o.mode = vm["mode"].as<std::string>();
+  o.min_lr = vm["min-lr"].as<double>();
+  o.max_lr = vm["max-lr"].as<double>();
+  o.num_runs = vm["num-runs"].as<int64_t>();
+  o.iters_per_run = vm["iters-per-run"].as<int64_t>();
+  o.iters = vm["iters"].as<int64_t>();
+  if (o.mode != "restart" && o.mode != "sweep")
+    throw ConfigError("command line: --mode " + o.mode, "expected restart or sweep", did_you_mean(o.mode, {"restart", "sweep"}));
+  if (!(o.min_lr > 0) || !(o.max_lr > o.min_lr))
+    throw ConfigError("command line: --min-lr " + json_number(o.min_lr) + " --max-lr " + json_number(o.max_lr),
+                      "expected 0 < min-lr < max-lr", "e.g. --min-lr 1e-6 --max-lr 1");
+  if (o.num_runs < 3 || o.iters_per_run < 1 || o.iters < 5)
+    throw ConfigError("command line: --num-runs " + std::to_string(o.num_runs) + " --iters-per-run " +
+                          std::to_string(o.iters_per_run) + " --iters " + std::to_string(o.iters),
+                      "expected --num-runs >= 3, --iters-per-run >= 1, --iters >= 5", "");
+  return o;
+}
+
+void write_results(const std::string& out, const LrFinderResult& result, const std::string& title, const std::string& mode) {
+  fs::create_directories(out);
+  write_file_atomic((fs::path(out) / "lr_finder.csv").string(), lr_finder_csv(result));
+  write_file_atomic((fs::path(out) / "lr_finder.svg").string(), svg_line_chart(lr_finder_chart(result, title)));
+  nlohmann::ordered_json j;
+  j["mode"] = mode;
+  j["suggestion"] = result.suggestion ? json_value(*result.suggestion) : nlohmann::ordered_json(nullptr);
+  j["rule"] = result.rule;
+  j["problem"] = result.problem;
+  j["diverged"] = result.diverged;
+  write_file_atomic((fs::path(out) / "lr_finder.json").string(), json_text(j) + "\n");
+}
+
+}  // namespace
+
+int find_lr_command(int argc, char** argv) {
+  const std::string usage =
+      "trainyard find-lr EXP.yaml [--mode restart|sweep] [--min-lr A] [--max-lr B] [--num-runs N] "
+      "[--iters-per-run K] [--iters K] [--output DIR] [--set KEY=VALUE]... [--nproc-per-node N]";
+  const LrFinderOptions defaults;
+  po::options_description own("find-lr options");
+  own.add_options()("mode", po::value<std::string>()->default_value(defaults.mode),
+                    "restart: num-runs rates, each from the same initial state; sweep: one run, rate rising "
+                    "exponentially")(
+      "min-lr", po::value<double>()->default_value(defaults.min_lr), "smallest learning rate")(
+      "max-lr", po::value<double>()->default_value(defaults.max_lr), "largest learning rate")(
+      "num-runs", po::value<int64_t>()->default_value(defaults.num_runs), "restart: rates tried, log-spaced")(
+      "iters-per-run", po::value<int64_t>()->default_value(defaults.iters_per_run), "restart: optimizer updates per rate")(
+      "iters", po::value<int64_t>()->default_value(defaults.iters), "sweep: optimizer updates in all")(
+      "output", po::value<std::string>(), "folder for lr_finder.csv, .svg and .json (default: OUTPUT_DIR/NAME-lr-finder)");
+  po::options_description visible;
+  visible.add(own).add(launch_options()).add(experiment_options()).add(plugin_options()).add(help_option());
+  po::variables_map vm;
+  if (!parse_command_line(argc, argv, usage, visible, "experiment", vm)) return 0;
+  const LrFinderOptions o = finder_options(vm);
+  Registry registry;
+  Experiment e = load_experiment(vm, registry);
+  if (auto launched = launch_if_asked(vm, e, argc, argv)) return *launched;
+  const std::string out = maybe<std::string>(vm, "output").value_or((fs::path(e.output.dir) / (e.name + "-lr-finder")).string());
+  // The run directory is never touched: the finder trains a copy of the start state and writes only `out`.
+  Session session(e, registry, out);
+  torch::manual_seed(e.seed);
+  Trainer trainer(e, build_components(e, session.context), session.context, RunPaths(out));
+  trainer.set_communicator(session.comm.get());
+  if (session.comm) session.comm->broadcast_module(*trainer.network_module());
+  const bool rank0 = session.context.rank == 0;
+  if (rank0)
+    std::cout << "find-lr: " << e.name << ": " << o.mode << " over [" << json_number(o.min_lr) << ", "
+              << json_number(o.max_lr) << "], optimizer " << e.optimizer.plugin << ", batch "
+              << e.loop.batch_per_device << " x " << session.context.world_size << " rank(s)\n" << std::flush;
+  LrFinderResult result = find_learning_rate(trainer, session.comm.get(), o, rank0);
+  if (!rank0) return 0;
+  write_results(out, result, e.name + ": loss against learning rate (" + o.mode + ")", o.mode);
+  if (result.suggestion)
+    std::cout << "find-lr: suggested learning rate " << json_number(*result.suggestion) << " (" << result.rule << ")\n";
+  else
+    std::cout << "find-lr: no suggestion\n";
+  if (!result.problem.empty()) std::cout << "find-lr: " << result.problem << "\n";
+  std::cout << "find-lr: wrote " << out << "/lr_finder.csv, lr_finder.svg, lr_finder.json\n";
+  return 0;
+}
+
+}  // namespace trainyard::host

@@ -1,0 +1,150 @@
+// trainyard validate, plugins and describe: looking without training.
+#include <iostream>
+
+#include <torch/utils.h>
+
+#include "cli/command_line.h"
+#include "cli/commands.h"
+#include "plugins/loader.h"
+#include "run/inspect.h"
+#include "run/session.h"
+#include "trainyard/error.h"
+#include "trainyard/version.h"
+#include "util/text.h"
+
+namespace trainyard::host {
+namespace {
+
+void print_schema(const Schema& schema) {
+  if (schema.specs().empty()) {
+    std::cout << "  (no options)\n";
+    return;
+  }
+  for (const auto& s : schema.specs()) {
+    std::string constraints;
+    const bool integral = s.type == OptionType::integer || s.type == OptionType::integer_list;
+    auto bound = [&](double v) { return integral ? std::to_string(static_cast<int64_t>(v)) : to_string(Value(v)); };
+    if (s.min_value) constraints += " min " + bound(*s.min_value);
+    if (s.max_value) constraints += " max " + bound(*s.max_value);
+    if (!s.choices.empty()) constraints += " one of: " + join(s.choices);
+    std::cout << "  " << s.key << "\n      type: " << type_name(s.type)
+              << "\n      default: " << (s.required() ? "(required)" : to_string(*s.default_value))
+              << (constraints.empty() ? "" : "\n      constraints:" + constraints) << "\n      " << s.description
+              << "\n";
+  }
+}
+
+// The host's own sections, described like components.
+const std::vector<std::pair<std::string, const Schema*>>& host_sections() {
+  static const std::vector<std::pair<std::string, const Schema*>> sections = {
+      {"loop", &loop_schema()}, {"distributed", &distributed_schema()}, {"output", &output_schema()},
+      {"schedule", &schedule_schema()}, {"stopping", &stopping_schema()}};
+  return sections;
+}
+
+}  // namespace
+
+int validate_command(int argc, char** argv) {
+  const std::string usage = "trainyard validate EXP.yaml [--set KEY=VALUE]... [--plugin-dir DIR]...";
+  po::options_description visible;
+  visible.add(experiment_options()).add(plugin_options()).add(help_option());
+  po::variables_map vm;
+  if (!parse_command_line(argc, argv, usage, visible, "experiment", vm)) return 0;
+  Registry registry;
+  Experiment e = load_experiment(vm, registry);
+  Context context = make_context(e);
+  torch::manual_seed(e.seed);
+  Components c = build_components(e, context);
+  const auto [params, trainable] = parameter_count(*c.network.object);
+  std::cout << "ok: " << e.source.path << " (" << e.name << "): dataset " << e.train_data.plugin << " ("
+            << c.train_data.object->size() << " train"
+            << (c.test_data.object ? ", " + std::to_string(c.test_data.object->size()) + " test" : std::string())
+            << " samples), network " << e.network.plugin << " (" << params << " parameters, " << trainable
+            << " trainable), loss " << e.loss.plugin << ", optimizer " << e.optimizer.plugin << ", "
+            << e.meters.size() << " meters, " << e.callbacks.size() << " callbacks, " << e.overrides.size()
+            << " overrides\n";
+  if (e.stages.empty()) std::cout << describe_groups(c, e, "");
+  // Each stage built as it will be: its optimizer, groups and freezing.
+  for (size_t k = 0; k < e.stages.size(); ++k) {
+    const Experiment& s = e.stages[k];
+    torch::manual_seed(s.seed);
+    Components built;
+    try {
+      built = build_components(s, context);
+    } catch (const ConfigError& err) {
+      throw ConfigError("stage " + std::to_string(k + 1) + " '" + s.stage_name + "': " + err.what());
+    }
+    std::cout << "stage " << k + 1 << " '" << s.stage_name << "': " << s.loop.epochs << " epochs, batch "
+              << s.loop.batch_per_device << ", optimizer " << s.optimizer.plugin << ", schedule " << s.schedule.policy
+              << ", " << parameter_count(*built.network.object).second << " trainable parameters\n"
+              << describe_groups(built, s, "  ");
+  }
+  return 0;
+}
+
+int plugins_command(int argc, char** argv) {
+  const std::string usage = "trainyard plugins [--plugin-dir DIR]...";
+  po::options_description visible;
+  visible.add(plugin_options()).add(help_option());
+  po::variables_map vm;
+  if (!parse_command_line(argc, argv, usage, visible, "", vm)) return 0;
+  Registry registry;
+  std::vector<std::string> refused;
+  auto folders = plugin_search_path({}, many<std::string>(vm, "plugin-dir"));
+  load_plugin_folders(folders, registry, &refused);
+  std::cout << "host: trainyard " << TRAINYARD_VERSION << ", SDK API " << sdk_api_version() << ", fingerprint "
+            << TRAINYARD_FINGERPRINT << "\n";
+  for (const auto& f : folders) std::cout << "folder: " << f.path << " (" << f.origin << ")\n";
+  for (const auto& lib : registry.libraries()) {
+    std::cout << "\n" << lib->path << "\n  " << lib->name << " " << lib->version << " (API " << lib->api_major << "."
+              << lib->api_minor << "), fingerprint ok";
+    if (!lib->description.empty()) std::cout << "\n  " << lib->description;
+    std::cout << "\n";
+    for (Kind kind : kAllKinds) {
+      std::vector<std::string> names;
+      for (const auto* c : registry.components_of(*lib))
+        if (c->kind == kind) names.push_back(c->name);
+      if (!names.empty()) std::cout << "  " << kind_plural(kind) << ": " << join(names) << "\n";
+    }
+  }
+  for (const auto& r : refused) std::cout << "\nREFUSED: " << r << "\n";
+  if (refused.empty()) return 0;
+  std::cerr << "error: " << refused.size() << " plugin librar" << (refused.size() == 1 ? "y was" : "ies were")
+            << " refused (listed above)\n";
+  return 2;
+}
+
+int describe_command(int argc, char** argv) {
+  const std::string usage = "trainyard describe NAME [--plugin-dir DIR]...\n\nNAME is a component name (mlp, sgd, ...) "
+                            "or a host section (loop, distributed, output, schedule, stopping).";
+  po::options_description visible;
+  visible.add(plugin_options()).add(help_option());
+  po::variables_map vm;
+  if (!parse_command_line(argc, argv, usage, visible, "name", vm)) return 0;
+  const std::string name = vm["name"].as<std::string>();
+  std::vector<std::string> known;
+  for (const auto& [section, schema] : host_sections()) {
+    known.push_back(section);
+    if (name != section) continue;
+    std::cout << section << " (host section)\n";
+    print_schema(*schema);
+    return 0;
+  }
+  Registry registry;
+  load_plugin_folders(plugin_search_path({}, many<std::string>(vm, "plugin-dir")), registry);
+  auto found = registry.find_any(name);
+  if (found.empty()) {
+    for (Kind kind : kAllKinds)
+      for (const auto& n : registry.names(kind)) known.push_back(n);
+    throw ConfigError("describe: '" + name + "' is neither a registered component nor a host section",
+                      "expected one of " + join(known), did_you_mean(name, known));
+  }
+  for (const auto* c : found) {
+    std::cout << c->name << " (" << kind_name(c->kind) << ") from " << c->library->path << " "
+              << c->library->version << "\n  " << c->description << "\noptions:\n";
+    print_schema(c->schema);
+  }
+  return 0;
+}
+
+}  // namespace trainyard::host

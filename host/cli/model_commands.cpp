@@ -1,0 +1,80 @@
+// trainyard eval and predict: a trained checkpoint put to use.
+#include <iostream>
+
+#include "cli/command_line.h"
+#include "cli/commands.h"
+#include "formats/metrics.h"
+#include "run/model.h"
+#include "trainyard/error.h"
+#include "util/files.h"
+#include "util/json.h"
+
+namespace trainyard::host {
+
+int eval_command(int argc, char** argv) {
+  const std::string usage = "trainyard eval EXP.yaml [--checkpoint PATH] [--output FILE.json] [--output-dir DIR] "
+                            "[--set KEY=VALUE]... [--plugin-dir DIR]...";
+  po::options_description own("eval options");
+  own.add_options()("checkpoint", po::value<std::string>(), "checkpoint to evaluate (default: the run's latest)")(
+      "output-dir", po::value<std::string>(), "folder of run directories (default: output.dir)")(
+      "output", po::value<std::string>(), "also write the values as JSON to this file");
+  po::options_description visible;
+  visible.add(own).add(experiment_options()).add(plugin_options()).add(help_option());
+  po::variables_map vm;
+  if (!parse_command_line(argc, argv, usage, visible, "experiment", vm)) return 0;
+  Registry registry;
+  Experiment e = load_experiment(vm, registry);
+  const std::string checkpoint =
+      checkpoint_to_read(maybe<std::string>(vm, "checkpoint"), e, maybe<std::string>(vm, "output-dir").value_or(""));
+  LoadedModel m = load_model(e, checkpoint);
+  const MeterValues values = m.trainer->test_pass();
+  std::cout << "eval: " << checkpoint << ":";
+  for (const auto& [k, v] : values) std::cout << " " << k << "=" << json_number(v);
+  std::cout << "\n";
+  if (auto output = maybe<std::string>(vm, "output")) {
+    nlohmann::ordered_json j;
+    j["checkpoint"] = checkpoint;
+    j["values"] = parse_json(encode_values(values));
+    write_file_atomic(*output, json_text(j) + "\n");
+  }
+  return 0;
+}
+
+int predict_command(int argc, char** argv) {
+  const std::string usage =
+      "trainyard predict EXP.yaml --input LMDB_OR_FOLDER --output preds.csv [--checkpoint PATH] [--topk K] "
+      "[--input-options YAML] [--set KEY=VALUE]... [--plugin-dir DIR]...";
+  po::options_description own("predict options");
+  own.add_options()("input", po::value<std::string>(), "an LMDB made by trainyard convert, or a folder of images")(
+      "output", po::value<std::string>(), "CSV to write: one row per input sample")(
+      "checkpoint", po::value<std::string>(), "weights to use (default: the run's latest checkpoint)")(
+      "output-dir", po::value<std::string>(), "folder of run directories (default: output.dir)")(
+      "topk", po::value<int64_t>()->default_value(5), "classes per row, most probable first")(
+      "input-options", po::value<std::string>(),
+      "YAML map of preprocessing options for the input (default: those of dataset.test when it is an lmdb, "
+      "image_folder or csv dataset), e.g. '{mean: [0.286], std: [0.353]}'");
+  po::options_description visible;
+  visible.add(own).add(experiment_options()).add(plugin_options()).add(help_option());
+  po::variables_map vm;
+  if (!parse_command_line(argc, argv, usage, visible, "experiment", vm)) return 0;
+  if (!vm.count("input") || !vm.count("output"))
+    throw ConfigError("command line: --input and --output are required", "expected " + usage, "");
+  PredictRequest request;
+  request.input = vm["input"].as<std::string>();
+  request.output = vm["output"].as<std::string>();
+  request.topk = vm["topk"].as<int64_t>();
+  request.input_options = maybe<std::string>(vm, "input-options").value_or("");
+  if (!std::filesystem::exists(request.input))
+    throw ConfigError("command line: --input " + request.input + ": no such file or folder",
+                      "expected an LMDB or a folder of images", "");
+  Registry registry;
+  Experiment e = load_experiment(vm, registry);
+  request.checkpoint =
+      checkpoint_to_read(maybe<std::string>(vm, "checkpoint"), e, maybe<std::string>(vm, "output-dir").value_or(""));
+  const int64_t rows = predict(e, registry, request);
+  std::cout << "predict: " << rows << " samples from " << request.input << " with " << request.checkpoint << " -> "
+            << request.output << "\n";
+  return 0;
+}
+
+}  // namespace trainyard::host

@@ -1,0 +1,64 @@
+// trainyard run: parse, build the RunRequest, hand it to the Runner.
+#include <iostream>
+
+#include <torch/utils.h>
+
+#include "cli/command_line.h"
+#include "cli/commands.h"
+#include "run/runner.h"
+#include "run/session.h"
+#include "run/inspect.h"
+#include "util/json.h"
+#include "util/process.h"
+
+namespace trainyard::host {
+
+int run_command(int argc, char** argv) {
+  const std::string usage =
+      "trainyard run EXP.yaml [--set KEY=VALUE]... [--output-dir DIR] [--fresh] [--plugin-dir DIR]... "
+      "[--nproc-per-node N [--nnodes M --node-rank R --master-addr A --master-port P]]";
+  po::options_description own("run options");
+  own.add_options()("output-dir", po::value<std::string>(), "folder for run directories (default: output.dir)")(
+      "fresh", "start over instead of resuming; the old run directory is kept, renamed")(
+      "allow-config-change", "resume even though settings other than the loop's length changed")(
+      "dry-run", "build everything, run one train and one test batch, print the network and timings; write nothing")(
+      "debug", "stop at the first non-finite loss, gradient or parameter and name the operation, layer or "
+               "parameter that produced it");
+  po::options_description visible;
+  visible.add(own).add(launch_options()).add(experiment_options()).add(plugin_options()).add(help_option());
+  po::variables_map vm;
+  if (!parse_command_line(argc, argv, usage, visible, "experiment", vm)) return 0;
+
+  Registry registry;
+  Experiment e = load_experiment(vm, registry);  // bad input fails here, once, before any worker starts
+  if (vm.count("dry-run")) {
+    std::cout << dry_run(e.stages.empty() ? e : e.stages[0]);  // one process, no run directory
+    return 0;
+  }
+  if (auto launched = launch_if_asked(vm, e, argc, argv)) return *launched;
+
+  RunRequest request;
+  request.output_dir = maybe<std::string>(vm, "output-dir").value_or("");
+  request.fresh = vm.count("fresh") != 0;
+  request.allow_config_change = vm.count("allow-config-change") != 0;
+  request.debug = vm.count("debug") != 0;
+  request.command_line.assign(argv, argv + argc);
+  Runner runner(e, registry, request);
+  const RunOutcome outcome = runner.run();
+
+  std::string final_values;
+  for (const auto& [k, v] : outcome.values) final_values += " " + k + "=" + json_number(v);
+  std::cout << "trainyard: done: " << outcome.epochs_done << "/" << outcome.total_epochs << " epochs"
+            << (final_values.empty() ? "" : ":") << final_values << "; summary in "
+            << RunPaths(outcome.run_dir).summary << "\n";
+  if (!outcome.report.empty()) std::cout << "trainyard: report in " << outcome.report << "\n";
+  if (outcome.stopped_by_signal) {
+    std::cout << "trainyard: stopped by a signal with a checkpoint at iteration " << outcome.iteration
+              << "; run the same command to resume (exit code "
+              << kExitStoppedResumable << ")\n";
+    return kExitStoppedResumable;
+  }
+  return 0;
+}
+
+}  // namespace trainyard::host

@@ -1,0 +1,29 @@
+#pragma once
+// The resolved experiment as text: the run directory's config.yaml and
+// config.json, the hash checkpoints carry, what ranks compare, and what
+// changed since a run's saved config. The only way other folders see the
+// configuration as a whole (no yaml-cpp type leaves config/).
+#include <string>
+#include <vector>
+
+#include "config/config_diff.h"
+#include "config/experiment.h"
+
+namespace trainyard::host {
+
+/// config.yaml's text: every default filled in.
+std::string resolved_yaml(const Experiment& experiment);
+/// config.json's text: the same, as JSON.
+std::string resolved_json(const Experiment& experiment);
+/// SHA-256 of the resolved config (recorded in checkpoint manifests).
+std::string resolved_sha256(const Experiment& experiment);
+/// The resolved config without where plugins were found (which may differ
+/// between machines): what every rank of a run must agree on.
+std::string rank_comparable_config(const Experiment& experiment);
+/// Differences between a run's saved config (config.yaml) and `experiment`.
+/// Throws ConfigError naming the file when it cannot be read.
+std::vector<ConfigChange> changes_since(const std::string& saved_config, const Experiment& experiment);
+/// output.plots of a run's saved config.yaml (empty when absent or unreadable).
+std::vector<PlotSpec> saved_plots(const std::string& saved_config);
+
+}  // namespace trainyard::host

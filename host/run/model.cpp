@@ -1,0 +1,135 @@
+#include "run/model.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <numeric>
+
+#include "config/component_options.h"
+#include "data/loader.h"
+#include "formats/run_paths.h"
+#include "run/session.h"
+#include "train/checkpoint_store.h"
+#include "train/guard.h"
+#include "trainyard/labeled_files.h"
+#include "trainyard/error.h"
+#include "util/files.h"
+#include "util/json.h"
+
+namespace fs = std::filesystem;
+
+namespace trainyard::host {
+
+std::string checkpoint_to_read(const std::optional<std::string>& explicit_path, const Experiment& e,
+                               const std::string& output_dir) {
+  if (explicit_path) {
+    if (!fs::is_regular_file(*explicit_path))
+      throw ConfigError("command line: --checkpoint " + *explicit_path + ": no such file", "expected a checkpoint file", "");
+    return *explicit_path;
+  }
+  const CheckpointStore store(RunPaths((fs::path(output_dir.empty() ? e.output.dir : output_dir) / e.name).string()).checkpoints, 0);
+  auto all = store.list();
+  if (all.empty())
+    throw ConfigError(store.dir() + ": no checkpoint to read", "expected a trained run of " + e.source.path,
+                      "train it first, or pass --checkpoint PATH");
+  return all.back();
+}
+
+LoadedModel load_model(const Experiment& e, const std::string& checkpoint) {
+  LoadedModel m;
+  const CheckpointState peeked = peek_checkpoint(checkpoint);
+  m.stage = e.stages.empty() ? &e : &e.stages.at(static_cast<size_t>(std::max<int64_t>(0, peeked.stage)));
+  m.context = make_context(*m.stage);
+  torch::manual_seed(m.stage->seed);
+  Components c = build_components(*m.stage, m.context);
+  m.trainer = std::make_unique<Trainer>(*m.stage, std::move(c), m.context, RunPaths(""));
+  try {
+    load_checkpoint(checkpoint, m.trainer->network(), m.trainer->optimizer());
+  } catch (const Error& err) {
+    throw ConfigError(err.what(), "expected a checkpoint of this experiment's network", "");
+  }
+  return m;
+}
+
+namespace {
+
+// The input as a dataset of the image_datasets plugin, preprocessed like the
+// test set: its options, when it is an image dataset, without its source.
+std::map<std::string, Value> test_preprocessing(const Experiment& e, const Component& input) {
+  std::map<std::string, Value> values;
+  const std::vector<std::string> image_datasets = {"lmdb", "image_folder", "csv"};
+  const ComponentConfig& test = e.test_data;
+  if (!test.component || std::find(image_datasets.begin(), image_datasets.end(), test.plugin) == image_datasets.end())
+    return values;
+  for (const auto& [k, v] : test.options.values())
+    if (k != "path" && k != "root" && k != "file" && input.schema.find(k)) values[k] = v;
+  return values;
+}
+
+}  // namespace
+
+int64_t predict(const Experiment& e, const Registry& registry, const PredictRequest& request) {
+  const std::string& input = request.input;
+  LoadedModel m = load_model(e, request.checkpoint);
+  const bool is_lmdb = fs::is_regular_file(input) || fs::exists(fs::path(input) / "data.mdb");
+  const std::string plugin = is_lmdb ? "lmdb" : "csv";
+  const Component& component = registry.get(Kind::dataset, plugin);
+  std::map<std::string, Value> values = test_preprocessing(e, component);
+  std::vector<std::string> files;
+  const std::string list = (fs::temp_directory_path() / ("trainyard-predict-" + std::to_string(::getpid()) + ".csv")).string();
+  if (is_lmdb) {
+    values["path"] = input;
+  } else {
+    for (const auto& entry : fs::recursive_directory_iterator(input))
+      if (entry.is_regular_file() && trainyard::is_image_file(entry.path().string())) files.push_back(fs::absolute(entry.path()).string());
+    std::sort(files.begin(), files.end());
+    if (files.empty()) throw ConfigError("command line: --input " + input + ": no images in this folder",
+                                         "expected .png, .jpg, .jpeg, .bmp or .pgm files", "");
+    std::string csv = "path,label\n";
+    for (const auto& f : files) csv += f + ",0\n";  // labels unknown: the column is left empty in the output
+    write_file_atomic(list, csv);
+    values["file"] = list;
+  }
+  Options validated = component_options(component.schema, values, request.input_options, "--input-options");
+  Context context = m.context;
+  context.component = "predict input";
+  auto dataset = guarded(e.test_data.component ? e.test_data : e.train_data, "construction", [&] {
+    return std::get<Factory<Dataset>>(component.factory)(validated, context);
+  });
+  std::vector<int64_t> order(static_cast<size_t>(dataset->size()));
+  std::iota(order.begin(), order.end(), 0);
+  LoaderOptions lo;
+  lo.batch_size = e.loop.test_batch_per_device > 0 ? e.loop.test_batch_per_device : e.loop.batch_per_device;
+  lo.device = context.device;
+  BatchStream batches = batch_stream(*dataset, order, 0, 0, lo, std::make_shared<LoaderStats>());
+  const auto& names = m.context.dataset.class_names;
+  const int64_t k = std::max<int64_t>(1, std::min<int64_t>(request.topk, m.context.dataset.num_classes));
+  std::string csv = "index,source,label";
+  for (int64_t j = 1; j <= k; ++j) csv += ",class_" + std::to_string(j) + ",prob_" + std::to_string(j);
+  csv += "\n";
+  auto class_name = [&](int64_t c) { return c < static_cast<int64_t>(names.size()) ? names[size_t(c)] : std::to_string(c); };
+  Network& net = m.trainer->network();
+  net.eval();
+  at::NoGradGuard no_grad;
+  int64_t rows = 0;
+  while (auto batch = batches()) {
+    at::Tensor probs = m.trainer->forward(*batch).softmax(1).cpu();  // with the experiment's precision
+    auto [p, idx] = probs.topk(k, 1);
+    at::Tensor target = batch->target.cpu();
+    for (int64_t i = 0; i < batch->size(); ++i) {
+      const int64_t sample = batch->indices[size_t(i)];
+      csv += std::to_string(sample) + "," + (is_lmdb ? "lmdb:" + std::to_string(sample) : files[size_t(sample)]) + "," +
+             (is_lmdb ? class_name(target[i].item<int64_t>()) : std::string());
+      for (int64_t j = 0; j < k; ++j)
+        csv += "," + class_name(idx[i][j].item<int64_t>()) + "," + json_number(p[i][j].item<double>());
+      csv += "\n";
+      ++rows;
+    }
+  }
+  if (!is_lmdb) fs::remove(list);
+  write_file_atomic(request.output, csv);
+  return rows;
+}
+
+}  // namespace trainyard::host

@@ -1,0 +1,39 @@
+#pragma once
+// A trained model put to use: `trainyard eval` (the test meters on a
+// checkpoint) and `trainyard predict` (top-k classes for new images).
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "config/experiment.h"
+#include "train/trainer.h"
+
+namespace trainyard::host {
+
+/// The checkpoint to read: `explicit_path` when given (it must exist), else
+/// the latest of the run's checkpoints in `output_dir` ("" for output.dir).
+/// Throws ConfigError when there is none.
+std::string checkpoint_to_read(const std::optional<std::string>& explicit_path, const Experiment& experiment,
+                               const std::string& output_dir);
+
+/// The components of the stage a checkpoint belongs to, its weights loaded.
+struct LoadedModel {
+  Context context;
+  const Experiment* stage = nullptr;
+  std::unique_ptr<Trainer> trainer;
+};
+LoadedModel load_model(const Experiment& experiment, const std::string& checkpoint);
+
+struct PredictRequest {
+  std::string input;          ///< an LMDB made by trainyard convert, or a folder of images
+  std::string output;         ///< the CSV to write
+  std::string checkpoint;
+  int64_t topk = 5;
+  std::string input_options;  ///< YAML flow map over the test set's preprocessing ("" for none)
+};
+
+/// Writes one CSV row per input sample (index, source, label, top-k classes
+/// and probabilities), preprocessed like the test set. Returns the rows written.
+int64_t predict(const Experiment& experiment, const Registry& registry, const PredictRequest& request);
+
+}  // namespace trainyard::host

@@ -1,0 +1,212 @@
+#include "run/runner.h"
+
+#include <csignal>
+#include <ctime>
+#include <filesystem>
+#include <iostream>
+
+#include <ATen/Parallel.h>
+#include <torch/utils.h>
+
+#include "config/snapshot.h"
+#include "report/report.h"
+#include "run/provenance.h"
+#include "trainyard/error.h"
+#include "util/files.h"
+#include "util/json.h"
+#include "util/process.h"
+#include "util/text.h"
+
+namespace fs = std::filesystem;
+
+namespace trainyard::host {
+namespace {
+
+std::string timestamp() {
+  char buf[32];
+  std::time_t t = std::time(nullptr);
+  std::strftime(buf, sizeof buf, "%Y%m%d-%H%M%S", std::localtime(&t));
+  return buf;
+}
+
+std::string run_dir_of(const Experiment& e, const RunRequest& request) {
+  return (fs::path(request.output_dir.empty() ? e.output.dir : request.output_dir) / e.name).string();
+}
+
+}  // namespace
+
+Runner::Runner(const Experiment& experiment, const Registry& registry, RunRequest request)
+    : e_(experiment),
+      registry_(registry),
+      request_(std::move(request)),
+      run_dir_(run_dir_of(e_, request_)),
+      store_(RunPaths(run_dir_).checkpoints, e_.output.keep_checkpoints),
+      session_(e_, registry_, run_dir_) {}
+
+Runner::~Runner() = default;
+
+std::unique_ptr<Trainer> Runner::make_trainer(size_t k) {
+  const Experiment& ek = stage_experiment(k);
+  torch::manual_seed(ek.seed);  // the same initial weights (and generator state) whichever way a stage starts
+  Components components = build_components(ek, session_.context);
+  auto t = std::make_unique<Trainer>(ek, std::move(components), session_.context, RunPaths(run_dir_));
+  t->set_communicator(session_.comm.get());
+  t->set_debug(request_.debug);
+  StageInfo info;
+  info.index = static_cast<int64_t>(k);
+  info.count = static_cast<int64_t>(stage_count());
+  info.name = ek.stage_name;
+  for (size_t j = 0; j < k; ++j) info.first_epoch += stage_experiment(j).loop.epochs;
+  t->set_stage(info);
+  return t;
+}
+
+std::unique_ptr<Trainer> Runner::resume() {
+  const Context& context = session_.context;
+  if (context.rank == 0) {
+    auto stale = store_.remove_stale_temporaries();
+    if (!stale.empty())
+      std::cout << "trainyard: removed " << stale.size() << " leftover file(s) of an interrupted checkpoint write: "
+                << join(stale) << "\n";
+  }
+  auto checkpoints = store_.list();
+  std::vector<std::string> failures;
+  for (auto it = checkpoints.rbegin(); it != checkpoints.rend(); ++it) {
+    // An incomplete or damaged checkpoint is as if it were not there: the
+    // next older one is used, or the run starts over when there is none.
+    try {
+      store_.verify(*it);
+    } catch (const Error& err) {
+      context.log("warning: " + std::string(err.what()) + "; trying an older checkpoint");
+      continue;
+    }
+    try {
+      const CheckpointState peeked = store_.peek(*it);  // which stage to build
+      if (peeked.stage < 0 || peeked.stage >= static_cast<int64_t>(stage_count()))
+        throw Error(*it + ": checkpoint of stage " + std::to_string(peeked.stage + 1) + ", but the experiment has " +
+                    std::to_string(stage_count()));
+      stage_ = static_cast<size_t>(peeked.stage);
+      auto trainer = make_trainer(stage_);
+      trainer->resume(*it, Verify::already_done);  // verified above: hashed once
+      resumed_from_ = *it;
+      return trainer;
+    } catch (const Error& err) {
+      failures.push_back(err.what());
+      context.log("warning: " + std::string(err.what()) + "; trying an older checkpoint");
+    }
+  }
+  if (!failures.empty())
+    throw ConfigError(run_dir_ + ": no checkpoint of this run could be loaded (" + failures.front() + ")",
+                      "expected a checkpoint of the same network and optimizer",
+                      "run with --fresh to start over (the old run directory is kept)");
+  return nullptr;
+}
+
+void Runner::check_later_stages(size_t from_stage, Trainer& trainer) const {
+  // Later stages' freezing is checked now, not after the earlier stages trained.
+  for (size_t k = from_stage + 1; k < stage_count(); ++k) {
+    try {
+      check_network_settings(stage_experiment(k).network, trainer.network());
+    } catch (const ConfigError& err) {
+      throw ConfigError("stage " + std::to_string(k + 1) + " '" + stage_experiment(k).stage_name + "': " + err.what());
+    }
+  }
+}
+
+void Runner::check_config_changes() const {
+  // A resumed run continues the same experiment: more epochs, yes; another
+  // learning rate or network, only when asked (the differences are printed).
+  const std::string saved_config = (fs::path(run_dir_) / "config.yaml").string();
+  if (resumed_from_.empty() || !fs::exists(saved_config)) return;
+  auto changes = changes_since(saved_config, e_);
+  const bool refused = std::any_of(changes.begin(), changes.end(), [](const auto& c) { return !c.allowed; });
+  if (!changes.empty() && session_.context.rank == 0)
+    std::cout << "trainyard: the experiment changed since this run's config.yaml:\n" << describe_changes(changes);
+  if (refused && !request_.allow_config_change)
+    throw ConfigError(saved_config + ": resuming with changed settings (listed above)",
+                      "expected the same experiment; only the loop's length (loop.epochs), logging and input "
+                      "threads may change on resume",
+                      "run with --allow-config-change to resume anyway, or --fresh to start over");
+}
+
+void Runner::write_run_directory() const {
+  if (request_.fresh && fs::exists(run_dir_)) {
+    std::string kept = run_dir_ + ".replaced-" + timestamp();
+    for (int n = 2; fs::exists(kept); ++n) kept = run_dir_ + ".replaced-" + timestamp() + "-" + std::to_string(n);
+    fs::rename(run_dir_, kept);
+    std::cout << "trainyard: --fresh: previous run kept in " << kept << "\n";
+  }
+  fs::create_directories(run_dir_);
+  write_file_atomic((fs::path(run_dir_) / "config.yaml").string(), resolved_yaml(e_));
+  write_file_atomic((fs::path(run_dir_) / "config.json").string(), resolved_json(e_));
+  record_provenance(run_dir_, provenance_json(request_.command_line, registry_, session_.world.world_size));
+}
+
+void Runner::announce_stage(Trainer& trainer) const {
+  if (stage_count() > 1)
+    std::cout << "trainyard: stage " << stage_ + 1 << "/" << stage_count() << " '" << trainer.stage().name
+              << "': epochs " << trainer.stage().first_epoch + 1 << "-" << trainer.epochs() << ", optimizer "
+              << stage_experiment(stage_).optimizer.plugin << ", "
+              << parameter_count(trainer.network()).second << " trainable parameters\n";
+  std::cout.flush();
+}
+
+RunOutcome Runner::run() {
+  const Context& context = session_.context;
+  const World& world = session_.world;
+  Communicator* comm = session_.comm.get();
+  // A write past a file size limit fails with EFBIG (and is reported) instead of killing the process.
+  ::signal(SIGXFSZ, SIG_IGN);
+  // Resume before writing anything: a checkpoint that does not fit is bad input.
+  std::unique_ptr<Trainer> trainer = request_.fresh ? nullptr : resume();
+  if (!trainer) stage_ = 0, trainer = make_trainer(0);
+  check_later_stages(stage_, *trainer);
+  const auto [params, trainable] = parameter_count(trainer->network());
+  if (comm) {
+    // Same weights everywhere: the same checkpoint, then rank 0's tensors.
+    comm->check_same("checkpoint to resume from", fs::path(resumed_from_).filename().string());
+    comm->broadcast_module(*trainer->network_module());
+  }
+  check_config_changes();
+  if (context.rank == 0) write_run_directory();
+  if (comm) comm->barrier();
+  if (world.distributed())
+    std::cout << "trainyard: rank " << world.rank << " of " << world.world_size << " (launched by " << world.launched_by
+              << ")\n";
+
+  RunOutcome outcome;
+  outcome.run_dir = run_dir_;
+  for (size_t k = 0; k < stage_count(); ++k) outcome.total_epochs += stage_experiment(k).loop.epochs;
+  std::cout << "trainyard: " << e_.name << ": network " << e_.network.plugin << " (" << params << " parameters, "
+            << trainable << " trainable), " << at::get_num_threads() << " threads, run directory " << run_dir_ << "\n";
+  if (!resumed_from_.empty()) {
+    auto at = trainer->position_state();
+    std::cout << "trainyard: resuming from " << resumed_from_ << " (epoch " << at.epoch << " done, iteration "
+              << at.iteration
+              << (stage_count() > 1 ? ", stage " + std::to_string(stage_ + 1) + " '" + trainer->stage().name + "'" : "")
+              << ")\n";
+    if (at.epoch >= outcome.total_epochs && at.position == 0)
+      std::cout << "trainyard: all " << outcome.total_epochs << " epochs are already done; raise loop.epochs to train more\n";
+  }
+  install_stop_signals(e_.loop.stop_signals);
+  announce_stage(*trainer);
+  trainer->run();
+  // Later stages start from the weights the previous one ended with, with their own optimizer.
+  while (stage_ + 1 < stage_count() && !trainer->ended_by_request()) {
+    auto next = make_trainer(++stage_);
+    next->continue_from(*trainer);
+    trainer = std::move(next);
+    announce_stage(*trainer);
+    trainer->run();
+  }
+  outcome.epochs_done = trainer->epoch();
+  outcome.iteration = trainer->iteration();
+  outcome.values = trainer->values();
+  outcome.stopped_by_signal = trainer->stopped_by_signal();
+  const RunPaths paths(run_dir_);
+  if (context.rank == 0 && e_.output.report && fs::exists(paths.metrics))
+    outcome.report = write_report(run_dir_, e_.output.plots);
+  return outcome;
+}
+
+}  // namespace trainyard::host

@@ -1,0 +1,72 @@
+#pragma once
+// One run of an experiment, start to end: the Runner picks and verifies the
+// checkpoint to resume, refuses a changed config unless allowed, keeps the
+// run directory (config snapshot, provenance, report), installs the stop
+// signals, and sequences the stages, one Trainer each. Commands only build a
+// RunRequest and map the outcome to an exit code.
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "config/experiment.h"
+#include "plugins/registry.h"
+#include "run/session.h"
+#include "train/checkpoint_store.h"
+#include "train/trainer.h"
+
+namespace trainyard::host {
+
+struct RunRequest {
+  std::string output_dir;                 ///< folder of run directories; "" for output.dir
+  bool fresh = false;                     ///< start over; the old run directory is kept, renamed
+  bool allow_config_change = false;       ///< resume although settings other than the loop's length changed
+  bool debug = false;                     ///< stop at the first non-finite value, naming where it came from
+  std::vector<std::string> command_line;  ///< for provenance.json
+};
+
+struct RunOutcome {
+  std::string run_dir;
+  int64_t epochs_done = 0, total_epochs = 0;
+  MeterValues values;               ///< the last values of the last stage
+  int64_t iteration = 0;            ///< where the run stands
+  bool stopped_by_signal = false;   ///< resumable: the same command continues it
+  std::string report;               ///< report.html, when written
+};
+
+class Runner {
+ public:
+  /// `experiment` and `registry` must outlive the Runner. Joins the process
+  /// group in a data-parallel run.
+  Runner(const Experiment& experiment, const Registry& registry, RunRequest request);
+  ~Runner();
+
+  /// Trains every stage from where the run stands. Throws ConfigError for a
+  /// run that must not go on (a foreign checkpoint, a refused config change).
+  RunOutcome run();
+
+  const std::string& run_dir() const { return run_dir_; }
+  const Context& context() const { return session_.context; }
+
+ private:
+  const Experiment& stage_experiment(size_t k) const { return e_.stages.empty() ? e_ : e_.stages[k]; }
+  size_t stage_count() const { return std::max<size_t>(1, e_.stages.size()); }
+  std::unique_ptr<Trainer> make_trainer(size_t stage);
+  /// The newest checkpoint that verifies and loads, as a trainer of its
+  /// stage; null when there is none (a fresh start).
+  std::unique_ptr<Trainer> resume();
+  void check_later_stages(size_t from_stage, Trainer& trainer) const;
+  void check_config_changes() const;
+  void write_run_directory() const;
+  void announce_stage(Trainer& trainer) const;
+
+  const Experiment& e_;
+  const Registry& registry_;
+  RunRequest request_;
+  std::string run_dir_;
+  CheckpointStore store_;
+  Session session_;
+  std::string resumed_from_;
+  size_t stage_ = 0;
+};
+
+}  // namespace trainyard::host

@@ -1,0 +1,30 @@
+#pragma once
+// The run log: the events a run logs (metrics.jsonl, through the one codec in
+// formats/metrics.h) and its summary.json. Rank 0 writes the run's files;
+// every other rank its own logs/rank-N.jsonl and no summary.
+#include <string>
+
+#include "formats/metrics.h"
+#include "formats/run_paths.h"
+
+namespace trainyard::host {
+
+class RunLog {
+ public:
+  RunLog(RunPaths paths, int rank);
+
+  void append(const MetricsEvent& event);
+  /// Drops events logged after `iteration`: a resumed run replays that
+  /// future, and metrics.jsonl must tell one consistent history.
+  void forget_after(int64_t iteration);
+  void write_summary(const RunSummary& summary);
+  bool has_summary() const;
+  bool writes_run_files() const { return rank_ == 0; }
+
+ private:
+  RunPaths paths_;
+  int rank_;
+  std::string file_;  ///< where this rank's events go
+};
+
+}  // namespace trainyard::host

@@ -1,0 +1,191 @@
+#include "train/update.h"
+
+#include <cmath>
+
+#include <ATen/ATen.h>
+#include <torch/optim/optimizer.h>
+
+#include "distributed/communicator.h"
+#include "train/guard.h"
+#include "train/nonfinite.h"
+#include "util/json.h"
+#include "util/text.h"
+
+namespace trainyard::host {
+
+double clip_gradients(std::vector<at::Tensor>& grads, double max_value, double max_norm) {
+  at::NoGradGuard no_grad;
+  if (max_value > 0)
+    for (auto& g : grads) g.clamp_(-max_value, max_value);
+  // One pass over each gradient (a BLAS dot product, no temporary) and one
+  // read back: this runs at every update, for the non-finite check too.
+  std::vector<at::Tensor> squares;
+  squares.reserve(grads.size());
+  for (auto& g : grads) {
+    // fp32 sums even for half-precision gradients (a float16 dot overflows past 256).
+    const at::Tensor flat = (g.is_contiguous() ? g.view({-1}) : g.reshape({-1})).to(at::kFloat);
+    squares.push_back(at::dot(flat, flat));
+  }
+  const double norm = squares.empty() ? 0.0 : std::sqrt(at::stack(squares).sum(at::kDouble).item<double>());
+  if (max_norm > 0 && norm > max_norm)
+    for (auto& g : grads) g.mul_(max_norm / norm);
+  return norm;
+}
+
+Updater::Updater(const Experiment& e, Components& c, const Context& context)
+    : e_(e), c_(c), context_(context), iter_size_(e.loop.iter_size), parameters_(c.network.object->parameters()) {
+  scaler_.enabled = autocast_dtype(e_.loop.precision) == at::kHalf;
+  for (auto& group : c_.optimizer->param_groups()) base_lrs_.push_back(group.options().get_lr());
+}
+
+double Updater::lr() const { return c_.optimizer->param_groups().at(0).options().get_lr(); }
+
+void Updater::begin_batch() {
+  if (micro_ != 0) return;
+  c_.optimizer->zero_grad();
+  if (reducer_) reducer_->prepare();
+}
+
+void Updater::backward(const at::Tensor& loss, const Batch& batch, const at::Tensor& output, const UpdateClock& clock,
+                       Stages& stages) {
+  if (debug_ || e_.loop.nonfinite != "ignore") {
+    batch_ = &batch;
+    if (!std::isfinite(loss.item<double>())) {
+      loss_finite_ = false;
+      last_output_ = output.detach();
+      MeterValues unused;
+      if (debug_) handle_nonfinite(clock, stages, unused);  // stops here, before backward
+    }
+  }
+  // Accumulating k batches: each contributes 1/k, so the update is that of one k-times larger batch.
+  if (reducer_) reducer_->set_active(micro_ == iter_size_ - 1);  // communicate on the last backward only
+  // fp16-mixed: backward of the scaled loss, so small gradients survive in float16.
+  const double factor = scaler_.factor() / static_cast<double>(iter_size_);
+  guarded(*c_.network.config, "backward", [&] { (factor != 1.0 ? loss * factor : loss).backward(); });
+  ++micro_;
+}
+
+void Updater::backward_nothing(const std::function<void()>& backward) {
+  begin_batch();
+  reducer_->set_active(micro_ == iter_size_ - 1);
+  backward();
+  ++micro_;
+}
+
+void Updater::set_fixed_lr(std::optional<double> lr) {
+  fixed_lr_ = lr;
+  auto& groups = c_.optimizer->param_groups();
+  if (!lr)
+    for (size_t i = 0; i < groups.size() && i < base_lrs_.size(); ++i) groups[i].options().set_lr(base_lrs_[i]);
+}
+
+void Updater::apply_schedule(const UpdateClock& clock, Stages& stages) {
+  auto& groups = c_.optimizer->param_groups();
+  if (fixed_lr_) {
+    const double first = base_lr();
+    for (size_t i = 0; i < groups.size() && i < base_lrs_.size(); ++i)
+      groups[i].options().set_lr(first > 0 ? *fixed_lr_ * base_lrs_[i] / first : *fixed_lr_);
+    return;
+  }
+  const bool per_epoch = e_.schedule.unit == "epoch";
+  const int64_t updates_per_epoch = (clock.batches_per_epoch + iter_size_ - 1) / iter_size_;
+  // Counted from the start of this stage (of the run, in a one-stage run).
+  const int64_t step = per_epoch ? clock.at.epoch - clock.stage_first_epoch
+                                 : (clock.at.iteration - clock.stage_first_iteration) / iter_size_;
+  const int64_t total = per_epoch ? e_.loop.epochs : e_.loop.epochs * updates_per_epoch;
+  const double factor = stages.schedule(step, total);
+  for (size_t i = 0; i < groups.size() && i < base_lrs_.size(); ++i) groups[i].options().set_lr(base_lrs_[i] * factor);
+}
+
+void Updater::drop_update(std::vector<at::Tensor>& grads) {
+  for (auto& g : grads) g.zero_();
+  micro_ = 0;
+  loss_finite_ = true;
+}
+
+void Updater::finish(const UpdateClock& clock, Stages& stages, MeterValues& values) {
+  if (reducer_) reducer_->finish();  // averaged over ranks, mostly while backward ran
+  std::vector<at::Tensor> grads;
+  grads.reserve(parameters_.size());
+  for (auto& p : parameters_)
+    if (p.grad().defined()) grads.push_back(p.mutable_grad());
+  at::NoGradGuard no_grad;
+  // A short accumulation (the epoch ended first) still makes a mean over its batches.
+  double rescale = micro_ < iter_size_ ? static_cast<double>(iter_size_) / static_cast<double>(micro_) : 1.0;
+  rescale /= scaler_.factor();  // fp16-mixed: unscaled before clipping and the optimizer
+  if (rescale != 1.0)
+    for (auto& g : grads) g.mul_(rescale);
+  const auto& loop = e_.loop;
+  if (scaler_.enabled) {
+    // An overflow in float16 gradients is the loss scaler's business, not the
+    // non-finite policy's: halve the scale and skip this update. One norm of
+    // the unscaled, unclamped gradients is the overflow check and, without
+    // clipping by value, the clipping norm too (no second reduction).
+    const bool by_value = loop.clip_grad_value > 0;
+    const double norm = clip_gradients(grads, 0, by_value ? 0 : loop.clip_grad_norm);
+    const bool step = scaler_.update(std::isfinite(norm));
+    values["loss_scale"] = scaler_.scale;
+    if (!step) {
+      drop_update(grads);
+      values["scaler_skipped_updates"] = static_cast<double>(scaler_.skipped);
+      return;
+    }
+    grad_norm_ = by_value ? clip_gradients(grads, loop.clip_grad_value, loop.clip_grad_norm) : norm;
+  } else {
+    grad_norm_ = clip_gradients(grads, loop.clip_grad_value, loop.clip_grad_norm);
+  }
+  // The norm is not finite when any gradient is not; across ranks the
+  // averaged gradients make every rank see the same, so they decide alike
+  // (a rank's own non-finite loss counts only in a single-process run).
+  const bool bad = !std::isfinite(grad_norm_) || (!reducer_ && !loss_finite_);
+  if (bad && (debug_ || loop.nonfinite != "ignore") && handle_nonfinite(clock, stages, values)) {
+    drop_update(grads);
+    return;
+  }
+  if (!bad) skipped_in_a_row_ = 0;
+  loss_finite_ = true;
+  apply_schedule(clock, stages);
+  guarded(*c_.optimizer_plugin.config, "step", [&] { c_.optimizer->step(); });
+  micro_ = 0;
+  if (debug_) {
+    auto broken = nonfinite_parameters(*c_.network.object, false);
+    if (!broken.empty())
+      throw NonFiniteStop("debug: the update at iteration " + std::to_string(clock.at.iteration + 1) +
+                          " made parameters non-finite (finite gradients, global norm " + json_number(grad_norm_) +
+                          ", lr " + json_number(lr()) + "): " + join(broken));
+  }
+}
+
+bool Updater::handle_nonfinite(const UpdateClock& clock, Stages& stages, MeterValues& values) {
+  Network& net = *c_.network.object;
+  std::string cause;
+  if (!loss_finite_ && batch_) {
+    cause = "non-finite loss; " + diagnose_nonfinite_loss(net, *batch_, last_output_, e_.loss.plugin);
+  } else {
+    auto bad = nonfinite_gradients(net);
+    auto params = nonfinite_parameters(net);
+    const std::string norm = std::isnan(grad_norm_) ? "NaN" : std::isinf(grad_norm_) ? "inf" : json_number(grad_norm_);
+    cause = "non-finite gradients (global norm " + norm + ")" +
+            (bad.empty() ? std::string() : " in " + join(bad)) +
+            (params.empty() ? std::string() : "; non-finite parameters: " + join(params));
+  }
+  const auto& at = clock.at;
+  const std::string step = "iteration " + std::to_string(at.iteration + 1) + " (epoch " + std::to_string(at.epoch + 1) +
+                           ", batch " + std::to_string(at.position + 1) + ")";
+  const auto& loop = e_.loop;
+  if (!debug_ && loop.nonfinite == "skip" && ++skipped_in_a_row_ < loop.nonfinite_max_skips) {
+    ++skipped_updates_;
+    values["skipped_updates"] = static_cast<double>(skipped_updates_);
+    context_.log("skipped the update at " + step + ": " + cause);
+    return true;
+  }
+  if (debug_) throw NonFiniteStop("debug: stopped at " + step + ": " + cause);
+  // The weights are still those of the last good update: keep them, at this batch.
+  stages.checkpoint();
+  throw NonFiniteStop("stopped at " + step + ": " + cause +
+                      (loop.nonfinite == "skip" ? " (" + std::to_string(skipped_in_a_row_) + " updates in a row)" : "") +
+                      "; the last good state is checkpointed at this batch (set loop.nonfinite: skip to drop such "
+                      "updates, or lower the learning rate and resume, allowing that config change)");
+}
+
+}  // namespace trainyard::host

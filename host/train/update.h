@@ -1,0 +1,91 @@
+#pragma once
+// One optimizer update, from the backward passes it accumulates to the
+// optimizer's step: gradients averaged over ranks, rescaled for a short
+// accumulation, unscaled (fp16-mixed's loss scaler), clipped, checked for
+// NaN/inf under loop.nonfinite, the schedule's rate set, one step.
+#include <optional>
+#include <vector>
+
+#include <ATen/core/Tensor.h>
+
+#include "train/checkpoint.h"
+#include "train/components.h"
+#include "train/precision.h"
+#include "trainyard/loop.h"
+
+namespace trainyard::host {
+
+class GradientReducer;
+
+/// Clamps every gradient to [-max_value, max_value] (0: no clamp), then scales
+/// them all down to a global L2 norm of at most max_norm (0: no scaling).
+/// Returns the global norm after clamping and before scaling.
+double clip_gradients(std::vector<at::Tensor>& grads, double max_value, double max_norm);
+
+/// Where the loop stands: for the schedule's step and for messages.
+struct UpdateClock {
+  LoopPosition at;
+  int64_t stage_first_epoch = 0, stage_first_iteration = 0;
+  int64_t batches_per_epoch = 0;  ///< of the epoch plan
+};
+
+class Updater {
+ public:
+  Updater(const Experiment& experiment, Components& components, const Context& context);
+
+  /// Data parallel: gradients go through `reducer`; a rank's own non-finite
+  /// loss no longer decides alone (the averaged gradients do).
+  void set_reducer(GradientReducer* reducer) { reducer_ = reducer; }
+  void set_debug(bool on) { debug_ = on; }
+
+  /// Before a batch's forward: the first batch of an update zeroes the gradients.
+  void begin_batch();
+  /// Backward of one batch's loss, weighted 1/iter_size (and scaled for
+  /// fp16). A non-finite loss is remembered for the policy; under --debug it
+  /// stops here, naming the operation that made it.
+  void backward(const at::Tensor& loss, const Batch& batch, const at::Tensor& output, const UpdateClock& clock,
+                Stages& stages);
+  /// A rank with no batch left takes part with zero gradients: `backward`
+  /// runs whatever the network needs (e.g. synchronized batch norm's collectives).
+  void backward_nothing(const std::function<void()>& backward);
+  bool due() const { return micro_ == iter_size_; }  ///< iter_size batches accumulated
+  bool pending() const { return micro_ > 0; }        ///< an accumulation is under way
+  /// Ends the update. `values` receives loss_scale and skipped-update counts.
+  void finish(const UpdateClock& clock, Stages& stages, MeterValues& values);
+
+  double grad_norm() const { return grad_norm_; }  ///< before clipping, at the last update
+  double lr() const;                               ///< the first group's current rate
+  LossScaler& scaler() { return scaler_; }
+  /// Every update at this rate (groups keep their ratios to the first
+  /// group) instead of the schedule's; nullopt puts the starting rates back.
+  void set_fixed_lr(std::optional<double> lr);
+  /// The starting rate of the first group (schedules scale it).
+  double base_lr() const { return base_lrs_.empty() ? 0 : base_lrs_[0]; }
+
+ private:
+  void apply_schedule(const UpdateClock& clock, Stages& stages);
+  /// A non-finite loss or gradient: skip the update (true), or stop naming the cause.
+  bool handle_nonfinite(const UpdateClock& clock, Stages& stages, MeterValues& values);
+  void drop_update(std::vector<at::Tensor>& grads);
+
+  const Experiment& e_;
+  Components& c_;
+  const Context& context_;
+  GradientReducer* reducer_ = nullptr;
+  bool debug_ = false;
+  const int64_t iter_size_;
+  /// The network's parameters, listed once (loading a checkpoint keeps the
+  /// same tensors): finish() reads their gradients at every update.
+  std::vector<at::Tensor> parameters_;
+  std::vector<double> base_lrs_;       ///< each group's starting learning rate
+  std::optional<double> fixed_lr_;     ///< find-lr: overrides the schedule
+  LossScaler scaler_;                  ///< fp16-mixed only
+  int64_t micro_ = 0;                  ///< backward passes accumulated into the coming update
+  double grad_norm_ = 0;
+  bool loss_finite_ = true;            ///< every loss of the coming update was finite
+  const Batch* batch_ = nullptr;       ///< the batch of a non-finite loss (for diagnoses)
+  at::Tensor last_output_;             ///< its output
+  int64_t skipped_in_a_row_ = 0, skipped_updates_ = 0;
+};
+
+}  // namespace trainyard::host
