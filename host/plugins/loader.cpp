@@ -171,7 +171,7 @@ void load_plugin_library(const std::string& path, Registry& registry) {
                       "expected magic 'TYPL' from TRAINYARD_PLUGIN(...)", "rebuild the plugin against this SDK");
 
   // Checked before the version: a 0.x record's api_minor (1 to 4) would read as a newer SDK.
-  if (info->api_major == 1 && info->struct_size <= kPreOneInfoSize && info->api_minor >= 1)
+  if (info->api_major == 1 && info->struct_size <= kPreOneInfoSize)
     throw pre_one_plugin(path, *info);
   const std::string host_api = std::to_string(TRAINYARD_API_MAJOR) + "." + std::to_string(TRAINYARD_API_MINOR);
   const std::string plugin_api = std::to_string(info->api_major) + "." + std::to_string(info->api_minor);

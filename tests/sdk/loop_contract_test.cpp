@@ -34,14 +34,14 @@ std::string experiment(const std::string& name, const std::string& log, const st
          "distributed: {threads_per_process: 1}\n" + more;
 }
 
-struct Run {
+struct RunResult {
   std::string run_dir;
   std::vector<std::string> lines;
   test::CommandResult result;
 };
 
-Run run(const std::string& name, const std::string& more) {
-  Run r;
+RunResult run(const std::string& name, const std::string& more) {
+  RunResult r;
   const std::string dir = test::temp_dir("sdk-" + name);
   const std::string log = dir + "/positions", exp = dir + "/" + name + ".yaml";
   test::write_file(exp, experiment(name, log, more));
@@ -59,7 +59,7 @@ std::string at(const std::string& hook, int64_t epoch, int64_t position, int64_t
 TEST(SdkLoop, CallbackHooksSeeEpochPositionAndIterationAsDocumented) {
   // Two epochs, a periodic test every 12 iterations (at 12 and 24) besides
   // the test at each epoch's end (16 and 32).
-  Run r = run("positions", "loop: {epochs: 2, batch_per_device: 32, test_every_iters: 12}\n");
+  RunResult r = run("positions", "loop: {epochs: 2, batch_per_device: 32, test_every_iters: 12}\n");
   ASSERT_EQ(r.result.exit_code, 0) << r.result.err;
   std::vector<std::string> expected = {at("before_run", 0, 0, 0)};
   int64_t iteration = 0;
@@ -93,7 +93,7 @@ TEST(SdkLoop, MeterReadingsTellAFreshTestValueFromALeftOverOne) {
   // test_every_other skips the first and third epoch-end tests: after epoch 1
   // there is no test reading, after epoch 2 a fresh one, after epoch 3 the
   // one from epoch 2 (iteration 32), left over.
-  Run r = run("readings", "loop: {epochs: 3, batch_per_device: 32}\noverrides: [{plugin: test_every_other}]\n");
+  RunResult r = run("readings", "loop: {epochs: 3, batch_per_device: 32}\noverrides: [{plugin: test_every_other}]\n");
   ASSERT_EQ(r.result.exit_code, 0) << r.result.err;
   std::vector<std::string> readings;
   for (const auto& line : r.lines)
@@ -104,7 +104,7 @@ TEST(SdkLoop, MeterReadingsTellAFreshTestValueFromALeftOverOne) {
 }
 
 TEST(SdkLoop, StructuredMeterResultsAreWrittenUnderTheRunDirectoryAtEachTest) {
-  Run r = run("results", "loop: {epochs: 2, batch_per_device: 32, test_every_iters: 12}\n");
+  RunResult r = run("results", "loop: {epochs: 2, batch_per_device: 32, test_every_iters: 12}\n");
   ASSERT_EQ(r.result.exit_code, 0) << r.result.err;
   const std::string meters = r.run_dir + "/meters/";
   // Epoch ends: <name>-e<epoch>; mid-epoch tests add -i<iteration>.

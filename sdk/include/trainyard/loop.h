@@ -20,38 +20,36 @@
 ///                    parameter group trains at its starting rate times this;
 ///                    the default follows the YAML `schedule:` section
 ///
-/// The loop's position: epoch(), position(), iteration() in each stage.
-/// Counts are of completed work: epoch() is the number of epochs completed,
-/// which is also the 0-based index of the epoch being trained; position() the
-/// train batches completed in that epoch; iteration() the train batches
-/// completed since the run began (resumes included). A run that resumes in the
-/// middle of an epoch starts with position() > 0.
+/// Where the loop is in each stage: epoch(), position(), iteration(). Counts
+/// are of completed work: epoch() is the epochs completed, which is also the
+/// 0-based index of the epoch being trained (e below); position() the train
+/// batches completed in that epoch; iteration() the train batches completed
+/// since the run began (resumes included). A run resumed in mid-epoch starts
+/// with its saved position().
 ///
-///   stage or hook                  epoch()        position()           iteration()
-///   run, before_run                E0 (resumed)   P0 (resumed, else 0) I0 (resumed, else 0)
-///   should_continue                e (next epoch) 0 (P0 on the first)  done so far
-///   epoch(e), before_epoch         e              0 (P0 on the first)  done so far
-///   train_batches(e)               e              the first batch it must yield (0 or P0)
-///   train_step, before_train_iter  e              index of this batch  before this batch
-///                                                 (0-based)
-///   schedule (inside train_step)   e              index of this batch  before this batch
-///   after_train_iter               e              this batch counted   this batch counted
+///   stage or hook                      epoch()  position()               iteration()
+///   run, before_run                    done     resumed position, else 0 done before
+///   should_continue                    e        0 (resumed, first time)  done so far
+///   epoch(e), before_epoch             e        0 (resumed, first epoch) done so far
+///   train_batches(e)                   e        first batch to yield     done so far
+///   train_step, before_train_iter      e        index of this batch      before this batch
+///   schedule (inside train_step)       e        index of this batch      before this batch
+///   after_train_iter                   e        this batch counted       this batch counted
 ///   test, before_test, after_test
-///     periodic (test_every_iters)  e              batches done         done so far
-///     at the epoch's end           e + 1          0                    done so far
+///     in mid-epoch (test_every_iters)  e        batches done             done so far
+///     at the epoch's end               e + 1    0                        done so far
 ///   checkpoint, before_checkpoint, after_checkpoint
-///     at the epoch's end           e + 1          0                    done so far
-///     mid-epoch (checkpoint_every_iters or _secs, or a stop request)
-///                                  e              batches done         done so far
-///   after_epoch                    e + 1          0                    done so far
-///   after_run                      epochs done    0 (batches done when a stop ended
-///                                                 it mid-epoch)        done so far
+///     at the epoch's end               e + 1    0                        done so far
+///     in mid-epoch (checkpoint_every_iters or _secs, a stop request)
+///                                      e        batches done             done so far
+///   after_epoch                        e + 1    0                        done so far
+///   after_run                          done     0 (batches done when a   done so far
+///                                               stop ended it mid-epoch)
 ///
-/// (At an epoch's end, epoch() has already counted the epoch: after_epoch of
-/// the first epoch sees epoch() == 1. An epoch that ends inside a gradient
-/// accumulation calls schedule once more with position() == batches done.)
-/// meter_readings() says at which (epoch(), iteration()) each meter value was
-/// computed.
+/// So the first epoch's after_epoch sees epoch() == 1. An epoch that ends
+/// inside a gradient accumulation calls schedule once more, with position()
+/// equal to the batches done. meter_readings() says at which epoch() and
+/// iteration() each meter value was computed.
 ///
 /// Example (inside a callback):
 ///   void after_train_iter(trainyard::Loop& loop, const trainyard::StepResult& r) override {
@@ -175,8 +173,10 @@ class Loop {
   /// Latest value of every meter, phase-prefixed (train_loss, test_accuracy_top1, ...).
   virtual const MeterValues& values() const = 0;
   /// The meters' latest values with the epoch() and iteration() at which
-  /// each was computed (phase-prefixed names, as values()). A value restored
-  /// from a checkpoint has no reading until its meter computes again.
+  /// each was computed (phase-prefixed names, as values()). Inside
+  /// after_test the fresh test values are its argument: the loop takes them
+  /// in after the hook. A value restored from a checkpoint has no reading
+  /// until its meter computes again.
   virtual const std::map<std::string, MeterReading>& meter_readings() const = 0;
   /// Appends one event to metrics.jsonl (phase: "train", "test" or your own).
   virtual void log(const std::string& phase, const MeterValues& values) = 0;
