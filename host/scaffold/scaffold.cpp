@@ -135,7 +135,7 @@ Template meter() {
   return {"#include <ATen/ATen.h>\n#include <trainyard/meter.h>\n",
           R"~(// The share of samples whose top class has at least `confidence` probability,
 // and as a structured result a histogram of that probability (a table the
-// host writes to RUN_DIR/meters/NAME_histogram-e<epoch>.csv at each test).
+// host writes to RUN_DIR/meters/NAME-histogram-e<epoch>.csv at each test).
 // Accumulators are sums, so the host can add them up over ranks.
 class NAME_Meter : public trainyard::Meter {
  public:
@@ -158,7 +158,7 @@ class NAME_Meter : public trainyard::Meter {
   }
   std::vector<trainyard::MeterResult> results() const override {
     trainyard::MeterResult r;
-    r.name = "NAME_histogram";
+    r.name = "NAME-histogram";
     r.columns = {"from", "to", "samples"};
     for (int64_t b = 0; b < kBins; ++b)
       r.rows.push_back({std::to_string(double(b) / kBins), std::to_string(double(b + 1) / kBins),

@@ -23,7 +23,8 @@
 /// writes every test meter's results() under RUN_DIR/meters/: a table as
 /// `<name>-e<epoch>.csv` (header row, then the rows), a file as
 /// `<name>-e<epoch><extension>`, where <epoch> is loop.epoch() at the test
-/// (the number of epochs completed at an epoch's end). Results are derived
+/// (the number of epochs completed at an epoch's end); a test in mid-epoch
+/// (loop.test_every_iters) adds `-i<iteration>`. Results are derived
 /// from accumulators(), so they are exact over all ranks; rank 0 writes them.
 ///
 /// Example (a 2x2 confusion matrix from four accumulators):
