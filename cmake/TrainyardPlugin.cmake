@@ -72,12 +72,19 @@ endfunction()
 # trainyard_add_plugin(NAME SOURCES src... [OUTPUT_DIRECTORY dir] [LINK_LIBRARIES lib...])
 #
 # Builds a trainyard plugin: a MODULE library named lib<NAME>.so, linked to the
-# SDK, with hidden visibility so that only trainyard_plugin_entry is exported,
-# and marked nodelete (a plugin's objects may outlive any attempt to unload it).
+# SDK core (Trainyard::sdk; add Trainyard::sdk_helpers to LINK_LIBRARIES for
+# the helpers), marked nodelete (a plugin's objects may outlive any attempt to
+# unload it), and
+#  - exporting trainyard_plugin_entry and nothing else: hidden visibility,
+#    plus a linker version script that makes local even the std:: and torch
+#    template instances that headers declare with default visibility;
+#  - optimized: when the project sets no build type (CMAKE_BUILD_TYPE empty,
+#    single-config generator), the plugin compiles with -O2 -DNDEBUG anyway,
+#    since an unoptimized plugin makes a whole run slow.
 # Drop the result into a plugin folder; the host needs no rebuild.
 #
 # Example:
-#   find_package(Trainyard REQUIRED)
+#   find_package(Trainyard 1.0 REQUIRED)
 #   trainyard_add_plugin(my_net SOURCES plugin.cpp my_net.cpp)
 function(trainyard_add_plugin name)
   cmake_parse_arguments(ARG "" "OUTPUT_DIRECTORY" "SOURCES;LINK_LIBRARIES" ${ARGN})
@@ -90,7 +97,15 @@ function(trainyard_add_plugin name)
     PREFIX "lib"
     CXX_VISIBILITY_PRESET hidden
     VISIBILITY_INLINES_HIDDEN ON)
-  target_link_options(${name} PRIVATE "LINKER:-z,nodelete")
+  set(exports "${CMAKE_BINARY_DIR}/trainyard_plugin_exports.map")
+  file(CONFIGURE OUTPUT "${exports}" CONTENT "{\n  global: trainyard_plugin_entry;\n  local: *;\n};\n")
+  target_link_options(${name} PRIVATE "LINKER:-z,nodelete" "LINKER:--version-script=${exports}")
+  set_property(TARGET ${name} APPEND PROPERTY LINK_DEPENDS "${exports}")
+  get_property(multi_config GLOBAL PROPERTY GENERATOR_IS_MULTI_CONFIG)
+  if(NOT CMAKE_BUILD_TYPE AND NOT multi_config)
+    target_compile_options(${name} PRIVATE -O2)
+    target_compile_definitions(${name} PRIVATE NDEBUG)
+  endif()
   trainyard_stamp_fingerprint(${name})
   if(ARG_OUTPUT_DIRECTORY)
     set_target_properties(${name} PROPERTIES LIBRARY_OUTPUT_DIRECTORY ${ARG_OUTPUT_DIRECTORY})

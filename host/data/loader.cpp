@@ -37,7 +37,8 @@ std::vector<int64_t> permutation(int64_t n, uint64_t seed, int64_t epoch, int64_
   return p;
 }
 
-// One batch: decode its samples (seeded when the dataset augments), collate.
+// One batch: decode its samples, each with its own seed (a dataset that
+// augments uses it), collate. A bad record makes it retry sample by sample.
 // An empty optional means every sample was a skipped bad record.
 std::optional<Batch> assemble(const Dataset& dataset, const std::vector<int64_t>& ids, int64_t epoch,
                               const LoaderOptions& options, LoaderStats* stats) {
@@ -47,20 +48,20 @@ std::optional<Batch> assemble(const Dataset& dataset, const std::vector<int64_t>
                         "fix the data, or set on_bad_record: skip on this dataset to skip and count such samples");
     if (stats) ++stats->bad_records;
   };
-  const auto* seeded = dynamic_cast<const SeededDataset*>(&dataset);
-  if (!seeded) {
-    try {
-      return dataset.get_batch(ids);
-    } catch (const BadRecord&) {
-      if (!options.skip_bad_records && ids.size() == 1) throw;
-      // Find the bad ones sample by sample.
-    }
+  std::vector<uint64_t> seeds;
+  seeds.reserve(ids.size());
+  for (int64_t i : ids) seeds.push_back(sample_seed(options.seed, epoch, i));
+  try {
+    return dataset.get_batch(ids, seeds);
+  } catch (const BadRecord&) {
+    // Find the bad ones sample by sample.
   }
   std::vector<at::Tensor> inputs, targets;
   std::vector<int64_t> kept;
-  for (int64_t i : ids) {
+  for (size_t k = 0; k < ids.size(); ++k) {
+    const int64_t i = ids[k];
     try {
-      Example e = seeded ? seeded->get_seeded(i, sample_seed(options.seed, epoch, i)) : dataset.get(i);
+      Example e = dataset.get_seeded(i, seeds[k]);
       inputs.push_back(std::move(e.input));
       targets.push_back(std::move(e.target));
       kept.push_back(i);

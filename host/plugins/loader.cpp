@@ -71,8 +71,25 @@ std::string fingerprint_difference(const std::string& plugin, const std::string&
   return join(diffs);
 }
 
-const TrainyardPluginInfo kFirstInfo{};  // the v1.0 layout: what every plugin must provide
-constexpr size_t kMinimumInfoSize = sizeof(kFirstInfo);
+// The SDK 1.0 entry record: what every plugin must provide. A record of
+// the pre-1.0 SDK (0.x, which called itself API 1.1 to 1.4) is shorter: it
+// has no sdk_version field.
+constexpr size_t kMinimumInfoSize = sizeof(TrainyardPluginInfo);
+// The 0.x record: magic, struct_size, api_major, api_minor, then five pointers.
+constexpr size_t kPreOneInfoSize = 4 * sizeof(uint32_t) + 5 * sizeof(void*);
+
+// A plugin built by the pre-1.0 SDK: what changed, and where to read it.
+ConfigError pre_one_plugin(const std::string& path, const TrainyardPluginInfo& info) {
+  return ConfigError(path + ": built by the pre-1.0 SDK 0.x (API " + std::to_string(info.api_major) + "." +
+                         std::to_string(info.api_minor) + "), which this host no longer loads; SDK " TRAINYARD_VERSION
+                         " changed the entry record (it now carries the SDK version), folded SeededDataset into "
+                         "Dataset::get_seeded and get_batch(indices, seeds), and gave meters structured results() "
+                         "and the loop meter_readings()",
+                     "expected SDK " TRAINYARD_VERSION " (API " TRAINYARD_STR(TRAINYARD_API_MAJOR) "." TRAINYARD_STR(
+                         TRAINYARD_API_MINOR) "), got SDK 0.x",
+                     "port the plugin as the SDK's docs/sdk-changes.md says (installed as share/doc/trainyard/"
+                     "sdk-changes.md), then rebuild it against this SDK");
+}
 
 }  // namespace
 
@@ -153,6 +170,9 @@ void load_plugin_library(const std::string& path, Registry& registry) {
     throw ConfigError(path + ": the entry point returned no valid plugin info",
                       "expected magic 'TYPL' from TRAINYARD_PLUGIN(...)", "rebuild the plugin against this SDK");
 
+  // Checked before the version: a 0.x record's api_minor (1 to 4) would read as a newer SDK.
+  if (info->api_major == 1 && info->struct_size <= kPreOneInfoSize)
+    throw pre_one_plugin(path, *info);
   const std::string host_api = std::to_string(TRAINYARD_API_MAJOR) + "." + std::to_string(TRAINYARD_API_MINOR);
   const std::string plugin_api = std::to_string(info->api_major) + "." + std::to_string(info->api_minor);
   if (info->api_major != TRAINYARD_API_MAJOR)

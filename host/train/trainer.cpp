@@ -1,5 +1,7 @@
 #include "train/trainer.h"
 
+#include "train/meter_results.h"
+
 #include <cmath>
 #include <ctime>
 
@@ -138,6 +140,7 @@ void Trainer::continue_from(Trainer& previous) {
   // stage ended early on its stopping criterion.
   stage_.first_epoch = at_.epoch;
   values_ = previous.values_;
+  readings_ = previous.readings_;
   started_ = previous.started_;  // wall_s covers every stage this process trained
   // fp16 stages share one loss scale
   if (updater_.scaler().enabled && previous.updater_.scaler().enabled) updater_.scaler() = previous.updater_.scaler();
@@ -165,25 +168,13 @@ void Trainer::install_overrides() {
     const ComponentConfig& who = *o.config;
     for (const auto& stage : o.object->replaces()) {
       if (stage == "train_batches") custom_batches_ = true;
-      if (stage == "run") stages_.run = [f = stages_.run, &who] { guarded(who, "stage run", f); };
-      if (stage == "should_continue")
-        stages_.should_continue = [f = stages_.should_continue, &who] { return guarded(who, "stage should_continue", f); };
-      if (stage == "epoch")
-        stages_.epoch = [f = stages_.epoch, &who](int64_t e) { guarded(who, "stage epoch", [&] { f(e); }); };
-      if (stage == "train_batches")
-        stages_.train_batches = [f = stages_.train_batches, &who](int64_t e) {
-          return guarded(who, "stage train_batches", [&] { return f(e); });
+      // One wrapper for every stage, from the SDK's stage table (TRAINYARD_STAGES).
+      stages_.for_each([&](const char* name, auto& slot) {
+        if (stage != name) return;
+        slot = [f = slot, &who, action = "stage " + stage](auto&&... args) {
+          return guarded(who, action.c_str(), [&] { return f(args...); });
         };
-      if (stage == "train_step")
-        stages_.train_step = [f = stages_.train_step, &who](const Batch& b) {
-          return guarded(who, "stage train_step", [&] { return f(b); });
-        };
-      if (stage == "test") stages_.test = [f = stages_.test, &who] { return guarded(who, "stage test", f); };
-      if (stage == "checkpoint") stages_.checkpoint = [f = stages_.checkpoint, &who] { guarded(who, "stage checkpoint", f); };
-      if (stage == "schedule")
-        stages_.schedule = [f = stages_.schedule, &who](int64_t step, int64_t total) {
-          return guarded(who, "stage schedule", [&] { return f(step, total); });
-        };
+      });
     }
   }
 }
@@ -332,13 +323,13 @@ void Trainer::default_epoch(int64_t epoch) {
 
     if (at_.iteration % e_.loop.log_every_iters == 0) {
       MeterValues v = meter_values(c_.train_meters, "train_");
-      for (const auto& [k, x] : v) values_[k] = x;
+      take_meter_values(v, at_.epoch, at_.iteration, values_, readings_);
       v["lr"] = updater_.lr();
       v["grad_norm"] = updater_.grad_norm();
       log("train", v);
     }
     if (e_.loop.test_every_iters > 0 && at_.iteration % e_.loop.test_every_iters == 0) {
-      for (const auto& [k, x] : stages_.test()) values_[k] = x;
+      take_meter_values(stages_.test(), at_.epoch, at_.iteration, values_, readings_);
       tested_at_ = at_.iteration;
     }
     if (e_.loop.checkpoint_every_iters > 0 && at_.iteration % e_.loop.checkpoint_every_iters == 0)
@@ -358,7 +349,7 @@ void Trainer::default_epoch(int64_t epoch) {
   if (comm_) train_samples = static_cast<int64_t>(comm_->sum({double(train_samples)})[0]);  // over all ranks
   samples_per_sec_ = train_seconds > 0 ? static_cast<double>(train_samples) / train_seconds : 0;
   MeterValues v = meter_values(c_.train_meters, "train_");
-  for (const auto& [k, x] : v) values_[k] = x;
+  take_meter_values(v, at_.epoch, at_.iteration, values_, readings_);
   v["secs_per_train"] = secs_per_train_;
   v["samples_per_sec"] = samples_per_sec_;
   // The share of the epoch spent waiting for input (goal: a few percent).
@@ -376,7 +367,7 @@ void Trainer::default_epoch(int64_t epoch) {
   v["grad_norm"] = updater_.grad_norm();
   log("train", v);
   if (tested_at_ != at_.iteration)  // the periodic test may have just run on this state
-    for (const auto& [k, x] : stages_.test()) values_[k] = x;
+    take_meter_values(stages_.test(), at_.epoch, at_.iteration, values_, readings_);
   const bool best = judge_epoch();
   stages_.checkpoint();
   // The best epoch stays, whatever the rotation of checkpoints deletes.
@@ -388,6 +379,8 @@ MeterValues Trainer::default_test() {
   if (!c_.test_data.object) return {};
   each_callback("before_test", [&](Callback& cb) { cb.before_test(*this); });
   MeterValues v = test_pass();
+  write_meter_results(c_.test_meters, paths_.run_dir, at_.epoch, at_.position, at_.iteration,
+                      comm_ ? SumOverRanks([this](const std::vector<double>& a) { return comm_->sum(a); }) : nullptr, writes_files());
   log("test", v);
   each_callback("after_test", [&](Callback& cb) { cb.after_test(*this, v); });
   return v;

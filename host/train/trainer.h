@@ -73,6 +73,7 @@ class Trainer final : public Loop {
   }
   int64_t batch_size() const override { return e_.loop.batch_per_device; }
   const MeterValues& values() const override { return values_; }
+  const std::map<std::string, MeterReading>& meter_readings() const override { return readings_; }
   void log(const std::string& phase, const MeterValues& values) override;
   void request_stop(const std::string& reason) override;
   bool stop_requested() const override { return !stop_reason_.empty(); }
@@ -141,6 +142,7 @@ class Trainer final : public Loop {
 
   LoopPosition at_;
   MeterValues values_;
+  std::map<std::string, MeterReading> readings_;  ///< when each meter value was computed
   std::string stop_reason_;
   int64_t tested_at_ = -1;        ///< iteration of the last periodic test
   bool criterion_stop_ = false;   ///< the stop came from `stopping:` (ends the stage only)

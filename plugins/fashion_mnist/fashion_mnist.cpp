@@ -54,7 +54,8 @@ class FashionMnist : public trainyard::Dataset {
 
   int64_t size() const override { return images_.size(0); }
   trainyard::Example get(int64_t i) const override { return {images_[i], labels_[i]}; }
-  trainyard::Batch get_batch(const std::vector<int64_t>& indices) const override {
+  // In memory, no augmentation: one gather, the seeds unused.
+  trainyard::Batch get_batch(const std::vector<int64_t>& indices, const std::vector<uint64_t>&) const override {
     auto idx = at::tensor(indices, at::kLong);
     return {images_.index_select(0, idx), labels_.index_select(0, idx), indices};
   }

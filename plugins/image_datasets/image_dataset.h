@@ -22,9 +22,11 @@ struct LoadedSample {
   at::Tensor label;              ///< int64 scalar class, or float vector
 };
 
-class ImageDataset : public trainyard::SeededDataset {
+class ImageDataset : public trainyard::Dataset {
  public:
   explicit ImageDataset(TransformOptions transforms) : transforms_(std::move(transforms)) {}
+  /// Without a seed: the sample as with seed 0.
+  trainyard::Example get(int64_t index) const override { return get_seeded(index, 0); }
   trainyard::Example get_seeded(int64_t index, uint64_t seed) const override;
   trainyard::DatasetInfo info() const override;
 

@@ -1,6 +1,10 @@
 // loss: the mean loss per sample over a phase.
 // topk_accuracy: the fraction of samples whose target is among the k highest outputs.
+// confusion_matrix: counts of (true class, predicted class); its structured
+// results are the matrix and a per-class precision/recall/F1 table.
 #include "meters.h"
+
+#include <cstdio>
 
 #include <ATen/ATen.h>
 #include <trainyard/error.h>
@@ -80,7 +84,89 @@ class TopkAccuracy : public trainyard::Meter {
   double count_ = 0;
 };
 
+// Numbers in result tables: integers as such, others with 6 significant digits.
+std::string cell(double x) {
+  char buffer[32];
+  std::snprintf(buffer, sizeof buffer, x == static_cast<double>(static_cast<int64_t>(x)) ? "%.0f" : "%.6g", x);
+  return buffer;
+}
+
+class ConfusionMatrix : public trainyard::Meter {
+ public:
+  ConfusionMatrix(int64_t num_classes, std::vector<std::string> names)
+      : n_(num_classes), names_(std::move(names)), counts_(static_cast<size_t>(n_ * n_), 0.0) {
+    names_.resize(static_cast<size_t>(n_));
+    for (int64_t c = 0; c < n_; ++c)
+      if (names_[static_cast<size_t>(c)].empty()) names_[static_cast<size_t>(c)] = std::to_string(c);
+  }
+  void reset() override { std::fill(counts_.begin(), counts_.end(), 0.0); }
+  void update(const trainyard::MeterInput& in) override {
+    at::Tensor predicted = in.output.argmax(1).to(at::kLong).cpu();
+    at::Tensor truth = in.batch.target.to(at::kLong).view({-1}).cpu();
+    // One bincount over (true * n + predicted): cell counts of this batch.
+    at::Tensor cells = at::bincount(truth.clamp(0, n_ - 1) * n_ + predicted.clamp(0, n_ - 1), {}, n_ * n_);
+    auto a = cells.accessor<int64_t, 1>();
+    for (int64_t i = 0; i < n_ * n_; ++i) counts_[static_cast<size_t>(i)] += static_cast<double>(a[i]);
+  }
+  std::vector<double> accumulators() const override { return counts_; }
+  void set_accumulators(const std::vector<double>& a) override {
+    if (a.size() != counts_.size()) throw std::invalid_argument("confusion_matrix: wrong number of accumulators");
+    counts_ = a;
+  }
+  std::map<std::string, double> values() const override {
+    double recall_sum = 0, classes = 0;
+    for (int64_t t = 0; t < n_; ++t)
+      if (const double support = row_sum(t); support > 0) recall_sum += at(t, t) / support, ++classes;
+    if (classes == 0) return {};
+    return {{"mean_class_recall", recall_sum / classes}};
+  }
+  std::vector<trainyard::MeterResult> results() const override {
+    trainyard::MeterResult matrix;
+    matrix.name = "confusion_matrix";
+    matrix.columns = {"true/predicted"};
+    matrix.columns.insert(matrix.columns.end(), names_.begin(), names_.end());
+    trainyard::MeterResult report;
+    report.name = "per_class";
+    report.columns = {"class", "support", "precision", "recall", "f1"};
+    for (int64_t t = 0; t < n_; ++t) {
+      std::vector<std::string> row = {names_[static_cast<size_t>(t)]};
+      for (int64_t p = 0; p < n_; ++p) row.push_back(cell(at(t, p)));
+      matrix.rows.push_back(std::move(row));
+      double predicted = 0;
+      for (int64_t r = 0; r < n_; ++r) predicted += at(r, t);
+      const double support = row_sum(t), hit = at(t, t);
+      const double precision = predicted > 0 ? hit / predicted : 0, recall = support > 0 ? hit / support : 0;
+      const double f1 = precision + recall > 0 ? 2 * precision * recall / (precision + recall) : 0;
+      report.rows.push_back({names_[static_cast<size_t>(t)], cell(support), cell(precision), cell(recall), cell(f1)});
+    }
+    return {matrix, report};
+  }
+
+ private:
+  double at(int64_t truth, int64_t predicted) const { return counts_[static_cast<size_t>(truth * n_ + predicted)]; }
+  double row_sum(int64_t truth) const {
+    double s = 0;
+    for (int64_t p = 0; p < n_; ++p) s += at(truth, p);
+    return s;
+  }
+  int64_t n_;
+  std::vector<std::string> names_;
+  std::vector<double> counts_;  ///< row-major: counts_[true * n + predicted]
+};
+
 }  // namespace
+
+trainyard::Schema confusion_schema() { return trainyard::Schema(); }
+
+std::shared_ptr<trainyard::Meter> make_confusion(const trainyard::Options&, const trainyard::Context& context) {
+  const auto& d = context.dataset;
+  if (d.num_classes <= 0)
+    throw trainyard::ConfigError("the training dataset reports no classes",
+                                 "expected a classification dataset (num_classes > 0), got " +
+                                     std::to_string(d.num_classes),
+                                 "use confusion_matrix with a dataset of classes only");
+  return std::make_shared<ConfusionMatrix>(d.num_classes, d.class_names);
+}
 
 trainyard::Schema loss_schema() { return trainyard::Schema(); }
 

@@ -11,5 +11,7 @@ trainyard::Schema loss_schema();
 std::shared_ptr<trainyard::Meter> make_loss(const trainyard::Options& options);
 trainyard::Schema topk_schema();
 std::shared_ptr<trainyard::Meter> make_topk(const trainyard::Options& options, const trainyard::Context& context);
+trainyard::Schema confusion_schema();
+std::shared_ptr<trainyard::Meter> make_confusion(const trainyard::Options& options, const trainyard::Context& context);
 
 }  // namespace meters

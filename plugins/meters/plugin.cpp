@@ -1,4 +1,5 @@
-// meters: loss and top-k accuracy (Playground's train/test top-1 and top-5).
+// meters: loss and top-k accuracy (Playground's train/test top-1 and top-5),
+// and a confusion matrix with a per-class report (structured results).
 #include <trainyard/plugin.h>
 
 #include "meters.h"
@@ -10,8 +11,12 @@ void register_components(trainyard::Registrar& r) {
               [](const trainyard::Options& o, const trainyard::Context&) { return meters::make_loss(o); });
   r.add_meter("topk_accuracy", "fraction of samples whose class is among the k top outputs (reports: accuracy_topK)",
               meters::topk_schema(), meters::make_topk);
+  r.add_meter("confusion_matrix",
+              "counts of (true class, predicted class) (reports: mean_class_recall; results: confusion_matrix and "
+              "per_class tables, written to RUN_DIR/meters/ at each test)",
+              meters::confusion_schema(), meters::make_confusion);
 }
 
 }  // namespace
 
-TRAINYARD_PLUGIN("meters", "1.0.0", "loss and top-k accuracy meters", register_components)
+TRAINYARD_PLUGIN("meters", "1.0.0", "loss, top-k accuracy and confusion matrix meters", register_components)

@@ -26,7 +26,8 @@ class Synthetic : public trainyard::Dataset {
   }
   int64_t size() const override { return inputs_.size(0); }
   trainyard::Example get(int64_t i) const override { return {inputs_[i], labels_[i]}; }
-  trainyard::Batch get_batch(const std::vector<int64_t>& indices) const override {
+  // In memory, no augmentation: one gather, the seeds unused.
+  trainyard::Batch get_batch(const std::vector<int64_t>& indices, const std::vector<uint64_t>&) const override {
     auto idx = at::tensor(indices, at::kLong);
     return {inputs_.index_select(0, idx), labels_.index_select(0, idx), indices};
   }

@@ -5,6 +5,7 @@
 #include <ATen/ATen.h>
 
 #include "trainyard/callback.h"
+#include "trainyard/collectives.h"
 #include "trainyard/dataset.h"
 #include "trainyard/error.h"
 #include "trainyard/loss.h"
@@ -28,20 +29,22 @@ BadRecord::BadRecord(const std::string& reason) : Error(reason) {}
 BadRecord::~BadRecord() = default;
 
 Dataset::~Dataset() = default;
-SeededDataset::~SeededDataset() = default;
 Network::~Network() = default;
 Loss::~Loss() = default;
 Optimizer::~Optimizer() = default;
 Meter::~Meter() = default;
+std::vector<MeterResult> Meter::results() const { return {}; }
 Callback::~Callback() = default;
 AdditionalOverride::~AdditionalOverride() = default;
 Loop::~Loop() = default;
 Registrar::~Registrar() = default;
+Collectives::~Collectives() = default;
 
 const char* sdk_fingerprint() { return TRAINYARD_FINGERPRINT; }
 const char* sdk_api_version() {
-  return TRAINYARD_STR(TRAINYARD_API_MAJOR) "." TRAINYARD_STR(TRAINYARD_API_MINOR);
+  return TRAINYARD_STR(TRAINYARD_VERSION_MAJOR) "." TRAINYARD_STR(TRAINYARD_VERSION_MINOR);
 }
+const char* sdk_version() { return TRAINYARD_VERSION; }
 
 int64_t DatasetInfo::sample_numel() const {
   int64_t n = 1;
@@ -56,12 +59,17 @@ void Context::log(const std::string& message) const {
     std::fprintf(stderr, "%s\n", message.c_str());
 }
 
-Batch Dataset::get_batch(const std::vector<int64_t>& indices) const {
+Example Dataset::get_seeded(int64_t index, uint64_t /*seed*/) const { return get(index); }
+
+Batch Dataset::get_batch(const std::vector<int64_t>& indices, const std::vector<uint64_t>& seeds) const {
+  if (seeds.size() != indices.size())
+    throw Error("Dataset::get_batch: " + std::to_string(indices.size()) + " indices but " +
+                std::to_string(seeds.size()) + " seeds; expected one seed per index");
   std::vector<at::Tensor> inputs, targets;
   inputs.reserve(indices.size());
   targets.reserve(indices.size());
-  for (int64_t i : indices) {
-    Example e = get(i);
+  for (size_t k = 0; k < indices.size(); ++k) {
+    Example e = get_seeded(indices[k], seeds[k]);
     inputs.push_back(std::move(e.input));
     targets.push_back(std::move(e.target));
   }

@@ -170,7 +170,7 @@ TEST(Cli, PluginsListsLibrariesWithVersionsAndComponents) {
   auto r = trainyard("plugins --plugin-dir " + fixture_dir("components"));
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_TRUE(contains(r.out, "libmlp.so\n  mlp 1.0.0 (API " + std::string(sdk_api_version()) + "), fingerprint ok")) << r.out;
-  EXPECT_TRUE(contains(r.out, "  meters: loss, topk_accuracy\n")) << r.out;
+  EXPECT_TRUE(contains(r.out, "  meters: confusion_matrix, loss, topk_accuracy\n")) << r.out;
   EXPECT_TRUE(contains(r.out, "libtest_components.so")) << r.out;
   r = trainyard("plugins --plugin-dir " + fixture_dir("newer_minor"));
   EXPECT_EQ(r.exit_code, 2);
@@ -199,7 +199,7 @@ TEST(Cli, HelpAndVersionWorkEverywhere) {
     EXPECT_TRUE(contains(help.out, "usage: trainyard")) << command << help.out;
     auto version = trainyard(std::string(command) + "--version");
     EXPECT_EQ(version.exit_code, 0) << command;
-    EXPECT_TRUE(contains(version.out, "trainyard 0.1.0 (SDK API " + std::string(sdk_api_version()) + ", ")) << command << version.out;
+    EXPECT_TRUE(contains(version.out, "trainyard " + std::string(TRAINYARD_VERSION) + " (SDK API " + std::string(sdk_api_version()) + ", ")) << command << version.out;
   }
   auto r = trainyard("trian x.yaml");
   EXPECT_EQ(r.exit_code, 2);

@@ -12,10 +12,11 @@ namespace trainyard::host {
 namespace {
 
 // Sample i is [i, seed % 100000]; samples in `bad` are damaged records.
-class Numbers : public SeededDataset {
+class Numbers : public Dataset {
  public:
   explicit Numbers(int64_t n, std::set<int64_t> bad = {}) : n_(n), bad_(std::move(bad)) {}
   int64_t size() const override { return n_; }
+  Example get(int64_t i) const override { return get_seeded(i, 0); }
   Example get_seeded(int64_t i, uint64_t seed) const override {
     if (bad_.count(i)) throw BadRecord("record " + std::to_string(i) + ": cannot decode png image 0");
     return {at::tensor({double(i), double(seed % 100000)}, at::kDouble), at::scalar_tensor(i % 3, at::kLong)};

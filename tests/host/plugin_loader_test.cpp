@@ -4,6 +4,7 @@
 #include "plugins/loader.h"
 #include "support/support.h"
 #include "trainyard/error.h"
+#include "trainyard/version.h"
 
 namespace trainyard::host {
 namespace {
@@ -31,7 +32,7 @@ TEST(PluginLoader, LoadsEveryBuiltinPlugin) {
   EXPECT_EQ(r.names(Kind::network), (std::vector<std::string>{"convnet", "mlp", "resnet", "torchscript"}));
   EXPECT_EQ(r.names(Kind::loss), (std::vector<std::string>{"cross_entropy"}));
   EXPECT_EQ(r.names(Kind::optimizer), (std::vector<std::string>{"adam", "adamw", "rmsprop", "sgd"}));
-  EXPECT_EQ(r.names(Kind::meter), (std::vector<std::string>{"loss", "topk_accuracy"}));
+  EXPECT_EQ(r.names(Kind::meter), (std::vector<std::string>{"confusion_matrix", "loss", "topk_accuracy"}));
   EXPECT_EQ(r.names(Kind::callback), (std::vector<std::string>{"console", "tensorboard"}));
   EXPECT_EQ(r.names(Kind::additional_override), (std::vector<std::string>{"cyclic", "no_test_no_checkpoint", "one_cycle", "overfit_batches"}));
   for (const auto& lib : r.libraries()) EXPECT_EQ(lib->fingerprint, TRAINYARD_FINGERPRINT) << lib->path;
@@ -49,6 +50,28 @@ TEST(PluginLoader, RefusesDifferentMajorWithBothVersions) {
   EXPECT_TRUE(contains(err, "SDK API major version differs; expected " + api() + " (same major), got " + api(1, 0)))
       << err;
   EXPECT_TRUE(r.libraries().empty());
+}
+
+TEST(PluginLoader, RefusesPreOneSdkPluginSayingWhatChangedAndWhereToRead) {
+  Registry r;
+  std::string err = load_error("old_sdk", r);
+  EXPECT_TRUE(contains(err, "libold_sdk.so: built by the pre-1.0 SDK 0.x (API 1.4), which this host no longer loads"))
+      << err;
+  EXPECT_TRUE(contains(err, "Dataset::get_seeded")) << err;  // what changed
+  EXPECT_TRUE(contains(err, std::string("expected SDK ") + TRAINYARD_VERSION + " (API " + api() + "), got SDK 0.x"))
+      << err;
+  EXPECT_TRUE(contains(err, "sdk-changes.md")) << err;  // where to read it
+  EXPECT_EQ(err.find("newer SDK"), std::string::npos) << err;  // not mistaken for a newer minor
+  EXPECT_TRUE(r.libraries().empty());
+}
+
+TEST(PluginLoader, EntryRecordCarriesTheSdkVersion) {
+  Registry r;
+  load_plugin_folders({{test::builtin_plugin_dir(), "built-in"}}, r);
+  ASSERT_FALSE(r.libraries().empty());
+  EXPECT_EQ(std::string(sdk_version()), TRAINYARD_VERSION);
+  EXPECT_EQ(api(), std::to_string(TRAINYARD_VERSION_MAJOR) + "." + std::to_string(TRAINYARD_VERSION_MINOR));
+  EXPECT_EQ(std::string(sdk_api_version()), api());
 }
 
 TEST(PluginLoader, RefusesNewerMinorWithBothVersions) {

@@ -53,6 +53,9 @@ YAML
 (cd "$work" && "$host" run exp.yaml --output-dir "$work/runs" 2>"$work/stderr")
 grep -q "gen_callback: iteration 10 loss" "$work/stderr" || { echo "FAIL: the callback did not log"; cat "$work/stderr"; exit 1; }
 grep -q '"test_confident"' "$work/runs/generated/summary.json" || { echo "FAIL: no meter value"; exit 1; }
+grep -q "gen_callback: epoch 3 test_confident .* (fresh)" "$work/stderr" || { echo "FAIL: the callback did not read the meters"; cat "$work/stderr"; exit 1; }
+head -1 "$work/runs/generated/meters/gen_meter-histogram-e3.csv" | grep -qx "from,to,samples" \
+  || { echo "FAIL: the meter's structured result is missing"; ls -R "$work/runs/generated"; exit 1; }
 accuracy=$(sed -n 's/.*"test_accuracy_top1": \([0-9.]*\).*/\1/p' "$work/runs/generated/summary.json")
 awk -v a="$accuracy" 'BEGIN { exit !(a > 0.8) }' || { echo "FAIL: test accuracy $accuracy on separable blobs"; exit 1; }
 echo "new-plugin: 7 kinds generated, built against the installed SDK, loaded and trained together (test top-1 $accuracy)"

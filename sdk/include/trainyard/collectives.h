@@ -1,5 +1,5 @@
 #pragma once
-/// Collectives a component may use in a multi-process run (SDK API 1.2).
+/// Collectives a component may use in a multi-process run.
 /// Context::collectives is null in a single-process run.
 ///
 /// Every rank must make the same calls in the same order (the processes
@@ -22,7 +22,7 @@ class Collectives {
   /// Replaces `tensor` (on every rank) with its element-wise sum over ranks.
   /// A tensor on another device than device() is copied there and back.
   virtual void all_reduce_sum(at::Tensor& tensor) const = 0;
-  /// Where the backend wants collective tensors (SDK API 1.4): the rank's GPU
+  /// Where the backend wants collective tensors: the rank's GPU
   /// with NCCL, the CPU with Gloo. Build tensors there to save copies.
   virtual c10::Device device() const = 0;
 };

@@ -37,7 +37,6 @@ struct Context {
   DatasetInfo dataset;         ///< of the training split (empty while the training split itself is built)
   Extra extra;                 ///< the experiment's `extra:` section
   std::string component;       ///< which entry this is, e.g. "network" or "meters[1]"
-  // Appended in SDK API 1.2 (fields are only ever appended):
   const Collectives* collectives = nullptr;  ///< null in a single-process run
   bool sync_batch_norm = false;  ///< distributed.sync_batch_norm: use SyncBatchNorm2d for batch norm
 

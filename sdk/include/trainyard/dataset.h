@@ -2,10 +2,19 @@
 /// Dataset components: a finite, indexable collection of samples.
 ///
 /// The host owns batching, shuffling, sharding and resuming: a dataset only
-/// answers "how many" and "give me sample i". get() and get_batch() may be
-/// called from several threads at once and must not change the dataset.
+/// answers "how many" and "give me sample i". get(), get_seeded() and
+/// get_batch() may be called from several threads at once and must not change
+/// the dataset.
 ///
-/// Example:
+/// Determinism: the host's loader asks for samples with a seed per sample,
+/// seed = hash(experiment seed, epoch, index), through get_batch() (whose
+/// default calls get_seeded() for each sample). A dataset that augments
+/// derives every random choice from that seed, so a sample is the same
+/// whichever thread decodes it and however many threads there are. A dataset
+/// that does not augment overrides get() only; get_seeded() then ignores the
+/// seed.
+///
+/// Example (no augmentation):
 ///   class Squares : public trainyard::Dataset {
 ///    public:
 ///     int64_t size() const override { return 100; }
@@ -14,6 +23,13 @@
 ///     }
 ///     trainyard::DatasetInfo info() const override { return {100, 2, {1}, {"even", "odd"}}; }
 ///   };
+///
+/// Example (augmentation: random flips from the sample's seed):
+///   trainyard::Example get(int64_t i) const override { return get_seeded(i, 0); }
+///   trainyard::Example get_seeded(int64_t i, uint64_t seed) const override {
+///     std::mt19937_64 rng(seed);
+///     return {flip_if(rng() & 1, image(i)), label(i)};
+///   }
 
 #include <cstdint>
 #include <vector>
@@ -27,31 +43,17 @@ class Dataset {
  public:
   virtual ~Dataset();
   virtual int64_t size() const = 0;
+  /// Sample `index` without augmentation (or as with seed 0).
   virtual Example get(int64_t index) const = 0;
-  /// Several samples at once. The default stacks get(); a dataset held in
-  /// memory overrides it with one gather.
-  virtual Batch get_batch(const std::vector<int64_t>& indices) const;
+  /// Sample `index` under augmentation seed `seed`. The default ignores the
+  /// seed and returns get(index). (A separate name rather than an overload of
+  /// get(), so that overriding one never hides the other.)
+  virtual Example get_seeded(int64_t index, uint64_t seed) const;
+  /// Several samples at once; seeds[k] is the seed of indices[k]. The default
+  /// stacks get_seeded(); a dataset held in memory overrides it with one
+  /// gather. A BadRecord thrown here makes the host retry sample by sample.
+  virtual Batch get_batch(const std::vector<int64_t>& indices, const std::vector<uint64_t>& seeds) const;
   virtual DatasetInfo info() const = 0;
-};
-
-/// A dataset whose samples depend on a random seed: augmentation. The host's
-/// loader calls get_seeded(index, seed) with seed = hash(experiment seed,
-/// epoch, index), so a sample's augmentation is the same whichever thread
-/// decodes it and however many threads there are. Added in SDK API 1.1 as a
-/// separate interface (the host finds it with dynamic_cast), so that 1.0
-/// plugins keep working.
-///
-/// Example:
-///   Example get_seeded(int64_t i, uint64_t seed) const override {
-///     std::mt19937_64 rng(seed);
-///     return {flip_if(rng() & 1, image(i)), label(i)};
-///   }
-class SeededDataset : public Dataset {
- public:
-  ~SeededDataset() override;
-  virtual Example get_seeded(int64_t index, uint64_t seed) const = 0;
-  /// Without a seed: the sample as with seed 0.
-  Example get(int64_t index) const override { return get_seeded(index, 0); }
 };
 
 }  // namespace trainyard

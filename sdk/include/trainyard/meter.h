@@ -1,6 +1,7 @@
 #pragma once
 /// Meter components: accumulate over a phase (a train epoch, a test pass) and
-/// report named values.
+/// report named values, and optionally a structured result (a table such as
+/// a confusion matrix, or a file) that the host writes to the run directory.
 ///
 /// The host prefixes each value name with the phase: a meter reporting
 /// "accuracy_top1" shows up as train_accuracy_top1 and test_accuracy_top1.
@@ -17,6 +18,23 @@
 ///     std::map<std::string, double> values() const override { return {{"samples", n_}}; }
 ///     double n_ = 0;
 ///   };
+///
+/// Structured results: after each test pass of a training run, the host
+/// writes every test meter's results() under RUN_DIR/meters/: a table as
+/// `<name>-e<epoch>.csv` (header row, then the rows), a file as
+/// `<name>-e<epoch><extension>`, where <epoch> is loop.epoch() at the test
+/// (the number of epochs completed at an epoch's end); a test in mid-epoch
+/// (loop.test_every_iters) adds `-i<iteration>`. Results are derived
+/// from accumulators(), so they are exact over all ranks; rank 0 writes them.
+///
+/// Example (a 2x2 confusion matrix from four accumulators):
+///   std::vector<trainyard::MeterResult> results() const override {
+///     trainyard::MeterResult r;
+///     r.name = "confusion";
+///     r.columns = {"true/predicted", "0", "1"};
+///     r.rows = {{"0", fmt(n_[0]), fmt(n_[1])}, {"1", fmt(n_[2]), fmt(n_[3])}};
+///     return {r};
+///   }
 
 #include <map>
 #include <string>
@@ -27,6 +45,20 @@
 #include "trainyard/batch.h"
 
 namespace trainyard {
+
+/// A structured result: a table, a file, or both. `name` becomes the file
+/// name stem: lower-case letters, digits, '_' and '-' only.
+struct MeterResult {
+  std::string name;
+  /// A table (written as CSV): column names, then rows of cells, each row as
+  /// long as `columns`. Empty `columns`: no table.
+  std::vector<std::string> columns;
+  std::vector<std::vector<std::string>> rows;
+  /// A file, written as is: its extension (with the dot, e.g. ".txt") and
+  /// contents. Empty extension: no file.
+  std::string file_extension;
+  std::string file_contents;
+};
 
 /// What one iteration produced. Tensors are detached from the graph.
 struct MeterInput {
@@ -45,6 +77,9 @@ class Meter {
   virtual void set_accumulators(const std::vector<double>& values) = 0;
   /// Named results, without the phase prefix. Empty before any update.
   virtual std::map<std::string, double> values() const = 0;
+  /// Structured results, derived from accumulators() like values(). The
+  /// default has none.
+  virtual std::vector<MeterResult> results() const;
 };
 
 }  // namespace trainyard

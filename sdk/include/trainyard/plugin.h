@@ -2,9 +2,11 @@
 /// The plugin entry point and component registration.
 ///
 /// A plugin library exports exactly one C symbol, `trainyard_plugin_entry`,
-/// returning a TrainyardPluginInfo. The host reads the first four fields
-/// (magic, struct_size, api_major, api_minor) before anything else; they never
-/// change layout. It then checks the fingerprint and only then calls
+/// returning a TrainyardPluginInfo (trainyard_add_plugin() hides every other
+/// symbol). The host reads the first four fields (magic, struct_size,
+/// api_major, api_minor) before anything else; they never change layout, and
+/// struct_size tells a 1.0 record from a pre-1.0 (0.x) one, which the host
+/// refuses. It then checks the API version and the fingerprint and only then calls
 /// register_components, once, with a Registrar. Nothing registers itself from
 /// static initialisers. Libraries stay loaded until the process exits.
 ///
@@ -68,13 +70,17 @@ extern "C" {
 
 #define TRAINYARD_PLUGIN_MAGIC 0x4c505954u /* "TYPL" */
 
-/// What `trainyard_plugin_entry` returns. Fields are only ever appended;
-/// struct_size tells the host how many the plugin knows.
+/// What `trainyard_plugin_entry` returns: the SDK 1.0 entry record. Within
+/// SDK 1.x, fields are only ever appended; struct_size tells the host how
+/// many the plugin knows.
+///
+/// Example: TRAINYARD_PLUGIN(...) fills it; nothing else should.
 struct TrainyardPluginInfo {
   uint32_t magic;        ///< TRAINYARD_PLUGIN_MAGIC
   uint32_t struct_size;  ///< sizeof(TrainyardPluginInfo) when the plugin was built
-  uint32_t api_major;    ///< TRAINYARD_API_MAJOR when the plugin was built
-  uint32_t api_minor;
+  uint32_t api_major;    ///< TRAINYARD_API_MAJOR (the SDK's major) when the plugin was built
+  uint32_t api_minor;    ///< TRAINYARD_API_MINOR (the SDK's minor)
+  const char* sdk_version;  ///< TRAINYARD_VERSION ("1.0.0") when the plugin was built
   const char* fingerprint;  ///< TRAINYARD_FINGERPRINT when the plugin was built
   const char* name;
   const char* version;
@@ -93,7 +99,8 @@ typedef const TrainyardPluginInfo* (*TrainyardPluginEntry)();
   trainyard_plugin_entry() {                                                            \
     static const TrainyardPluginInfo info = {                                           \
         TRAINYARD_PLUGIN_MAGIC, sizeof(TrainyardPluginInfo), TRAINYARD_API_MAJOR,        \
-        TRAINYARD_API_MINOR,    TRAINYARD_FINGERPRINT,       NAME,                      \
-        VERSION,                DESCRIPTION,                 &REGISTER_FUNCTION};       \
+        TRAINYARD_API_MINOR,    TRAINYARD_VERSION,           TRAINYARD_FINGERPRINT,     \
+        NAME,                   VERSION,                     DESCRIPTION,               \
+        &REGISTER_FUNCTION};                                                            \
     return &info;                                                                       \
   }

@@ -1,8 +1,14 @@
 #pragma once
 /// SDK version and build fingerprint.
 ///
-/// A plugin is loaded only when its API major equals the host's, its API minor
-/// is not newer than the host's, and its build fingerprint equals the host's
+/// The SDK has one version, MAJOR.MINOR.PATCH (TRAINYARD_VERSION, "1.0.0").
+/// The API number is its MAJOR.MINOR: SDK 1.0.x is API 1.0. Every plugin's
+/// entry record carries both (docs/sdk-changes.md tells the history: the
+/// pre-1.0 SDK 0.x called itself API 1.1 to 1.4).
+///
+/// A plugin is loaded only when its entry record is a 1.0 record (not a 0.x
+/// one), its API major equals the host's, its API minor is not newer than the
+/// host's, and its build fingerprint equals the host's
 /// (same compiler family and major, C++11 ABI flag, LibTorch version, the CUDA
 /// version LibTorch was built with, and whether c10d's NCCL backend is in).
 /// The fingerprint exists because the plugin boundary passes C++ objects
@@ -15,9 +21,13 @@
 #include <cstddef>  // defines _GLIBCXX_USE_CXX11_ABI
 #include <torch/version.h>
 
-#define TRAINYARD_API_MAJOR 1
-#define TRAINYARD_API_MINOR 4
-#define TRAINYARD_VERSION "0.1.0"
+#define TRAINYARD_VERSION_MAJOR 1
+#define TRAINYARD_VERSION_MINOR 0
+#define TRAINYARD_VERSION_PATCH 0
+#define TRAINYARD_VERSION "1.0.0"
+/// The API number: the SDK version's major and minor.
+#define TRAINYARD_API_MAJOR TRAINYARD_VERSION_MAJOR
+#define TRAINYARD_API_MINOR TRAINYARD_VERSION_MINOR
 
 #define TRAINYARD_STR_(x) #x
 #define TRAINYARD_STR(x) TRAINYARD_STR_(x)
@@ -65,5 +75,7 @@ namespace trainyard {
 const char* sdk_fingerprint();
 /// "MAJOR.MINOR" of the SDK library.
 const char* sdk_api_version();
+/// "MAJOR.MINOR.PATCH" of the SDK library (TRAINYARD_VERSION).
+const char* sdk_version();
 
 }  // namespace trainyard

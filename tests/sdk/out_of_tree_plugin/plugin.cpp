@@ -1,6 +1,14 @@
-// A network from an outside team: a linear classifier whose logits are scaled
-// by an option, and which reads a free-form key from `extra:`.
+// Components from an outside team, built against the installed SDK only:
+//  - scaled_linear (network): a linear classifier whose logits are scaled by
+//    an option, and which reads a free-form key from `extra:`;
+//  - margin (meter): the mean gap between the top two logits, and as a
+//    structured result a table of that gap per true class;
+//  - test_watch (callback): after each epoch, reads the test meters and logs
+//    whether this epoch's test computed them or they are left over.
+#include <ATen/ATen.h>
 #include <torch/nn/modules/linear.h>
+#include <trainyard/callback.h>
+#include <trainyard/meter.h>
 #include <trainyard/network.h>
 #include <trainyard/plugin.h>
 
@@ -18,6 +26,58 @@ class ScaledLinear : public trainyard::Network {
   double scale_;
 };
 
+// Accumulators: per class, the summed margin and the sample count.
+class Margin : public trainyard::Meter {
+ public:
+  explicit Margin(int64_t classes) : sums_(static_cast<size_t>(2 * classes), 0.0) {}
+  void reset() override { std::fill(sums_.begin(), sums_.end(), 0.0); }
+  void update(const trainyard::MeterInput& in) override {
+    at::Tensor top2 = std::get<0>(in.output.topk(2, 1));
+    at::Tensor gap = (top2.select(1, 0) - top2.select(1, 1)).to(at::kDouble).cpu();
+    at::Tensor target = in.batch.target.to(at::kLong).cpu();
+    const int64_t classes = static_cast<int64_t>(sums_.size() / 2);
+    auto g = gap.accessor<double, 1>();
+    auto t = target.accessor<int64_t, 1>();
+    for (int64_t i = 0; i < gap.size(0); ++i) {
+      const size_t c = static_cast<size_t>(std::clamp<int64_t>(t[i], 0, classes - 1));
+      sums_[2 * c] += g[i];
+      sums_[2 * c + 1] += 1;
+    }
+  }
+  std::vector<double> accumulators() const override { return sums_; }
+  void set_accumulators(const std::vector<double>& a) override { sums_ = a; }
+  std::map<std::string, double> values() const override {
+    double total = 0, count = 0;
+    for (size_t c = 0; c < sums_.size(); c += 2) total += sums_[c], count += sums_[c + 1];
+    if (count == 0) return {};
+    return {{"margin", total / count}};
+  }
+  std::vector<trainyard::MeterResult> results() const override {
+    trainyard::MeterResult r;
+    r.name = "margin_per_class";
+    r.columns = {"class", "samples", "mean_margin"};
+    for (size_t c = 0; c < sums_.size(); c += 2)
+      r.rows.push_back({std::to_string(c / 2), std::to_string(static_cast<int64_t>(sums_[c + 1])),
+                        std::to_string(sums_[c + 1] > 0 ? sums_[c] / sums_[c + 1] : 0.0)});
+    return {r};
+  }
+
+ private:
+  std::vector<double> sums_;
+};
+
+class TestWatch : public trainyard::Callback {
+ public:
+  void after_epoch(trainyard::Loop& loop) override {
+    const auto& readings = loop.meter_readings();
+    auto it = readings.find("test_margin");
+    if (it == readings.end()) return;
+    const bool fresh = it->second.iteration == loop.iteration();
+    loop.context().log("test_watch: epoch " + std::to_string(loop.epoch()) + " test_margin " +
+                       (fresh ? "fresh" : "left over from epoch " + std::to_string(it->second.epoch)));
+  }
+};
+
 void register_components(trainyard::Registrar& r) {
   trainyard::Schema schema;
   schema.add("scale", 1.0, "multiplies the logits").min(0.0);
@@ -25,8 +85,14 @@ void register_components(trainyard::Registrar& r) {
                 [](const trainyard::Options& o, const trainyard::Context& c) {
                   return std::make_shared<ScaledLinear>(o, c);
                 });
+  r.add_meter("margin", "mean gap between the top two logits (results: margin_per_class)", trainyard::Schema(),
+              [](const trainyard::Options&, const trainyard::Context& c) {
+                return std::make_shared<Margin>(std::max<int64_t>(c.dataset.num_classes, 2));
+              });
+  r.add_callback("test_watch", "logs whether the test meters are fresh after each epoch", trainyard::Schema(),
+                 [](const trainyard::Options&, const trainyard::Context&) { return std::make_shared<TestWatch>(); });
 }
 
 }  // namespace
 
-TRAINYARD_PLUGIN("scaled_linear", "2.1.0", "an out-of-tree example network", register_components)
+TRAINYARD_PLUGIN("scaled_linear", "2.1.0", "an out-of-tree example network, meter and callback", register_components)

@@ -6,8 +6,6 @@
 
 namespace trainyard {
 
-Collectives::~Collectives() = default;
-
 namespace {
 
 // y = (x - mean) * invstd * weight + bias with mean and invstd of the global

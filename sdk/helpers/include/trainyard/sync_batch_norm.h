@@ -1,6 +1,6 @@
 #pragma once
 /// Batch norm whose statistics are computed over the whole global batch of a
-/// multi-process run (SDK API 1.2). In training, the forward pass sums each
+/// multi-process run. In training, the forward pass sums each
 /// channel's values and squares over all ranks, and the backward pass sums
 /// the gradient terms, so the result equals one process normalizing the
 /// global batch. Without collectives (one process) or in eval mode it is

@@ -2,7 +2,7 @@
 /// Deterministic random numbers from a seed: splitmix64, whose output is
 /// fixed by its definition (unlike std::shuffle or the std distributions,
 /// which differ between standard libraries). Use it for augmentation in
-/// SeededDataset::get_seeded so a sample is the same everywhere.
+/// Dataset::get_seeded so a sample is the same everywhere.
 ///
 /// Example:
 ///   trainyard::SplitMix64 rng(seed);

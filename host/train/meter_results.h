@@ -1,0 +1,39 @@
+#pragma once
+// What the loop keeps of its meters besides metrics.jsonl: each value's
+// reading (when it was computed, for Loop::meter_readings()) and the meters'
+// structured results (Meter::results()), written under RUN_DIR/meters/.
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "train/components.h"
+#include "trainyard/loop.h"
+#include "trainyard/meter.h"
+
+namespace trainyard::host {
+
+/// Copies freshly computed meter `values` into the loop's latest values and
+/// readings, stamped with the loop's epoch and iteration at that moment.
+void take_meter_values(const MeterValues& values, int64_t epoch, int64_t iteration, MeterValues& latest,
+                       std::map<std::string, MeterReading>& readings);
+
+/// Sums accumulators over ranks; empty in a single-process run.
+using SumOverRanks = std::function<std::vector<double>(const std::vector<double>&)>;
+
+/// Where a structured result of a test at (epoch, position, iteration) goes,
+/// without the extension: RUN_DIR/meters/<name>-e<epoch> at an epoch's end
+/// (position 0), RUN_DIR/meters/<name>-e<epoch>-i<iteration> in mid-epoch.
+std::string meter_result_stem(const std::string& run_dir, const std::string& name, int64_t epoch, int64_t position,
+                              int64_t iteration);
+
+/// Writes every meter's results(): a table as <stem>.csv, a file as
+/// <stem><extension>. Every rank calls it (results come from the
+/// accumulators summed over ranks, as values() do); only when `write` is
+/// true are files written. Returns the paths written.
+std::vector<std::string> write_meter_results(const std::vector<Built<Meter>>& meters, const std::string& run_dir,
+                                             int64_t epoch, int64_t position, int64_t iteration,
+                                             const SumOverRanks& sum, bool write);
+
+}  // namespace trainyard::host
