@@ -3,11 +3,15 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <optional>
+#include <regex>
+#include <tuple>
 #include <sstream>
 
 #include "formats/metrics.h"
 #include "report/svg_chart.h"
 #include "trainyard/error.h"
+#include "util/csv.h"
 #include "util/files.h"
 #include "util/json.h"
 
@@ -62,6 +66,56 @@ const char* kStyle =
     "table{border-collapse:collapse;font-size:13px}td,th{border:1px solid #ccc;padding:4px 8px;text-align:left}"
     "th{background:#f3f3f3}.plots{display:flex;flex-wrap:wrap;gap:12px}.plots svg{border:1px solid #eee}"
     "pre{background:#f7f7f7;padding:12px;font-size:12px;overflow:auto}.muted{color:#777}";
+
+// A result file's name and when it was written: "confusion_matrix-e3-i120.csv"
+// is result "confusion_matrix" at epoch 3, iteration 120 (0 at an epoch's end).
+struct ResultFile {
+  std::string name;
+  int64_t epoch = 0, iteration = 0;
+  fs::path path;
+};
+
+std::optional<ResultFile> result_file(const fs::path& path) {
+  static const std::regex pattern(R"(([a-z0-9_-]+?)-e(\d+)(?:-i(\d+))?\.[a-z0-9_-]+)");
+  std::smatch m;
+  const std::string name = path.filename().string();
+  if (!std::regex_match(name, m, pattern)) return std::nullopt;
+  return ResultFile{m[1], std::stoll(m[2]), m[3].matched ? std::stoll(m[3]) : 0, path};
+}
+
+// The meters' structured results (RUN_DIR/meters/): each result's latest
+// table shown, every file listed.
+std::string meter_results_html(const fs::path& dir) {
+  if (!fs::is_directory(dir / "meters")) return "";
+  std::map<std::string, std::vector<ResultFile>> by_name;
+  for (const auto& entry : fs::directory_iterator(dir / "meters"))
+    if (auto r = result_file(entry.path()); r && entry.is_regular_file()) by_name[r->name].push_back(*r);
+  if (by_name.empty()) return "";
+  std::string html = "<h2>Meter results</h2>\n";
+  for (auto& [name, files] : by_name) {
+    std::sort(files.begin(), files.end(), [](const ResultFile& a, const ResultFile& b) {
+      return std::tie(a.epoch, a.iteration, a.path) < std::tie(b.epoch, b.iteration, b.path);
+    });
+    const ResultFile& latest = files.back();
+    html += "<h3>" + xml_escape(name) + "</h3>\n<p class=\"muted\">latest: meters/" +
+            xml_escape(latest.path.filename().string()) + " (epoch " + std::to_string(latest.epoch) +
+            (latest.iteration ? ", iteration " + std::to_string(latest.iteration) : "") + "); " +
+            std::to_string(files.size()) + " file(s) in meters/</p>\n";
+    if (latest.path.extension() != ".csv") continue;
+    const auto rows = parse_csv(read_text(latest.path.string()));
+    constexpr size_t kMaxRows = 100;  // a 1000-class confusion matrix stays in its file
+    html += "<table>\n";
+    for (size_t i = 0; i < rows.size() && i <= kMaxRows; ++i) {
+      const char* cell = i == 0 ? "th" : "td";
+      html += "<tr>";
+      for (const auto& c : rows[i]) html += std::string("<") + cell + ">" + xml_escape(c) + "</" + cell + ">";
+      html += "</tr>\n";
+    }
+    html += "</table>\n";
+    if (rows.size() > kMaxRows + 1) html += "<p class=\"muted\">" + std::to_string(rows.size() - kMaxRows - 1) + " more rows in the file</p>\n";
+  }
+  return html;
+}
 
 }  // namespace
 
@@ -123,6 +177,7 @@ std::string write_report(const std::string& run_dir, const std::vector<PlotSpec>
     html += "<p>No summary.json yet: the run has not finished.</p>\n";
   }
   html += "<h2>Plots</h2>\n<div class=\"plots\">\n" + svgs + "</div>\n";
+  html += meter_results_html(dir);
   if (provenance.is_object()) {
     auto text = [](const nlohmann::ordered_json& v) { return v.is_string() ? v.get<std::string>() : v.dump(); };
     html += "<h2>Provenance</h2>\n<table>\n";

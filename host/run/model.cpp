@@ -14,6 +14,7 @@
 #include "train/guard.h"
 #include "trainyard/labeled_files.h"
 #include "trainyard/error.h"
+#include "util/csv.h"
 #include "util/files.h"
 #include "util/json.h"
 
@@ -105,9 +106,9 @@ int64_t predict(const Experiment& e, const Registry& registry, const PredictRequ
   BatchStream batches = batch_stream(*dataset, order, 0, 0, lo, std::make_shared<LoaderStats>());
   const auto& names = m.context.dataset.class_names;
   const int64_t k = std::max<int64_t>(1, std::min<int64_t>(request.topk, m.context.dataset.num_classes));
-  std::string csv = "index,source,label";
-  for (int64_t j = 1; j <= k; ++j) csv += ",class_" + std::to_string(j) + ",prob_" + std::to_string(j);
-  csv += "\n";
+  std::vector<std::string> header{"index", "source", "label"};
+  for (int64_t j = 1; j <= k; ++j) header.push_back("class_" + std::to_string(j)), header.push_back("prob_" + std::to_string(j));
+  std::string csv = csv_row(header);
   auto class_name = [&](int64_t c) { return c < static_cast<int64_t>(names.size()) ? names[size_t(c)] : std::to_string(c); };
   Network& net = m.trainer->network();
   net.eval();
@@ -119,11 +120,12 @@ int64_t predict(const Experiment& e, const Registry& registry, const PredictRequ
     at::Tensor target = batch->target.cpu();
     for (int64_t i = 0; i < batch->size(); ++i) {
       const int64_t sample = batch->indices[size_t(i)];
-      csv += std::to_string(sample) + "," + (is_lmdb ? "lmdb:" + std::to_string(sample) : files[size_t(sample)]) + "," +
-             (is_lmdb ? class_name(target[i].item<int64_t>()) : std::string());
+      std::vector<std::string> row{std::to_string(sample),
+                                   is_lmdb ? "lmdb:" + std::to_string(sample) : files[size_t(sample)],
+                                   is_lmdb ? class_name(target[i].item<int64_t>()) : std::string()};
       for (int64_t j = 0; j < k; ++j)
-        csv += "," + class_name(idx[i][j].item<int64_t>()) + "," + json_number(p[i][j].item<double>());
-      csv += "\n";
+        row.push_back(class_name(idx[i][j].item<int64_t>())), row.push_back(json_number(p[i][j].item<double>()));
+      csv += csv_row(row);
       ++rows;
     }
   }

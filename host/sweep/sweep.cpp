@@ -6,6 +6,7 @@
 #include "formats/metrics.h"
 #include "formats/run_paths.h"
 #include "trainyard/error.h"
+#include "util/csv.h"
 #include "util/json.h"
 
 namespace fs = std::filesystem;
@@ -102,26 +103,20 @@ std::vector<std::string> metric_columns(const std::vector<SweepResult>& results)
   return {keys.begin(), keys.end()};
 }
 
-std::string csv_field(const std::string& s) {
-  if (s.find_first_of(",\"\n") == std::string::npos) return s;
-  std::string q = "\"";
-  for (char c : s) q += c == '"' ? std::string("\"\"") : std::string(1, c);
-  return q + "\"";
-}
 
 }  // namespace
 
 std::string sweep_csv(const std::vector<GridAxis>& axes, const std::vector<SweepResult>& results) {
   const auto metrics = metric_columns(results);
   std::string out = "run,status";
-  for (const auto& a : axes) out += "," + csv_field(a.key);
+  for (const auto& a : axes) out += "," + csv_cell(a.key);
   for (const auto& m : metrics) out += "," + m;
   out += ",wall_s,error\n";
   for (const auto& r : results) {
-    out += csv_field(r.point.name) + "," + r.status;
-    for (const auto& [_, v] : r.point.values) out += "," + csv_field(v);
+    out += csv_cell(r.point.name) + "," + r.status;
+    for (const auto& [_, v] : r.point.values) out += "," + csv_cell(v);
     for (const auto& m : metrics) out += "," + (r.metrics.count(m) ? json_number(r.metrics.at(m)) : std::string());
-    out += "," + json_number(r.wall_s) + "," + csv_field(r.error) + "\n";
+    out += "," + json_number(r.wall_s) + "," + csv_cell(r.error) + "\n";
   }
   return out;
 }

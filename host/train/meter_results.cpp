@@ -1,10 +1,11 @@
 #include "train/meter_results.h"
 
 #include <filesystem>
-#include <fstream>
 
 #include "train/guard.h"
 #include "trainyard/error.h"
+#include "util/csv.h"
+#include "util/files.h"
 
 namespace fs = std::filesystem;
 
@@ -16,30 +17,6 @@ bool valid_name(const std::string& name) {
   for (char c : name)
     if (!((c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '_' || c == '-')) return false;
   return true;
-}
-
-// RFC 4180: a cell with a comma, a quote or a line break is quoted, its quotes doubled.
-std::string csv_cell(const std::string& cell) {
-  if (cell.find_first_of(",\"\r\n") == std::string::npos) return cell;
-  std::string out = "\"";
-  for (char c : cell) out += c == '"' ? std::string("\"\"") : std::string(1, c);
-  return out + "\"";
-}
-
-void write_csv_row(std::ostream& out, const std::vector<std::string>& cells) {
-  for (size_t i = 0; i < cells.size(); ++i) out << (i ? "," : "") << csv_cell(cells[i]);
-  out << "\n";
-}
-
-void write_file(const std::string& path, const std::function<void(std::ostream&)>& body) {
-  const std::string tmp = path + ".tmp";
-  {
-    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    if (!out) throw Error(tmp + ": cannot write a meter result");
-    body(out);
-    if (!out.flush()) throw Error(tmp + ": cannot write a meter result");
-  }
-  fs::rename(tmp, path);
 }
 
 // Checks a result before anything is written; the message names what is wrong.
@@ -94,14 +71,13 @@ std::vector<std::string> write_meter_results(const std::vector<Built<Meter>>& me
       fs::create_directories(fs::path(run_dir) / "meters");
       const std::string stem = meter_result_stem(run_dir, r.name, epoch, position, iteration);
       if (!r.columns.empty()) {
-        write_file(stem + ".csv", [&](std::ostream& out) {
-          write_csv_row(out, r.columns);
-          for (const auto& row : r.rows) write_csv_row(out, row);
-        });
+        std::string table = csv_row(r.columns);
+        for (const auto& row : r.rows) table += csv_row(row);
+        write_file_atomic(stem + ".csv", table);
         written.push_back(stem + ".csv");
       }
       if (!r.file_extension.empty()) {
-        write_file(stem + r.file_extension, [&](std::ostream& out) { out << r.file_contents; });
+        write_file_atomic(stem + r.file_extension, r.file_contents);
         written.push_back(stem + r.file_extension);
       }
     }

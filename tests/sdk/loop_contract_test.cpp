@@ -129,6 +129,12 @@ TEST(SdkLoop, StructuredMeterResultsAreWrittenUnderTheRunDirectoryAtEachTest) {
   // Train meters write no results.
   for (const auto& entry : fs::directory_iterator(meters))
     EXPECT_TRUE(contains(entry.path().filename().string(), "-e")) << entry.path();
+  // The report shows each result's latest table.
+  const std::string html = test::read_file(r.run_dir + "/report.html");
+  EXPECT_TRUE(contains(html, "<h2>Meter results</h2>")) << html;
+  EXPECT_TRUE(contains(html, "<h3>confusion_matrix</h3>\n<p class=\"muted\">latest: meters/confusion_matrix-e2.csv")) << html;
+  EXPECT_TRUE(contains(html, "<th>true/predicted</th><th>0</th>")) << html;
+  EXPECT_TRUE(contains(html, "<th>class</th><th>support</th><th>precision</th>")) << html;
 }
 
 }  // namespace
