@@ -6,4 +6,5 @@
 #include <torch/optim/optimizer.h>
 #include <torch/serialize/input-archive.h>
 #include <torch/serialize/output-archive.h>
+#include <nlohmann/json.hpp>
 #include <yaml-cpp/yaml.h>

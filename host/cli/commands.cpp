@@ -19,6 +19,7 @@
 #include <torch/optim/optimizer.h>
 #include <torch/utils.h>
 
+#include "config/config_file.h"
 #include "config/experiment.h"
 #include "data/convert.h"
 #include "data/loader.h"
@@ -247,16 +248,14 @@ struct Session {
     if (world.distributed()) {
       comm = std::make_unique<Communicator>(world, std::chrono::seconds(e.distributed.timeout_secs), context.device);
       // Every rank must run the same experiment with the same plugins.
-      YAML::Node resolved = e.resolved();
+      nlohmann::ordered_json resolved = e.resolved();
       std::vector<std::string> libraries;  // names, versions, fingerprints: paths may differ across machines
       for (const auto& lib : registry.libraries()) libraries.push_back(lib->name + " " + lib->version + " " + lib->fingerprint);
       std::sort(libraries.begin(), libraries.end());
       const std::string plugins = join(libraries, "\n");
-      resolved.remove("resolved_plugins");
-      resolved.remove("plugin_dirs");
-      YAML::Emitter text;
-      text << resolved;
-      comm->check_same("experiment (resolved config)", fingerprint_of(text.c_str()));
+      resolved.erase("resolved_plugins");
+      resolved.erase("plugin_dirs");
+      comm->check_same("experiment (resolved config)", fingerprint_of(to_yaml(resolved)));
       comm->check_same("plugin set", fingerprint_of(plugins));
     }
     context.run_dir = run_dir;
@@ -398,7 +397,7 @@ int run(int argc, char** argv) {
   // learning rate or network, only when asked (the differences are printed).
   const std::string saved_config = (fs::path(run_dir) / "config.yaml").string();
   if (!resumed_from.empty() && fs::exists(saved_config)) {
-    auto changes = config_changes(YAML::LoadFile(saved_config), e.resolved());
+    auto changes = config_changes(read_config_file(saved_config), e.resolved());
     const bool refused = std::any_of(changes.begin(), changes.end(), [](const auto& c) { return !c.allowed; });
     if (!changes.empty() && context.rank == 0)
       std::cout << "trainyard: the experiment changed since this run's config.yaml:\n" << describe_changes(changes);
@@ -416,10 +415,9 @@ int run(int argc, char** argv) {
       std::cout << "trainyard: --fresh: previous run kept in " << kept << "\n";
     }
     fs::create_directories(run_dir);
-    YAML::Emitter yaml;
-    yaml << e.resolved();
-    write_file_atomic((fs::path(run_dir) / "config.yaml").string(), std::string(yaml.c_str()) + "\n");
-    write_file_atomic((fs::path(run_dir) / "config.json").string(), yaml_to_json(e.resolved()) + "\n");
+    const nlohmann::ordered_json resolved = e.resolved();
+    write_file_atomic((fs::path(run_dir) / "config.yaml").string(), to_yaml(resolved));
+    write_file_atomic((fs::path(run_dir) / "config.json").string(), resolved.dump(2) + "\n");
     record_provenance(run_dir, provenance_json(std::vector<std::string>(argv, argv + argc), registry, world.world_size));
   }
   if (comm) comm->barrier();
@@ -486,7 +484,7 @@ int validate(int argc, char** argv) {
   torch::manual_seed(e.seed);
   Components c = build_components(e, context);
   const auto [params, trainable] = parameter_count(*c.network.object);
-  std::cout << "ok: " << e.source.path << " (" << e.name << "): dataset " << e.train_data.plugin << " ("
+  std::cout << "ok: " << e.path << " (" << e.name << "): dataset " << e.train_data.plugin << " ("
             << c.train_data.object->size() << " train"
             << (c.test_data.object ? ", " + std::to_string(c.test_data.object->size()) + " test" : std::string())
             << " samples), network " << e.network.plugin << " (" << params << " parameters, " << trainable
@@ -555,8 +553,8 @@ void print_schema(const Schema& schema) {
     std::string constraints;
     const bool integral = s.type == OptionType::integer || s.type == OptionType::integer_list;
     auto bound = [&](double v) { return integral ? std::to_string(static_cast<int64_t>(v)) : to_string(Value(v)); };
-    if (s.min_value) constraints += " min " + bound(*s.min_value);
-    if (s.max_value) constraints += " max " + bound(*s.max_value);
+    if (s.min_value) constraints += (s.min_exclusive ? " above " : " min ") + bound(*s.min_value);
+    if (s.max_value) constraints += (s.max_exclusive ? " below " : " max ") + bound(*s.max_value);
     if (!s.choices.empty()) constraints += " one of: " + join(s.choices);
     std::cout << "  " << s.key << "\n      type: " << type_name(s.type)
               << "\n      default: " << (s.required() ? "(required)" : to_string(*s.default_value))
@@ -892,7 +890,7 @@ std::string checkpoint_to_read(const po::variables_map& vm, const Experiment& e)
   const std::string dir = RunPaths((fs::path(out_dir) / e.name).string()).checkpoints;
   auto all = list_checkpoints(dir);
   if (all.empty())
-    throw ConfigError(dir + ": no checkpoint to read", "expected a trained run of " + e.source.path,
+    throw ConfigError(dir + ": no checkpoint to read", "expected a trained run of " + e.path,
                       "train it first, or pass --checkpoint PATH");
   return all.back();
 }
@@ -975,29 +973,12 @@ int predict_command(int argc, char** argv) {
   const bool is_lmdb = fs::is_regular_file(input) || fs::exists(fs::path(input) / "data.mdb");
   const std::string plugin = is_lmdb ? "lmdb" : "csv";
   const Component& component = registry.get(Kind::dataset, plugin);
-  YAML::Node options(YAML::NodeType::Map);
-  const YAML::Node& root = e.source.root;
-  const YAML::Node test = root["dataset"]["test"];
+  std::map<std::string, Value> options;
   const std::vector<std::string> image_datasets = {"lmdb", "image_folder", "csv"};
-  if (test.IsMap() && test["plugin"].IsDefined() &&
-      std::count(image_datasets.begin(), image_datasets.end(), test["plugin"].Scalar()))
-    for (const auto& kv : test) {
-      const std::string k = kv.first.Scalar();
-      if (k != "plugin" && k != "path" && k != "root" && k != "file" && k != "on_bad_record" && component.schema.find(k))
-        options[k] = kv.second;
-    }
-  if (vm.count("input-options")) {
-    YAML::Node extra;
-    try {
-      extra = YAML::Load(vm["input-options"].as<std::string>());
-    } catch (const YAML::Exception& err) {
-      throw ConfigError("command line: --input-options: not valid YAML: " + std::string(err.what()),
-                        "expected a map such as '{mean: [0.286], std: [0.353]}'", "");
-    }
-    if (!extra.IsMap())
-      throw ConfigError("command line: --input-options: not a map", "expected a map such as '{mean: [0.286]}'", "");
-    for (const auto& kv : extra) options[kv.first.Scalar()] = kv.second;
-  }
+  if (e.test_data.component && std::count(image_datasets.begin(), image_datasets.end(), e.test_data.plugin))
+    for (const auto& [k, v] : e.test_data.options.values())  // those written in the experiment
+      if (k != "path" && k != "root" && k != "file" && component.schema.find(k) && e.locations.count("dataset.test." + k))
+        options[k] = v;
   std::vector<std::string> files;
   const std::string list = (fs::temp_directory_path() / ("trainyard-predict-" + std::to_string(::getpid()) + ".csv")).string();
   if (is_lmdb) {
@@ -1013,7 +994,9 @@ int predict_command(int argc, char** argv) {
     write_file_atomic(list, csv);
     options["file"] = list;
   }
-  Options validated = validate_options(e.source, options, "--input-options", component.schema, {}, plugin);
+  Options validated = component_options(component.schema, options,
+                                        vm.count("input-options") ? vm["input-options"].as<std::string>() : "",
+                                        "--input-options");
   Context context = m.context;
   context.component = "predict input";
   auto dataset = guarded(e.test_data.component ? e.test_data : e.train_data, "construction", [&] {
@@ -1064,8 +1047,8 @@ int report_command(int argc, char** argv) {
   const std::string dir = vm["run-dir"].as<std::string>();
   if (!fs::exists(fs::path(dir) / "metrics.jsonl"))
     throw ConfigError(dir + ": not a run directory (no metrics.jsonl)", "expected e.g. runs/fashion_mnist_mlp", "");
-  YAML::Node config;
-  if (fs::exists(fs::path(dir) / "config.yaml")) config = YAML::LoadFile((fs::path(dir) / "config.yaml").string());
+  nlohmann::ordered_json config;
+  if (fs::exists(fs::path(dir) / "config.yaml")) config = read_config_file((fs::path(dir) / "config.yaml").string());
   std::cout << "report: " << write_report(dir, plots_of_config(config)) << "\n";
   return 0;
 }

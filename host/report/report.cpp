@@ -109,21 +109,6 @@ std::vector<PlotSpec> default_plots(const std::set<std::string>& names) {
   return plots;
 }
 
-std::vector<PlotSpec> plots_of_config(const YAML::Node& config) {
-  std::vector<PlotSpec> plots;
-  if (!config.IsMap() || !config["output"] || !config["output"]["plots"] || !config["output"]["plots"].IsSequence())
-    return plots;
-  for (const auto& n : config["output"]["plots"]) {
-    PlotSpec p;
-    p.title = n["title"].as<std::string>("");
-    p.x = n["x"].as<std::string>("iteration");
-    if (n["ys"].IsSequence())
-      for (const auto& y : n["ys"]) p.ys.push_back(y.as<std::string>());
-    if (!p.ys.empty()) plots.push_back(p);
-  }
-  return plots;
-}
-
 std::string write_report(const std::string& run_dir, const std::vector<PlotSpec>& requested) {
   const fs::path dir(run_dir);
   if (!fs::exists(dir / "metrics.jsonl"))

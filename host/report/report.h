@@ -14,9 +14,6 @@ namespace trainyard::host {
 /// Loss, accuracy and learning-rate charts from the value names a run logged.
 std::vector<PlotSpec> default_plots(const std::set<std::string>& value_names);
 
-/// The plots a run's config.yaml asks for (output.plots), or empty.
-std::vector<PlotSpec> plots_of_config(const YAML::Node& config);
-
 /// Writes RUN_DIR/plots/NN-TITLE.svg and RUN_DIR/report.html from the run's
 /// metrics.jsonl, summary.json, config.yaml and provenance.json (each may be
 /// missing); returns the report's path. Throws trainyard::Error if RUN_DIR

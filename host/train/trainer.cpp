@@ -7,10 +7,12 @@
 #include <ATen/ATen.h>
 #include <torch/optim/optimizer.h>
 
+#include "config/config_file.h"
 #include "distributed/communicator.h"
 #include "train/precision.h"
 #include "train/guard.h"
 #include "train/nonfinite.h"
+#include "train/schedule.h"
 #include "util/process.h"
 #include "util/sha256.h"
 #include "util/text.h"
@@ -77,7 +79,7 @@ LoaderOptions make_loader_options(const Experiment& e, const ComponentConfig& da
   o.skip_bad_records = data.skip_bad_records;
   o.device = context.device;
   o.channels_last = e.network.memory_format == "channels_last";
-  o.owner = &data;
+  o.owner = data.crash_label.empty() ? nullptr : data.crash_label.c_str();
   return o;
 }
 
@@ -86,11 +88,7 @@ Trainer::Trainer(const Experiment& experiment, Components components, Context co
   plan_ = make_epoch_plan(e_, c_.train_data.object->size(), context_);
   parameters_ = c_.network.object->parameters();
   scaler_.enabled = autocast_dtype(e_.loop.precision) == at::kHalf;
-  {
-    YAML::Emitter config;
-    config << e_.resolved();
-    config_hash_ = sha256_hex(config.c_str());
-  }
+  config_hash_ = sha256_hex(to_yaml(e_.resolved()));
   for (auto& group : c_.optimizer->param_groups()) base_lrs_.push_back(group.options().get_lr());
 
   stages_.run = [this] { default_run(); };
@@ -570,7 +568,7 @@ MeterValues Trainer::default_test() {
 
 MeterValues Trainer::test_pass() {
   if (!c_.test_data.object)
-    throw LocatedConfigError(e_.source.path + ": dataset.test: the experiment has no test dataset",
+    throw LocatedConfigError(e_.path + ": dataset.test: the experiment has no test dataset",
                              "expected dataset.test: {plugin: ...}", "");
   for (auto& m : c_.test_meters) guarded(*m.config, "reset", [&] { m.object->reset(); });
   test_stats_->bad_records = 0;  // counted per test pass
@@ -649,7 +647,7 @@ bool Trainer::minimized(const std::string& meter) const {
 }
 
 std::string Trainer::stopping_where(const std::string& key) const {
-  return e_.source.where(e_.source.root["stopping"][key], "stopping." + key);
+  return e_.where("stopping." + key);
 }
 
 std::optional<std::string> Trainer::target_reached() const {

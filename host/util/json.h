@@ -1,11 +1,7 @@
 #pragma once
-// Minimal JSON output: metrics lines, summary.json, config.json.
+// Minimal JSON output: metrics lines, summary.json.
 #include <map>
 #include <string>
-
-namespace YAML {
-class Node;
-}
 
 namespace trainyard::host {
 
@@ -14,8 +10,5 @@ std::string json_string(const std::string& text);
 std::string json_number(double value);
 /// {"a": 1.5, "b": 2}
 std::string json_object(const std::map<std::string, double>& values);
-/// A YAML tree as JSON; scalars that read as integers, numbers or booleans
-/// become those, everything else a string.
-std::string yaml_to_json(const YAML::Node& node, int indent = 0);
 
 }  // namespace trainyard::host
