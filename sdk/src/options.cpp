@@ -23,7 +23,8 @@ const char* type_name(OptionType type) {
 }
 
 OptionType type_of(const Value& value) {
-  // The variant's alternatives are declared in OptionType's order.
+  // The variant's alternatives are declared in OptionType's order (path,
+  // last, has none of its own: it holds a string).
   return static_cast<OptionType>(value.index());
 }
 

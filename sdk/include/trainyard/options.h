@@ -161,10 +161,11 @@ concept OptionField = requires { OptionTypeOf<F>::value; };
 ///   schema.add("hidden_sizes", &MlpOptions::hidden, {256, 128}, "hidden layer widths").min(1);
 ///   schema.add("dropout", &MlpOptions::dropout, 0.0, "dropout probability").min(0.0).below(1.0);
 ///   schema.add("activation", &MlpOptions::activation, "relu", "activation").one_of({"relu", "gelu"});
-///   registrar.network("mlp", "a multi-layer perceptron", schema.schema(), [schema](const Options& o, ...) {
-///     MlpOptions options = schema.bind(o);
-///     ...
-///   });
+///   r.add_network("mlp", "a multi-layer perceptron", schema.schema(),
+///                 [schema](const trainyard::Options& o, const trainyard::Context& context) {
+///                   MlpOptions options = schema.bind(o);  // no key read by string
+///                   ...
+///                 });
 template <class T>
 class TypedSchema {
  public:
@@ -172,25 +173,29 @@ class TypedSchema {
   template <OptionField F>
   OptionSpec& add(const std::string& key, F T::*field, std::type_identity_t<F> default_value,
                   const std::string& description) {
+    OptionSpec& spec = schema_.add(key, Value(std::move(default_value)), description);
     bind_field(key, field);
-    return schema_.add(key, Value(std::move(default_value)), description);
+    return spec;
   }
   /// A key the user must give.
   template <OptionField F>
   OptionSpec& require(const std::string& key, F T::*field, const std::string& description) {
+    OptionSpec& spec = schema_.require(key, OptionTypeOf<F>::value, description);
     bind_field(key, field);
-    return schema_.require(key, OptionTypeOf<F>::value, description);
+    return spec;
   }
   /// A path option (resolved against the experiment file's folder).
   OptionSpec& add_path(const std::string& key, std::string T::*field, const std::string& default_value,
                        const std::string& description) {
+    OptionSpec& spec = schema_.add_path(key, default_value, description);
     bind_field(key, field);
-    return schema_.add_path(key, default_value, description);
+    return spec;
   }
   /// A required path option.
   OptionSpec& require_path(const std::string& key, std::string T::*field, const std::string& description) {
+    OptionSpec& spec = schema_.require(key, OptionType::path, description);
     bind_field(key, field);
-    return schema_.require(key, OptionType::path, description);
+    return spec;
   }
 
   const Schema& schema() const { return schema_; }
