@@ -136,7 +136,7 @@ ordered_json Experiment::resolved() const {
     const LibraryInfo& lib = *c.component->library;
     libs.push_back({{"name", lib.name},
                     {"version", lib.version},
-                    {"path", fs::absolute(lib.path).lexically_normal().string()},
+                    {"path", lib.path.empty() ? "" : fs::absolute(lib.path).lexically_normal().string()},
                     {"fingerprint", lib.fingerprint}});
   };
   for (const auto* c : {&train_data, &test_data, &network, &loss, &optimizer}) note(*c);

@@ -97,7 +97,7 @@ std::string Document::where(const YAML::Node& node, const std::string& key) cons
   return path + (key.empty() ? "" : ": " + key);
 }
 
-std::string Document::folder() const { return fs::absolute(fs::path(path).parent_path()).lexically_normal().string(); }
+std::string Document::folder() const { return fs::absolute(path).parent_path().lexically_normal().string(); }
 
 std::map<std::string, std::string> locations_of(const Document& document) {
   std::map<std::string, std::string> out;
