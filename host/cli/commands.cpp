@@ -417,7 +417,9 @@ int run(int argc, char** argv) {
     fs::create_directories(run_dir);
     const nlohmann::ordered_json resolved = e.resolved();
     write_file_atomic((fs::path(run_dir) / "config.yaml").string(), to_yaml(resolved));
-    write_file_atomic((fs::path(run_dir) / "config.json").string(), resolved.dump(2) + "\n");
+    // (Bytes that are not UTF-8, possible in YAML strings, become U+FFFD in JSON.)
+    write_file_atomic((fs::path(run_dir) / "config.json").string(),
+                      resolved.dump(2, ' ', false, nlohmann::ordered_json::error_handler_t::replace) + "\n");
     record_provenance(run_dir, provenance_json(std::vector<std::string>(argv, argv + argc), registry, world.world_size));
   }
   if (comm) comm->barrier();

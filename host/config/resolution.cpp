@@ -146,13 +146,28 @@ ordered_json Experiment::resolved() const {
   return r;
 }
 
+namespace {
+// A value as the YAML node a file would hold for it.
+YAML::Node value_node(const Value& value) {
+  auto scalars = [](const auto& list) {
+    YAML::Node seq(YAML::NodeType::Sequence);
+    for (const auto& x : list) seq.push_back(to_string(Value(x)));
+    return seq;
+  };
+  if (auto* v = std::get_if<std::vector<int64_t>>(&value)) return scalars(*v);
+  if (auto* v = std::get_if<std::vector<double>>(&value)) return scalars(*v);
+  if (auto* v = std::get_if<std::vector<std::string>>(&value)) return scalars(*v);
+  return YAML::Node(to_string(value));
+}
+}  // namespace
+
 Options component_options(const Schema& schema, std::map<std::string, Value> values, const std::string& yaml_flow_map,
                           const std::string& what) {
   detail::Document document;
   document.path = "command line";
   document.set_origins[what] = "command line";  // no line to point at: every key is named under `what`
   YAML::Node map(YAML::NodeType::Map);
-  for (const auto& [k, v] : values) map[k] = YAML::Load(to_json(v).dump());  // JSON is YAML
+  for (const auto& [k, v] : values) map[k] = value_node(v);
   if (!yaml_flow_map.empty()) {
     YAML::Node given;
     try {
