@@ -103,6 +103,19 @@ struct Checker {
 
 }  // namespace
 
+YAML::Node get(const YAML::Node& map, const std::string& key) {
+  const YAML::Node& view = map;
+  return view[key];
+}
+
+OptionSpec host_spec(const std::string& key, OptionType type, std::vector<std::string> choices) {
+  OptionSpec spec;
+  spec.key = key;
+  spec.type = type;
+  spec.choices = std::move(choices);
+  return spec;
+}
+
 Value convert(const Document& document, const OptionSpec& spec, const YAML::Node& node, const std::string& key) {
   return Checker{document, spec, key}.convert(node);
 }

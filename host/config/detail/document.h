@@ -41,6 +41,11 @@ std::string index_key(const std::string& parent, size_t i);
 std::string shown(const YAML::Node& node);
 std::vector<std::string> map_keys(const YAML::Node& node);
 bool parse_integer(const std::string& s, int64_t& out);
+/// map[key], read through a const view so that nothing is inserted.
+YAML::Node get(const YAML::Node& map, const std::string& key);
+/// The spec of a host key (on_bad_record, phases, plots' x, ...), checked
+/// like a schema's option.
+OptionSpec host_spec(const std::string& key, OptionType type, std::vector<std::string> choices = {});
 
 [[noreturn]] void fail(const std::string& where, const std::string& what, const std::string& expected_got,
                        const std::string& hint = "");
