@@ -1,7 +1,10 @@
 // A run's saved config: config.yaml written from the resolved experiment,
-// and config.yaml or config.json read back.
+// and config.yaml or config.json read back; the YAML-JSON codec both use.
 #include "config/config_file.h"
 
+#include <cerrno>
+#include <cmath>
+#include <cstdlib>
 #include <filesystem>
 
 #include "config/detail/document.h"
@@ -10,6 +13,42 @@
 using nlohmann::ordered_json;
 
 namespace trainyard::host {
+namespace detail {
+
+ordered_json plain_scalar(const std::string& s) {
+  if (s == "true") return true;
+  if (s == "false") return false;
+  if (s == "null" || s == "~") return nullptr;
+  if (!s.empty()) {
+    char* end = nullptr;
+    errno = 0;
+    const long long i = std::strtoll(s.c_str(), &end, 10);
+    if (*end == '\0' && errno != ERANGE) return static_cast<int64_t>(i);
+    const double d = std::strtod(s.c_str(), &end);
+    if (*end == '\0' && std::isfinite(d) && s.find_first_of("xX") == std::string::npos) return d;
+  }
+  return s;
+}
+
+ordered_json to_json(const YAML::Node& node) {
+  if (!node.IsDefined() || node.IsNull()) return nullptr;
+  if (node.IsScalar()) return node.Tag() == "!" ? ordered_json(node.Scalar()) : plain_scalar(node.Scalar());
+  if (node.IsSequence()) {
+    ordered_json out = ordered_json::array();
+    for (const auto& item : node) out.push_back(to_json(item));
+    return out;
+  }
+  ordered_json out = ordered_json::object();
+  for (const auto& kv : node) out[kv.first.Scalar()] = to_json(kv.second);
+  return out;
+}
+
+ordered_json to_json(const Value& value) {
+  return std::visit([](const auto& v) { return ordered_json(v); }, value);
+}
+
+}  // namespace detail
+
 namespace {
 
 bool all_scalars(const ordered_json& list) {

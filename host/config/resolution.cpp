@@ -1,8 +1,6 @@
 // Resolution: the experiment with every default filled in and every path
 // absolute (a run's config.yaml and config.json), positions of keys for
 // messages, and options for components built outside an experiment.
-#include <cmath>
-#include <cstdlib>
 #include <filesystem>
 #include <set>
 
@@ -14,51 +12,11 @@ namespace fs = std::filesystem;
 using nlohmann::ordered_json;
 
 namespace trainyard::host {
-namespace detail {
-ordered_json plain_scalar(const std::string& s) {
-  if (s == "true") return true;
-  if (s == "false") return false;
-  if (s == "null" || s == "~") return nullptr;
-  if (!s.empty()) {
-    char* end = nullptr;
-    errno = 0;
-    const long long i = std::strtoll(s.c_str(), &end, 10);
-    if (*end == '\0' && errno != ERANGE) return static_cast<int64_t>(i);
-    const double d = std::strtod(s.c_str(), &end);
-    if (*end == '\0' && std::isfinite(d) && s.find_first_of("xX") == std::string::npos) return d;
-  }
-  return s;
-}
-
-ordered_json to_json(const YAML::Node& node) {
-  if (!node.IsDefined() || node.IsNull()) return nullptr;
-  if (node.IsScalar()) return node.Tag() == "!" ? ordered_json(node.Scalar()) : plain_scalar(node.Scalar());
-  if (node.IsSequence()) {
-    ordered_json out = ordered_json::array();
-    for (const auto& item : node) out.push_back(to_json(item));
-    return out;
-  }
-  ordered_json out = ordered_json::object();
-  for (const auto& kv : node) out[kv.first.Scalar()] = to_json(kv.second);
-  return out;
-}
-
-ordered_json to_json(const Value& value) {
-  return std::visit([](const auto& v) { return ordered_json(v); }, value);
-}
-
-}  // namespace detail
-
 using detail::to_json;
 
 std::string Experiment::where(const std::string& key_path) const {
-  for (std::string k = key_path;;) {
-    if (auto it = locations.find(k); it != locations.end()) return it->second + ": " + key_path;
-    size_t cut = k.find_last_of(".[");
-    if (cut == std::string::npos) break;
-    k = k.substr(0, cut);
-  }
-  return path + ": " + key_path;
+  const std::string* found = detail::nearest_entry(locations, key_path);
+  return (found ? *found : path) + ": " + key_path;
 }
 
 namespace {

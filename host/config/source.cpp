@@ -75,24 +75,20 @@ void fail(const std::string& where, const std::string& what, const std::string& 
   throw ConfigError(where + ": " + what, expected_got, hint);
 }
 
-bool Document::set_on_command_line(const std::string& key) const {
-  // The longest key-path prefix that a --set replaced.
+const std::string* nearest_entry(const std::map<std::string, std::string>& entries, const std::string& key) {
   for (std::string k = key;;) {
-    if (set_origins.count(k)) return true;
+    if (auto it = entries.find(k); it != entries.end()) return &it->second;
     size_t cut = k.find_last_of(".[");
-    if (cut == std::string::npos) return false;
+    if (cut == std::string::npos) return nullptr;
     k = k.substr(0, cut);
   }
 }
 
+bool Document::set_on_command_line(const std::string& key) const { return nearest_entry(set_origins, key) != nullptr; }
+
 std::string Document::where(const YAML::Node& node, const std::string& key) const {
-  for (std::string k = key;;) {
-    auto it = set_origins.find(k);
-    if (it != set_origins.end()) return it->second + ": " + key;
-    size_t cut = k.find_last_of(".[");
-    if (cut == std::string::npos) break;
-    k = k.substr(0, cut);
-  }
+  // A --set that replaced the key or a map above it wins over the file.
+  if (const std::string* origin = nearest_entry(set_origins, key)) return *origin + ": " + key;
   if (node.IsDefined() && !node.Mark().is_null()) return position(path, node.Mark()) + (key.empty() ? "" : ": " + key);
   return path + (key.empty() ? "" : ": " + key);
 }

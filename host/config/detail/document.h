@@ -35,6 +35,10 @@ std::vector<std::string> plugin_dirs_of(const Document& document);
 /// Every key path under `root` -> "FILE:LINE:COL" or "--set KEY=VALUE".
 std::map<std::string, std::string> locations_of(const Document& document);
 
+/// The value of the longest key-path prefix of `key` ("loop.epochs", then
+/// "loop") that `entries` holds, or null.
+const std::string* nearest_entry(const std::map<std::string, std::string>& entries, const std::string& key);
+
 std::string child_key(const std::string& parent, const std::string& key);
 std::string index_key(const std::string& parent, size_t i);
 /// "'relu'", "a list", "a map", "nothing": a node, as messages show it.
