@@ -24,8 +24,8 @@ void print_schema(const Schema& schema) {
     std::string constraints;
     const bool integral = s.type == OptionType::integer || s.type == OptionType::integer_list;
     auto bound = [&](double v) { return integral ? std::to_string(static_cast<int64_t>(v)) : to_string(Value(v)); };
-    if (s.min_value) constraints += " min " + bound(*s.min_value);
-    if (s.max_value) constraints += " max " + bound(*s.max_value);
+    if (s.min_value) constraints += (s.min_exclusive ? " above " : " min ") + bound(*s.min_value);
+    if (s.max_value) constraints += (s.max_exclusive ? " below " : " max ") + bound(*s.max_value);
     if (!s.choices.empty()) constraints += " one of: " + join(s.choices);
     std::cout << "  " << s.key << "\n      type: " << type_name(s.type)
               << "\n      default: " << (s.required() ? "(required)" : to_string(*s.default_value))
@@ -56,7 +56,7 @@ int validate_command(int argc, char** argv) {
   torch::manual_seed(e.seed);
   Components c = build_components(e, context);
   const auto [params, trainable] = parameter_count(*c.network.object);
-  std::cout << "ok: " << e.source.path << " (" << e.name << "): dataset " << e.train_data.plugin << " ("
+  std::cout << "ok: " << e.path << " (" << e.name << "): dataset " << e.train_data.plugin << " ("
             << c.train_data.object->size() << " train"
             << (c.test_data.object ? ", " + std::to_string(c.test_data.object->size()) + " test" : std::string())
             << " samples), network " << e.network.plugin << " (" << params << " parameters, " << trainable

@@ -3,22 +3,26 @@
 #include <map>
 #include <regex>
 
-#include <yaml-cpp/yaml.h>
+#include "trainyard/options.h"
 
 namespace trainyard::host {
 namespace {
 
-void flatten(const YAML::Node& node, const std::string& prefix, std::map<std::string, std::string>& out) {
-  if (node.IsMap()) {
-    if (node.size() == 0) out[prefix] = "{}";
-    for (const auto& kv : node) flatten(kv.second, prefix.empty() ? kv.first.Scalar() : prefix + "." + kv.first.Scalar(), out);
-  } else if (node.IsSequence()) {
-    if (node.size() == 0) out[prefix] = "[]";
+// Scalars as text, so a value read back from config.yaml (where 0.1 may be a
+// number or a string) equals the one resolved now.
+void flatten(const nlohmann::ordered_json& node, const std::string& prefix, std::map<std::string, std::string>& out) {
+  if (node.is_object()) {
+    if (node.empty()) out[prefix] = "{}";
+    for (const auto& [k, v] : node.items()) flatten(v, prefix.empty() ? k : prefix + "." + k, out);
+  } else if (node.is_array()) {
+    if (node.empty()) out[prefix] = "[]";
     for (size_t i = 0; i < node.size(); ++i) flatten(node[i], prefix + "[" + std::to_string(i) + "]", out);
-  } else if (node.IsScalar()) {
-    out[prefix] = node.Scalar();
+  } else if (node.is_string()) {
+    out[prefix] = node.get<std::string>();
+  } else if (node.is_number_float()) {
+    out[prefix] = to_string(Value(node.get<double>()));
   } else {
-    out[prefix] = "null";
+    out[prefix] = node.dump();  // integers, booleans, null
   }
 }
 
@@ -30,7 +34,7 @@ const std::regex kAllowed(
 
 }  // namespace
 
-std::vector<ConfigChange> config_changes(const YAML::Node& saved, const YAML::Node& now) {
+std::vector<ConfigChange> config_changes(const nlohmann::ordered_json& saved, const nlohmann::ordered_json& now) {
   std::map<std::string, std::string> a, b;
   flatten(saved, "", a);
   flatten(now, "", b);

@@ -4,9 +4,7 @@
 #include <string>
 #include <vector>
 
-namespace YAML {
-class Node;
-}
+#include <nlohmann/json.hpp>
 
 namespace trainyard::host {
 
@@ -19,7 +17,7 @@ struct ConfigChange {
 
 /// Differences between two resolved configs, keys in order. Ignores where
 /// plugins were found (resolved_plugins, plugin_dirs): provenance records it.
-std::vector<ConfigChange> config_changes(const YAML::Node& saved, const YAML::Node& now);
+std::vector<ConfigChange> config_changes(const nlohmann::ordered_json& saved, const nlohmann::ordered_json& now);
 
 /// "  optimizer.lr: 0.1 -> 0.2 (not allowed)" lines.
 std::string describe_changes(const std::vector<ConfigChange>& changes);

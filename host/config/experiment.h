@@ -1,28 +1,31 @@
 #pragma once
-// The experiment file: parsing, --set overrides, and validation of every
-// section against the host's and the plugins' schemas, before anything runs.
+// The experiment: plain typed data, validated against the host's and the
+// plugins' schemas before anything runs, plus where each key was written
+// (for messages). The YAML itself stays inside host/config/.
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
 
-#include <yaml-cpp/yaml.h>
+#include <nlohmann/json.hpp>
 
+#include "config/sections.h"
 #include "plugins/registry.h"
-#include "train/schedule.h"
 #include "trainyard/options.h"
 
 namespace trainyard::host {
 
-/// The YAML as read, with --set applied, and what is needed to point at a line.
+namespace detail {
+struct Document;
+}
+
+/// The experiment file as read, with --set applied; only validate_experiment
+/// and experiment_plugin_dirs look inside.
 struct ExperimentSource {
   std::string path;
-  YAML::Node root;
-  std::map<std::string, std::string> set_origins;  ///< key path -> "--set KEY=VALUE"
-
-  /// "FILE:LINE:COL: KEY" for a node read from the file, "--set KEY=VALUE: KEY" for one set.
-  std::string where(const YAML::Node& node, const std::string& key) const;
+  std::shared_ptr<const detail::Document> document;
 };
 
 /// Reads and parses the file and applies --set KEY=VALUE. Throws ConfigError
@@ -51,6 +54,7 @@ struct ComponentConfig {
   std::string plugin;
   Options options;
   const Component* component = nullptr;
+  std::string crash_label;  ///< "network 'mlp' (network) from libmlp.so", for the fatal-signal report
   int64_t priority = 0;                                 ///< callbacks
   std::optional<int64_t> order;                         ///< overrides
   std::vector<std::string> phases{"train", "test"};     ///< meters
@@ -63,69 +67,11 @@ struct ComponentConfig {
   bool exempt_norm_and_bias = false;                    ///< optimizer: no weight decay on 1-d parameters
 };
 
-struct LoopConfig {
-  int64_t epochs = 1;
-  int64_t batch_per_device = 64;
-  int64_t test_batch_per_device = 0;  ///< 0: batch_per_device
-  int64_t train_samples_per_epoch = 0;  ///< 0: one pass over the training set
-  int64_t test_every_iters = 0;         ///< 0: only at the end of each epoch
-  int64_t test_samples = 0;             ///< 0: the whole test set
-  bool shuffle = true;
-  bool drop_last = false;
-  int64_t log_every_iters = 50;
-  int64_t checkpoint_every_iters = 0;   ///< 0: only at the end of each epoch
-  double checkpoint_every_secs = 0;     ///< also every T seconds of wall time; 0: not by time
-  int64_t iter_size = 1;                ///< batches accumulated per optimizer update
-  double clip_grad_norm = 0;            ///< 0: no clipping by global norm
-  double clip_grad_value = 0;           ///< 0: no clipping by value
-  int64_t decode_threads = 0;           ///< 0: decode on the training thread
-  int64_t prefetch_batches = 4;
-  std::string nonfinite = "error";      ///< error | skip | ignore: a NaN/inf loss or gradient
-  int64_t nonfinite_max_skips = 10;     ///< skip: in a row, before stopping as with error
-  std::vector<std::string> stop_signals{"SIGINT", "SIGTERM", "SIGUSR1"};  ///< stop with a checkpoint, exit 4
-  std::string precision = "fp32";       ///< fp32 | bf16-mixed | fp16-mixed (autocast; fp16 with loss scaling)
-};
-
-struct DistributedConfig {
-  int64_t num_gpus = 0;
-  int64_t num_cpus = 1;  ///< CPU processes when num_gpus is 0
-  int64_t first_gpu_id = 0;
-  int64_t threads_per_process = 0;  ///< 0: the node's cores shared by its processes
-  std::string master_addr = "127.0.0.1";
-  int64_t master_port = 29500;
-  std::string rendezvous = "tcp";
-  std::string rendezvous_file;
-  int64_t timeout_secs = 60;
-  int64_t bucket_mb = 25;
-  bool sync_batch_norm = false;
-};
-
-struct StoppingConfig {
-  std::string target_meter;   ///< stop once this meter reaches `target`
-  double target = 0;
-  std::string monitor;        ///< early stopping and best.pt follow this meter
-  int64_t patience = 0;       ///< epochs without improvement before stopping; 0: never
-  double min_delta = 0;       ///< smaller changes are not improvements
-  bool keep_best = true;      ///< checkpoints/best.pt: the best epoch by `monitor`
-  std::string mode = "auto";  ///< max | min | auto (min for names with "loss")
-};
-
-/// output.plots entry (Playground's plots): one chart of meter values.
-struct PlotSpec {
-  std::string title;
-  std::string x = "iteration";    ///< iteration | epoch
-  std::vector<std::string> ys;    ///< value names: train_loss, test_accuracy_top1, lr, ...
-};
-
-struct OutputConfig {
-  std::string dir = "runs";
-  int64_t keep_checkpoints = 3;  ///< 0: keep all
-  std::vector<PlotSpec> plots;   ///< empty: the default plots (loss, accuracy, learning rate)
-  bool report = true;            ///< report.html and plots/ at the end of a run
-};
-
 struct Experiment {
-  ExperimentSource source;
+  std::string path;  ///< the experiment file
+  /// Key path ("loop.epochs", "meters[1].k") -> "FILE:LINE:COL", or
+  /// "--set KEY=VALUE" for a key given on the command line.
+  std::map<std::string, std::string> locations;
   std::string name;
   uint64_t seed = 0;
   std::vector<std::string> plugin_dirs;
@@ -137,31 +83,35 @@ struct Experiment {
   ScheduleConfig schedule;
   StoppingConfig stopping;
   std::map<std::string, std::string> extra;  ///< flattened `extra:` section
+  nlohmann::ordered_json extra_as_written;   ///< the `extra:` section itself (resolved() shows it)
 
   /// Multi-stage runs (`stages:`): each stage's whole experiment, the base
   /// with every earlier stage's keys and then its own merged over it. Empty
   /// for a one-stage run. A stage's own `stage_name` is set; the base's is "".
   std::vector<Experiment> stages;
   std::string stage_name;
+  nlohmann::ordered_json stages_as_written;  ///< `stages:` as written (resolved() shows it), or null
 
-  /// The experiment with every default filled in (config.yaml / config.json).
-  YAML::Node resolved() const;
+  /// "FILE:LINE:COL: key.path" for a key from the file, "--set KEY=VALUE:
+  /// key.path" for one set on the command line; for an absent key, the
+  /// nearest written parent's position, or "FILE: key.path".
+  std::string where(const std::string& key_path) const;
+
+  /// The experiment with every default filled in, paths absolute (plugin
+  /// folders, path options, the plugin libraries): config.yaml and
+  /// config.json of a run, itself a valid experiment.
+  nlohmann::ordered_json resolved() const;
 };
 
 /// Validates the whole experiment against the registry. Throws ConfigError
 /// naming file:line:col and key for the first problem found.
 Experiment validate_experiment(ExperimentSource source, const Registry& registry);
 
-/// The host's own sections, as schemas (for validation and documentation).
-const Schema& loop_schema();
-const Schema& distributed_schema();
-const Schema& output_schema();
-const Schema& stopping_schema();
-
-/// Checks `map` against `schema` (skipping `host_keys`) and returns the values
-/// with defaults filled in. `key` is the map's key path, for messages.
-Options validate_options(const ExperimentSource& source, const YAML::Node& map, const std::string& key,
-                         const Schema& schema, const std::vector<std::string>& host_keys,
-                         const std::string& owner);
+/// Options for a component built outside an experiment (`trainyard predict`):
+/// `values`, then the YAML flow map `yaml_flow_map` (e.g. "{mean: [0.286]}",
+/// may be empty) over them, checked against `schema` as options in a file
+/// are. Errors name `what` (e.g. "--input-options").
+Options component_options(const Schema& schema, std::map<std::string, Value> values, const std::string& yaml_flow_map,
+                          const std::string& what);
 
 }  // namespace trainyard::host

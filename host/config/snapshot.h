@@ -1,8 +1,8 @@
 #pragma once
-// The resolved experiment as text: the run directory's config.yaml and
-// config.json, the hash checkpoints carry, what ranks compare, and what
-// changed since a run's saved config. The only way other folders see the
-// configuration as a whole (no yaml-cpp type leaves config/).
+// The resolved experiment as the rest of the host uses it: the run
+// directory's config.yaml and config.json, the hash checkpoints carry, what
+// ranks compare, and what changed since a run's saved config. No yaml-cpp
+// type leaves config/.
 #include <string>
 #include <vector>
 
@@ -11,11 +11,11 @@
 
 namespace trainyard::host {
 
-/// config.yaml's text: every default filled in.
+/// config.yaml's text: every default filled in, paths absolute.
 std::string resolved_yaml(const Experiment& experiment);
-/// config.json's text: the same, as JSON.
+/// config.json's text: the same as JSON.
 std::string resolved_json(const Experiment& experiment);
-/// SHA-256 of the resolved config (recorded in checkpoint manifests).
+/// SHA-256 of config.yaml's text (recorded in checkpoint manifests).
 std::string resolved_sha256(const Experiment& experiment);
 /// The resolved config without where plugins were found (which may differ
 /// between machines): what every rank of a run must agree on.

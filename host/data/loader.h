@@ -41,7 +41,7 @@ struct LoaderOptions {
   bool skip_bad_records = false;
   c10::Device device = c10::Device(c10::DeviceType::CPU);  ///< CUDA: pinned, copied on a side stream (DeviceCopy)
   bool channels_last = false;  ///< 4-d inputs in channels-last memory format (network.memory_format)
-  const struct ComponentConfig* owner = nullptr;  ///< the dataset entry, for crash reports from decode threads
+  const char* owner = nullptr;  ///< the dataset entry's crash label, for crash reports from decode threads
 };
 
 struct LoaderStats {

@@ -18,7 +18,7 @@ namespace trainyard::host {
 
 c10::Device rank_device(const Experiment& e, const World& world) {
   if (e.distributed.num_gpus <= 0) return c10::Device(c10::DeviceType::CPU);
-  const std::string where = e.source.where(e.source.root["distributed"]["num_gpus"], "distributed.num_gpus");
+  const std::string where = e.where("distributed.num_gpus");
   const int64_t visible = torch::cuda::is_available() ? static_cast<int64_t>(torch::cuda::device_count()) : 0;
   if (visible == 0)
     throw ConfigError(where + ": GPUs requested but " +
@@ -28,7 +28,7 @@ c10::Device rank_device(const Experiment& e, const World& world) {
                       "set distributed.num_gpus: 0 to train on the CPU");
   const int64_t index = e.distributed.first_gpu_id + world.local_rank;
   if (index >= visible)
-    throw ConfigError(e.source.where(e.source.root["distributed"]["first_gpu_id"], "distributed.first_gpu_id") +
+    throw ConfigError(e.where("distributed.first_gpu_id") +
                           ": local rank " + std::to_string(world.local_rank) +
                           " would use GPU " + std::to_string(index),
                       "expected first_gpu_id + local rank < " + std::to_string(visible) + " (the GPUs visible here)",
@@ -41,7 +41,7 @@ c10::Device rank_device(const Experiment& e, const World& world) {
   for (const auto& stage : e.stages) all.push_back(&stage);
   for (const Experiment* x : all)
     if (x->loop.precision == "bf16-mixed" && props->major < 8)
-      throw ConfigError(e.source.where(e.source.root["loop"]["precision"], "loop.precision") +
+      throw ConfigError(e.where("loop.precision") +
                             ": bf16-mixed needs a GPU of compute capability 8.0 or newer (native bfloat16)",
                         "expected fp32 or fp16-mixed on GPU " + std::to_string(index) + " (" + props->name + ", " +
                             std::to_string(props->major) + "." + std::to_string(props->minor) + "), got bf16-mixed",

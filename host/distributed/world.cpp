@@ -43,7 +43,7 @@ World detect_world(const Experiment& e) {
     throw ConfigError("environment: rank " + std::to_string(w.rank) + " of world size " + std::to_string(w.world_size),
                       "expected 0 <= rank < world size", "check how the processes were launched");
   if (w.rendezvous == "file" && w.rendezvous_file.empty())
-    throw ConfigError(e.source.where(e.source.root["distributed"], "distributed.rendezvous_file") +
+    throw ConfigError(e.where("distributed.rendezvous_file") +
                           ": rendezvous: file needs a file",
                       "expected distributed.rendezvous_file: a path all ranks can reach", "");
   return w;

@@ -6,7 +6,6 @@
 #include <filesystem>
 #include <numeric>
 
-#include "config/component_options.h"
 #include "data/loader.h"
 #include "formats/run_paths.h"
 #include "run/session.h"
@@ -32,7 +31,7 @@ std::string checkpoint_to_read(const std::optional<std::string>& explicit_path, 
   const CheckpointStore store(RunPaths((fs::path(output_dir.empty() ? e.output.dir : output_dir) / e.name).string()).checkpoints, 0);
   auto all = store.list();
   if (all.empty())
-    throw ConfigError(store.dir() + ": no checkpoint to read", "expected a trained run of " + e.source.path,
+    throw ConfigError(store.dir() + ": no checkpoint to read", "expected a trained run of " + e.path,
                       "train it first, or pass --checkpoint PATH");
   return all.back();
 }
@@ -63,8 +62,9 @@ std::map<std::string, Value> test_preprocessing(const Experiment& e, const Compo
   const ComponentConfig& test = e.test_data;
   if (!test.component || std::find(image_datasets.begin(), image_datasets.end(), test.plugin) == image_datasets.end())
     return values;
-  for (const auto& [k, v] : test.options.values())
-    if (k != "path" && k != "root" && k != "file" && input.schema.find(k)) values[k] = v;
+  for (const auto& [k, v] : test.options.values())  // those written in the experiment
+    if (k != "path" && k != "root" && k != "file" && input.schema.find(k) && e.locations.count("dataset.test." + k))
+      values[k] = v;
   return values;
 }
 

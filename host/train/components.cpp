@@ -221,7 +221,7 @@ Components build_components(const Experiment& e, Context& context) {
     }
   }
   if (e.schedule.policy == "custom" && !by_stage.count("schedule"))
-    throw ConfigError(e.source.where(YAML::Node(e.source.root)["schedule"]["policy"], "schedule.policy") +
+    throw ConfigError(e.where("schedule.policy") +
                           ": custom, but no additional_override replaces stage 'schedule'",
                       "expected an override such as one_cycle or cyclic (plugin schedules) in overrides:",
                       "overrides: [{plugin: one_cycle}]");

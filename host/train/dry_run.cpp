@@ -137,7 +137,7 @@ std::string dry_run_report(const Experiment& e, Components& c, const Context& co
     }
   }
 
-  out << "dry run of " << e.source.path << " (" << e.name << "): nothing is written\n";
+  out << "dry run of " << e.path << " (" << e.name << "): nothing is written\n";
   out << "plugins:\n";
   std::set<std::string> listed;
   auto plugin = [&](const ComponentConfig& cc) {

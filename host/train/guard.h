@@ -35,8 +35,10 @@ template <class F>
 auto guarded(const ComponentConfig& who, const char* action, F&& f) -> decltype(f()) {
   // Marks whose code runs, for the fatal-signal report (util/process.h).
   struct Running {
-    const ComponentConfig* saved;
-    explicit Running(const ComponentConfig* c) : saved(running_component()) { running_component() = c; }
+    const char* saved;
+    explicit Running(const ComponentConfig* c) : saved(running_component()) {
+      running_component() = c->crash_label.empty() ? nullptr : c->crash_label.c_str();
+    }
     ~Running() { running_component() = saved; }
   } running(&who);
   try {

@@ -13,6 +13,7 @@
 #include "train/guard.h"
 #include "train/nonfinite.h"
 #include "train/precision.h"
+#include "train/schedule.h"
 #include "util/process.h"
 #include "util/text.h"
 #include "util/json.h"
@@ -50,7 +51,7 @@ LoaderOptions make_loader_options(const Experiment& e, const ComponentConfig& da
   o.skip_bad_records = data.skip_bad_records;
   o.device = context.device;
   o.channels_last = e.network.memory_format == "channels_last";
-  o.owner = &data;
+  o.owner = data.crash_label.empty() ? nullptr : data.crash_label.c_str();
   return o;
 }
 
@@ -62,7 +63,7 @@ Trainer::Trainer(const Experiment& experiment, Components components, Context co
       updater_(e_, c_, context_),
       stopping_(e_.stopping,
                 [this](const std::string& key) {
-                  return e_.source.where(e_.source.root["stopping"][key], "stopping." + key);
+                  return e_.where("stopping." + key);
                 }),
       log_(paths_, context_.rank),
       store_(paths_.checkpoints, e_.output.keep_checkpoints) {
@@ -388,7 +389,7 @@ MeterValues Trainer::default_test() {
 
 MeterValues Trainer::test_pass() {
   if (!c_.test_data.object)
-    throw LocatedConfigError(e_.source.path + ": dataset.test: the experiment has no test dataset",
+    throw LocatedConfigError(e_.path + ": dataset.test: the experiment has no test dataset",
                              "expected dataset.test: {plugin: ...}", "");
   for (auto& m : c_.test_meters) guarded(*m.config, "reset", [&] { m.object->reset(); });
   test_stats_->bad_records = 0;  // counted per test pass

@@ -9,8 +9,6 @@
 #include <cstdlib>
 #include <utility>
 
-#include "config/experiment.h"
-
 namespace trainyard::host {
 
 void tune_allocator() {
@@ -19,8 +17,8 @@ void tune_allocator() {
   mallopt(M_TRIM_THRESHOLD, 1 << 30);   // and stay there between steps
 }
 
-const ComponentConfig*& running_component() {
-  static thread_local const ComponentConfig* current = nullptr;
+const char*& running_component() {
+  static thread_local const char* current = nullptr;
   return current;
 }
 
@@ -35,16 +33,9 @@ void on_fatal_signal(int signo) {
   say("error: crashed with ");
   say(sigabbrev_np(signo) ? "SIG" : "signal");
   say(sigabbrev_np(signo));
-  const ComponentConfig* who = running_component();
-  if (who && who->component) {
+  if (const char* who = running_component()) {
     say(" in ");
-    say(kind_name(who->kind));
-    say(" '");
-    say(who->plugin.c_str());
-    say("' (");
-    say(who->key.c_str());
-    say(") from ");
-    say(who->component->library->path.c_str());
+    say(who);
   } else {
     say(" outside any component (in the host or LibTorch)");
   }

@@ -19,8 +19,6 @@ int stop_signal_received();
 /// "SIGTERM".
 std::string signal_name(int signo);
 
-struct ComponentConfig;
-
 /// Keeps large tensor buffers in the heap instead of returning them to the
 /// kernel after every step (glibc's default mmap/trim thresholds cost a page
 /// fault storm per step: +25% samples/s on the convnet here). Skipped when the
@@ -32,7 +30,9 @@ void tune_allocator();
 /// dies of the same signal.
 void install_crash_reporter();
 
-/// The component whose code runs on this thread now (set by guarded()).
-const ComponentConfig*& running_component();
+/// What runs on this thread now, as the crash report names it ("network
+/// 'mlp' (network) from libmlp.so"; set by guarded()), or null. The text must
+/// outlive the setting: the signal handler only writes it.
+const char*& running_component();
 
 }  // namespace trainyard::host

@@ -17,12 +17,14 @@ const char* type_name(OptionType type) {
     case OptionType::integer_list: return "list of integers";
     case OptionType::number_list: return "list of numbers";
     case OptionType::string_list: return "list of strings";
+    case OptionType::path: return "path";
   }
   return "?";
 }
 
 OptionType type_of(const Value& value) {
-  // The variant's alternatives are declared in OptionType's order.
+  // The variant's alternatives are declared in OptionType's order (path,
+  // last, has none of its own: it holds a string).
   return static_cast<OptionType>(value.index());
 }
 
@@ -49,7 +51,8 @@ std::string to_string(const Value& value) {
     case OptionType::boolean: return std::get<bool>(value) ? "true" : "false";
     case OptionType::integer: return std::to_string(std::get<int64_t>(value));
     case OptionType::number: return number_text(std::get<double>(value));
-    case OptionType::string: return std::get<std::string>(value);
+    case OptionType::string:
+    case OptionType::path: return std::get<std::string>(value);
     case OptionType::integer_list:
       return list_text(std::get<std::vector<int64_t>>(value), [](int64_t v) { return std::to_string(v); });
     case OptionType::number_list:
@@ -104,6 +107,29 @@ OptionSpec& Schema::require(const std::string& key, OptionType type, const std::
   return push(std::move(spec));
 }
 
+OptionSpec& Schema::add_path(const std::string& key, const std::string& default_value, const std::string& description) {
+  OptionSpec& spec = add(key, Value(default_value), description);
+  spec.type = OptionType::path;
+  return spec;
+}
+
+bool OptionSpec::in_range(double v) const {
+  if (min_value && (min_exclusive ? v <= *min_value : v < *min_value)) return false;
+  if (max_value && (max_exclusive ? v >= *max_value : v > *max_value)) return false;
+  return true;
+}
+
+std::string OptionSpec::range_text() const {
+  const bool integral = type == OptionType::integer || type == OptionType::integer_list;
+  auto bound = [&](double v) { return integral ? std::to_string(static_cast<int64_t>(v)) : to_string(Value(v)); };
+  if (min_value && max_value && !min_exclusive && !max_exclusive)
+    return "between " + bound(*min_value) + " and " + bound(*max_value);
+  std::string text;
+  if (min_value) text = (min_exclusive ? "above " : "at least ") + bound(*min_value);
+  if (max_value) text += (text.empty() ? "" : " and ") + std::string(max_exclusive ? "below " : "at most ") + bound(*max_value);
+  return text;
+}
+
 const OptionSpec* Schema::find(const std::string& key) const {
   for (const auto& s : specs_)
     if (s.key == key) return &s;
@@ -114,6 +140,11 @@ const Value& Options::at(const std::string& key) const {
   auto it = values_.find(key);
   if (it == values_.end()) throw Error("option '" + key + "' was not declared in the component's schema");
   return it->second;
+}
+
+void Options::require_key(const std::string& key) const {
+  if (!has(key))
+    throw Error("option '" + key + "' is bound to a field but missing from the options given to bind()");
 }
 
 void Options::throw_type_mismatch(const std::string& key, const Value& found) {

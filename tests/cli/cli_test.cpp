@@ -166,6 +166,21 @@ TEST(Cli, ValidateBuildsEverythingWithoutTraining) {
   EXPECT_TRUE(contains(r.err, "loop.epochs: value out of range; expected at least 0, got -1")) << r.err;
 }
 
+TEST(Cli, SavedConfigValidatesFromAnotherWorkingDirectory) {
+  // plugin_dirs relative to the experiment file, and a component found there.
+  const std::string exp_dir = temp_dir("saved_config_exp"), out = temp_dir("out"), elsewhere = temp_dir("elsewhere");
+  const std::string plugins = fs::relative(fixture_dir("components"), exp_dir).string();
+  const std::string exp = exp_dir + "/saved.yaml";
+  write_file(exp, synthetic_experiment("saved", "plugin_dirs: [" + plugins + "]\noverrides: [{plugin: pass_through_epoch}]\n"));
+  auto r = run_command("cd " + exp_dir + " && " + trainyard_binary() + " run saved.yaml --output-dir " + out);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const std::string config = read_file(out + "/saved/config.yaml");
+  EXPECT_TRUE(contains(config, fixture_dir("components"))) << config;  // written absolute
+  r = run_command("cd " + elsewhere + " && " + trainyard_binary() + " validate " + out + "/saved/config.yaml");
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_TRUE(contains(r.out, "ok: " + out + "/saved/config.yaml (saved)")) << r.out;
+}
+
 TEST(Cli, PluginsListsLibrariesWithVersionsAndComponents) {
   auto r = trainyard("plugins --plugin-dir " + fixture_dir("components"));
   ASSERT_EQ(r.exit_code, 0) << r.err;

@@ -143,8 +143,8 @@ TEST(ConfigChanges, ExtendingIsAllowedOtherChangesAreRefusedUnlessAsked) {
   EXPECT_EQ(forced.exit_code, 0) << forced.err;
   EXPECT_TRUE(fs::exists(out + "/chg/checkpoints/ckpt-e0003-i00000048.pt"));
 
-  auto changes = config_changes(YAML::Load("{loop: {epochs: 1, batch_per_device: 8}, resolved_plugins: [a]}"),
-                                YAML::Load("{loop: {epochs: 2, batch_per_device: 16}, resolved_plugins: [b]}"));
+  auto changes = config_changes(nlohmann::ordered_json::parse(R"({"loop": {"epochs": 1, "batch_per_device": 8}, "resolved_plugins": ["a"]})"),
+                                nlohmann::ordered_json::parse(R"({"loop": {"epochs": 2, "batch_per_device": 16}, "resolved_plugins": ["b"]})"));
   ASSERT_EQ(changes.size(), 2u);
   EXPECT_EQ(changes[0].key, "loop.batch_per_device");
   EXPECT_FALSE(changes[0].allowed);

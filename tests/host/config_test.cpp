@@ -1,6 +1,9 @@
 // Validation of experiment files against the host's and the plugins' schemas.
 #include <gtest/gtest.h>
 
+#include <filesystem>
+
+#include "config/config_file.h"
 #include "config/experiment.h"
 #include "plugins/loader.h"
 #include "support/support.h"
@@ -154,19 +157,136 @@ TEST(ExperimentConfig, SetValueIsCheckedLikeFileValues) {
 
 TEST(ExperimentConfig, ResolvedConfigHasEveryDefaultAndPluginVersions) {
   Experiment e = load(kBase);
-  YAML::Node r = e.resolved();
-  EXPECT_EQ(r["network"]["activation"].as<std::string>(), "relu");
-  EXPECT_EQ(r["loop"]["test_every_iters"].as<int>(), 0);
-  EXPECT_EQ(r["output"]["dir"].as<std::string>(), "runs");
+  nlohmann::ordered_json r = e.resolved();
+  EXPECT_EQ(r["network"]["activation"], "relu");
+  EXPECT_EQ(r["loop"]["test_every_iters"], 0);
+  EXPECT_EQ(r["output"]["dir"], "runs");
   bool found_mlp = false;
-  for (const auto& lib : r["resolved_plugins"])
-    if (lib["name"].as<std::string>() == "mlp") found_mlp = lib["version"].as<std::string>() == "1.0.0";
+  for (const auto& lib : r["resolved_plugins"]) {
+    if (lib["name"] == "mlp") found_mlp = lib["version"] == "1.0.0";
+    EXPECT_TRUE(std::filesystem::path(lib["path"].get<std::string>()).is_absolute()) << lib.dump();
+  }
   EXPECT_TRUE(found_mlp);
   // The resolved config is itself a valid experiment.
-  YAML::Emitter out;
-  out << r;
-  Experiment again = load(out.c_str());
+  Experiment again = load(to_yaml(r));
   EXPECT_EQ(again.network.options.values().size(), e.network.options.values().size());
+  EXPECT_EQ(again.resolved().dump(), r.dump());
+}
+
+TEST(ExperimentConfig, ResolvedConfigWritesPluginDirsAbsolute) {
+  const std::string dir = test::temp_dir("relative_dirs");
+  std::filesystem::create_directories(dir + "/exp");
+  const std::string path = dir + "/exp/x.yaml";
+  test::write_file(path, kBase + "plugin_dirs: [../plugins]\n");
+  Experiment e = validate_experiment(read_experiment(path, {}), registry());
+  ASSERT_EQ(e.plugin_dirs.size(), 1u);
+  EXPECT_EQ(e.resolved()["plugin_dirs"][0], std::filesystem::absolute(dir + "/plugins").lexically_normal().string());
+}
+
+TEST(ExperimentConfig, ToYamlQuotesStringsThatWouldReadAsOtherTypes) {
+  nlohmann::ordered_json j = {{"a", "1.5"}, {"b", 1.5}, {"c", "true"}, {"d", "relu"}, {"e", {1, 2}}};
+  const std::string text = to_yaml(j);
+  EXPECT_TRUE(contains(text, "a: \"1.5\"\nb: 1.5\nc: \"true\"\nd: relu\ne: [1, 2]")) << text;
+  const std::string file = test::temp_dir("to_yaml") + "/c.yaml";
+  test::write_file(file, text);
+  EXPECT_EQ(read_config_file(file).dump(), j.dump());
+}
+
+TEST(ExperimentConfig, ReadConfigFileNamesTheFile) {
+  const std::string file = test::temp_dir("bad_config") + "/config.yaml";
+  test::write_file(file, "a: [1, 2\n");
+  try {
+    read_config_file(file);
+    FAIL() << "no error";
+  } catch (const ConfigError& e) {
+    EXPECT_TRUE(contains(e.what(), file + ":")) << e.what();
+  }
+}
+
+TEST(ExperimentConfig, WhereNamesLineSetOrNearestParent) {
+  Experiment e = load(kBase, {"optimizer.lr=0.2"});
+  EXPECT_TRUE(contains(e.where("loop.epochs"), "exp.yaml:12:")) << e.where("loop.epochs");
+  EXPECT_TRUE(contains(e.where("loop.epochs"), ": loop.epochs")) << e.where("loop.epochs");
+  EXPECT_EQ(e.where("optimizer.lr"), "--set optimizer.lr=0.2: optimizer.lr");
+  // Absent: the section's position; absent section: the file alone.
+  EXPECT_EQ(e.where("loop.iter_size"), e.locations.at("loop") + ": loop.iter_size");
+  EXPECT_EQ(e.where("stopping.monitor"), e.path + ": stopping.monitor");
+}
+
+TEST(ExperimentConfig, PlotsOfConfigReadsOutputPlots) {
+  Experiment e = load(kBase + "output: {plots: [{title: Loss, x: epoch, ys: [train_loss, test_loss]}]}\n");
+  auto plots = plots_of_config(e.resolved());
+  ASSERT_EQ(plots.size(), 1u);
+  EXPECT_EQ(plots[0].title, "Loss");
+  EXPECT_EQ(plots[0].x, "epoch");
+  EXPECT_EQ(plots[0].ys, (std::vector<std::string>{"train_loss", "test_loss"}));
+}
+
+TEST(ExperimentConfig, ComponentOptionsCheckAFlowMapLikeAFile) {
+  Schema schema;
+  schema.add("mean", std::vector<double>{0.5}, "mean");
+  schema.add("size", 4, "size").min(1);
+  Options o = component_options(schema, {{"size", Value(int64_t{8})}}, "{mean: [0.286]}", "--input-options");
+  EXPECT_EQ(o.get<std::vector<double>>("mean"), std::vector<double>{0.286});
+  EXPECT_EQ(o.get<int64_t>("size"), 8);
+  try {
+    component_options(schema, {}, "{size: 0}", "--input-options");
+    FAIL() << "no error";
+  } catch (const ConfigError& e) {
+    EXPECT_TRUE(contains(e.what(), "--input-options.size: value out of range; expected at least 1, got 0")) << e.what();
+  }
+  EXPECT_THROW(component_options(schema, {}, "{sise: 2}", "--input-options"), ConfigError);
+  EXPECT_THROW(component_options(schema, {}, "[1, 2]", "--input-options"), ConfigError);
+}
+
+// The built-in registry plus a callback with a path option and exclusive bounds.
+const Registry& registry_with_paths() {
+  static const Registry r = [] {
+    Registry reg = registry();
+    Component c{Kind::callback, "pathy", "a callback with a path option", Schema{}, nullptr, {}};
+    c.schema.add_path("vocabulary", "", "word list");
+    c.schema.add_path("cache", "cache.bin", "cache file");
+    c.schema.add("keep", 0.5, "fraction kept").above(0.0).below(1.0);
+    auto library = std::make_shared<LibraryInfo>();
+    library->path = "/test/libpathy.so";
+    library->name = "pathy";
+    c.library = library;
+    reg.add_library(library, {c});
+    return reg;
+  }();
+  return r;
+}
+
+TEST(ExperimentConfig, PathOptionsResolveAgainstTheExperimentFolder) {
+  const std::string dir = test::temp_dir("paths");
+  std::filesystem::create_directories(dir + "/exp");
+  const std::string path = dir + "/exp/x.yaml";
+  test::write_file(path, kBase + "callbacks: [{plugin: pathy, vocabulary: ../data/words.txt}]\n");
+  Experiment e = validate_experiment(read_experiment(path, {}), registry_with_paths());
+  const auto& o = e.callbacks.at(0).options;
+  EXPECT_EQ(o.get<std::string>("vocabulary"), std::filesystem::absolute(dir + "/data/words.txt").lexically_normal().string());
+  EXPECT_EQ(o.get<std::string>("cache"), std::filesystem::absolute(dir + "/exp/cache.bin").lexically_normal().string());
+  // Given with --set: relative to the working directory, like any command-line path.
+  Experiment set = validate_experiment(read_experiment(path, {"callbacks.0.vocabulary=w.txt"}), registry_with_paths());
+  EXPECT_EQ(set.callbacks.at(0).options.get<std::string>("vocabulary"),
+            (std::filesystem::current_path() / "w.txt").lexically_normal().string());
+  // An empty path stays empty.
+  test::write_file(path, kBase + "callbacks: [{plugin: pathy, vocabulary: '', cache: ''}]\n");
+  Experiment empty = validate_experiment(read_experiment(path, {}), registry_with_paths());
+  EXPECT_EQ(empty.callbacks.at(0).options.get<std::string>("vocabulary"), "");
+  EXPECT_EQ(empty.callbacks.at(0).options.get<std::string>("cache"), "");
+}
+
+TEST(ExperimentConfig, ExclusiveBoundsRefuseTheBoundItself) {
+  const std::string path = test::temp_dir("bounds") + "/x.yaml";
+  test::write_file(path, kBase + "callbacks: [{plugin: pathy, keep: 1.0}]\n");
+  try {
+    validate_experiment(read_experiment(path, {}), registry_with_paths());
+    FAIL() << "no error";
+  } catch (const ConfigError& e) {
+    EXPECT_TRUE(contains(e.what(), "callbacks[0].keep: value out of range; expected above 0.0 and below 1.0, got 1.0"))
+        << e.what();
+  }
 }
 
 TEST(ExperimentConfig, ExtraSectionIsFlattenedForComponents) {

@@ -14,20 +14,30 @@
 ///   schema.add("hidden_sizes", std::vector<int64_t>{256, 128}, "hidden layer widths").min(1);
 ///   schema.add("activation", "relu", "activation function").one_of({"relu", "tanh", "gelu"});
 ///   schema.add("dropout", 0.0, "dropout probability after each hidden layer").range(0.0, 1.0);
-///   schema.require("lr", trainyard::OptionType::number, "learning rate").min(0.0);
+///   schema.require("lr", trainyard::OptionType::number, "learning rate").above(0.0);
+///   schema.add("momentum", 0.9, "momentum").min(0.0).below(1.0);  // 0 <= momentum < 1
+///   schema.add_path("vocabulary", "", "word list, relative to the experiment file");
 ///   ...
 ///   auto sizes = options.get<std::vector<int64_t>>("hidden_sizes");
+///
+/// Or typed, with the options struct's fields bound to the schema (see
+/// TypedSchema below): then no key is read by string.
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <optional>
 #include <string>
+#include <type_traits>
 #include <variant>
 #include <vector>
 
 namespace trainyard {
 
-enum class OptionType { boolean, integer, number, string, integer_list, number_list, string_list };
+/// `path` holds a string, like `string`; the host resolves a relative path
+/// against the folder of the experiment file that gave it (an empty value
+/// stays empty), so plugins receive absolute paths.
+enum class OptionType { boolean, integer, number, string, integer_list, number_list, string_list, path };
 
 /// "integer", "list of numbers", ...: how types are named in messages and docs.
 const char* type_name(OptionType type);
@@ -36,7 +46,7 @@ const char* type_name(OptionType type);
 using Value = std::variant<bool, int64_t, double, std::string, std::vector<int64_t>,
                            std::vector<double>, std::vector<std::string>>;
 
-/// The type a Value holds.
+/// The type a Value holds (never `path`: a path's value is a string).
 OptionType type_of(const Value& value);
 /// A value as it would be written in YAML: 0.1, [256, 128], relu, true.
 std::string to_string(const Value& value);
@@ -49,11 +59,21 @@ struct OptionSpec {
   std::optional<Value> default_value;  ///< empty: the key is required
   std::optional<double> min_value;     ///< integers and numbers, and each element of their lists
   std::optional<double> max_value;
+  bool min_exclusive = false;          ///< the value must be above min_value, not equal to it
+  bool max_exclusive = false;          ///< the value must be below max_value, not equal to it
   std::vector<std::string> choices;    ///< strings, and each element of string lists
 
-  OptionSpec& min(double v) { min_value = v; return *this; }
-  OptionSpec& max(double v) { max_value = v; return *this; }
-  OptionSpec& range(double lo, double hi) { min_value = lo; max_value = hi; return *this; }
+  /// Inclusive bounds: min(0) allows 0.
+  OptionSpec& min(double v) { min_value = v; min_exclusive = false; return *this; }
+  OptionSpec& max(double v) { max_value = v; max_exclusive = false; return *this; }
+  OptionSpec& range(double lo, double hi) { return min(lo).max(hi); }
+  /// Exclusive bounds: above(0) refuses 0; min(0).below(1) is 0 <= v < 1.
+  OptionSpec& above(double v) { min_value = v; min_exclusive = true; return *this; }
+  OptionSpec& below(double v) { max_value = v; max_exclusive = true; return *this; }
+  /// Whether `v` lies within the bounds.
+  bool in_range(double v) const;
+  /// "between 0 and 1", "at least 0 and below 1", "above 0": the bounds, for messages.
+  std::string range_text() const;
   OptionSpec& one_of(std::vector<std::string> c) { choices = std::move(c); return *this; }
   bool required() const { return !default_value.has_value(); }
 };
@@ -72,6 +92,8 @@ class Schema {
   OptionSpec& add(const std::string& key, bool default_value, const std::string& description);
   /// A key the user must give.
   OptionSpec& require(const std::string& key, OptionType type, const std::string& description);
+  /// An optional path, resolved by the host against the experiment file's folder.
+  OptionSpec& add_path(const std::string& key, const std::string& default_value, const std::string& description);
 
   const std::vector<OptionSpec>& specs() const { return specs_; }
   const OptionSpec* find(const std::string& key) const;
@@ -96,12 +118,119 @@ class Options {
     throw_type_mismatch(key, v);
   }
   bool has(const std::string& key) const { return values_.count(key) != 0; }
+  /// Throws trainyard::Error naming `key` when it is absent.
+  void require_key(const std::string& key) const;
   const std::map<std::string, Value>& values() const { return values_; }
 
  private:
   const Value& at(const std::string& key) const;
   [[noreturn]] static void throw_type_mismatch(const std::string& key, const Value& found);
   std::map<std::string, Value> values_;
+};
+
+/// The OptionType a C++ field of an options struct is read as. Only these
+/// seven field types exist: a field of any other type (float, int, ...)
+/// fails to compile where it is bound.
+template <class F>
+struct OptionTypeOf;
+template <> struct OptionTypeOf<bool> { static constexpr OptionType value = OptionType::boolean; };
+template <> struct OptionTypeOf<int64_t> { static constexpr OptionType value = OptionType::integer; };
+template <> struct OptionTypeOf<double> { static constexpr OptionType value = OptionType::number; };
+template <> struct OptionTypeOf<std::string> { static constexpr OptionType value = OptionType::string; };
+template <> struct OptionTypeOf<std::vector<int64_t>> { static constexpr OptionType value = OptionType::integer_list; };
+template <> struct OptionTypeOf<std::vector<double>> { static constexpr OptionType value = OptionType::number_list; };
+template <> struct OptionTypeOf<std::vector<std::string>> {
+  static constexpr OptionType value = OptionType::string_list;
+};
+
+/// A C++ type an option can be held in.
+template <class F>
+concept OptionField = requires { OptionTypeOf<F>::value; };
+
+/// A Schema whose options are fields of a struct T: each option is declared
+/// once, with its field, and bind() fills a T from the validated Options. The
+/// plain schema() is what the registrar and `trainyard describe` see.
+///
+/// Example:
+///   struct MlpOptions {
+///     std::vector<int64_t> hidden;
+///     double dropout = 0;
+///     std::string activation;
+///   };
+///   trainyard::TypedSchema<MlpOptions> schema;
+///   schema.add("hidden_sizes", &MlpOptions::hidden, {256, 128}, "hidden layer widths").min(1);
+///   schema.add("dropout", &MlpOptions::dropout, 0.0, "dropout probability").min(0.0).below(1.0);
+///   schema.add("activation", &MlpOptions::activation, "relu", "activation").one_of({"relu", "gelu"});
+///   r.add_network("mlp", "a multi-layer perceptron", schema.schema(),
+///                 [schema](const trainyard::Options& o, const trainyard::Context& context) {
+///                   MlpOptions options = schema.bind(o);  // no key read by string
+///                   ...
+///                 });
+template <class T>
+class TypedSchema {
+ public:
+  /// An optional option held by `field`; its type is the field's type.
+  template <OptionField F>
+  OptionSpec& add(const std::string& key, F T::*field, std::type_identity_t<F> default_value,
+                  const std::string& description) {
+    OptionSpec& spec = schema_.add(key, Value(std::move(default_value)), description);
+    bind_field(key, field);
+    return spec;
+  }
+  /// A key the user must give.
+  template <OptionField F>
+  OptionSpec& require(const std::string& key, F T::*field, const std::string& description) {
+    OptionSpec& spec = schema_.require(key, OptionTypeOf<F>::value, description);
+    bind_field(key, field);
+    return spec;
+  }
+  /// A path option (resolved against the experiment file's folder).
+  OptionSpec& add_path(const std::string& key, std::string T::*field, const std::string& default_value,
+                       const std::string& description) {
+    OptionSpec& spec = schema_.add_path(key, default_value, description);
+    bind_field(key, field);
+    return spec;
+  }
+  /// A required path option.
+  OptionSpec& require_path(const std::string& key, std::string T::*field, const std::string& description) {
+    OptionSpec& spec = schema_.require(key, OptionType::path, description);
+    bind_field(key, field);
+    return spec;
+  }
+
+  const Schema& schema() const { return schema_; }
+
+  /// The struct with every bound field set from `options`, the rest left as
+  /// T's own defaults. Throws trainyard::Error naming a key `options` lacks.
+  T bind(const Options& options) const {
+    T out{};
+    for (const auto& field : fields_) field.read(options, out);
+    return out;
+  }
+  /// The fields of `values` as Options again (what a resolved config shows).
+  Options options_of(const T& values) const {
+    std::map<std::string, Value> out;
+    for (const auto& field : fields_) out[field.key] = field.write(values);
+    return Options(std::move(out));
+  }
+
+ private:
+  struct Field {
+    std::string key;
+    std::function<void(const Options&, T&)> read;
+    std::function<Value(const T&)> write;
+  };
+  template <OptionField F>
+  void bind_field(const std::string& key, F T::*field) {
+    fields_.push_back({key,
+                       [key, field](const Options& options, T& out) {
+                         options.require_key(key);
+                         out.*field = options.get<F>(key);
+                       },
+                       [field](const T& values) { return Value(values.*field); }});
+  }
+  Schema schema_;
+  std::vector<Field> fields_;
 };
 
 /// Free-form user keys from the experiment's `extra:` section, flattened to

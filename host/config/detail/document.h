@@ -1,0 +1,75 @@
+#pragma once
+// Private to host/config/: the experiment's YAML as read, and the checks that
+// turn YAML nodes into Options. Nothing outside host/config/ includes this.
+#include <map>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+#include <yaml-cpp/yaml.h>
+
+#include "trainyard/options.h"
+
+namespace trainyard::host::detail {
+
+/// The YAML as read, with --set applied, and what is needed to point at a line.
+struct Document {
+  std::string path;
+  YAML::Node root;
+  std::map<std::string, std::string> set_origins;  ///< key path -> "--set KEY=VALUE"
+
+  /// "FILE:LINE:COL: KEY" for a node read from the file, "--set KEY=VALUE: KEY" for one set.
+  std::string where(const YAML::Node& node, const std::string& key) const;
+  /// The folder relative paths in the file are resolved against.
+  std::string folder() const;
+  /// Whether `key` (or a map above it) was given with --set.
+  bool set_on_command_line(const std::string& key) const;
+};
+
+/// The sections an experiment may have.
+extern const std::vector<std::string> kTopLevelKeys;
+
+/// plugin_dirs from the file, made absolute relative to the file's folder.
+std::vector<std::string> plugin_dirs_of(const Document& document);
+
+/// Every key path under `root` -> "FILE:LINE:COL" or "--set KEY=VALUE".
+std::map<std::string, std::string> locations_of(const Document& document);
+
+/// The value of the longest key-path prefix of `key` ("loop.epochs", then
+/// "loop") that `entries` holds, or null.
+const std::string* nearest_entry(const std::map<std::string, std::string>& entries, const std::string& key);
+
+std::string child_key(const std::string& parent, const std::string& key);
+std::string index_key(const std::string& parent, size_t i);
+/// "'relu'", "a list", "a map", "nothing": a node, as messages show it.
+std::string shown(const YAML::Node& node);
+std::vector<std::string> map_keys(const YAML::Node& node);
+bool parse_integer(const std::string& s, int64_t& out);
+/// map[key], read through a const view so that nothing is inserted.
+YAML::Node get(const YAML::Node& map, const std::string& key);
+/// The spec of a host key (on_bad_record, phases, plots' x, ...), checked
+/// like a schema's option.
+OptionSpec host_spec(const std::string& key, OptionType type, std::vector<std::string> choices = {});
+
+[[noreturn]] void fail(const std::string& where, const std::string& what, const std::string& expected_got,
+                       const std::string& hint = "");
+
+/// One value checked against its spec: type, range, choices. A path option is
+/// made absolute against the document's folder unless given with --set.
+Value convert(const Document& document, const OptionSpec& spec, const YAML::Node& node, const std::string& key);
+
+/// Checks `map` against `schema` (skipping `host_keys`) and returns the values
+/// with defaults filled in. `key` is the map's key path, for messages.
+Options validate_options(const Document& document, const YAML::Node& map, const std::string& key,
+                         const Schema& schema, const std::vector<std::string>& host_keys, const std::string& owner);
+
+/// YAML to JSON: quoted scalars stay strings, plain ones that read as
+/// booleans, integers or numbers become those.
+nlohmann::ordered_json to_json(const YAML::Node& node);
+/// A plain (unquoted) YAML scalar as JSON: a boolean, null, integer or
+/// number when it reads as one, else a string.
+nlohmann::ordered_json plain_scalar(const std::string& text);
+/// A value as JSON of its type (paths and strings as strings).
+nlohmann::ordered_json to_json(const Value& value);
+
+}  // namespace trainyard::host::detail

@@ -1,0 +1,171 @@
+#include "config/sections.h"
+
+#include <algorithm>
+
+#include "trainyard/error.h"
+#include "util/process.h"
+
+namespace trainyard::host {
+
+const TypedSchema<LoopConfig>& loop_section() {
+  static const TypedSchema<LoopConfig> schema = [] {
+    using L = LoopConfig;
+    TypedSchema<L> s;
+    s.add("epochs", &L::epochs, 1, "number of epochs to train").min(0);
+    s.add("batch_per_device", &L::batch_per_device, 64, "training batch size on each device (process)").min(1);
+    s.add("test_batch_per_device", &L::test_batch_per_device, 0, "test batch size; 0 uses batch_per_device").min(0);
+    s.add("train_samples_per_epoch", &L::train_samples_per_epoch, 0,
+          "samples per epoch; 0 is one pass over the training set")
+        .min(0);
+    s.add("test_every_iters", &L::test_every_iters, 0,
+          "also test every N train iterations; 0 tests only at epoch end")
+        .min(0);
+    s.add("test_samples", &L::test_samples, 0, "test samples per test pass; 0 is the whole test set").min(0);
+    s.add("shuffle", &L::shuffle, true, "draw a new permutation of the training set every epoch from (seed, epoch)");
+    s.add("drop_last", &L::drop_last, false, "drop the last incomplete training batch of an epoch");
+    s.add("log_every_iters", &L::log_every_iters, 50, "write train meter values to metrics.jsonl every N iterations")
+        .min(1);
+    s.add("checkpoint_every_iters", &L::checkpoint_every_iters, 0,
+          "also checkpoint every N train iterations; 0 only at epoch end")
+        .min(0);
+    s.add("checkpoint_every_secs", &L::checkpoint_every_secs, 0.0,
+          "also checkpoint every T seconds of wall time (between updates); 0: not by time")
+        .min(0.0);
+    s.add("iter_size", &L::iter_size, 1,
+          "batches whose gradients are accumulated into one optimizer update (loss scaled by 1/N)")
+        .min(1);
+    s.add("clip_grad_norm", &L::clip_grad_norm, 0.0,
+          "scale gradients down to at most this global L2 norm; 0 does not clip")
+        .min(0.0);
+    s.add("clip_grad_value", &L::clip_grad_value, 0.0, "clamp every gradient to [-v, v]; 0 does not clip").min(0.0);
+    s.add("decode_threads", &L::decode_threads, 0,
+          "threads that read, decode and augment samples; 0 does it on the training thread")
+        .range(0, 64);
+    s.add("prefetch_batches", &L::prefetch_batches, 4, "ready batches the decode threads keep ahead of training")
+        .range(1, 1024);
+    s.add("nonfinite", &L::nonfinite, "error",
+          "a NaN or infinite loss or gradient: error (stop before the update, checkpoint, name the cause), skip "
+          "(drop that update, count it; stop after nonfinite_max_skips in a row), or ignore")
+        .one_of({"error", "skip", "ignore"});
+    s.add("stop_signals", &L::stop_signals, {"SIGINT", "SIGTERM", "SIGUSR1"},
+          "signals that stop the run at the next iteration with a checkpoint (exit code 4, resumable)")
+        .one_of(stop_signal_names());
+    s.add("nonfinite_max_skips", &L::nonfinite_max_skips, 10,
+          "skip: updates dropped in a row before the run stops as with error")
+        .min(1);
+    s.add("precision", &L::precision, "fp32",
+          "fp32; bf16-mixed (autocast to bfloat16: CPUs, and GPUs from compute capability 8.0); fp16-mixed "
+          "(autocast to float16 with dynamic loss scaling: GPUs only). Losses, meters and the non-finite check see fp32")
+        .one_of({"fp32", "bf16-mixed", "fp16-mixed"});
+    return s;
+  }();
+  return schema;
+}
+
+const TypedSchema<DistributedConfig>& distributed_section() {
+  static const TypedSchema<DistributedConfig> schema = [] {
+    using D = DistributedConfig;
+    TypedSchema<D> s;
+    s.add("num_gpus", &D::num_gpus, 0, "GPUs to train on; 0 trains on the CPU").min(0);
+    s.add("first_gpu_id", &D::first_gpu_id, 0, "index of the first GPU to use").min(0);
+    s.add("num_cpus", &D::num_cpus, 1, "with num_gpus 0: CPU processes to train on (one process each, Gloo between them)")
+        .range(1, 1024);
+    s.add("threads_per_process", &D::threads_per_process, 0,
+          "intra-op CPU threads; 0 shares the node's cores among its processes")
+        .min(0);
+    s.add("master_addr", &D::master_addr, "127.0.0.1", "address of rank 0 (the environment's MASTER_ADDR wins)");
+    s.add("master_port", &D::master_port, 29500, "port of rank 0's store (the environment's MASTER_PORT wins)")
+        .range(1, 65535);
+    s.add("rendezvous", &D::rendezvous, "tcp",
+          "how ranks find each other: tcp (a store on rank 0) or file (a shared file)")
+        .one_of({"tcp", "file"});
+    s.add("rendezvous_file", &D::rendezvous_file, "",
+          "the shared file for rendezvous: file (removed when the run ends cleanly)");
+    s.add("timeout_secs", &D::timeout_secs, 60, "a rank that does not answer within this time fails the run")
+        .range(1, 86400);
+    s.add("bucket_mb", &D::bucket_mb, 25, "gradients are averaged in flat buckets of about this size").range(1, 4096);
+    s.add("sync_batch_norm", &D::sync_batch_norm, false,
+          "batch norm statistics over the global batch (networks that use trainyard::SyncBatchNorm2d)");
+    return s;
+  }();
+  return schema;
+}
+
+const TypedSchema<StoppingConfig>& stopping_section() {
+  static const TypedSchema<StoppingConfig> schema = [] {
+    using S = StoppingConfig;
+    TypedSchema<S> s;
+    s.add("target_meter", &S::target_meter, "",
+          "stop once this meter reaches target, e.g. test_accuracy_top1 or train_loss");
+    s.add("target", &S::target, 0.0,
+          "the value target_meter must reach (at least, or at most for a minimized meter)");
+    s.add("monitor", &S::monitor, "", "meter for early stopping and best.pt, e.g. test_loss; empty: neither");
+    s.add("patience", &S::patience, 0,
+          "stop after this many epochs without improvement of monitor; 0 never stops early")
+        .min(0);
+    s.add("min_delta", &S::min_delta, 0.0, "an improvement must exceed this").min(0.0);
+    s.add("keep_best", &S::keep_best, true, "keep checkpoints/best.pt, the epoch with the best monitor value");
+    s.add("mode", &S::mode, "auto", "max, min, or auto (min when the meter name contains 'loss')")
+        .one_of({"auto", "max", "min"});
+    return s;
+  }();
+  return schema;
+}
+
+const TypedSchema<OutputConfig>& output_section() {
+  static const TypedSchema<OutputConfig> schema = [] {
+    using O = OutputConfig;
+    TypedSchema<O> s;
+    s.add("dir", &O::dir, "runs", "folder holding run directories (<dir>/<name>/); relative to the working directory");
+    s.add("keep_checkpoints", &O::keep_checkpoints, 3, "how many recent checkpoints to keep; 0 keeps all").min(0);
+    s.add("report", &O::report, true, "write report.html and plots/*.svg in the run directory at the end of a run");
+    return s;
+  }();
+  return schema;
+}
+
+const TypedSchema<ScheduleConfig>& schedule_section() {
+  static const TypedSchema<ScheduleConfig> schema = [] {
+    using C = ScheduleConfig;
+    TypedSchema<C> s;
+    s.add("policy", &C::policy, "constant",
+          "constant, step (piecewise), multistep, exp, cosine, poly, or custom (an additional_override replaces "
+          "the schedule stage, e.g. one_cycle or cyclic)")
+        .one_of({"constant", "step", "multistep", "exp", "cosine", "poly", "custom"});
+    s.add("unit", &C::unit, "iteration", "step the schedule every optimizer update (iteration) or every epoch")
+        .one_of({"iteration", "epoch"});
+    s.add("boundaries", &C::boundaries, {}, "step: steps at which the rate changes").min(0);
+    s.add("values", &C::values, {}, "step: the learning rates, one more than boundaries").min(0.0);
+    s.add("milestones", &C::milestones, {}, "multistep: steps at which the rate is multiplied by gamma").min(0);
+    s.add("gamma", &C::gamma, 0.1, "multistep and exp: the multiplier").range(0.0, 1.0);
+    s.add("decay_steps", &C::decay_steps, 1, "exp: gamma is applied once per this many steps").min(1);
+    s.add("staircase", &C::staircase, false, "exp: decay in whole steps of decay_steps");
+    s.add("min_factor", &C::min_factor, 0.0, "cosine and poly: the final rate as a fraction of the starting rate")
+        .range(0.0, 1.0);
+    s.add("power", &C::power, 1.0, "poly: the exponent").min(0.0);
+    s.add("warmup_steps", &C::warmup_steps, 0, "linear warmup over this many steps, before the schedule").min(0);
+    s.add("warmup_start_factor", &C::warmup_start_factor, 0.0, "warmup starts at this fraction of the rate")
+        .range(0.0, 1.0);
+    return s;
+  }();
+  return schema;
+}
+
+const Schema& loop_schema() { return loop_section().schema(); }
+const Schema& distributed_schema() { return distributed_section().schema(); }
+const Schema& output_schema() { return output_section().schema(); }
+const Schema& stopping_schema() { return stopping_section().schema(); }
+const Schema& schedule_schema() { return schedule_section().schema(); }
+
+ScheduleConfig schedule_config(const Options& options, const std::string& where) {
+  ScheduleConfig s = schedule_section().bind(options);
+  if (s.policy == "step" && s.values.size() != s.boundaries.size() + 1)
+    throw ConfigError(where + ": policy step has " + std::to_string(s.boundaries.size()) + " boundaries and " +
+                          std::to_string(s.values.size()) + " values",
+                      "expected one more value than boundaries", "e.g. boundaries: [1000, 2000], values: [0.1, 0.01, 0.001]");
+  if (!std::is_sorted(s.boundaries.begin(), s.boundaries.end()) || !std::is_sorted(s.milestones.begin(), s.milestones.end()))
+    throw ConfigError(where + ": boundaries and milestones must be increasing", "expected sorted steps", "");
+  return s;
+}
+
+}  // namespace trainyard::host

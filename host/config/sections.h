@@ -1,0 +1,109 @@
+#pragma once
+// The host's own sections of an experiment (loop, distributed, output,
+// schedule, stopping): typed structs, each declared by one TypedSchema, the
+// mechanism plugins use. The schema validates the YAML and prints
+// `trainyard describe SECTION`; its binding fills the struct.
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "trainyard/options.h"
+
+namespace trainyard::host {
+
+struct LoopConfig {
+  int64_t epochs = 1;
+  int64_t batch_per_device = 64;
+  int64_t test_batch_per_device = 0;  ///< 0: batch_per_device
+  int64_t train_samples_per_epoch = 0;  ///< 0: one pass over the training set
+  int64_t test_every_iters = 0;         ///< 0: only at the end of each epoch
+  int64_t test_samples = 0;             ///< 0: the whole test set
+  bool shuffle = true;
+  bool drop_last = false;
+  int64_t log_every_iters = 50;
+  int64_t checkpoint_every_iters = 0;   ///< 0: only at the end of each epoch
+  double checkpoint_every_secs = 0;     ///< also every T seconds of wall time; 0: not by time
+  int64_t iter_size = 1;                ///< batches accumulated per optimizer update
+  double clip_grad_norm = 0;            ///< 0: no clipping by global norm
+  double clip_grad_value = 0;           ///< 0: no clipping by value
+  int64_t decode_threads = 0;           ///< 0: decode on the training thread
+  int64_t prefetch_batches = 4;
+  std::string nonfinite = "error";      ///< error | skip | ignore: a NaN/inf loss or gradient
+  int64_t nonfinite_max_skips = 10;     ///< skip: in a row, before stopping as with error
+  std::vector<std::string> stop_signals{"SIGINT", "SIGTERM", "SIGUSR1"};  ///< stop with a checkpoint, exit 4
+  std::string precision = "fp32";       ///< fp32 | bf16-mixed | fp16-mixed (autocast; fp16 with loss scaling)
+};
+
+struct DistributedConfig {
+  int64_t num_gpus = 0;
+  int64_t num_cpus = 1;  ///< CPU processes when num_gpus is 0
+  int64_t first_gpu_id = 0;
+  int64_t threads_per_process = 0;  ///< 0: the node's cores shared by its processes
+  std::string master_addr = "127.0.0.1";
+  int64_t master_port = 29500;
+  std::string rendezvous = "tcp";
+  std::string rendezvous_file;
+  int64_t timeout_secs = 60;
+  int64_t bucket_mb = 25;
+  bool sync_batch_norm = false;
+};
+
+struct StoppingConfig {
+  std::string target_meter;   ///< stop once this meter reaches `target`
+  double target = 0;
+  std::string monitor;        ///< early stopping and best.pt follow this meter
+  int64_t patience = 0;       ///< epochs without improvement before stopping; 0: never
+  double min_delta = 0;       ///< smaller changes are not improvements
+  bool keep_best = true;      ///< checkpoints/best.pt: the best epoch by `monitor`
+  std::string mode = "auto";  ///< max | min | auto (min for names with "loss")
+};
+
+/// output.plots entry (Playground's plots): one chart of meter values.
+struct PlotSpec {
+  std::string title;
+  std::string x = "iteration";    ///< iteration | epoch
+  std::vector<std::string> ys;    ///< value names: train_loss, test_accuracy_top1, lr, ...
+};
+
+struct OutputConfig {
+  std::string dir = "runs";
+  int64_t keep_checkpoints = 3;  ///< 0: keep all
+  std::vector<PlotSpec> plots;   ///< empty: the default plots (loss, accuracy, learning rate)
+  bool report = true;            ///< report.html and plots/ at the end of a run
+};
+
+/// Learning-rate schedule (train/schedule.h computes the factor from it).
+struct ScheduleConfig {
+  std::string policy = "constant";  ///< constant | step | multistep | exp | cosine | poly | custom (an override)
+  std::string unit = "iteration";   ///< iteration (each optimizer update) | epoch
+  std::vector<int64_t> boundaries;  ///< step: where the rate changes
+  std::vector<double> values;       ///< step: the rates, one more than boundaries
+  std::vector<int64_t> milestones;  ///< multistep: multiply by gamma at each
+  double gamma = 0.1;               ///< multistep, exp
+  int64_t decay_steps = 1;          ///< exp: gamma per this many steps
+  bool staircase = false;           ///< exp: whole decay steps only
+  double min_factor = 0.0;          ///< cosine, poly: the floor, as a fraction of the start rate
+  double power = 1.0;               ///< poly
+  int64_t warmup_steps = 0;         ///< linear warmup from warmup_start_factor
+  double warmup_start_factor = 0.0;
+};
+
+/// Each section's schema with its struct binding.
+const TypedSchema<LoopConfig>& loop_section();
+const TypedSchema<DistributedConfig>& distributed_section();
+const TypedSchema<OutputConfig>& output_section();  ///< `plots:` is checked by the host, not by the schema
+const TypedSchema<StoppingConfig>& stopping_section();
+const TypedSchema<ScheduleConfig>& schedule_section();
+
+/// The plain schemas (validation and `trainyard describe`).
+const Schema& loop_schema();
+const Schema& distributed_schema();
+const Schema& output_schema();
+const Schema& stopping_schema();
+const Schema& schedule_schema();
+
+/// Binds the schedule and checks what one option alone cannot (step values
+/// match the boundaries, steps increase). Throws ConfigError; `where` names the section.
+ScheduleConfig schedule_config(const Options& options, const std::string& where);
+
+}  // namespace trainyard::host
