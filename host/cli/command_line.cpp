@@ -61,6 +61,14 @@ po::options_description launch_options() {
   return d;
 }
 
+po::options_description experiment_command_options(const po::options_description& own, bool with_launcher) {
+  po::options_description visible;
+  visible.add(own);
+  if (with_launcher) visible.add(launch_options());
+  visible.add(experiment_options()).add(plugin_options()).add(help_option());
+  return visible;
+}
+
 bool parse_command_line(int argc, char** argv, const std::string& usage, const po::options_description& visible,
                         const std::string& positional_name, po::variables_map& vm) {
   po::options_description all;

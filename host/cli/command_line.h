@@ -19,6 +19,9 @@ po::options_description plugin_options();      ///< --plugin-dir
 po::options_description experiment_options();  ///< --set
 po::options_description help_option();         ///< --help, --version
 po::options_description launch_options();      ///< --nproc-per-node and friends
+/// What a command on an experiment accepts: its `own` options, the
+/// launcher's when asked, then --set, --plugin-dir, --help and --version.
+po::options_description experiment_command_options(const po::options_description& own, bool with_launcher = false);
 
 /// Parses argv[2..] with one positional argument named `positional` ("" for
 /// none); returns false when --help or --version was answered. Throws

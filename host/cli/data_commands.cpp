@@ -58,8 +58,7 @@ int iterate_command(int argc, char** argv) {
   const std::string usage = "trainyard iterate EXP.yaml [--batches N] [--set KEY=VALUE]... [--plugin-dir DIR]...";
   po::options_description own("iterate options");
   own.add_options()("batches", po::value<int64_t>()->default_value(0), "stop after N batches (0: one epoch)");
-  po::options_description visible;
-  visible.add(own).add(experiment_options()).add(plugin_options()).add(help_option());
+  const po::options_description visible = experiment_command_options(own);
   po::variables_map vm;
   if (!parse_command_line(argc, argv, usage, visible, "experiment", vm)) return 0;
   Registry registry;

@@ -70,8 +70,7 @@ int find_lr_command(int argc, char** argv) {
       "iters-per-run", po::value<int64_t>()->default_value(defaults.iters_per_run), "restart: optimizer updates per rate")(
       "iters", po::value<int64_t>()->default_value(defaults.iters), "sweep: optimizer updates in all")(
       "output", po::value<std::string>(), "folder for lr_finder.csv, .svg and .json (default: OUTPUT_DIR/NAME-lr-finder)");
-  po::options_description visible;
-  visible.add(own).add(launch_options()).add(experiment_options()).add(plugin_options()).add(help_option());
+  const po::options_description visible = experiment_command_options(own, /*with_launcher=*/true);
   po::variables_map vm;
   if (!parse_command_line(argc, argv, usage, visible, "experiment", vm)) return 0;
   const LrFinderOptions o = finder_options(vm);

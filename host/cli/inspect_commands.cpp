@@ -46,8 +46,7 @@ const std::vector<std::pair<std::string, const Schema*>>& host_sections() {
 
 int validate_command(int argc, char** argv) {
   const std::string usage = "trainyard validate EXP.yaml [--set KEY=VALUE]... [--plugin-dir DIR]...";
-  po::options_description visible;
-  visible.add(experiment_options()).add(plugin_options()).add(help_option());
+  const po::options_description visible = experiment_command_options(po::options_description());
   po::variables_map vm;
   if (!parse_command_line(argc, argv, usage, visible, "experiment", vm)) return 0;
   Registry registry;

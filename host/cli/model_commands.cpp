@@ -18,8 +18,7 @@ int eval_command(int argc, char** argv) {
   own.add_options()("checkpoint", po::value<std::string>(), "checkpoint to evaluate (default: the run's latest)")(
       "output-dir", po::value<std::string>(), "folder of run directories (default: output.dir)")(
       "output", po::value<std::string>(), "also write the values as JSON to this file");
-  po::options_description visible;
-  visible.add(own).add(experiment_options()).add(plugin_options()).add(help_option());
+  const po::options_description visible = experiment_command_options(own);
   po::variables_map vm;
   if (!parse_command_line(argc, argv, usage, visible, "experiment", vm)) return 0;
   Registry registry;
@@ -53,8 +52,7 @@ int predict_command(int argc, char** argv) {
       "input-options", po::value<std::string>(),
       "YAML map of preprocessing options for the input (default: those of dataset.test when it is an lmdb, "
       "image_folder or csv dataset), e.g. '{mean: [0.286], std: [0.353]}'");
-  po::options_description visible;
-  visible.add(own).add(experiment_options()).add(plugin_options()).add(help_option());
+  const po::options_description visible = experiment_command_options(own);
   po::variables_map vm;
   if (!parse_command_line(argc, argv, usage, visible, "experiment", vm)) return 0;
   if (!vm.count("input") || !vm.count("output"))

@@ -24,8 +24,7 @@ int run_command(int argc, char** argv) {
       "dry-run", "build everything, run one train and one test batch, print the network and timings; write nothing")(
       "debug", "stop at the first non-finite loss, gradient or parameter and name the operation, layer or "
                "parameter that produced it");
-  po::options_description visible;
-  visible.add(own).add(launch_options()).add(experiment_options()).add(plugin_options()).add(help_option());
+  const po::options_description visible = experiment_command_options(own, /*with_launcher=*/true);
   po::variables_map vm;
   if (!parse_command_line(argc, argv, usage, visible, "experiment", vm)) return 0;
 

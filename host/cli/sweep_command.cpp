@@ -16,8 +16,7 @@ int sweep_command(int argc, char** argv) {
                     "a key and its values, e.g. optimizer.lr=0.1,0.01 (repeatable: the cartesian product runs)")(
       "parallel", po::value<int>()->default_value(1), "runs at a time (their threads share the cores)")(
       "output-dir", po::value<std::string>(), "where the sweep folder goes (default: output.dir)");
-  po::options_description visible;
-  visible.add(own).add(experiment_options()).add(plugin_options()).add(help_option());
+  const po::options_description visible = experiment_command_options(own);
   po::variables_map vm;
   if (!parse_command_line(argc, argv, usage, visible, "experiment", vm)) return 0;
   SweepRequest request;
