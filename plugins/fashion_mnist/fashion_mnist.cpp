@@ -70,7 +70,7 @@ class FashionMnist : public trainyard::Dataset {
 
 trainyard::Schema schema() {
   trainyard::Schema s;
-  s.add("directory", "/usr/share/datasets/fashion-mnist", "folder with the idx files (.gz or uncompressed)");
+  s.add_path("directory", "/usr/share/datasets/fashion-mnist", "folder with the idx files (.gz or uncompressed); relative to the experiment file");
   s.add("split", "train", "which files to read").one_of({"train", "test"});
   s.add("normalize", true, "subtract mean and divide by std after scaling pixels to [0, 1]");
   s.add("mean", 0.2860, "pixel mean used by normalize (Fashion-MNIST train set)");

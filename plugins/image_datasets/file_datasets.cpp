@@ -40,7 +40,7 @@ class Files : public ImageDataset {
 
 trainyard::Schema image_folder_schema() {
   trainyard::Schema s;
-  s.require("root", trainyard::OptionType::string, "folder with one sub-folder of images per class");
+  s.require("root", trainyard::OptionType::path, "folder with one sub-folder of images per class; relative to the experiment file");
   add_transform_options(s);
   return s;
 }
@@ -57,7 +57,7 @@ std::shared_ptr<trainyard::Dataset> make_image_folder(const trainyard::Options& 
 
 trainyard::Schema csv_schema() {
   trainyard::Schema s;
-  s.require("file", trainyard::OptionType::string, "CSV of path,label lines (a header line is allowed)");
+  s.require("file", trainyard::OptionType::path, "CSV of path,label lines (a header line is allowed; relative image paths are taken from the CSV's folder); relative to the experiment file");
   add_transform_options(s);
   return s;
 }

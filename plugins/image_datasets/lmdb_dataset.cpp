@@ -114,7 +114,7 @@ class Lmdb : public ImageDataset {
 
 trainyard::Schema lmdb_schema() {
   trainyard::Schema s;
-  s.require("path", trainyard::OptionType::string, "LMDB folder written by 'trainyard convert'");
+  s.require("path", trainyard::OptionType::path, "LMDB folder written by 'trainyard convert'; relative to the experiment file");
   add_transform_options(s);
   return s;
 }

@@ -11,23 +11,41 @@
 namespace mlp {
 namespace {
 
+// The options, bound to the schema below: no key is read by string.
+struct MlpOptions {
+  std::vector<int64_t> hidden_sizes;
+  std::string activation;
+  double dropout = 0;
+};
+
+const trainyard::TypedSchema<MlpOptions>& typed_schema() {
+  static const trainyard::TypedSchema<MlpOptions> s = [] {
+    trainyard::TypedSchema<MlpOptions> t;
+    t.add("hidden_sizes", &MlpOptions::hidden_sizes, {256, 128}, "width of each hidden layer (empty: a linear model)")
+        .min(1);
+    t.add("activation", &MlpOptions::activation, "relu", "activation after each hidden layer")
+        .one_of({"relu", "tanh", "gelu", "sigmoid"});
+    t.add("dropout", &MlpOptions::dropout, 0.0, "dropout probability after each hidden layer").range(0.0, 0.99);
+    return t;
+  }();
+  return s;
+}
+
 class Mlp : public trainyard::Network {
  public:
-  Mlp(const trainyard::Options& o, const trainyard::Context& c) {
+  Mlp(const MlpOptions& o, const trainyard::Context& c) {
     if (c.dataset.num_classes <= 0)
       throw trainyard::ConfigError("the dataset reports no classes",
                                    "expected a classification dataset, got num_classes 0", "");
     int64_t width = c.dataset.sample_numel();
-    const auto& activation = o.get<std::string>("activation");
-    const double dropout = o.get<double>("dropout");
     // Layers are appended one by one so that a seed gives the same weights on every build.
-    for (int64_t hidden : o.get<std::vector<int64_t>>("hidden_sizes")) {
+    for (int64_t hidden : o.hidden_sizes) {
       layers_->push_back(torch::nn::Linear(width, hidden));
-      if (activation == "relu") layers_->push_back(torch::nn::ReLU());
-      if (activation == "tanh") layers_->push_back(torch::nn::Tanh());
-      if (activation == "gelu") layers_->push_back(torch::nn::GELU());
-      if (activation == "sigmoid") layers_->push_back(torch::nn::Sigmoid());
-      if (dropout > 0) layers_->push_back(torch::nn::Dropout(dropout));
+      if (o.activation == "relu") layers_->push_back(torch::nn::ReLU());
+      if (o.activation == "tanh") layers_->push_back(torch::nn::Tanh());
+      if (o.activation == "gelu") layers_->push_back(torch::nn::GELU());
+      if (o.activation == "sigmoid") layers_->push_back(torch::nn::Sigmoid());
+      if (o.dropout > 0) layers_->push_back(torch::nn::Dropout(o.dropout));
       width = hidden;
     }
     layers_->push_back(torch::nn::Linear(width, c.dataset.num_classes));
@@ -41,16 +59,10 @@ class Mlp : public trainyard::Network {
 
 }  // namespace
 
-trainyard::Schema schema() {
-  trainyard::Schema s;
-  s.add("hidden_sizes", std::vector<int64_t>{256, 128}, "width of each hidden layer (empty: a linear model)").min(1);
-  s.add("activation", "relu", "activation after each hidden layer").one_of({"relu", "tanh", "gelu", "sigmoid"});
-  s.add("dropout", 0.0, "dropout probability after each hidden layer").range(0.0, 0.99);
-  return s;
-}
+trainyard::Schema schema() { return typed_schema().schema(); }
 
 std::shared_ptr<trainyard::Network> make(const trainyard::Options& options, const trainyard::Context& context) {
-  return std::make_shared<Mlp>(options, context);
+  return std::make_shared<Mlp>(typed_schema().bind(options), context);
 }
 
 }  // namespace mlp

@@ -65,20 +65,27 @@ class TorchScriptNetwork : public trainyard::Network {
   torch::jit::Module script_;
 };
 
-trainyard::Schema schema() {
-  trainyard::Schema s;
-  s.require("path", trainyard::OptionType::string,
-            "TorchScript file (.pt) saved from Python with torch.jit.script(model).save(path) or "
-            "torch.jit.trace(...).save(path); relative to the working directory");
+struct TorchScriptOptions {
+  std::string path;  // absolute: the host resolves it against the experiment file's folder
+};
+
+const trainyard::TypedSchema<TorchScriptOptions>& schema() {
+  static const trainyard::TypedSchema<TorchScriptOptions> s = [] {
+    trainyard::TypedSchema<TorchScriptOptions> t;
+    t.require_path("path", &TorchScriptOptions::path,
+                   "TorchScript file (.pt) saved from Python with torch.jit.script(model).save(path) or "
+                   "torch.jit.trace(...).save(path); relative to the experiment file");
+    return t;
+  }();
   return s;
 }
 
 std::shared_ptr<trainyard::Network> make(const trainyard::Options& o, const trainyard::Context& context) {
-  const std::string path = o.get<std::string>("path");
+  const std::string path = schema().bind(o).path;
   if (!std::filesystem::is_regular_file(path))
     throw trainyard::ConfigError("TorchScript file '" + path + "' does not exist",
                                  "expected a file saved by torch.jit.script(model).save(path)",
-                                 "paths are relative to the working directory");
+                                 "a relative path is taken from the experiment file's folder");
   torch::jit::Module script;
   try {
     script = torch::jit::load(path, context.device);
@@ -92,7 +99,8 @@ std::shared_ptr<trainyard::Network> make(const trainyard::Options& o, const trai
 }
 
 void register_components(trainyard::Registrar& r) {
-  r.add_network("torchscript", "a network exported from Python as TorchScript (torch.jit.script or trace)", schema(),
+  r.add_network("torchscript", "a network exported from Python as TorchScript (torch.jit.script or trace)",
+                schema().schema(),
                 make);
 }
 

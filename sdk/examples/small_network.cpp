@@ -1,6 +1,6 @@
 // example_network: a small network, a two-layer perceptron whose hidden
-// width is an option. The smallest complete plugin: a component class, its
-// schema, a registration, the entry point.
+// width is an option. The smallest complete plugin: an options struct bound to
+// its schema, a component class, a registration, the entry point.
 //
 // Experiment:
 //   network: {plugin: two_layer, hidden: 32}
@@ -12,11 +12,16 @@
 
 namespace {
 
+// The options as a struct; the TypedSchema below binds each field to its key.
+struct TwoLayerOptions {
+  int64_t hidden = 0;
+};
+
 class TwoLayer : public trainyard::Network {
  public:
-  TwoLayer(const trainyard::Options& o, const trainyard::Context& c)
-      : hidden_(register_module("hidden", torch::nn::Linear(c.dataset.sample_numel(), o.get<int64_t>("hidden")))),
-        out_(register_module("out", torch::nn::Linear(o.get<int64_t>("hidden"), c.dataset.num_classes))) {
+  TwoLayer(const TwoLayerOptions& o, const trainyard::Context& c)
+      : hidden_(register_module("hidden", torch::nn::Linear(c.dataset.sample_numel(), o.hidden))),
+        out_(register_module("out", torch::nn::Linear(o.hidden, c.dataset.num_classes))) {
     if (c.dataset.num_classes <= 0)
       throw trainyard::ConfigError("two_layer needs a classification dataset",
                                    "expected num_classes > 0, got " + std::to_string(c.dataset.num_classes), "");
@@ -30,11 +35,13 @@ class TwoLayer : public trainyard::Network {
 };
 
 void register_components(trainyard::Registrar& r) {
-  trainyard::Schema schema;
-  schema.add("hidden", int64_t{32}, "width of the hidden layer").min(1);
-  r.add_network("two_layer", "a two-layer perceptron (trainyard example)", schema,
-                [](const trainyard::Options& o, const trainyard::Context& c) {
-                  return std::make_shared<TwoLayer>(o, c);
+  trainyard::TypedSchema<TwoLayerOptions> schema;
+  schema.add("hidden", &TwoLayerOptions::hidden, 32, "width of the hidden layer").min(1);
+  // The registrar and `trainyard describe` see schema.schema(); the factory
+  // gets validated Options (defaults filled in) and binds them to the struct.
+  r.add_network("two_layer", "a two-layer perceptron (trainyard example)", schema.schema(),
+                [schema](const trainyard::Options& o, const trainyard::Context& c) {
+                  return std::make_shared<TwoLayer>(schema.bind(o), c);
                 });
 }
 

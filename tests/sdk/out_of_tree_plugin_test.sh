@@ -27,6 +27,8 @@ grep -q "meters: .*margin" <<< "$listing" || { echo "FAIL: meter missing: $listi
 grep -q "callbacks: .*test_watch" <<< "$listing" || { echo "FAIL: callback missing: $listing"; exit 1; }
 grep -q "$prefix/lib/trainyard/plugins/libmlp.so" <<< "$listing" || { echo "FAIL: installed built-ins missing"; exit 1; }
 "$host" describe scaled_linear --plugin-dir "$work/dropin" | grep -q "multiplies the logits" || { echo "FAIL: describe"; exit 1; }
+"$host" describe scaled_linear --plugin-dir "$work/dropin" | grep -A1 "^  bias_file$" | grep -q "type: path" \
+  || { echo "FAIL: describe does not show bias_file as a path"; exit 1; }
 
 cat > "$work/exp.yaml" <<YAML
 name: outside
@@ -34,7 +36,7 @@ plugin_dirs: [dropin]
 dataset:
   train: {plugin: synthetic, size: 256, num_classes: 4, shape: [1, 4, 4]}
   test: {plugin: synthetic, size: 64, num_classes: 4, shape: [1, 4, 4], seed: 2}
-network: {plugin: scaled_linear, scale: 2.0}
+network: {plugin: scaled_linear, scale: 2.0, bias_file: biases.txt}
 loss: {plugin: cross_entropy}
 optimizer: {plugin: sgd, lr: 0.1}
 meters: [{plugin: topk_accuracy}, {plugin: margin, phases: [test]}]
@@ -42,7 +44,11 @@ callbacks: [{plugin: test_watch}]
 loop: {epochs: 2, batch_per_device: 32}
 extra: {scaled_linear: {boost: 1.5}}
 YAML
-(cd "$work" && "$host" run exp.yaml --output-dir "$work/runs" 2>"$work/stderr") || { cat "$work/stderr"; exit 1; }
+echo "0.5 -0.5 0.25 0" > "$work/biases.txt"
+# From another working directory: bias_file is a path option, so the host
+# resolves it against the experiment file's folder before the plugin opens it.
+(cd / && "$host" run "$work/exp.yaml" --output-dir "$work/runs" 2>"$work/stderr") || { cat "$work/stderr"; exit 1; }
+grep -q "bias_file: $work/biases.txt" "$work/runs/outside/config.yaml" || { echo "FAIL: bias_file not resolved"; exit 1; }
 grep -q '"test_accuracy_top1"' "$work/runs/outside/summary.json" || { echo "FAIL: no summary"; exit 1; }
 grep -q 'scaled_linear' "$work/runs/outside/config.yaml" || { echo "FAIL: config"; exit 1; }
 head -1 "$work/runs/outside/meters/margin_per_class-e2.csv" | grep -qx "class,samples,mean_margin" \

@@ -1,12 +1,18 @@
 // Components from an outside team, built against the installed SDK only:
 //  - scaled_linear (network): a linear classifier whose logits are scaled by
-//    an option, and which reads a free-form key from `extra:`;
+//    an option and shifted by per-class biases read from a file (a path
+//    option, so relative to the experiment file), and which reads a
+//    free-form key from `extra:`; its options are a struct bound by a
+//    TypedSchema;
 //  - margin (meter): the mean gap between the top two logits, and as a
 //    structured result a table of that gap per true class;
 //  - test_watch (callback): after each epoch, reads the test meters and logs
 //    whether this epoch's test computed them or they are left over.
 #include <ATen/ATen.h>
 #include <torch/nn/modules/linear.h>
+#include <trainyard/error.h>
+
+#include <fstream>
 #include <trainyard/callback.h>
 #include <trainyard/meter.h>
 #include <trainyard/network.h>
@@ -14,16 +20,40 @@
 
 namespace {
 
+struct ScaledLinearOptions {
+  double scale = 1;
+  std::string bias_file;  // absolute, or empty for no bias
+};
+
+// One number per class, whitespace separated.
+std::vector<double> read_biases(const std::string& file, int64_t classes) {
+  std::ifstream in(file);
+  if (!in) throw trainyard::ConfigError("cannot open bias_file '" + file + "'", "a readable text file", "");
+  std::vector<double> biases;
+  for (double b; in >> b;) biases.push_back(b);
+  if (static_cast<int64_t>(biases.size()) != classes)
+    throw trainyard::ConfigError("bias_file '" + file + "' holds " + std::to_string(biases.size()) + " numbers",
+                                 "one number per class (" + std::to_string(classes) + ")", "");
+  return biases;
+}
+
 class ScaledLinear : public trainyard::Network {
  public:
-  ScaledLinear(const trainyard::Options& o, const trainyard::Context& c)
+  ScaledLinear(const ScaledLinearOptions& o, const trainyard::Context& c)
       : fc_(register_module("fc", torch::nn::Linear(c.dataset.sample_numel(), c.dataset.num_classes))),
-        scale_(o.get<double>("scale") * c.extra.get_number("scaled_linear.boost", 1.0)) {}
-  at::Tensor forward(const trainyard::Batch& b) override { return fc_(b.input.flatten(1)) * scale_; }
+        scale_(o.scale * c.extra.get_number("scaled_linear.boost", 1.0)) {
+    if (!o.bias_file.empty())
+      bias_ = register_buffer("bias", at::tensor(read_biases(o.bias_file, c.dataset.num_classes), at::kFloat));
+  }
+  at::Tensor forward(const trainyard::Batch& b) override {
+    at::Tensor logits = fc_(b.input.flatten(1)) * scale_;
+    return bias_.defined() ? logits + bias_ : logits;
+  }
 
  private:
   torch::nn::Linear fc_;
   double scale_;
+  at::Tensor bias_;
 };
 
 // Accumulators: per class, the summed margin and the sample count.
@@ -79,11 +109,13 @@ class TestWatch : public trainyard::Callback {
 };
 
 void register_components(trainyard::Registrar& r) {
-  trainyard::Schema schema;
-  schema.add("scale", 1.0, "multiplies the logits").min(0.0);
-  r.add_network("scaled_linear", "a linear classifier with scaled logits", schema,
-                [](const trainyard::Options& o, const trainyard::Context& c) {
-                  return std::make_shared<ScaledLinear>(o, c);
+  trainyard::TypedSchema<ScaledLinearOptions> schema;
+  schema.add("scale", &ScaledLinearOptions::scale, 1.0, "multiplies the logits").min(0.0);
+  schema.add_path("bias_file", &ScaledLinearOptions::bias_file, "",
+                  "text file of one logit bias per class; relative to the experiment file");
+  r.add_network("scaled_linear", "a linear classifier with scaled logits", schema.schema(),
+                [schema](const trainyard::Options& o, const trainyard::Context& c) {
+                  return std::make_shared<ScaledLinear>(schema.bind(o), c);
                 });
   r.add_meter("margin", "mean gap between the top two logits (results: margin_per_class)", trainyard::Schema(),
               [](const trainyard::Options&, const trainyard::Context& c) {
