@@ -53,11 +53,11 @@ po::options_description help_option() {
 
 po::options_description launch_options() {
   po::options_description d("multi-process options (one process per device; Gloo on CPUs, NCCL on GPUs)");
-  d.add_options()("nproc-per-node", po::value<int>(), "start N worker processes on this machine")(
-      "nnodes", po::value<int>()->default_value(1), "machines taking part")(
-      "node-rank", po::value<int>()->default_value(0), "this machine's index, 0..nnodes-1")(
+  d.add_options()("nproc-per-node", ranged("nproc-per-node", 1, 1024), "start N worker processes on this machine")(
+      "nnodes", ranged("nnodes", 1, 65536)->default_value(1), "machines taking part")(
+      "node-rank", ranged("node-rank", 0, 65535)->default_value(0), "this machine's index, 0..nnodes-1")(
       "master-addr", po::value<std::string>()->default_value("127.0.0.1"), "address of node 0")(
-      "master-port", po::value<int>()->default_value(0), "port on node 0 (0: a free port, one node only)");
+      "master-port", ranged("master-port", 0, 65535)->default_value(0), "port on node 0 (0: a free port, one node only)");
   return d;
 }
 

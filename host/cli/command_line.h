@@ -2,7 +2,9 @@
 // What every command's adapter shares: Boost.Program_options descriptions of
 // the common flags, parsing with one positional argument, and the launcher
 // that starts worker processes for --nproc-per-node.
+#include <cmath>
 #include <optional>
+#include <type_traits>
 #include <string>
 #include <vector>
 
@@ -10,6 +12,8 @@
 
 #include "config/experiment.h"
 #include "plugins/registry.h"
+#include "trainyard/error.h"
+#include "util/json.h"
 
 namespace trainyard::host {
 
@@ -22,6 +26,28 @@ po::options_description launch_options();      ///< --nproc-per-node and friends
 /// What a command on an experiment accepts: its `own` options, the
 /// launcher's when asked, then --set, --plugin-dir, --help and --version.
 po::options_description experiment_command_options(const po::options_description& own, bool with_launcher = false);
+
+template <class T>
+std::string number_text(T v) {
+  if constexpr (std::is_floating_point_v<T>) return std::isfinite(v) ? json_number(v) : std::to_string(v);
+  else return std::to_string(v);
+}
+
+/// A numeric flag checked like its YAML twin: a value outside [lo, hi] (or,
+/// for a double, not finite) is a ConfigError naming the flag, the range and
+/// the value, raised while the command line is parsed.
+template <class T>
+po::typed_value<T>* ranged(const std::string& flag, T lo, T hi, T* store = nullptr) {
+  return po::value<T>(store)->notifier([flag, lo, hi](const T& v) {
+    bool finite = true;
+    if constexpr (std::is_floating_point_v<T>) finite = std::isfinite(v);
+    if (!finite || v < lo || v > hi)
+      throw ConfigError("command line: --" + flag + " " + number_text(v),
+                        "expected a value from " + number_text(lo) + " to " + number_text(hi) + ", got " +
+                            number_text(v),
+                        "");
+  });
+}
 
 /// Parses argv[2..] with one positional argument named `positional` ("" for
 /// none); returns false when --help or --version was answered. Throws

@@ -1,8 +1,11 @@
 // trainyard convert and iterate: the data pipeline on its own.
 #include <chrono>
 #include <cmath>
+#include <cstdint>
 #include <cstdio>
+#include <filesystem>
 #include <iostream>
+#include <regex>
 
 #include "cli/command_line.h"
 #include "cli/commands.h"
@@ -11,8 +14,11 @@
 #include "train/guard.h"
 #include "train/trainer.h"
 #include "trainyard/error.h"
+#include "util/files.h"
 #include "util/json.h"
 #include "util/text.h"
+
+namespace fs = std::filesystem;
 
 namespace trainyard::host {
 
@@ -24,6 +30,7 @@ int convert_command(int argc, char** argv) {
   po::options_description visible("convert options");
   ConvertOptions o;
   std::string resize;
+  int64_t seed = 0;
   visible.add_options()("from", po::value<std::string>(&o.from)->required(),
                         "folder (ROOT/<class>/images), csv (path,label lines), idx (MNIST files), "
                         "parallel (folders of matching file names)")(
@@ -33,20 +40,30 @@ int convert_command(int argc, char** argv) {
                                                                          "idx: labels file")(
       "output", po::value<std::string>(&o.output)->required(), "LMDB folder to create")(
       "encoding", po::value<std::string>(&o.encoding)->default_value("png"), "png, jpeg or raw")(
-      "quality", po::value<int>(&o.quality)->default_value(95), "JPEG quality 1..100")(
+      "quality", ranged("quality", 1, 100, &o.quality)->default_value(95), "JPEG quality 1..100")(
       "resize", po::value<std::string>(&resize), "resize every image to HxW on the way in")(
       "shuffle", po::bool_switch(&o.shuffle), "shuffle the samples (with --seed)")(
-      "seed", po::value<uint64_t>(&o.seed)->default_value(0), "seed of --shuffle")(
-      "test-fraction", po::value<double>(&o.test_fraction)->default_value(0),
+      "seed", ranged<int64_t>("seed", 0, INT64_MAX, &seed)->default_value(0), "seed of --shuffle")(
+      "test-fraction", ranged("test-fraction", 0.0, 0.99, &o.test_fraction)->default_value(0),
       "split off this fraction as OUTPUT/test (the rest is OUTPUT/train)")(
-      "limit", po::value<int64_t>(&o.limit)->default_value(0), "convert only the first N samples (after shuffling)")(
+      "limit", ranged<int64_t>("limit", 0, INT64_MAX, &o.limit)->default_value(0), "convert only the first N samples (after shuffling)")(
       "overwrite", po::bool_switch(&o.overwrite), "replace an existing OUTPUT (only once the new one is complete)")(
       "quiet", "no progress line");
   visible.add(help_option());
   po::variables_map vm;
   if (!parse_command_line(argc, argv, usage, visible, "", vm)) return 0;
-  if (!resize.empty() && std::sscanf(resize.c_str(), "%dx%d", &o.resize_h, &o.resize_w) != 2)
-    throw ConfigError("convert: --resize '" + resize + "'", "expected HEIGHTxWIDTH, e.g. 32x32", "");
+  o.seed = static_cast<uint64_t>(seed);
+  if (!resize.empty()) {
+    std::smatch m;
+    if (!std::regex_match(resize, m, std::regex("([0-9]{1,5})x([0-9]{1,5})")) || std::stoi(m[1]) < 1 ||
+        std::stoi(m[2]) < 1 || std::stoi(m[1]) > 16384 || std::stoi(m[2]) > 16384)
+      throw ConfigError("command line: --resize " + resize,
+                        "expected HEIGHTxWIDTH with each from 1 to 16384, e.g. 32x32, got '" + resize + "'", "");
+    o.resize_h = std::stoi(m[1]);
+    o.resize_w = std::stoi(m[2]);
+  }
+  check_output_folder(fs::path(o.output).parent_path().empty() ? "." : fs::path(o.output).parent_path().string(),
+                      "command line: --output " + o.output);
   o.progress = !vm.count("quiet");
   ConvertResult r = convert(o);
   std::cout << "convert: wrote " << r.written << " records to " << join(r.databases) << " in "
@@ -57,7 +74,7 @@ int convert_command(int argc, char** argv) {
 int iterate_command(int argc, char** argv) {
   const std::string usage = "trainyard iterate EXP.yaml [--batches N] [--set KEY=VALUE]... [--plugin-dir DIR]...";
   po::options_description own("iterate options");
-  own.add_options()("batches", po::value<int64_t>()->default_value(0), "stop after N batches (0: one epoch)");
+  own.add_options()("batches", ranged<int64_t>("batches", 0, INT64_MAX)->default_value(0), "stop after N batches (0: one epoch)");
   const po::options_description visible = experiment_command_options(own);
   po::variables_map vm;
   if (!parse_command_line(argc, argv, usage, visible, "experiment", vm)) return 0;

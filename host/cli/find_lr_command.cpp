@@ -64,11 +64,11 @@ int find_lr_command(int argc, char** argv) {
   own.add_options()("mode", po::value<std::string>()->default_value(defaults.mode),
                     "restart: num-runs rates, each from the same initial state; sweep: one run, rate rising "
                     "exponentially")(
-      "min-lr", po::value<double>()->default_value(defaults.min_lr), "smallest learning rate")(
-      "max-lr", po::value<double>()->default_value(defaults.max_lr), "largest learning rate")(
-      "num-runs", po::value<int64_t>()->default_value(defaults.num_runs), "restart: rates tried, log-spaced")(
-      "iters-per-run", po::value<int64_t>()->default_value(defaults.iters_per_run), "restart: optimizer updates per rate")(
-      "iters", po::value<int64_t>()->default_value(defaults.iters), "sweep: optimizer updates in all")(
+      "min-lr", ranged("min-lr", 1e-12, 1e6)->default_value(defaults.min_lr), "smallest learning rate")(
+      "max-lr", ranged("max-lr", 1e-12, 1e6)->default_value(defaults.max_lr), "largest learning rate")(
+      "num-runs", ranged<int64_t>("num-runs", 3, 1000)->default_value(defaults.num_runs), "restart: rates tried, log-spaced")(
+      "iters-per-run", ranged<int64_t>("iters-per-run", 1, 1000000)->default_value(defaults.iters_per_run), "restart: optimizer updates per rate")(
+      "iters", ranged<int64_t>("iters", 5, 10000000)->default_value(defaults.iters), "sweep: optimizer updates in all")(
       "output", po::value<std::string>(), "folder for lr_finder.csv, .svg and .json (default: OUTPUT_DIR/NAME-lr-finder)");
   const po::options_description visible = experiment_command_options(own, /*with_launcher=*/true);
   po::variables_map vm;
@@ -76,8 +76,9 @@ int find_lr_command(int argc, char** argv) {
   const LrFinderOptions o = finder_options(vm);
   Registry registry;
   Experiment e = load_experiment(vm, registry);
-  if (auto launched = launch_if_asked(vm, e, argc, argv)) return *launched;
   const std::string out = maybe<std::string>(vm, "output").value_or((fs::path(e.output.dir) / (e.name + "-lr-finder")).string());
+  check_output_folder(out, vm.count("output") ? "command line: --output " + out : e.where("output.dir"));
+  if (auto launched = launch_if_asked(vm, e, argc, argv)) return *launched;
   // The run directory is never touched: the finder trains a copy of the start state and writes only `out`.
   Session session(e, registry, out);
   torch::manual_seed(e.seed);

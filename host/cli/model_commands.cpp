@@ -48,7 +48,7 @@ int predict_command(int argc, char** argv) {
       "output", po::value<std::string>(), "CSV to write: one row per input sample")(
       "checkpoint", po::value<std::string>(), "weights to use (default: the run's latest checkpoint)")(
       "output-dir", po::value<std::string>(), "folder of run directories (default: output.dir)")(
-      "topk", po::value<int64_t>()->default_value(5), "classes per row, most probable first")(
+      "topk", ranged<int64_t>("topk", 1, 1000)->default_value(5), "classes per row, most probable first")(
       "input-options", po::value<std::string>(),
       "YAML map of preprocessing options for the input (default: those of dataset.test when it is an lmdb, "
       "image_folder or csv dataset), e.g. '{mean: [0.286], std: [0.353]}'");

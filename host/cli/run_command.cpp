@@ -8,6 +8,7 @@
 #include "run/runner.h"
 #include "run/session.h"
 #include "run/inspect.h"
+#include "util/files.h"
 #include "util/json.h"
 #include "util/process.h"
 
@@ -15,12 +16,15 @@ namespace trainyard::host {
 
 int run_command(int argc, char** argv) {
   const std::string usage =
-      "trainyard run EXP.yaml [--set KEY=VALUE]... [--output-dir DIR] [--fresh] [--plugin-dir DIR]... "
+      "trainyard run EXP.yaml [--set KEY=VALUE]... [--output-dir DIR] [--fresh] [--allow-config-change] "
+      "[--accept-unverified-checkpoints] [--plugin-dir DIR]... "
       "[--nproc-per-node N [--nnodes M --node-rank R --master-addr A --master-port P]]";
   po::options_description own("run options");
   own.add_options()("output-dir", po::value<std::string>(), "folder for run directories (default: output.dir)")(
       "fresh", "start over instead of resuming; the old run directory is kept, renamed")(
       "allow-config-change", "resume even though settings other than the loop's length changed")(
+      "accept-unverified-checkpoints",
+      "resume from checkpoints whose manifests are missing or damaged, once one of them loads")(
       "dry-run", "build everything, run one train and one test batch, print the network and timings; write nothing")(
       "debug", "stop at the first non-finite loss, gradient or parameter and name the operation, layer or "
                "parameter that produced it");
@@ -34,12 +38,17 @@ int run_command(int argc, char** argv) {
     std::cout << dry_run(e.stages.empty() ? e : e.stages[0]);  // one process, no run directory
     return 0;
   }
+  if (vm.count("output-dir"))
+    check_output_folder(vm["output-dir"].as<std::string>(), "command line: --output-dir " + vm["output-dir"].as<std::string>());
+  else
+    check_output_folder(e.output.dir, e.where("output.dir"));
   if (auto launched = launch_if_asked(vm, e, argc, argv)) return *launched;
 
   RunRequest request;
   request.output_dir = maybe<std::string>(vm, "output-dir").value_or("");
   request.fresh = vm.count("fresh") != 0;
   request.allow_config_change = vm.count("allow-config-change") != 0;
+  request.accept_unverified = vm.count("accept-unverified-checkpoints") != 0;
   request.debug = vm.count("debug") != 0;
   request.command_line.assign(argv, argv + argc);
   Runner runner(e, registry, request);

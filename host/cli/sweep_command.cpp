@@ -4,6 +4,7 @@
 #include "cli/command_line.h"
 #include "cli/commands.h"
 #include "sweep/sweep_run.h"
+#include "util/files.h"
 
 namespace trainyard::host {
 
@@ -14,7 +15,7 @@ int sweep_command(int argc, char** argv) {
   po::options_description own("sweep options");
   own.add_options()("grid", po::value<std::vector<std::string>>()->composing(),
                     "a key and its values, e.g. optimizer.lr=0.1,0.01 (repeatable: the cartesian product runs)")(
-      "parallel", po::value<int>()->default_value(1), "runs at a time (their threads share the cores)")(
+      "parallel", ranged("parallel", 1, 64)->default_value(1), "runs at a time (their threads share the cores)")(
       "output-dir", po::value<std::string>(), "where the sweep folder goes (default: output.dir)");
   const po::options_description visible = experiment_command_options(own);
   po::variables_map vm;
@@ -26,6 +27,8 @@ int sweep_command(int argc, char** argv) {
   request.grid = many<std::string>(vm, "grid");
   request.parallel = vm["parallel"].as<int>();
   request.output_dir = maybe<std::string>(vm, "output-dir").value_or("");
+  if (!request.output_dir.empty())
+    check_output_folder(request.output_dir, "command line: --output-dir " + request.output_dir);
   const SweepOutcome outcome = run_sweep(request);
   std::cout << "sweep: done: " << outcome.runs - outcome.failures << " of " << outcome.runs << " runs complete; "
             << outcome.sweep_dir << "/sweep.csv, sweep.md\n";

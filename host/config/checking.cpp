@@ -59,13 +59,23 @@ struct Checker {
   }
   int64_t integer(const YAML::Node& n) const {
     int64_t v = 0;
-    if (!n.IsScalar() || !parse_integer(n.Scalar(), v)) wrong(n, "an integer");
+    if (!n.IsScalar() || !parse_integer(n.Scalar(), v)) {
+      double d = 0;
+      if (n.IsScalar() && parse_number(n.Scalar(), d) && std::isfinite(d) && std::nearbyint(d) == d)
+        fail(document.where(n, key), "integer out of range",
+             "expected " + (spec.max_value || spec.min_value ? spec.range_text() : std::string("a 64-bit integer")) +
+                 ", got " + n.Scalar());
+      wrong(n, "an integer");
+    }
     check_range(n, static_cast<double>(v));
     return v;
   }
   double number(const YAML::Node& n) const {
     double v = 0;
     if (!n.IsScalar() || !parse_number(n.Scalar(), v)) wrong(n, "a number");
+    if (!std::isfinite(v))
+      fail(document.where(n, key), "number out of range",
+           "expected a finite number (a double holds up to about 1.8e308), got " + n.Scalar());
     check_range(n, v);
     return v;
   }

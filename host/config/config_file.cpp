@@ -97,17 +97,7 @@ std::string to_yaml(const ordered_json& config) {
 }
 
 ordered_json read_config_file(const std::string& path) {
-  if (!std::filesystem::is_regular_file(path))
-    throw ConfigError(path + ": no such config file", "expected a run's config.yaml or config.json", "");
-  try {
-    return detail::to_json(YAML::LoadFile(path));  // JSON is YAML
-  } catch (const YAML::ParserException& e) {
-    throw ConfigError(path + ":" + std::to_string(e.mark.line + 1) + ":" + std::to_string(e.mark.column + 1) +
-                          ": cannot parse the config: " + e.msg,
-                      "expected the YAML or JSON a run wrote", "");
-  } catch (const YAML::Exception& e) {
-    throw ConfigError(path + ": cannot read the config: " + e.what(), "expected a readable config.yaml or config.json", "");
-  }
+  return detail::to_json(detail::load_yaml_file(path, "config file"));  // JSON is YAML
 }
 
 std::vector<PlotSpec> plots_of_config(const ordered_json& resolved) {

@@ -118,10 +118,9 @@ Experiment validate_plain(const Document& src, const Registry& registry) {
   }
   YAML::Node seed = root["seed"];
   if (seed.IsDefined()) {
-    int64_t s = 0;
-    if (!seed.IsScalar() || !parse_integer(seed.Scalar(), s) || s < 0)
-      fail(src.where(seed, "seed"), "wrong type", "expected a non-negative integer, got " + shown(seed));
-    e.seed = static_cast<uint64_t>(s);
+    OptionSpec spec = host_spec("seed", OptionType::integer);
+    spec.min(0);
+    e.seed = static_cast<uint64_t>(std::get<int64_t>(convert(src, spec, seed, "seed")));
   }
   e.plugin_dirs = plugin_dirs_of(src);
 

@@ -11,12 +11,14 @@ const TypedSchema<LoopConfig>& loop_section() {
   static const TypedSchema<LoopConfig> schema = [] {
     using L = LoopConfig;
     TypedSchema<L> s;
-    s.add("epochs", &L::epochs, 1, "number of epochs to train").min(0);
+    // Bounded so that epochs x iterations (and every step count made from them)
+    // fits in 64 bits: at most 1e6 epochs of at most 1e12 samples.
+    s.add("epochs", &L::epochs, 1, "number of epochs to train").range(0, 1000000);
     s.add("batch_per_device", &L::batch_per_device, 64, "training batch size on each device (process)").min(1);
     s.add("test_batch_per_device", &L::test_batch_per_device, 0, "test batch size; 0 uses batch_per_device").min(0);
     s.add("train_samples_per_epoch", &L::train_samples_per_epoch, 0,
           "samples per epoch; 0 is one pass over the training set")
-        .min(0);
+        .range(0, 1e12);
     s.add("test_every_iters", &L::test_every_iters, 0,
           "also test every N train iterations; 0 tests only at epoch end")
         .min(0);

@@ -109,16 +109,7 @@ ExperimentSource read_experiment(const std::string& path, const std::vector<std:
   auto document = std::make_shared<Document>();
   Document& source = *document;
   source.path = path;
-  if (!fs::is_regular_file(path))
-    throw ConfigError(path + ": experiment file does not exist", "expected a YAML file", "check the path");
-  try {
-    source.root = YAML::LoadFile(path);
-  } catch (const YAML::ParserException& e) {
-    throw ConfigError(position(path, e.mark) + ": YAML syntax error: " + e.msg, "expected valid YAML",
-                      "fix the line shown");
-  } catch (const YAML::Exception& e) {
-    throw ConfigError(path + ": cannot read: " + e.what(), "expected a readable YAML file", "");
-  }
+  source.root = load_yaml_file(path, "experiment file");
   if (!source.root.IsMap())
     throw ConfigError(path + ": the experiment must be a map of sections",
                       "expected keys like name, dataset, network, got " + shown(source.root),
@@ -138,6 +129,7 @@ ExperimentSource read_experiment(const std::string& path, const std::vector<std:
     }
     if (text.empty() || value.IsNull())
       throw ConfigError(origin + ": empty value", "expected a value after '='", "");
+    check_yaml_tree(origin, value);
 
     auto segments = split(dotted, '.');
     YAML::Node current = source.root;

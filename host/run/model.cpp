@@ -38,14 +38,22 @@ std::string checkpoint_to_read(const std::optional<std::string>& explicit_path, 
 
 LoadedModel load_model(const Experiment& e, const std::string& checkpoint) {
   LoadedModel m;
-  const CheckpointState peeked = peek_checkpoint(checkpoint);
+  CheckpointState peeked;
+  try {
+    verify_checkpoint(checkpoint);  // a truncated or damaged file is named before anything is built
+    peeked = peek_checkpoint(checkpoint);
+  } catch (const ConfigError&) {
+    throw;
+  } catch (const Error& err) {
+    throw ConfigError(err.what(), "expected a complete checkpoint written by trainyard run", "");
+  }
   m.stage = e.stages.empty() ? &e : &e.stages.at(static_cast<size_t>(std::max<int64_t>(0, peeked.stage)));
   m.context = make_context(*m.stage);
   torch::manual_seed(m.stage->seed);
   Components c = build_components(*m.stage, m.context);
   m.trainer = std::make_unique<Trainer>(*m.stage, std::move(c), m.context, RunPaths(""));
   try {
-    load_checkpoint(checkpoint, m.trainer->network(), m.trainer->optimizer());
+    load_checkpoint(checkpoint, m.trainer->network(), m.trainer->optimizer(), Verify::already_done);
   } catch (const Error& err) {
     throw ConfigError(err.what(), "expected a checkpoint of this experiment's network", "");
   }

@@ -9,6 +9,7 @@
 #include <torch/utils.h>
 
 #include "config/snapshot.h"
+#include "formats/metrics.h"
 #include "report/report.h"
 #include "run/provenance.h"
 #include "trainyard/error.h"
@@ -69,15 +70,20 @@ std::unique_ptr<Trainer> Runner::resume() {
       std::cout << "trainyard: removed " << stale.size() << " leftover file(s) of an interrupted checkpoint write: "
                 << join(stale) << "\n";
   }
-  auto checkpoints = store_.list();
-  std::vector<std::string> failures;
+  const auto checkpoints = store_.list();
+  std::vector<std::string> unverified, failures;
+  // Warnings are printed only when the run goes on: a refusal is one error line.
+  std::vector<std::string> skipped;
+  auto warn_skipped = [&] {
+    for (const auto& w : skipped) context.log("warning: " + w + "; trying an older checkpoint");
+  };
   for (auto it = checkpoints.rbegin(); it != checkpoints.rend(); ++it) {
-    // An incomplete or damaged checkpoint is as if it were not there: the
-    // next older one is used, or the run starts over when there is none.
+    // An incomplete or damaged checkpoint is skipped for the next older one.
     try {
       store_.verify(*it);
     } catch (const Error& err) {
-      context.log("warning: " + std::string(err.what()) + "; trying an older checkpoint");
+      unverified.push_back(*it);
+      skipped.push_back(err.what());
       continue;
     }
     try {
@@ -86,20 +92,105 @@ std::unique_ptr<Trainer> Runner::resume() {
         throw Error(*it + ": checkpoint of stage " + std::to_string(peeked.stage + 1) + ", but the experiment has " +
                     std::to_string(stage_count()));
       stage_ = static_cast<size_t>(peeked.stage);
+      compare_saved_config_ = !check_checkpoint_belongs(*it, stage_);
       auto trainer = make_trainer(stage_);
       trainer->resume(*it, Verify::already_done);  // verified above: hashed once
       resumed_from_ = *it;
+      warn_skipped();
       return trainer;
+    } catch (const ConfigError&) {
+      throw;  // a checkpoint of another run: never skipped silently
     } catch (const Error& err) {
       failures.push_back(err.what());
-      context.log("warning: " + std::string(err.what()) + "; trying an older checkpoint");
+      skipped.push_back(err.what());
     }
   }
   if (!failures.empty())
     throw ConfigError(run_dir_ + ": no checkpoint of this run could be loaded (" + failures.front() + ")",
                       "expected a checkpoint of the same network and optimizer",
                       "run with --fresh to start over (the old run directory is kept)");
+  if (unverified.empty()) return nullptr;
+  if (request_.accept_unverified) {
+    warn_skipped();
+    return resume_unverified(unverified);
+  }
+  // Starting over is right only for a run killed while writing its first
+  // checkpoint; progress that evidently existed is never dropped silently.
+  if (unverified.size() > 1 || evidently_complete(unverified.front()))
+    throw ConfigError(store_.dir() + ": " + std::to_string(unverified.size()) +
+                          " checkpoint(s), none with a valid manifest (newest: " + skipped.front() + ")",
+                      "expected each checkpoint with its manifest (NAME.pt.manifest.json), as trainyard writes "
+                      "them; starting over would lose the run's progress",
+                      "run with --accept-unverified-checkpoints to resume from the newest one that loads, or "
+                      "--fresh to start over (the old run directory is kept)");
+  warn_skipped();
+  context.log("warning: the run's only checkpoint was not completely written; starting over");
   return nullptr;
+}
+
+std::unique_ptr<Trainer> Runner::resume_unverified(const std::vector<std::string>& newest_first) {
+  const Context& context = session_.context;
+  std::vector<std::string> failures;
+  for (const auto& path : newest_first) {
+    try {
+      const CheckpointState peeked = store_.peek(path);
+      if (peeked.stage < 0 || peeked.stage >= static_cast<int64_t>(stage_count()))
+        throw Error(path + ": checkpoint of stage " + std::to_string(peeked.stage + 1));
+      stage_ = static_cast<size_t>(peeked.stage);
+      compare_saved_config_ = true;  // no manifest to say which configuration it belongs to
+      try {
+        compare_saved_config_ = !check_checkpoint_belongs(path, stage_);
+      } catch (const ConfigError&) {
+        throw;
+      } catch (const Error&) {
+      }
+      auto trainer = make_trainer(stage_);
+      trainer->resume(path, Verify::already_done);  // loading it is the check left
+      resumed_from_ = path;
+      context.log("warning: --accept-unverified-checkpoints: resuming from " + path + ", which has no valid manifest");
+      return trainer;
+    } catch (const ConfigError&) {
+      throw;
+    } catch (const Error& err) {
+      failures.push_back(err.what());
+    }
+  }
+  throw ConfigError(store_.dir() + ": none of the " + std::to_string(newest_first.size()) +
+                        " unverified checkpoint(s) loads (" + failures.front() + ")",
+                    "expected at least one loadable checkpoint", "run with --fresh to start over");
+}
+
+bool Runner::evidently_complete(const std::string& checkpoint) const {
+  if (fs::exists(manifest_path(checkpoint))) return true;  // written after the checkpoint: it was complete
+  const auto at = position_of_name(checkpoint);
+  if (!at) return false;
+  for (const auto& event : read_events(RunPaths(run_dir_).metrics))
+    if (event.iteration > at->iteration) return true;  // training went on past it
+  return false;
+}
+
+bool Runner::check_checkpoint_belongs(const std::string& checkpoint, size_t stage) const {
+  const ManifestRecord recorded = read_manifest(checkpoint);
+  const Experiment& now = stage_experiment(stage);
+  const std::string hash = resolved_sha256(now);
+  if (recorded.config_sha256 == hash) return true;
+  if (recorded.config.is_null()) return false;
+  const auto changes = config_changes(recorded.config, now.resolved());
+  const bool refused = std::any_of(changes.begin(), changes.end(), [](const auto& c) { return !c.allowed; });
+  if (!changes.empty() && session_.context.rank == 0)
+    std::cout << "trainyard: the experiment differs from the one " << fs::path(checkpoint).filename().string()
+              << " was trained with:\n" << describe_changes(changes);
+  if (refused && !request_.allow_config_change) {
+    std::vector<std::string> first;
+    for (const auto& c : changes)
+      if (!c.allowed && first.size() < 3) first.push_back(c.key + " " + c.before + " -> " + c.after);
+    throw ConfigError(checkpoint + ": belongs to another configuration (its config hash " +
+                          recorded.config_sha256.substr(0, 12) + ", this run's " + hash.substr(0, 12) + ")",
+                      "expected a checkpoint of this experiment; first differing keys: " + join(first),
+                      "run with --allow-config-change to resume anyway, or --fresh to start over (the old run "
+                      "directory is kept)");
+  }
+  return true;
 }
 
 void Runner::check_later_stages(size_t from_stage, Trainer& trainer) const {
@@ -117,7 +208,7 @@ void Runner::check_config_changes() const {
   // A resumed run continues the same experiment: more epochs, yes; another
   // learning rate or network, only when asked (the differences are printed).
   const std::string saved_config = (fs::path(run_dir_) / "config.yaml").string();
-  if (resumed_from_.empty() || !fs::exists(saved_config)) return;
+  if (resumed_from_.empty() || !compare_saved_config_ || !fs::exists(saved_config)) return;
   auto changes = changes_since(saved_config, e_);
   const bool refused = std::any_of(changes.begin(), changes.end(), [](const auto& c) { return !c.allowed; });
   if (!changes.empty() && session_.context.rank == 0)

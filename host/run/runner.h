@@ -20,6 +20,9 @@ struct RunRequest {
   std::string output_dir;                 ///< folder of run directories; "" for output.dir
   bool fresh = false;                     ///< start over; the old run directory is kept, renamed
   bool allow_config_change = false;       ///< resume although settings other than the loop's length changed
+  /// Resume from checkpoints whose manifests are missing or unreadable, once
+  /// one of them loads (otherwise such checkpoints are refused, never dropped).
+  bool accept_unverified = false;
   bool debug = false;                     ///< stop at the first non-finite value, naming where it came from
   std::vector<std::string> command_line;  ///< for provenance.json
 };
@@ -55,7 +58,19 @@ class Runner {
   /// stage; null when there is none (a fresh start).
   std::unique_ptr<Trainer> resume();
   void check_later_stages(size_t from_stage, Trainer& trainer) const;
+  /// Refuses (ConfigError) a checkpoint whose manifest records another
+  /// configuration than stage `stage` of this experiment, naming both hashes
+  /// and the first differing keys, unless only allowed keys changed or
+  /// --allow-config-change was given. Returns false when the manifest records
+  /// no configuration (written before 1.0): then config.yaml is compared.
+  bool check_checkpoint_belongs(const std::string& checkpoint, size_t stage) const;
+  /// The run directory's config.yaml against the experiment (checkpoints
+  /// that record no configuration).
   void check_config_changes() const;
+  /// Whether an unverified checkpoint was evidently complete: its manifest
+  /// exists (damaged), or metrics.jsonl shows training went on after it.
+  bool evidently_complete(const std::string& checkpoint) const;
+  std::unique_ptr<Trainer> resume_unverified(const std::vector<std::string>& checkpoints);
   void write_run_directory() const;
   void announce_stage(Trainer& trainer) const;
 
@@ -66,6 +81,7 @@ class Runner {
   CheckpointStore store_;
   Session session_;
   std::string resumed_from_;
+  bool compare_saved_config_ = false;  ///< the resumed checkpoint records no configuration
   size_t stage_ = 0;
 };
 

@@ -140,22 +140,38 @@ void save_checkpoint(const std::string& path, Network& network, torch::optim::Op
   manifest["epoch"] = state.at.epoch;
   manifest["iteration"] = state.at.iteration;
   manifest["format"] = kFormatVersion;
+  if (!state.config.is_null()) manifest["config"] = state.config;
   write_file_atomic(manifest_path(path), json_text(manifest) + "\n");
 }
 
 std::string manifest_path(const std::string& checkpoint) { return checkpoint + ".manifest.json"; }
 
-void verify_checkpoint(const std::string& path) {
+namespace {
+nlohmann::ordered_json manifest_json(const std::string& path) {
   const std::string manifest = manifest_path(path);
   if (!fs::exists(manifest))
     throw Error(path + ": no manifest (" + fs::path(manifest).filename().string() +
                 "): the checkpoint was not completely written");
-  int64_t size = -1;
-  std::string expected;
   // Whatever the file holds (found by fuzz_manifest: a scalar where a map belongs threw past a reader).
   const nlohmann::ordered_json m = read_json_file(manifest);
   if (m.is_discarded()) throw Error(manifest + ": unreadable manifest: not JSON");
   if (!m.is_object()) throw Error(manifest + ": unreadable manifest: not a map");
+  return m;
+}
+}  // namespace
+
+ManifestRecord read_manifest(const std::string& path) {
+  const nlohmann::ordered_json m = manifest_json(path);
+  ManifestRecord record;
+  if (auto it = m.find("config_sha256"); it != m.end() && it->is_string()) record.config_sha256 = it->get<std::string>();
+  if (auto it = m.find("config"); it != m.end() && it->is_object()) record.config = *it;
+  return record;
+}
+
+void verify_checkpoint(const std::string& path) {
+  int64_t size = -1;
+  std::string expected;
+  const nlohmann::ordered_json m = manifest_json(path);
   if (auto it = m.find("size"); it != m.end() && it->is_number_integer()) size = it->get<int64_t>();
   if (auto it = m.find("sha256"); it != m.end() && it->is_string()) expected = it->get<std::string>();
   std::error_code ec;
@@ -275,8 +291,22 @@ CheckpointState peek_checkpoint(const std::string& path) {
   return state;
 }
 
+std::optional<LoopPosition> position_of_name(const std::string& path) {
+  std::smatch m;
+  const std::string name = fs::path(path).filename().string();
+  if (!std::regex_match(name, m, kName)) return std::nullopt;
+  LoopPosition at;
+  at.epoch = std::stoll(m[1]);
+  at.iteration = std::stoll(m[2]);
+  return at;
+}
+
 std::vector<std::string> list_checkpoints(const std::string& dir) {
   std::vector<std::pair<std::pair<int64_t, int64_t>, std::string>> found;
+  std::error_code ec;
+  if (fs::exists(dir, ec) && !fs::is_directory(dir, ec))
+    throw ConfigError(dir + ": not a folder", "expected the run's checkpoint folder, found a file",
+                      "move the file away, or run with --fresh to start over");
   if (!fs::is_directory(dir)) return {};
   for (const auto& entry : fs::directory_iterator(dir)) {
     std::smatch m;

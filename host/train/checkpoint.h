@@ -3,8 +3,11 @@
 // meters' accumulators, in one torch archive written atomically.
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
+
+#include <nlohmann/json.hpp>
 
 namespace torch::optim {
 class Optimizer;
@@ -35,6 +38,9 @@ struct CheckpointState {
   /// run knows whether its stopping target was already reached.
   std::map<std::string, double> values;
   std::string config_hash;           ///< SHA-256 of the resolved config (in the manifest)
+  /// The resolved config itself (in the manifest): what a resume compares
+  /// against, key by key, rather than the run directory's editable config.yaml.
+  nlohmann::ordered_json config;
   /// fp16-mixed's loss scaler (scale, finite updates in a row, skipped updates); scale 0: none saved.
   double loss_scale = 0;
   int64_t loss_scale_finite_in_a_row = 0, loss_scale_skipped = 0;
@@ -65,6 +71,15 @@ CheckpointState peek_checkpoint(const std::string& path);
 
 /// PATH.manifest.json.
 std::string manifest_path(const std::string& checkpoint);
+/// What a checkpoint's manifest says about the run it belongs to.
+struct ManifestRecord {
+  std::string config_sha256;
+  nlohmann::ordered_json config;  ///< null in manifests written before trainyard 1.0
+};
+/// Reads PATH.manifest.json. Throws trainyard::Error naming the manifest
+/// when it is missing or unreadable.
+ManifestRecord read_manifest(const std::string& checkpoint);
+
 /// Throws trainyard::Error when the checkpoint has no manifest or its size or
 /// SHA-256 differs from the manifest's (truncated, bit-flipped, half-written).
 void verify_checkpoint(const std::string& path);
@@ -72,7 +87,12 @@ void verify_checkpoint(const std::string& path);
 /// whose checkpoint is gone; returns their names.
 std::vector<std::string> remove_stale_temporaries(const std::string& dir);
 
-/// Checkpoint files in `dir`, oldest first (by iteration).
+/// The loop position a checkpoint's file name gives (ckpt-e0002-i00001876.pt),
+/// or nullopt for another name.
+std::optional<LoopPosition> position_of_name(const std::string& path);
+
+/// Checkpoint files in `dir`, oldest first (by iteration). Throws
+/// ConfigError when `dir` exists but is not a folder.
 std::vector<std::string> list_checkpoints(const std::string& dir);
 
 /// Deletes all but the newest `keep` checkpoints (keep 0: delete none).

@@ -69,6 +69,7 @@ Trainer::Trainer(const Experiment& experiment, Components components, Context co
       store_(paths_.checkpoints, e_.output.keep_checkpoints) {
   plan_ = make_epoch_plan(e_, c_.train_data.object->size(), context_);
   config_hash_ = resolved_sha256(e_);
+  config_resolved_ = e_.resolved();
   stages_.run = [this] { default_run(); };
   stages_.should_continue = [this] { return default_should_continue(); };
   stages_.epoch = [this](int64_t epoch) { default_epoch(epoch); };
@@ -442,6 +443,7 @@ void Trainer::default_checkpoint() {
     state.train_meters.push_back(comm_ ? comm_->sum(local) : local);  // the sum over ranks
   }
   state.config_hash = config_hash_;
+  state.config = config_resolved_;
   const std::string path = store_.path_of(at_);
   last_checkpoint_ = std::chrono::steady_clock::now();
   if (writes_files()) store_.save(*c_.network.object, *c_.optimizer, state);  // the ranks hold the same weights

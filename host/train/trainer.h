@@ -150,6 +150,7 @@ class Trainer final : public Loop {
   bool debug_ = false;
   bool signal_stop_ = false;
   std::string config_hash_;  ///< of the resolved experiment, for checkpoint manifests
+  nlohmann::ordered_json config_resolved_;  ///< the resolved experiment itself, for checkpoint manifests
   /// When this process began on the run (the first stage's trainer): summary.json's wall_s.
   std::chrono::steady_clock::time_point started_ = std::chrono::steady_clock::now();
   std::chrono::steady_clock::time_point last_checkpoint_ = std::chrono::steady_clock::now();

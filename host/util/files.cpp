@@ -11,6 +11,8 @@
 
 #include "trainyard/error.h"
 
+namespace fs = std::filesystem;
+
 namespace trainyard::host {
 
 void sync_path(const std::string& path) {
@@ -47,6 +49,22 @@ void write_file_atomic(const std::string& path, const std::string& content) {
     out.close();
     if (!out) throw Error(tmp + ": cannot write: " + std::strerror(errno));
   });
+}
+
+void check_output_folder(const std::string& path, const std::string& origin) {
+  const fs::path wanted = fs::absolute(path).lexically_normal();
+  fs::path existing = wanted;
+  std::error_code ec;
+  while (!fs::exists(existing, ec) && existing.has_parent_path() && existing != existing.parent_path())
+    existing = existing.parent_path();
+  if (!fs::is_directory(existing, ec))
+    throw ConfigError(origin + ": " + existing.string() + " is a file",
+                      "expected a folder (or a path where one can be created), found a file", "choose another folder");
+  if (::access(existing.c_str(), W_OK | X_OK) != 0) {
+    const int err = errno;
+    throw ConfigError(origin + ": cannot write in " + existing.string() + " (" + std::strerror(err) + ")",
+                      "expected a folder this user can write in", "choose another folder or fix its permissions");
+  }
 }
 
 std::vector<std::string> read_lines(const std::string& path) {

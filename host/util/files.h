@@ -12,6 +12,11 @@ void write_file_atomic(const std::string& path, const std::string& content);
 /// The same for a file some other code writes: `write(tmp_path)` fills the
 /// temporary file, then it is synced and renamed into place.
 void replace_file_atomic(const std::string& path, const std::function<void(const std::string&)>& write);
+/// Refuses, with a ConfigError starting with `origin` ("--output-dir DIR"),
+/// a folder to write into that is a file, lies under a file, or whose nearest
+/// existing folder cannot be written (permissions, a read-only file system).
+/// Creates nothing: a refused run leaves no trace.
+void check_output_folder(const std::string& path, const std::string& origin);
 /// The lines of a text file (empty if it does not exist).
 std::vector<std::string> read_lines(const std::string& path);
 /// fsync of a file or folder by path.

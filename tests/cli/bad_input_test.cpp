@@ -54,6 +54,46 @@ TEST(BadInput, EveryExperimentInTheCorpusIsOneClearErrorAndExitTwo) {
   EXPECT_GE(cases, 20);
 }
 
+TEST(BadInput, EveryCommandLineInTheCorpusIsOneClearErrorAndExitTwo) {
+  // tests/bad_inputs/command_lines.txt: flags checked like their YAML twins,
+  // output folders that cannot be written, an experiment that is a folder.
+  const std::string corpus = source_dir() + "/tests/bad_inputs";
+  const std::string file = temp_dir("cl-file") + "/a-file";
+  write_file(file, "not a folder\n");
+  const std::string fashion = "/usr/share/datasets/fashion-mnist";
+  const std::string idx = "--images " + fashion + "/t10k-images-idx3-ubyte.gz --labels " + fashion +
+                          "/t10k-labels-idx1-ubyte.gz --limit 8";
+  auto expand = [&](std::string text, const std::string& out) {
+    for (const auto& [from, to] : std::vector<std::pair<std::string, std::string>>{
+             {"{exp}", corpus + "/valid_experiment.yaml"}, {"{out}", out}, {"{file}", file},
+             {"{corpus}", corpus}, {"{idx}", idx}})
+      for (size_t at; (at = text.find(from)) != std::string::npos;) text.replace(at, from.size(), to);
+    return text;
+  };
+  auto trim = [](std::string t) {
+    t.erase(0, t.find_first_not_of(' '));
+    t.erase(t.find_last_not_of(' ') + 1);
+    return t;
+  };
+  int cases = 0;
+  for (const auto& line : read_lines(corpus + "/command_lines.txt")) {
+    if (line.empty() || line[0] == '#') continue;
+    const size_t a = line.find(" | "), b = line.find(" | ", a + 3);
+    ASSERT_NE(b, std::string::npos) << line;
+    const std::string name = trim(line.substr(0, a)), expected = trim(line.substr(a + 3, b - a - 3));
+    const std::string out = temp_dir("cl-" + name);
+    auto r = trainyard(expand(line.substr(b + 3), out));
+    EXPECT_EQ(r.exit_code, 2) << name << ": " << r.err;
+    EXPECT_EQ(nonempty_lines(r.err).size(), 1u) << name << ": " << r.err;
+    EXPECT_EQ(r.err.rfind("error: ", 0), 0u) << name << ": " << r.err;
+    EXPECT_TRUE(contains(r.err, expected)) << name << ": expected '" << expected << "' in: " << r.err;
+    EXPECT_TRUE(fs::is_empty(out)) << name << ": something was written";
+    EXPECT_EQ(read_file(file), "not a folder\n") << name;
+    ++cases;
+  }
+  EXPECT_GE(cases, 20);
+}
+
 TEST(BadInput, EveryBrokenPluginLibraryIsOneClearErrorAndExitTwo) {
   const std::string exp = source_dir() + "/tests/bad_inputs/experiments/unknown_plugin.yaml";
   const std::vector<std::pair<std::string, std::string>> libraries = {

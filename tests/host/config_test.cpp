@@ -298,5 +298,57 @@ TEST(ExperimentConfig, ExtraSectionIsFlattenedForComponents) {
   EXPECT_THROW(extra.get_number("my_net.tags.0", 0), ConfigError);
 }
 
+// The YAML is checked as it is read (host/config/yaml_reading.cpp), before
+// any section is looked at: these hold for every file the host reads.
+TEST(YamlReading, DuplicateKeysAreRefusedNamingBothLines) {
+  const std::string e = error_of(kBase + "extra:\n  a: 1\n  a: 3\n");
+  EXPECT_TRUE(contains(e, "extra.a: duplicate key")) << e;
+  EXPECT_TRUE(contains(e, "first at line")) << e;
+  // A whole section given twice, and a key twice in a flow map.
+  EXPECT_TRUE(contains(error_of(kBase + "loop: {epochs: 3}\n"), "loop: duplicate key"));
+  EXPECT_TRUE(contains(error_of(kBase, {"network={plugin: mlp, dropout: 0.1, dropout: 0.2}"}), "duplicate key"));
+}
+
+TEST(YamlReading, AliasExpansionIsBounded) {
+  std::string laughs = kBase + "extra:\n  a: &a [x, x, x, x, x, x, x, x, x, x]\n";
+  std::string prev = "a";
+  for (std::string k : {"b", "c", "d", "e", "f"}) {
+    laughs += "  " + k + ": &" + k + " [";
+    for (int i = 0; i < 10; ++i) laughs += (i ? ", *" : "*") + prev;
+    laughs += "]\n";
+    prev = k;
+  }
+  const std::string e = error_of(laughs);  // 10^6 values if expanded
+  EXPECT_TRUE(contains(e, "expands to more than 100000 values")) << e;
+  // Aliases used a few times are fine.
+  EXPECT_EQ(error_of(kBase + "extra:\n  a: &a [1, 2]\n  b: *a\n"), "");
+}
+
+TEST(YamlReading, OverflowingNumbersAreOutOfRangeNotInfinity) {
+  EXPECT_TRUE(contains(error_of(kBase, {"optimizer.lr=1e400"}), "number out of range"));
+  EXPECT_TRUE(contains(error_of(kBase, {"loop.epochs=2305843009213693952"}), "expected between 0 and 1000000"));
+  EXPECT_TRUE(contains(error_of(kBase, {"loop.epochs=99999999999999999999"}), "integer out of range"));
+  EXPECT_EQ(error_of(kBase, {"optimizer.lr=1e-300"}), "");
+}
+
+TEST(YamlReading, TabsBinaryFoldersAndDeepNestingAreNamed) {
+  EXPECT_TRUE(contains(error_of(kBase + "extra:\n\tx: 1\n"), "a tab in the indentation"));
+  EXPECT_TRUE(contains(error_of(kBase + "extra: {x: " + std::string(40, '[') + std::string(40, ']') + "}\n"),
+                       "nested deeper than 32 levels"));
+  std::string block = kBase + "extra:\n";
+  for (int d = 1; d < 40; ++d) block += std::string(2 * d, ' ') + "k" + std::to_string(d) + ":\n";
+  block += std::string(80, ' ') + "v: 1\n";
+  EXPECT_TRUE(contains(error_of(block), "nested deeper than 32 levels"));
+  EXPECT_TRUE(contains(error_of(kBase + "name: \xff\xfe\n"), "not a text file (byte 0xff)"));
+  try {
+    read_experiment(test::temp_dir("a-folder"), {});
+    ADD_FAILURE() << "a folder was read as an experiment";
+  } catch (const ConfigError& e) {
+    EXPECT_TRUE(contains(e.what(), "is a folder")) << e.what();
+  }
+  // Tabs after the indentation (inside values, before comments) are text, not indentation.
+  EXPECT_EQ(error_of(kBase + "extra: {note: \"a\tb\"}\t# comment\n"), "");
+}
+
 }  // namespace
 }  // namespace trainyard::host

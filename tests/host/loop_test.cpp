@@ -237,10 +237,17 @@ TEST(Resume, CheckpointOfADifferentNetworkIsRefused) {
   RunOutput first = run("reshape", "", "--set loop.epochs=1");
   ASSERT_EQ(first.result.exit_code, 0) << first.result.err;
   RunOutput second = run("reshape", "", "--set loop.epochs=2 --set network.hidden_sizes=[16]", first.dir);
+  // The manifest records the configuration: refused before any weight is read.
   EXPECT_EQ(second.result.exit_code, 2);
-  EXPECT_TRUE(contains(second.result.err, "checkpoint does not fit the network (file has layers.0.weight [32, 16]"))
-      << second.result.err;
-  EXPECT_TRUE(contains(second.result.err, "run with --fresh to start over")) << second.result.err;
+  EXPECT_TRUE(contains(second.result.err, "belongs to another configuration")) << second.result.err;
+  EXPECT_TRUE(contains(second.result.err, "network.hidden_sizes[0] 32 -> 16")) << second.result.err;
+  EXPECT_TRUE(contains(second.result.err, "--fresh to start over")) << second.result.err;
+  // Allowed anyway, the weights still do not fit: refused by shape.
+  RunOutput forced =
+      run("reshape", "", "--set loop.epochs=2 --set network.hidden_sizes=[16] --allow-config-change", first.dir);
+  EXPECT_EQ(forced.result.exit_code, 2);
+  EXPECT_TRUE(contains(forced.result.err, "checkpoint does not fit the network (file has layers.0.weight [32, 16]"))
+      << forced.result.err;
   EXPECT_FALSE(fs::exists(first.run_dir + "/checkpoints/ckpt-e0002-i00000032.pt"));
 }
 

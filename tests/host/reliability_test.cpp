@@ -184,6 +184,111 @@ TEST(Checkpoints, ADamagedOrIncompleteNewestCheckpointIsDetectedAndThePreviousOn
   EXPECT_FALSE(contains(fresh.out, "resuming from")) << fresh.out;
 }
 
+// Names and sizes of every file under `dir`: what a refused run must not change.
+std::string listing(const std::string& dir) {
+  std::vector<std::string> rows;
+  if (fs::exists(dir))
+    for (const auto& f : fs::recursive_directory_iterator(dir))
+      rows.push_back(f.path().string() + " " + (f.is_regular_file() ? std::to_string(f.file_size()) : "dir"));
+  std::sort(rows.begin(), rows.end());
+  std::string out;
+  for (const auto& r : rows) out += r + "\n";
+  return out;
+}
+
+TEST(Checkpoints, ThoseThatDoNotBelongToTheRunAreRefusedAndNothingIsLost) {
+  const std::string exp = short_experiment("own"), out = temp_dir("out");
+  ASSERT_EQ(trainyard("run " + exp + " --output-dir " + out + "/base").exit_code, 0);
+  // Another run of the same name: another seed and learning rate.
+  ASSERT_EQ(trainyard("run " + exp + " --output-dir " + out + "/other --set seed=99 --set optimizer.lr=0.2").exit_code, 0);
+  const std::string first = "ckpt-e0001-i00000016.pt", second = "ckpt-e0002-i00000032.pt";
+  struct Case {
+    std::string name, expected, args;
+    std::function<void(const std::string& run_dir)> apply;
+  };
+  const std::vector<Case> cases = {
+      {"foreign", "belongs to another configuration", "--set loop.epochs=3",
+       [&](const std::string& run) {  // the other run's newest checkpoint and manifest, copied in
+         for (const std::string f : {second, second + ".manifest.json"})
+           fs::copy_file(out + "/other/own/checkpoints/" + f, run + "/checkpoints/" + f,
+                         fs::copy_options::overwrite_existing);
+       }},
+      {"no_manifests", "2 checkpoint(s), none with a valid manifest", "--set loop.epochs=3",
+       [&](const std::string& run) {
+         fs::remove(run + "/checkpoints/" + first + ".manifest.json");
+         fs::remove(run + "/checkpoints/" + second + ".manifest.json");
+       }},
+      {"one_without_manifest_that_training_went_past", "1 checkpoint(s), none with a valid manifest",
+       "--set loop.epochs=3",
+       [&](const std::string& run) {  // metrics.jsonl goes on to iteration 32: the first one was complete
+         fs::remove(run + "/checkpoints/" + second);
+         fs::remove(run + "/checkpoints/" + second + ".manifest.json");
+         fs::remove(run + "/checkpoints/" + first + ".manifest.json");
+       }},
+      {"garbage_manifest", "none with a valid manifest", "--set loop.epochs=3",
+       [&](const std::string& run) {
+         fs::remove(run + "/checkpoints/" + first);
+         fs::remove(run + "/checkpoints/" + first + ".manifest.json");
+         write_file(run + "/checkpoints/" + second + ".manifest.json", "\x89PNG garbage {\n");
+       }},
+      {"folder_is_a_file", "checkpoints: not a folder", "--set loop.epochs=3",
+       [&](const std::string& run) {
+         fs::remove_all(run + "/checkpoints");
+         write_file(run + "/checkpoints", "not a folder\n");
+       }}};
+  for (const auto& c : cases) {
+    const std::string dir = out + "/" + c.name, run = dir + "/own";
+    fs::create_directories(dir);
+    fs::copy(out + "/base/own", run, fs::copy_options::recursive);
+    c.apply(run);
+    const std::string before = listing(run);
+    auto r = trainyard("run " + exp + " --output-dir " + dir + " " + c.args);
+    EXPECT_EQ(r.exit_code, 2) << c.name << ": " << r.err;
+    EXPECT_EQ(r.err.rfind("error: ", 0), 0u) << c.name << ": " << r.err;
+    EXPECT_TRUE(contains(r.err, c.expected)) << c.name << ": " << r.err;
+    EXPECT_TRUE(contains(r.err, "--fresh")) << c.name << ": " << r.err;
+    EXPECT_EQ(listing(run), before) << c.name << ": the run directory changed";
+  }
+  // The foreign checkpoint names both hashes and the first differing keys.
+  auto foreign = trainyard("run " + exp + " --output-dir " + out + "/foreign --set loop.epochs=3");
+  EXPECT_TRUE(contains(foreign.err, "its config hash")) << foreign.err;
+  EXPECT_TRUE(contains(foreign.err, "optimizer.lr 0.2 -> 0.05")) << foreign.err;  // as recorded -> as now
+  EXPECT_TRUE(contains(foreign.err, "seed 99 -> 7")) << foreign.err;
+  // Checkpoints without manifests are taken when asked, once one loads.
+  auto accepted = trainyard("run " + exp + " --output-dir " + out + "/no_manifests --set loop.epochs=3 "
+                            "--accept-unverified-checkpoints");
+  ASSERT_EQ(accepted.exit_code, 0) << accepted.err;
+  EXPECT_TRUE(contains(accepted.out, "resuming from " + out + "/no_manifests/own/checkpoints/" + second)) << accepted.out;
+  EXPECT_TRUE(fs::exists(out + "/no_manifests/own/checkpoints/ckpt-e0003-i00000048.pt"));
+}
+
+TEST(Checkpoints, AnEditedConfigYamlOfTheRunIsComparedWithTheCheckpoint) {
+  const std::string exp = short_experiment("edited"), out = temp_dir("out");
+  ASSERT_EQ(trainyard("run " + exp + " --output-dir " + out).exit_code, 0);
+  const std::string config = out + "/edited/config.yaml";
+  std::string yaml = read_file(config);
+  const size_t at = yaml.find("lr: 0.05");
+  ASSERT_NE(at, std::string::npos) << yaml;
+  write_file(config, yaml.replace(at, 8, "lr: 0.5"));
+  auto r = trainyard("run " + config + " --output-dir " + out + " --set loop.epochs=3");
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  EXPECT_TRUE(contains(r.err, "belongs to another configuration")) << r.err;
+  EXPECT_TRUE(contains(r.err, "optimizer.lr 0.05 -> 0.5")) << r.err;
+}
+
+TEST(Checkpoints, EvalOfATruncatedCheckpointIsBadInput) {
+  const std::string exp = short_experiment("trunc"), out = temp_dir("out");
+  ASSERT_EQ(trainyard("run " + exp + " --output-dir " + out).exit_code, 0);
+  const std::string ckpt = out + "/trunc/checkpoints/ckpt-e0002-i00000032.pt", copy = temp_dir("copy") + "/c.pt";
+  fs::copy_file(ckpt, copy);
+  fs::copy_file(ckpt + ".manifest.json", copy + ".manifest.json");
+  fs::resize_file(copy, fs::file_size(copy) / 3);
+  auto r = trainyard("eval " + exp + " --checkpoint " + copy + " --output-dir " + out);
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  EXPECT_EQ(r.err.rfind("error: ", 0), 0u) << r.err;
+  EXPECT_TRUE(contains(r.err, "bytes, the manifest says")) << r.err;
+}
+
 TEST(Checkpoints, StaleTemporariesAreRemovedAndRotationKeepsTheNewestAndTheBest) {
   const std::string exp = short_experiment("rot", "stopping: {monitor: test_loss}\noutput: {keep_checkpoints: 2}\n");
   const std::string out = temp_dir("out"), dir = out + "/rot/checkpoints";

@@ -26,6 +26,21 @@ struct Document {
   bool set_on_command_line(const std::string& key) const;
 };
 
+/// Bounds on a YAML file the host reads: its size, the values it expands to
+/// (aliases counted each time they are used) and its nesting.
+inline constexpr size_t kMaxYamlBytes = 4u << 20;
+inline constexpr size_t kMaxYamlNodes = 100000;
+inline constexpr size_t kMaxYamlDepth = 32;
+
+/// The YAML of `path` (`what` names it in messages: "experiment file"),
+/// refused with a ConfigError naming FILE:LINE:COL when it is a folder,
+/// binary, too large, indented with tabs, has a duplicate key, expands
+/// (through aliases) past kMaxYamlNodes, or nests past kMaxYamlDepth.
+YAML::Node load_yaml_file(const std::string& path, const std::string& what);
+/// The tree checks of load_yaml_file on a parsed value (a --set value);
+/// `origin` starts each message.
+void check_yaml_tree(const std::string& origin, const YAML::Node& root);
+
 /// The sections an experiment may have.
 extern const std::vector<std::string> kTopLevelKeys;
 

@@ -1,0 +1,172 @@
+// Reading a YAML file the way a config must be read: as text first (not a
+// folder, not binary, not huge, no tabs in the indentation), then parsed, then
+// walked once under a budget (duplicate keys, alias expansion, nesting depth)
+// before anything else looks at it. yaml-cpp accepts duplicate keys and
+// shares aliased nodes, so a later walk would otherwise see the first key of
+// a duplicate pair and expand a billion-laughs file without bound.
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "config/detail/document.h"
+#include "trainyard/error.h"
+
+namespace fs = std::filesystem;
+
+namespace trainyard::host::detail {
+namespace {
+
+std::string at(const std::string& path, size_t line, size_t column) {
+  return path + ":" + std::to_string(line) + ":" + std::to_string(column);
+}
+
+std::string mark_of(const std::string& path, const YAML::Mark& mark) {
+  return mark.is_null() ? path : at(path, static_cast<size_t>(mark.line) + 1, static_cast<size_t>(mark.column) + 1);
+}
+
+// The length of a valid UTF-8 sequence starting at s[i], or 0.
+size_t utf8_length(const std::string& s, size_t i) {
+  const auto c = static_cast<unsigned char>(s[i]);
+  size_t n = c < 0x80 ? 1 : (c >> 5) == 0x6 ? 2 : (c >> 4) == 0xE ? 3 : (c >> 3) == 0x1E ? 4 : 0;
+  if (n == 0 || i + n > s.size()) return 0;
+  for (size_t k = 1; k < n; ++k)
+    if ((static_cast<unsigned char>(s[i + k]) >> 6) != 0x2) return 0;
+  return n;
+}
+
+void check_text(const std::string& path, const std::string& text) {
+  size_t line = 1, column = 1;
+  bool indentation = true;  // still in the leading whitespace of the line
+  for (size_t i = 0; i < text.size();) {
+    const char ch = text[i];
+    const size_t n = utf8_length(text, i);
+    if (ch == '\0' || n == 0) {
+      char byte[8];
+      std::snprintf(byte, sizeof byte, "0x%02x", static_cast<unsigned>(static_cast<unsigned char>(ch)));
+      throw ConfigError(at(path, line, column) + ": not a text file (byte " + byte + ")",
+                        "expected a YAML text file in UTF-8, found binary data", "check the path");
+    }
+    if (ch == '\t' && indentation)
+      throw ConfigError(at(path, line, column) + ": a tab in the indentation",
+                        "expected spaces for indentation (YAML does not allow tabs there), found a tab",
+                        "replace the tab with spaces");
+    if (ch == '\n') {
+      ++line, column = 1, indentation = true;
+    } else {
+      if (ch != ' ' && ch != '\t') indentation = false;
+      ++column;
+    }
+    i += n;
+  }
+}
+
+// One walk of the parsed tree, counting every node it reaches: an alias is
+// counted each time it is reached, as any later reader would expand it.
+struct Walk {
+  const std::string& path;
+  size_t nodes = 0;
+
+  void visit(const YAML::Node& node, const std::string& key, size_t depth) {
+    if (++nodes > kMaxYamlNodes)
+      throw ConfigError(mark_of(path, node.Mark()) + ": " + (key.empty() ? "the document" : key) +
+                            " expands to more than " + std::to_string(kMaxYamlNodes) + " values",
+                        "expected an experiment of ordinary size; aliases (*name) are expanded wherever they are used",
+                        "use fewer or smaller aliases");
+    if (depth > kMaxYamlDepth)
+      throw ConfigError(mark_of(path, node.Mark()) + ": " + key + ": nested deeper than " +
+                            std::to_string(kMaxYamlDepth) + " levels",
+                        "expected at most " + std::to_string(kMaxYamlDepth) + " levels of maps and lists", "");
+    if (node.IsMap()) {
+      std::map<std::string, YAML::Mark> seen;
+      for (const auto& kv : node) {
+        if (!kv.first.IsScalar())
+          throw ConfigError(mark_of(path, kv.first.Mark()) + ": " + (key.empty() ? "a key" : "a key under " + key) +
+                                " is " + shown(kv.first),
+                            "expected keys that are plain names", "");
+        const std::string name = kv.first.Scalar();
+        auto [it, fresh] = seen.emplace(name, kv.first.Mark());
+        if (!fresh)
+          throw ConfigError(mark_of(path, kv.first.Mark()) + ": " + child_key(key, name) + ": duplicate key",
+                            "expected each key once in a map, found '" + name + "' again (first at line " +
+                                std::to_string(it->second.line + 1) + ", column " +
+                                std::to_string(it->second.column + 1) + ")",
+                            "keep one of the two; YAML does not merge them");
+        visit(kv.second, child_key(key, name), depth + 1);
+      }
+    } else if (node.IsSequence()) {
+      for (size_t i = 0; i < node.size(); ++i) visit(node[i], index_key(key, i), depth + 1);
+    }
+  }
+};
+
+// The flow depth ([ and { outside quotes and comments) before yaml-cpp
+// parses: its recursive parser gives "bad file" or overflows the stack on a
+// file of thousands of nested brackets.
+void check_flow_depth(const std::string& path, const std::string& text) {
+  size_t depth = 0, line = 1, column = 1;
+  char quote = 0;
+  bool comment = false;
+  for (char ch : text) {
+    if (ch == '\n') {
+      ++line, column = 1, comment = false;
+      continue;
+    }
+    if (!comment) {
+      if (quote) {
+        if (ch == quote) quote = 0;
+      } else if (ch == '"' || ch == '\'') {
+        quote = ch;
+      } else if (ch == '#') {
+        comment = true;
+      } else if (ch == '[' || ch == '{') {
+        if (++depth > kMaxYamlDepth)
+          throw ConfigError(at(path, line, column) + ": nested deeper than " + std::to_string(kMaxYamlDepth) +
+                                " levels",
+                            "expected at most " + std::to_string(kMaxYamlDepth) + " levels of maps and lists", "");
+      } else if ((ch == ']' || ch == '}') && depth > 0) {
+        --depth;
+      }
+    }
+    ++column;
+  }
+}
+
+}  // namespace
+
+void check_yaml_tree(const std::string& origin, const YAML::Node& root) { Walk{origin}.visit(root, "", 0); }
+
+YAML::Node load_yaml_file(const std::string& path, const std::string& what) {
+  std::error_code ec;
+  const fs::file_status status = fs::status(path, ec);
+  if (fs::is_directory(status))
+    throw ConfigError(path + ": is a folder", "expected " + what + " (a YAML file), found a folder",
+                      "give the file inside it");
+  if (!fs::exists(status))
+    throw ConfigError(path + ": " + what + " does not exist", "expected a YAML file", "check the path");
+  if (!fs::is_regular_file(status))
+    throw ConfigError(path + ": not a regular file", "expected " + what + " (a YAML file)", "");
+  const auto size = fs::file_size(path, ec);
+  if (!ec && size > kMaxYamlBytes)
+    throw ConfigError(path + ": " + std::to_string(size) + " bytes",
+                      "expected " + what + " of at most " + std::to_string(kMaxYamlBytes) + " bytes", "check the path");
+  std::ifstream in(path, std::ios::binary);
+  std::ostringstream buffer;
+  if (!in || !(buffer << in.rdbuf()))
+    throw ConfigError(path + ": cannot read " + what, "expected a readable file", "check its permissions");
+  const std::string text = buffer.str();
+  check_text(path, text);
+  check_flow_depth(path, text);
+  YAML::Node root;
+  try {
+    root = YAML::Load(text);
+  } catch (const YAML::ParserException& e) {
+    throw ConfigError(mark_of(path, e.mark) + ": YAML syntax error: " + e.msg, "expected valid YAML",
+                      "fix the line shown");
+  } catch (const YAML::Exception& e) {
+    throw ConfigError(path + ": cannot read: " + e.what(), "expected a readable YAML file", "");
+  }
+  check_yaml_tree(path, root);
+  return root;
+}
+
+}  // namespace trainyard::host::detail
