@@ -2,8 +2,11 @@
 // and runs the train/test loop.
 #include "cli/commands.h"
 #include "distributed/communicator.h"
+#include "util/process.h"
 
 int main(int argc, char** argv) {
   trainyard::host::configure_nccl_environment();
-  return trainyard::host::command_main(argc, argv);
+  const int code = trainyard::host::command_main(argc, argv);
+  trainyard::host::allow_exit();  // from here exit() is the host's own
+  return code;
 }

@@ -51,6 +51,7 @@ const std::map<std::string, int (*)(int, char**)> kCommands = {
 int command_main(int argc, char** argv) {
   tune_allocator();
   install_crash_reporter();
+  guard_against_exit();
   if (argc < 2) {
     std::cerr << kUsage;
     return 2;

@@ -43,6 +43,9 @@ int run_command(int argc, char** argv) {
   else
     check_output_folder(e.output.dir, e.where("output.dir"));
   if (auto launched = launch_if_asked(vm, e, argc, argv)) return *launched;
+  // Start-up (building components, loading data) has no boundary to stop at:
+  // until the loop begins, a stop signal ends the process at once.
+  install_startup_stop_signals(e.loop.stop_signals);
 
   RunRequest request;
   request.output_dir = maybe<std::string>(vm, "output-dir").value_or("");

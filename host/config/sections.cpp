@@ -59,6 +59,14 @@ const TypedSchema<LoopConfig>& loop_section() {
           "fp32; bf16-mixed (autocast to bfloat16: CPUs, and GPUs from compute capability 8.0); fp16-mixed "
           "(autocast to float16 with dynamic loss scaling: GPUs only). Losses, meters and the non-finite check see fp32")
         .one_of({"fp32", "bf16-mixed", "fp16-mixed"});
+    s.add("stall_timeout_secs", &L::stall_timeout_secs, 1800.0,
+          "the watchdog ends the run (exit code 5, stack traces in RUN_DIR/stall-rankN.txt) when no step, test batch "
+          "or component call completes for this long; 0 turns it off")
+        .range(0.0, 1e7);
+    s.add("stop_grace_secs", &L::stop_grace_secs, 60.0,
+          "after a stop signal, how long the loop may take to reach its next boundary before the watchdog ends it "
+          "(exit code 5)")
+        .range(1.0, 1e7);
     return s;
   }();
   return schema;

@@ -32,6 +32,8 @@ struct LoopConfig {
   int64_t nonfinite_max_skips = 10;     ///< skip: in a row, before stopping as with error
   std::vector<std::string> stop_signals{"SIGINT", "SIGTERM", "SIGUSR1"};  ///< stop with a checkpoint, exit 4
   std::string precision = "fp32";       ///< fp32 | bf16-mixed | fp16-mixed (autocast; fp16 with loss scaling)
+  double stall_timeout_secs = 1800;     ///< the watchdog ends a run with no progress this long (exit 5); 0: off
+  double stop_grace_secs = 60;          ///< after a stop signal, the time allowed to reach a boundary
 };
 
 struct DistributedConfig {

@@ -280,6 +280,9 @@ RunOutcome Runner::run() {
       std::cout << "trainyard: all " << outcome.total_epochs << " epochs are already done; raise loop.epochs to train more\n";
   }
   install_stop_signals(e_.loop.stop_signals);
+  // Registered again now, so that the exit() report runs before the static
+  // destructors of everything loaded since start-up (a no-op in-process).
+  renew_exit_guard();
   announce_stage(*trainer);
   trainer->run();
   // Later stages start from the weights the previous one ended with, with their own optimizer.

@@ -33,14 +33,26 @@ std::string component_label(const ComponentConfig& config);
 /// one (exit 2) and gets the entry's key and file position in front, once.
 template <class F>
 auto guarded(const ComponentConfig& who, const char* action, F&& f) -> decltype(f()) {
-  // Marks whose code runs, for the fatal-signal report (util/process.h).
+  // Marks whose code runs, for the fatal-signal and exit() reports and, on
+  // the training thread, for the stall watchdog (util/process.h).
   struct Running {
     const char* saved;
-    explicit Running(const ComponentConfig* c) : saved(running_component()) {
-      running_component() = c->crash_label.empty() ? nullptr : c->crash_label.c_str();
+    const char* saved_action;
+    Running(const ComponentConfig* c, const char* action) : saved(running_component()), saved_action(running_action()) {
+      set(c->crash_label.empty() ? nullptr : c->crash_label.c_str(), action);
     }
-    ~Running() { running_component() = saved; }
-  } running(&who);
+    ~Running() { set(saved, saved_action); }
+    static void set(const char* component, const char* action) {
+      running_component() = component;
+      running_action() = action;
+      if (this_thread_watched()) {
+        WatchedProgress& p = watched_progress();
+        p.component.store(component, std::memory_order_relaxed);
+        p.action.store(action, std::memory_order_relaxed);
+        heartbeat();
+      }
+    }
+  } running(&who, action);
   try {
     return f();
   } catch (const ComponentFailure&) {

@@ -4,6 +4,7 @@
 
 #include <cmath>
 #include <ctime>
+#include <filesystem>
 
 #include <ATen/ATen.h>
 #include <torch/optim/optimizer.h>
@@ -15,6 +16,7 @@
 #include "train/precision.h"
 #include "train/schedule.h"
 #include "util/process.h"
+#include "util/watchdog.h"
 #include "util/text.h"
 #include "util/json.h"
 
@@ -182,6 +184,11 @@ void Trainer::install_overrides() {
 }
 
 void Trainer::run() {
+  // The watchdog's stack traces go to the run directory (the finder's and
+  // eval's trainers have none: the temporary folder).
+  const std::string traces_dir = paths_.run_dir.empty() ? std::filesystem::temp_directory_path().string() : paths_.run_dir;
+  StallWatchdog watchdog({e_.loop.stall_timeout_secs, e_.loop.stop_grace_secs,
+                          (std::filesystem::path(traces_dir) / ("stall-rank" + std::to_string(context_.rank) + ".txt")).string()});
   install_overrides();
   const int64_t start_iteration = at_.iteration;
   stages_.run();
@@ -194,6 +201,13 @@ void Trainer::default_run() {
   each_callback("before_run", [&](Callback& cb) { cb.before_run(*this); });
   while (stages_.should_continue()) stages_.epoch(at_.epoch);
   each_callback("after_run", [&](Callback& cb) { cb.after_run(*this); });
+}
+
+void Trainer::mark_progress() const {
+  WatchedProgress& p = watched_progress();
+  p.epoch.store(at_.epoch, std::memory_order_relaxed);
+  p.iteration.store(at_.iteration, std::memory_order_relaxed);
+  heartbeat();
 }
 
 void Trainer::check_stop_signal() {
@@ -284,6 +298,7 @@ void Trainer::default_epoch(int64_t epoch) {
   double train_seconds = 0, wait_seconds = 0;
   int64_t train_samples = 0;
   while (true) {
+    mark_progress();
     check_stop_signal();
     // A stop waits for the end of an accumulation (iter_size), so that no
     // update is cut short and a resumed run continues exactly.

@@ -127,6 +127,8 @@ class Trainer final : public Loop {
   bool judge_epoch();
   /// A stop signal arrived: stop at this iteration boundary (with a checkpoint).
   void check_stop_signal();
+  /// Tells the stall watchdog where the loop is (one relaxed store each).
+  void mark_progress() const;
   void write_summary(double wall_s);
 
   const Experiment& e_;

@@ -1,12 +1,18 @@
 #include "util/process.h"
 
+#include <dirent.h>
+#include <execinfo.h>
 #include <malloc.h>
 #include <signal.h>
 #include <string.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstdlib>
+#include <mutex>
+#include <thread>
 #include <utility>
 
 namespace trainyard::host {
@@ -20,6 +26,26 @@ void tune_allocator() {
 const char*& running_component() {
   static thread_local const char* current = nullptr;
   return current;
+}
+
+const char*& running_action() {
+  static thread_local const char* current = nullptr;
+  return current;
+}
+
+WatchedProgress& watched_progress() {
+  static WatchedProgress progress;
+  return progress;
+}
+
+bool& this_thread_watched() {
+  static thread_local bool watched = false;
+  return watched;
+}
+
+void heartbeat() {
+  watched_progress().beat_ns.store(std::chrono::steady_clock::now().time_since_epoch().count(),
+                                   std::memory_order_relaxed);
 }
 
 namespace {
@@ -45,6 +71,46 @@ void on_fatal_signal(int signo) {
 }
 
 volatile sig_atomic_t g_stop_signal = 0;
+
+void on_startup_stop_signal(int signo) {
+  say("trainyard: ");
+  say(sigabbrev_np(signo) ? "SIG" : "a signal");
+  say(sigabbrev_np(signo));
+  say(" during start-up: stopped before training began; run the same command to start again\n");
+  _exit(kExitStoppedResumable);
+}
+
+// Stack traces: the watchdog writes a header, signals one thread, and waits
+// for its handler to write that thread's frames.
+int g_trace_fd = -1;
+volatile sig_atomic_t g_trace_done = 0;
+
+void on_trace_signal(int) {
+  void* frames[64];
+  const int n = backtrace(frames, 64);
+  backtrace_symbols_fd(frames, n, g_trace_fd);
+  g_trace_done = 1;
+}
+
+std::atomic<bool> g_exit_allowed{false};
+
+void on_exit_call() {
+  if (g_exit_allowed.load()) return;
+  say("error: ");
+  if (const char* who = running_component()) {
+    say(who);
+    say(" called exit()");
+    if (const char* action = running_action()) {
+      say(" in ");
+      say(action);
+    }
+    say("; a component must throw an exception to fail, never end the process\n");
+  } else {
+    say("exit() was called outside the host's own exit (by a component's thread or a library); the run did not "
+        "finish\n");
+  }
+  _exit(1);
+}
 
 void on_stop_signal(int signo) {
   if (g_stop_signal != 0 && signo == SIGINT) {
@@ -93,6 +159,68 @@ void install_stop_signals(const std::vector<std::string>& names) {
 }
 
 int stop_signal_received() { return g_stop_signal; }
+
+void install_startup_stop_signals(const std::vector<std::string>& names) {
+  for (const auto& [name, signo] : kStopSignals) {
+    if (std::find(names.begin(), names.end(), name) == names.end()) continue;
+    struct sigaction action {};
+    action.sa_handler = on_startup_stop_signal;
+    sigemptyset(&action.sa_mask);
+    sigaction(signo, &action, nullptr);
+  }
+}
+
+void write_thread_stacks(int fd) {
+  {
+    void* warm[4];
+    backtrace(warm, 4);  // loads libgcc's unwinder now: the handler must not allocate
+  }
+  g_trace_fd = fd;
+  const int signo = SIGRTMIN + 4;
+  struct sigaction action {};
+  action.sa_handler = on_trace_signal;
+  sigemptyset(&action.sa_mask);
+  action.sa_flags = SA_RESTART;
+  sigaction(signo, &action, nullptr);
+  const pid_t pid = ::getpid(), self = static_cast<pid_t>(::syscall(SYS_gettid));
+  DIR* tasks = ::opendir("/proc/self/task");
+  if (!tasks) return;
+  while (const dirent* entry = ::readdir(tasks)) {
+    const pid_t tid = static_cast<pid_t>(std::atoi(entry->d_name));
+    if (tid <= 0 || tid == self) continue;
+    std::string name;
+    if (FILE* comm = std::fopen(("/proc/self/task/" + std::to_string(tid) + "/comm").c_str(), "r")) {
+      char buf[64] = {};
+      if (std::fgets(buf, sizeof buf, comm)) name = buf;
+      std::fclose(comm);
+      if (!name.empty() && name.back() == '\n') name.pop_back();
+    }
+    const std::string header = "--- thread " + std::to_string(tid) + " (" + name + ")" +
+                               (tid == pid ? ", the main thread" : "") + "\n";
+    (void)!::write(fd, header.data(), header.size());
+    g_trace_done = 0;
+    if (::syscall(SYS_tgkill, pid, tid, signo) != 0) continue;
+    for (int i = 0; i < 200 && !g_trace_done; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    if (!g_trace_done) {
+      const char* missing = "(no answer within 1 s)\n";
+      (void)!::write(fd, missing, strlen(missing));
+    }
+  }
+  ::closedir(tasks);
+}
+
+std::atomic<bool> g_exit_guarded{false};
+
+void guard_against_exit() {
+  g_exit_guarded.store(true);
+  std::atexit(on_exit_call);
+}
+
+void renew_exit_guard() {
+  if (g_exit_guarded.load()) std::atexit(on_exit_call);
+}
+
+void allow_exit() { g_exit_allowed.store(true); }
 
 void install_crash_reporter() {
   for (int signo : {SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGABRT}) {

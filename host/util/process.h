@@ -1,5 +1,7 @@
 #pragma once
 // Process-wide settings made once at start-up.
+#include <atomic>
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -8,12 +10,20 @@ namespace trainyard::host {
 /// Exit code of a run stopped by a signal after writing its checkpoint: run
 /// the same command again to continue (0 ok, 1 failure, 2 bad input).
 constexpr int kExitStoppedResumable = 4;
+/// Exit code of a run the stall watchdog ended: no step completed within
+/// loop.stall_timeout_secs, or a stop signal was not answered within
+/// loop.stop_grace_secs. Not resumable from that moment (no checkpoint).
+constexpr int kExitStalled = 5;
 
 /// The stop signals a run accepts, by name (loop.stop_signals).
 const std::vector<std::string>& stop_signal_names();
 /// SIGINT, SIGTERM, SIGUSR1, ... (those named) only set a flag, read at the
 /// next iteration boundary; a second SIGINT aborts at once.
 void install_stop_signals(const std::vector<std::string>& names);
+/// Until the loop begins: the stop signals named end the process at once
+/// (exit kExitStoppedResumable, one line saying nothing was written), since
+/// start-up (plugins, data loading) has no boundary to stop at.
+void install_startup_stop_signals(const std::vector<std::string>& names);
 /// The first stop signal received, or 0.
 int stop_signal_received();
 /// "SIGTERM".
@@ -34,5 +44,37 @@ void install_crash_reporter();
 /// 'mlp' (network) from libmlp.so"; set by guarded()), or null. The text must
 /// outlive the setting: the signal handler only writes it.
 const char*& running_component();
+/// What that component does now ("forward", "after_epoch"), or null.
+const char*& running_action();
+
+/// The training thread's progress, read by the stall watchdog on another
+/// thread: a heartbeat and what runs now. Only a thread marked watched
+/// writes it (decode threads do not).
+struct WatchedProgress {
+  std::atomic<int64_t> beat_ns{0};                ///< steady-clock time of the last sign of progress
+  std::atomic<const char*> component{nullptr};    ///< crash label of the component running, or null
+  std::atomic<const char*> action{nullptr};
+  std::atomic<int64_t> epoch{0}, iteration{0};
+};
+WatchedProgress& watched_progress();
+/// Whether this thread reports to watched_progress().
+bool& this_thread_watched();
+/// Records progress now (a relaxed atomic store: cheap enough per step).
+void heartbeat();
+
+/// Writes a stack trace of every thread of this process to `fd` (each
+/// thread is interrupted by a signal whose handler writes its own frames).
+void write_thread_stacks(int fd);
+
+/// From now on, exit() called from anywhere but the host's own return from
+/// main() is reported on stderr as an error naming the component and action
+/// running on the calling thread, and the process exits with status 1
+/// (a plugin that calls exit(0) must not pass for success).
+void guard_against_exit();
+/// Registers the report again when guard_against_exit() was called, so that
+/// it runs before the static destructors of everything loaded since.
+void renew_exit_guard();
+/// main() returns: exit() from here on is the host's own.
+void allow_exit();
 
 }  // namespace trainyard::host

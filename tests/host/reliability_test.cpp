@@ -2,6 +2,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <chrono>
 #include <filesystem>
 #include <functional>
 #include <random>
@@ -328,6 +329,77 @@ TEST(Checkpoints, AFullDiskLeavesThePreviousCheckpointIntactAndSaysSo) {
   auto again = trainyard("run " + exp + " --output-dir " + out + big + " --set loop.epochs=2");
   EXPECT_EQ(again.exit_code, 0) << again.err;
   EXPECT_TRUE(contains(again.out, "resuming from " + first)) << again.out;
+}
+
+// An experiment with the misbehaving fixture components (tests/fixtures/misbehaving.cpp).
+std::string misbehaving_experiment(const std::string& name, const std::string& more, const std::string& loop = "") {
+  std::string yaml = synthetic_experiment(name, "plugin_dirs: [" + fixture_dir("misbehaving") + "]\n" + more);
+  const std::string usual = "loop: {epochs: 2, batch_per_device: 32, log_every_iters: 4}";
+  if (!loop.empty()) yaml.replace(yaml.find(usual), usual.size(), loop);
+  const std::string path = temp_dir("exp-" + name) + "/" + name + ".yaml";
+  write_file(path, yaml);
+  return path;
+}
+
+TEST(Watchdog, AHungCallbackIsNamedWithEveryThreadsStackAndExitFive) {
+  const std::string exp = misbehaving_experiment(
+      "hung", "callbacks: [{plugin: hang, hook: after_epoch}]\n", "loop: {epochs: 2, batch_per_device: 32, stall_timeout_secs: 2}");
+  const std::string out = temp_dir("out");
+  const auto t0 = std::chrono::steady_clock::now();
+  auto r = trainyard("run " + exp + " --output-dir " + out);
+  const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  EXPECT_EQ(r.exit_code, 5) << r.err;
+  EXPECT_LT(secs, 30) << "the watchdog did not end the run";
+  EXPECT_TRUE(contains(r.err, "error: stalled: no progress for 2 s (loop.stall_timeout_secs 2)")) << r.err;
+  EXPECT_TRUE(contains(r.err, "callback 'hang'")) << r.err;
+  EXPECT_TRUE(contains(r.err, "in after_epoch, at epoch 1, iteration 16")) << r.err;
+  const std::string traces = read_file(out + "/hung/stall-rank0.txt");
+  EXPECT_TRUE(contains(traces, "the main thread")) << traces;
+  EXPECT_TRUE(contains(traces, "libmisbehaving.so")) << traces;  // the hung frame, in the plugin
+  EXPECT_TRUE(contains(traces, "bin/trainyard(+0x")) << traces;  // the host's frames under it
+}
+
+TEST(Watchdog, AStopSignalIntoAHungCallbackEndsTheRunAfterTheGrace) {
+  const std::string exp = misbehaving_experiment(
+      "deaf", "callbacks: [{plugin: hang, hook: after_epoch}]\n",
+      "loop: {epochs: 2, batch_per_device: 32, stall_timeout_secs: 600, stop_grace_secs: 2}");
+  const std::string out = temp_dir("out");
+  // metrics.jsonl has the epoch's train line before after_epoch hangs.
+  auto r = interrupted("run " + exp + " --output-dir " + out, out + "/deaf/metrics.jsonl", 300, "TERM");
+  EXPECT_EQ(r.exit_code, 5) << r.err;
+  EXPECT_TRUE(contains(r.err, "SIGTERM received, but the loop did not reach a boundary within 2 s")) << r.err;
+  EXPECT_TRUE(contains(r.err, "callback 'hang'")) << r.err;
+}
+
+TEST(Watchdog, AStopSignalWhileTheDataLoadsEndsTheProcessAtOnceAndWritesNothing) {
+  const std::string exp = misbehaving_experiment("slow", "");
+  std::string yaml = read_file(exp);
+  const std::string train = "{plugin: synthetic, size: 512, num_classes: 4, shape: [1, 4, 4], seed: 1}";
+  yaml.replace(yaml.find(train), train.size(), "{plugin: slow_start, load_secs: 60}");
+  const std::string test = "{plugin: synthetic, size: 128, num_classes: 4, shape: [1, 4, 4], seed: 2}";
+  yaml.replace(yaml.find(test), test.size(), "{plugin: slow_start, load_secs: 0}");
+  write_file(exp, yaml);
+  const std::string out = temp_dir("out");
+  const auto t0 = std::chrono::steady_clock::now();
+  auto r = interrupted("run " + exp + " --output-dir " + out, exp, 1500, "TERM");  // exp exists: 1.5 s after start
+  const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  EXPECT_EQ(r.exit_code, 4) << r.err;
+  EXPECT_LT(secs, 20);
+  EXPECT_TRUE(contains(r.err, "SIGTERM during start-up: stopped before training began")) << r.err;
+  EXPECT_TRUE(fs::is_empty(out)) << "something was written";
+}
+
+TEST(ExitGuard, AComponentThatCallsExitIsNamedAndTheRunFails) {
+  const std::string exp = misbehaving_experiment("quits", "");
+  std::string yaml = read_file(exp);
+  const std::string net = "{plugin: mlp, hidden_sizes: [32], dropout: 0.1}";
+  yaml.replace(yaml.find(net), net.size(), "{plugin: exits, code: 0, at: 3}");
+  write_file(exp, yaml);
+  auto r = trainyard("run " + exp + " --output-dir " + temp_dir("out"));
+  EXPECT_EQ(r.exit_code, 1) << r.err;
+  EXPECT_TRUE(contains(r.err, "error: network 'exits'")) << r.err;
+  EXPECT_TRUE(contains(r.err, "called exit() in forward")) << r.err;
+  EXPECT_FALSE(contains(r.out, "trainyard: done")) << r.out;
 }
 
 }  // namespace
