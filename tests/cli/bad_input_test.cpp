@@ -94,6 +94,19 @@ TEST(BadInput, EveryCommandLineInTheCorpusIsOneClearErrorAndExitTwo) {
   EXPECT_GE(cases, 20);
 }
 
+TEST(BadInput, AnOutputFolderOnAReadOnlyFileSystemIsRefusedBeforeAnything) {
+  // A real read-only mount, in a private mount namespace (root ignores
+  // permission bits, not a read-only file system).
+  const std::string ro = temp_dir("ro");
+  if (run_command("unshare -m sh -c 'mount -t tmpfs -o ro tmpfs " + ro + "' 2>/dev/null").exit_code != 0)
+    GTEST_SKIP() << "no mount namespace here (needs root or CAP_SYS_ADMIN)";
+  auto r = run_command("unshare -m sh -c 'mount -t tmpfs -o ro tmpfs " + ro + " && " + trainyard_binary() + " run " +
+                       source_dir() + "/tests/bad_inputs/valid_experiment.yaml --output-dir " + ro + "/runs'");
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  EXPECT_EQ(nonempty_lines(r.err).size(), 1u) << r.err;
+  EXPECT_TRUE(contains(r.err, "cannot write in " + ro + " (Read-only file system)")) << r.err;
+}
+
 TEST(BadInput, EveryBrokenPluginLibraryIsOneClearErrorAndExitTwo) {
   const std::string exp = source_dir() + "/tests/bad_inputs/experiments/unknown_plugin.yaml";
   const std::vector<std::pair<std::string, std::string>> libraries = {

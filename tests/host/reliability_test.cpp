@@ -237,7 +237,20 @@ TEST(Checkpoints, ThoseThatDoNotBelongToTheRunAreRefusedAndNothingIsLost) {
          fs::remove_all(run + "/checkpoints");
          write_file(run + "/checkpoints", "not a folder\n");
        }}};
-  for (const auto& c : cases) {
+  // tests/bad_inputs/manifests/*.json: damaged manifests of the only checkpoint left.
+  std::vector<Case> all = cases;
+  for (const auto& f : fs::directory_iterator(source_dir() + "/tests/bad_inputs/manifests")) {
+    const std::string manifest = f.path().string();
+    all.push_back({"manifest_" + f.path().stem().string(), "none with a valid manifest", "--set loop.epochs=3",
+                   [&, manifest](const std::string& run) {
+                     fs::remove(run + "/checkpoints/" + first);
+                     fs::remove(run + "/checkpoints/" + first + ".manifest.json");
+                     fs::copy_file(manifest, run + "/checkpoints/" + second + ".manifest.json",
+                                   fs::copy_options::overwrite_existing);
+                   }});
+  }
+  EXPECT_GE(all.size(), cases.size() + 6);
+  for (const auto& c : all) {
     const std::string dir = out + "/" + c.name, run = dir + "/own";
     fs::create_directories(dir);
     fs::copy(out + "/base/own", run, fs::copy_options::recursive);
