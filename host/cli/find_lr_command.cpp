@@ -9,6 +9,7 @@
 #include "report/svg_chart.h"
 #include "run/session.h"
 #include "train/lr_finder.h"
+#include "train/wiring_check.h"
 #include "train/trainer.h"
 #include "trainyard/error.h"
 #include "util/files.h"
@@ -82,7 +83,9 @@ int find_lr_command(int argc, char** argv) {
   // The run directory is never touched: the finder trains a copy of the start state and writes only `out`.
   Session session(e, registry, out);
   torch::manual_seed(e.seed);
-  Trainer trainer(e, build_components(e, session.context), session.context, RunPaths(out));
+  Components components = build_components(e, session.context);
+  check_wiring(components, e, session.context);
+  Trainer trainer(e, std::move(components), session.context, RunPaths(out));
   trainer.set_communicator(session.comm.get());
   if (session.comm) session.comm->broadcast_module(*trainer.network_module());
   const bool rank0 = session.context.rank == 0;

@@ -8,6 +8,7 @@
 #include "plugins/loader.h"
 #include "run/inspect.h"
 #include "run/session.h"
+#include "train/wiring_check.h"
 #include "trainyard/error.h"
 #include "trainyard/version.h"
 #include "util/text.h"
@@ -54,6 +55,7 @@ int validate_command(int argc, char** argv) {
   Context context = make_context(e);
   torch::manual_seed(e.seed);
   Components c = build_components(e, context);
+  check_wiring(c, e, context);
   const auto [params, trainable] = parameter_count(*c.network.object);
   std::cout << "ok: " << e.path << " (" << e.name << "): dataset " << e.train_data.plugin << " ("
             << c.train_data.object->size() << " train"
@@ -70,6 +72,7 @@ int validate_command(int argc, char** argv) {
     Components built;
     try {
       built = build_components(s, context);
+      check_wiring(built, s, context);
     } catch (const ConfigError& err) {
       throw ConfigError("stage " + std::to_string(k + 1) + " '" + s.stage_name + "': " + err.what());
     }

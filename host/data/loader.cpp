@@ -37,11 +37,66 @@ std::vector<int64_t> permutation(int64_t n, uint64_t seed, int64_t epoch, int64_
   return p;
 }
 
+std::string shape_text(at::IntArrayRef shape) {
+  std::string s = "[";
+  for (size_t i = 0; i < shape.size(); ++i) s += (i ? ", " : "") + std::to_string(shape[i]);
+  return s + "]";
+}
+
+// Samples of one batch must share a shape: named, with a hint, instead of
+// at::stack's "stack expects each tensor to be equal size".
+at::Tensor stack_samples(const std::vector<at::Tensor>& tensors, const std::vector<int64_t>& ids, const char* what) {
+  for (size_t k = 0; k < tensors.size(); ++k) {
+    if (!tensors[k].defined())
+      throw ConfigError("sample " + std::to_string(ids[k]) + ": no " + what + " tensor",
+                        std::string("expected every sample to have a defined ") + what, "");
+    if (k > 0 && tensors[k].sizes() != tensors[0].sizes())
+      throw ConfigError("samples " + std::to_string(ids[0]) + " and " + std::to_string(ids[k]) + " differ in " + what +
+                            " shape",
+                        "expected the samples of a batch to have one shape, got " + shape_text(tensors[0].sizes()) +
+                            " and " + shape_text(tensors[k].sizes()),
+                        "give the dataset load_size (and crop_size) so that every image has the same size");
+  }
+  return at::stack(tensors);
+}
+
+// What every batch must be, whichever dataset made it: one row per index
+// asked for, the shape the dataset's info declares, class labels within its
+// classes. Cheap: shapes, plus a min and max of a 1-d label vector.
+void check_batch(const Batch& batch, const std::vector<int64_t>& ids, const DatasetInfo& info) {
+  const auto rows = static_cast<int64_t>(ids.size());
+  if (!batch.input.defined() || !batch.target.defined())
+    throw ConfigError("get_batch returned an undefined " + std::string(batch.input.defined() ? "target" : "input") +
+                          " tensor",
+                      "expected input and target tensors with one row per sample", "");
+  if (batch.input.dim() == 0 || batch.input.size(0) != rows || batch.target.dim() == 0 || batch.target.size(0) != rows)
+    throw ConfigError("get_batch returned input " + shape_text(batch.input.sizes()) + " and target " +
+                          shape_text(batch.target.sizes()) + " for " + std::to_string(rows) + " indices",
+                      "expected " + std::to_string(rows) + " rows in both (one per index, in order)", "");
+  if (!info.sample_shape.empty() && batch.input.sizes().slice(1) != at::IntArrayRef(info.sample_shape))
+    throw ConfigError("samples of shape " + shape_text(batch.input.sizes().slice(1)) + " (sample " +
+                          std::to_string(ids[0]) + " on)",
+                      "expected the shape the dataset's info declares, " + shape_text(info.sample_shape),
+                      "give the dataset load_size (and crop_size) so that every image has that size");
+  if (info.num_classes > 0 && batch.target.dim() == 1 && !at::isFloatingType(batch.target.scalar_type())) {
+    const at::Tensor labels = batch.target.to(at::kLong);
+    const int64_t low = labels.min().item<int64_t>(), high = labels.max().item<int64_t>();
+    if (low < 0 || high >= info.num_classes) {
+      const int64_t k = ((labels < 0) | (labels >= info.num_classes)).nonzero()[0][0].item<int64_t>();
+      throw ConfigError("sample " + std::to_string(ids[static_cast<size_t>(k)]) + " has label " +
+                            std::to_string(labels[k].item<int64_t>()),
+                        "expected a class index from 0 to " + std::to_string(info.num_classes - 1) + " (the dataset has " +
+                            std::to_string(info.num_classes) + " classes)",
+                        "check the labels, or the dataset's class count");
+    }
+  }
+}
+
 // One batch: decode its samples, each with its own seed (a dataset that
 // augments uses it), collate. A bad record makes it retry sample by sample.
 // An empty optional means every sample was a skipped bad record.
-std::optional<Batch> assemble(const Dataset& dataset, const std::vector<int64_t>& ids, int64_t epoch,
-                              const LoaderOptions& options, LoaderStats* stats) {
+std::optional<Batch> assemble_unchecked(const Dataset& dataset, const std::vector<int64_t>& ids, int64_t epoch,
+                                        const LoaderOptions& options, LoaderStats* stats) {
   auto bad = [&](int64_t index, const BadRecord& e) {
     if (!options.skip_bad_records)
       throw ConfigError("sample " + std::to_string(index) + ": " + e.what(), "expected a readable record",
@@ -52,7 +107,14 @@ std::optional<Batch> assemble(const Dataset& dataset, const std::vector<int64_t>
   seeds.reserve(ids.size());
   for (int64_t i : ids) seeds.push_back(sample_seed(options.seed, epoch, i));
   try {
-    return dataset.get_batch(ids, seeds);
+    Batch batch = dataset.get_batch(ids, seeds);
+    if (batch.indices.empty()) batch.indices = ids;
+    if (batch.indices != ids)
+      throw ConfigError("get_batch returned a batch of " + std::to_string(batch.indices.size()) +
+                            " indices for the " + std::to_string(ids.size()) + " asked for (sample " +
+                            std::to_string(ids[0]) + " on)",
+                        "expected Batch::indices to be the indices asked for, in order", "");
+    return batch;
   } catch (const BadRecord&) {
     // Find the bad ones sample by sample.
   }
@@ -70,7 +132,24 @@ std::optional<Batch> assemble(const Dataset& dataset, const std::vector<int64_t>
     }
   }
   if (kept.empty()) return std::nullopt;
-  return Batch{at::stack(inputs), at::stack(targets), std::move(kept)};
+  at::Tensor input = stack_samples(inputs, kept, "input"), target = stack_samples(targets, kept, "target");
+  return Batch{std::move(input), std::move(target), std::move(kept)};
+}
+
+std::optional<Batch> assemble(const Dataset& dataset, const std::vector<int64_t>& ids, int64_t epoch,
+                              const LoaderOptions& options, LoaderStats* stats, const DatasetInfo& info) {
+  std::optional<Batch> batch;
+  try {
+    batch = assemble_unchecked(dataset, ids, epoch, options, stats);
+  } catch (const std::bad_alloc&) {
+    throw ConfigError("a batch of " + std::to_string(ids.size()) + " samples (sample " + std::to_string(ids[0]) +
+                          " on) does not fit in memory",
+                      "samples small enough for batches of " + std::to_string(options.batch_size) +
+                          (info.sample_shape.empty() ? "" : " (the dataset declares " + shape_text(info.sample_shape) + ")"),
+                      "check the dataset's image sizes (load_size, crop_size) and loop.batch_per_device");
+  }
+  if (batch) check_batch(*batch, batch->indices, info);
+  return batch;
 }
 
 // Decode threads fill a map of batch number -> result, at most `prefetch`
@@ -79,7 +158,12 @@ class Pipeline {
  public:
   Pipeline(const Dataset& dataset, std::vector<int64_t> order, int64_t epoch, int64_t first_batch,
            const LoaderOptions& options, std::shared_ptr<LoaderStats> stats)
-      : dataset_(dataset), order_(std::move(order)), epoch_(epoch), options_(options), stats_(std::move(stats)) {
+      : dataset_(dataset),
+        info_(dataset.info()),
+        order_(std::move(order)),
+        epoch_(epoch),
+        options_(options),
+        stats_(std::move(stats)) {
     const int64_t n = static_cast<int64_t>(order_.size()), b = options_.batch_size;
     total_ = options_.drop_last ? n / b : (n + b - 1) / b;
     next_claim_ = next_take_ = first_batch;
@@ -158,7 +242,7 @@ class Pipeline {
     const size_t end = std::min(order_.size(), start + static_cast<size_t>(options_.batch_size));
     std::vector<int64_t> ids(order_.begin() + static_cast<std::ptrdiff_t>(start),
                              order_.begin() + static_cast<std::ptrdiff_t>(end));
-    auto batch = assemble(dataset_, ids, epoch_, options_, stats_.get());
+    auto batch = assemble(dataset_, ids, epoch_, options_, stats_.get(), info_);
     if (batch && copy_) pin(*batch);
     return batch;
   }
@@ -190,6 +274,7 @@ class Pipeline {
   }
 
   const Dataset& dataset_;
+  const DatasetInfo info_;  ///< what every batch is checked against
   const std::vector<int64_t> order_;
   const int64_t epoch_;
   const LoaderOptions options_;

@@ -10,6 +10,7 @@
 #include "formats/run_paths.h"
 #include "run/session.h"
 #include "train/checkpoint_store.h"
+#include "train/wiring_check.h"
 #include "train/guard.h"
 #include "trainyard/labeled_files.h"
 #include "trainyard/error.h"
@@ -51,6 +52,7 @@ LoadedModel load_model(const Experiment& e, const std::string& checkpoint) {
   m.context = make_context(*m.stage);
   torch::manual_seed(m.stage->seed);
   Components c = build_components(*m.stage, m.context);
+  check_wiring(c, *m.stage, m.context);
   m.trainer = std::make_unique<Trainer>(*m.stage, std::move(c), m.context, RunPaths(""));
   try {
     load_checkpoint(checkpoint, m.trainer->network(), m.trainer->optimizer(), Verify::already_done);
@@ -106,6 +108,19 @@ int64_t predict(const Experiment& e, const Registry& registry, const PredictRequ
   auto dataset = guarded(e.test_data.component ? e.test_data : e.train_data, "construction", [&] {
     return std::get<Factory<Dataset>>(component.factory)(validated, context);
   });
+  // What the network was trained on: the input must have its sample shape and classes.
+  const DatasetInfo trained = m.context.dataset, given = dataset->info();
+  auto shape = [](const std::vector<int64_t>& s) {
+    std::string t = "[";
+    for (size_t i = 0; i < s.size(); ++i) t += (i ? ", " : "") + std::to_string(s[i]);
+    return t + "]";
+  };
+  if (dataset->size() == 0)
+    throw ConfigError("command line: --input " + request.input + ": no samples", "expected at least one sample", "");
+  if (!trained.sample_shape.empty() && !given.sample_shape.empty() && trained.sample_shape != given.sample_shape)
+    throw ConfigError("command line: --input " + request.input + ": samples of shape " + shape(given.sample_shape),
+                      "expected the shape the network was trained on, " + shape(trained.sample_shape),
+                      "pass --input-options load_size/crop_size to match the training set's");
   std::vector<int64_t> order(static_cast<size_t>(dataset->size()));
   std::iota(order.begin(), order.end(), 0);
   LoaderOptions lo;

@@ -11,6 +11,7 @@
 #include "config/snapshot.h"
 #include "formats/metrics.h"
 #include "report/report.h"
+#include "train/wiring_check.h"
 #include "run/provenance.h"
 #include "trainyard/error.h"
 #include "util/files.h"
@@ -50,6 +51,8 @@ std::unique_ptr<Trainer> Runner::make_trainer(size_t k) {
   const Experiment& ek = stage_experiment(k);
   torch::manual_seed(ek.seed);  // the same initial weights (and generator state) whichever way a stage starts
   Components components = build_components(ek, session_.context);
+  // Every stage (the first before anything is written): one batch through the components.
+  check_wiring(components, ek, session_.context);
   auto t = std::make_unique<Trainer>(ek, std::move(components), session_.context, RunPaths(run_dir_));
   t->set_communicator(session_.comm.get());
   t->set_debug(request_.debug);
@@ -287,7 +290,13 @@ RunOutcome Runner::run() {
   trainer->run();
   // Later stages start from the weights the previous one ended with, with their own optimizer.
   while (stage_ + 1 < stage_count() && !trainer->ended_by_request()) {
-    auto next = make_trainer(++stage_);
+    std::unique_ptr<Trainer> next;
+    try {
+      next = make_trainer(++stage_);
+    } catch (const ConfigError& err) {
+      throw ConfigError("stage " + std::to_string(stage_ + 1) + " '" + stage_experiment(stage_).stage_name +
+                        "': " + err.what());
+    }
     next->continue_from(*trainer);
     trainer = std::move(next);
     announce_stage(*trainer);

@@ -5,6 +5,8 @@
 #include <map>
 #include <regex>
 
+#include <unistd.h>
+
 #include <torch/optim/adagrad.h>
 #include <torch/optim/adam.h>
 #include <torch/optim/adamw.h>
@@ -133,6 +135,52 @@ void build_optimizer(const ComponentConfig& spec, Network& network, Optimizer& p
   }
 }
 
+std::string shape_text(const std::vector<int64_t>& shape) {
+  std::string s = "[";
+  for (size_t i = 0; i < shape.size(); ++i) s += (i ? ", " : "") + std::to_string(shape[i]);
+  return s + "]";
+}
+
+// The test split must be what the network trained on: the same sample shape
+// and classes (an empty test split is as wrong as an empty training split).
+void check_splits_agree(const Experiment& e, const DatasetInfo& train, const Dataset& test_data) {
+  DatasetInfo test = guarded(e.test_data, "info", [&] { return test_data.info(); });
+  const int64_t size = guarded(e.test_data, "size", [&] { return test_data.size(); });
+  if (size == 0)
+    throw ConfigError(e.test_data.where + ": the test dataset is empty", "expected at least one sample, got 0",
+                      "check the dataset's options, or remove dataset.test");
+  if (train.num_classes > 0 && test.num_classes > 0 && train.num_classes != test.num_classes)
+    throw ConfigError(e.test_data.where + ": the test dataset has " + std::to_string(test.num_classes) +
+                          " classes, the training dataset " + std::to_string(train.num_classes),
+                      "expected the same classes in both splits", "check that both splits come from one dataset");
+  if (!train.sample_shape.empty() && !test.sample_shape.empty() && train.sample_shape != test.sample_shape)
+    throw ConfigError(e.test_data.where + ": test samples of shape " + shape_text(test.sample_shape) +
+                          ", training samples " + shape_text(train.sample_shape),
+                      "expected one sample shape in both splits (the network sees both)",
+                      "give both splits the same load_size and crop_size");
+}
+
+// A batch that cannot fit in this machine's memory is bad input, found now
+// rather than as an allocation failure inside the first batch.
+void check_batch_fits(const Experiment& e, const DatasetInfo& train) {
+  if (train.sample_shape.empty()) return;
+  double bytes = 4.0 * static_cast<double>(e.loop.batch_per_device);  // float inputs
+  for (int64_t d : train.sample_shape) {
+    if (d < 1)
+      throw ConfigError(e.train_data.where + ": samples of shape " + shape_text(train.sample_shape),
+                        "expected every dimension of a sample to be at least 1", "check the dataset's options");
+    bytes *= static_cast<double>(d);
+  }
+  const double memory = static_cast<double>(::sysconf(_SC_PHYS_PAGES)) * static_cast<double>(::sysconf(_SC_PAGE_SIZE));
+  if (memory > 0 && bytes > memory)
+    throw ConfigError(e.train_data.where + ": a batch of " + std::to_string(e.loop.batch_per_device) +
+                          " samples of shape " + shape_text(train.sample_shape) + " needs " +
+                          std::to_string(static_cast<int64_t>(bytes / (1 << 30))) + " GiB",
+                      "expected a batch that fits in this machine's " +
+                          std::to_string(static_cast<int64_t>(memory / (1 << 30))) + " GiB",
+                      "check the dataset's sample shape (load_size, crop_size) and loop.batch_per_device");
+}
+
 }  // namespace
 
 std::pair<int64_t, int64_t> parameter_count(Network& network) {
@@ -169,7 +217,11 @@ Components build_components(const Experiment& e, Context& context) {
   if (context.dataset.size == 0)
     throw ConfigError(e.train_data.where + ": the training dataset is empty",
                       "expected at least one sample, got 0", "check the dataset's options");
-  if (e.test_data.component) c.test_data = make<Dataset>(e.test_data, context);
+  check_batch_fits(e, context.dataset);
+  if (e.test_data.component) {
+    c.test_data = make<Dataset>(e.test_data, context);
+    check_splits_agree(e, context.dataset, *c.test_data.object);
+  }
 
   c.network = make<Network>(e.network, context);
   guarded(e.network, "to(device)", [&] { c.network.object->to(context.device); });

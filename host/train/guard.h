@@ -61,7 +61,24 @@ auto guarded(const ComponentConfig& who, const char* action, F&& f) -> decltype(
     throw;
   } catch (const ConfigError& e) {
     throw LocatedConfigError(who.where + " (" + component_label(who) + "): " + e.what());
+  } catch (const std::bad_alloc&) {
+    // Sizes the user chose (an image side, a layer width, a batch): bad input, not a crash.
+    throw LocatedConfigError(who.where + " (" + component_label(who) + "): ran out of memory in " + action,
+                             "sizes that fit in this machine's memory",
+                             "check the sizes in its options and loop.batch_per_device");
+  } catch (const c10::OutOfMemoryError& e) {
+    throw LocatedConfigError(who.where + " (" + component_label(who) + "): ran out of memory in " + action + " (" +
+                                 e.what_without_backtrace() + ")",
+                             "sizes that fit in the device's memory",
+                             "check the sizes in its options and loop.batch_per_device");
   } catch (const c10::Error& e) {
+    // The CPU allocator reports failure as a plain c10::Error (an enforce).
+    const std::string message = e.what_without_backtrace();
+    if (const size_t at = message.find("can't allocate memory"); at != std::string::npos)
+      throw LocatedConfigError(who.where + " (" + component_label(who) + "): ran out of memory in " + action + " (" +
+                                   message.substr(at, message.find(". Error code", at) - at) + ")",
+                               "sizes that fit in this machine's memory",
+                               "check the sizes in its options and loop.batch_per_device");
     throw ComponentFailure(component_label(who) + " failed in " + action + ": " + e.what_without_backtrace());
   } catch (const std::exception& e) {
     throw ComponentFailure(component_label(who) + " failed in " + action + ": " + e.what());

@@ -38,13 +38,32 @@ class Lmdb : public ImageDataset {
                         "expected a database written by trainyard convert", "convert the data with trainyard convert");
     }
     std::string text(static_cast<const char*>(value.mv_data), value.mv_size);
-    mdb_txn_abort(txn);
+    MDB_stat stat{};
+    const int stat_rc = mdb_stat(txn, dbi_, &stat);
+    // The last record the metadata promises, looked up now rather than found missing mid-run.
+    MDB_val last_value;
+    std::string last_key;
     try {
       meta_ = trainyard::decode_metadata(text);
+      last_key = trainyard::record_key(std::max<int64_t>(0, meta_.count - 1));
     } catch (const trainyard::Error& e) {
+      mdb_txn_abort(txn);
       throw ConfigError("database '" + path_ + "': bad metadata: " + e.what(), "expected format version " +
                         std::to_string(trainyard::kRecordFormatVersion), "convert the data again");
     }
+    MDB_val last{last_key.size(), last_key.data()};
+    const bool last_found = meta_.count == 0 || mdb_get(txn, dbi_, &last, &last_value) == 0;
+    mdb_txn_abort(txn);
+    const int64_t records = stat_rc == 0 ? static_cast<int64_t>(stat.ms_entries) - 1 : -1;  // less the metadata entry
+    if (meta_.count <= 0)
+      throw ConfigError("database '" + path_ + "' holds no samples (its metadata says " +
+                            std::to_string(meta_.count) + ")",
+                        "expected at least one record", "convert the data again");
+    if ((records >= 0 && records < meta_.count) || !last_found)
+      throw ConfigError("database '" + path_ + "': its metadata says " + std::to_string(meta_.count) +
+                            " records, but " + (last_found ? "it holds " + std::to_string(records)
+                                                           : "record " + last_key + " is missing"),
+                        "expected every record the metadata counts", "the database is incomplete: convert the data again");
     describe(static_cast<int64_t>(meta_.class_names.size()), meta_.class_names);
   }
   ~Lmdb() override {
@@ -82,6 +101,10 @@ class Lmdb : public ImageDataset {
                     const_cast<char*>(im.bytes.data())).clone();
       else
         m = decode_image(im.bytes.data(), im.bytes.size(), image_what + " (" + encoding_name(im.encoding) + ")");
+      if (m.rows != static_cast<int>(im.rows) || m.cols != static_cast<int>(im.cols))
+        throw trainyard::BadRecord(image_what + ": decodes to " + std::to_string(m.rows) + "x" +
+                                   std::to_string(m.cols) + ", the record says " + std::to_string(im.rows) + "x" +
+                                   std::to_string(im.cols));
       (static_cast<int64_t>(i) < meta_.input_images ? s.inputs : s.targets).push_back(m);
     }
     if (s.inputs.empty()) throw trainyard::BadRecord(what + ": no input image");

@@ -10,10 +10,10 @@ namespace image_datasets {
 
 void add_transform_options(trainyard::Schema& s) {
   s.add("color", "keep", "keep (as decoded), gray (1 channel) or rgb (3 channels)").one_of({"keep", "gray", "rgb"});
-  s.add("load_size", std::vector<int64_t>{}, "[height, width] to resize to before cropping; [] keeps the size").min(1);
+  s.add("load_size", std::vector<int64_t>{}, "[height, width] to resize to before cropping; [] keeps the size").range(1, 16384);
   s.add("crop", "none", "none, center, random, or random_resized (scale jitter)")
       .one_of({"none", "center", "random", "random_resized"});
-  s.add("crop_size", std::vector<int64_t>{}, "[height, width] of the crop").min(1);
+  s.add("crop_size", std::vector<int64_t>{}, "[height, width] of the crop").range(1, 16384);
   s.add("scale", std::vector<double>{0.08, 1.0}, "random_resized: range of the crop's area fraction").range(0.0, 1.0);
   s.add("ratio", std::vector<double>{0.75, 4.0 / 3.0}, "random_resized: range of the crop's aspect ratio").min(0.01);
   s.add("hflip", 0.0, "probability of a horizontal flip").range(0.0, 1.0);

@@ -61,6 +61,14 @@ void Context::log(const std::string& message) const {
 
 Example Dataset::get_seeded(int64_t index, uint64_t /*seed*/) const { return get(index); }
 
+namespace {
+std::string shape_text(at::IntArrayRef shape) {
+  std::string s = "[";
+  for (size_t i = 0; i < shape.size(); ++i) s += (i ? ", " : "") + std::to_string(shape[i]);
+  return s + "]";
+}
+}  // namespace
+
 Batch Dataset::get_batch(const std::vector<int64_t>& indices, const std::vector<uint64_t>& seeds) const {
   if (seeds.size() != indices.size())
     throw Error("Dataset::get_batch: " + std::to_string(indices.size()) + " indices but " +
@@ -73,6 +81,16 @@ Batch Dataset::get_batch(const std::vector<int64_t>& indices, const std::vector<
     inputs.push_back(std::move(e.input));
     targets.push_back(std::move(e.target));
   }
+  // Samples of one batch share a shape; say which differ rather than let
+  // at::stack say "stack expects each tensor to be equal size".
+  for (size_t k = 1; k < indices.size(); ++k)
+    for (const auto* list : {&inputs, &targets})
+      if ((*list)[k].defined() && (*list)[0].defined() && (*list)[k].sizes() != (*list)[0].sizes())
+        throw ConfigError("samples " + std::to_string(indices[0]) + " and " + std::to_string(indices[k]) + " differ in " +
+                              (list == &inputs ? "input" : "target") + " shape",
+                          "expected the samples of a batch to have one shape, got " +
+                              shape_text((*list)[0].sizes()) + " and " + shape_text((*list)[k].sizes()),
+                          "give the dataset load_size (and crop_size) so that every image has the same size");
   return Batch{at::stack(inputs), at::stack(targets), indices};
 }
 

@@ -185,7 +185,9 @@ std::string compare_checkpoint_networks(const std::string& a, const std::string&
   return compare_archives(na, nb, "");
 }
 
-void put_lmdb_record(const std::string& db, int64_t index, const std::string& value) {
+namespace {
+// Writes (or, with no value, deletes) one key of an LMDB.
+void edit_lmdb(const std::string& db, const std::string& key, const std::string* value) {
   auto check = [&](int rc, const char* what) {
     if (rc != 0) throw std::runtime_error(db + ": " + what + ": " + mdb_strerror(rc));
   };
@@ -197,11 +199,24 @@ void put_lmdb_record(const std::string& db, int64_t index, const std::string& va
   MDB_dbi dbi;
   check(mdb_txn_begin(env, nullptr, 0, &txn), "mdb_txn_begin");
   check(mdb_dbi_open(txn, nullptr, 0, &dbi), "mdb_dbi_open");
-  std::string key = record_key(index);
-  MDB_val k{key.size(), key.data()}, v{value.size(), const_cast<char*>(value.data())};
-  check(mdb_put(txn, dbi, &k, &v, 0), "mdb_put");
+  MDB_val k{key.size(), const_cast<char*>(key.data())};
+  if (value) {
+    MDB_val v{value->size(), const_cast<char*>(value->data())};
+    check(mdb_put(txn, dbi, &k, &v, 0), "mdb_put");
+  } else {
+    check(mdb_del(txn, dbi, &k, nullptr), "mdb_del");
+  }
   check(mdb_txn_commit(txn), "mdb_txn_commit");
   mdb_env_close(env);
 }
+}  // namespace
+
+void put_lmdb_record(const std::string& db, int64_t index, const std::string& value) {
+  edit_lmdb(db, record_key(index), &value);
+}
+void put_lmdb_value(const std::string& db, const std::string& key, const std::string& value) {
+  edit_lmdb(db, key, &value);
+}
+void delete_lmdb_key(const std::string& db, const std::string& key) { edit_lmdb(db, key, nullptr); }
 
 }  // namespace trainyard::test

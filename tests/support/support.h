@@ -60,6 +60,9 @@ std::string latest_checkpoint(const std::string& run_dir);
 /// Replaces (or adds) record INDEX of the LMDB environment DB with VALUE, as
 /// bytes, to damage a converted dataset. Throws std::runtime_error on failure.
 void put_lmdb_record(const std::string& db, int64_t index, const std::string& value);
+/// Any key of an LMDB: written, or deleted.
+void put_lmdb_value(const std::string& db, const std::string& key, const std::string& value);
+void delete_lmdb_key(const std::string& db, const std::string& key);
 
 /// One tensor of a checkpoint file's network, by its dotted parameter or
 /// buffer name ("layers.0.weight"; submodules are nested archives).

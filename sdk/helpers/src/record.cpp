@@ -92,6 +92,14 @@ Record decode_record(const void* data, size_t size) {
     im.rows = in.get<uint32_t>("image rows");
     im.cols = in.get<uint32_t>("image cols");
     im.channels = in.get<uint8_t>("image channels");
+    // Checked before anything is decoded or allocated: a zero side makes an
+    // empty image, a huge one an allocation that fails.
+    if (im.rows == 0 || im.cols == 0 || im.channels == 0 || im.channels > 4)
+      throw BadRecord("image of " + std::to_string(im.rows) + "x" + std::to_string(im.cols) + "x" +
+                      std::to_string(im.channels) + ": expected at least 1x1x1 and 1 to 4 channels");
+    if (im.rows > kMaxImageSide || im.cols > kMaxImageSide)
+      throw BadRecord("image of " + std::to_string(im.rows) + "x" + std::to_string(im.cols) + ": expected at most " +
+                      std::to_string(kMaxImageSide) + " pixels per side");
     uint32_t n = in.get<uint32_t>("the image size");
     im.bytes = in.bytes(n, "an image");
     if (im.encoding == ImageEncoding::raw && uint64_t(im.rows) * im.cols * im.channels != n)

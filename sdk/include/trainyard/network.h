@@ -24,6 +24,10 @@ class Network : public torch::nn::Module {
  public:
   ~Network() override;
   /// Outputs for the batch, e.g. logits {batch, classes}.
+  /// Before training (and before each stage, eval and predict) the host
+  /// calls forward once per split on a few samples in eval mode under
+  /// no_grad, to check the output's shape against the dataset (the wiring
+  /// check): count calls or change state only in training mode.
   virtual at::Tensor forward(const Batch& batch) = 0;
 };
 

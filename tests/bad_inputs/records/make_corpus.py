@@ -6,6 +6,7 @@ error each must give. Rerun after changing a case:
 """
 import os
 import struct
+import zlib
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 
@@ -14,6 +15,15 @@ def image(encoding=0, rows=28, cols=28, channels=1, data=None, size=None):
     data = bytes(rows * cols * channels) if data is None else data
     size = len(data) if size is None else size
     return struct.pack("<BIIBI", encoding, rows, cols, channels, size) + data
+
+
+def png(rows, cols):
+    """A valid 8-bit grayscale PNG of rows x cols zeros."""
+    def chunk(kind, body):
+        return struct.pack(">I", len(body)) + kind + body + struct.pack(">I", zlib.crc32(kind + body) & 0xFFFFFFFF)
+    pixels = b"".join(b"\x00" + bytes(cols) for _ in range(rows))
+    return (b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", struct.pack(">IIBBBBB", cols, rows, 8, 0, 0, 0, 0)) +
+            chunk(b"IDAT", zlib.compress(pixels)) + chunk(b"IEND", b""))
 
 
 def record(images=None, labels=None, magic=b"TYRC", version=1, ident=b"case"):
@@ -36,6 +46,12 @@ CASES = {
     "trailing_bytes": (record() + b"xx", "2 unexpected bytes after the record"),
     "no_image": (record(images=[]), "no input image"),
     "no_label": (record(labels=[]), "neither a label nor a target image"),
+    "zero_rows": (record(images=[image(rows=0, data=b"")]), "image of 0x28x1: expected at least 1x1x1"),
+    "huge_side": (record(images=[image(encoding=1, rows=100000, cols=100000, data=png(28, 28))]),
+                  "expected at most 16384 pixels per side"),
+    "five_channels": (record(images=[image(channels=5)]), "1 to 4 channels"),
+    "png_size_lies": (record(images=[image(encoding=1, rows=32, cols=32, data=png(28, 28))]),
+                      "decodes to 28x28, the record says 32x32"),
 }
 
 if __name__ == "__main__":

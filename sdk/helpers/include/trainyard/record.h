@@ -18,6 +18,8 @@
 namespace trainyard {
 
 inline constexpr uint8_t kRecordFormatVersion = 1;
+/// The largest image side a record may declare (decode_record refuses more).
+inline constexpr uint32_t kMaxImageSide = 16384;
 
 enum class ImageEncoding : uint8_t { raw = 0, png = 1, jpeg = 2 };
 const char* encoding_name(ImageEncoding encoding);

@@ -1,0 +1,125 @@
+#include "train/wiring_check.h"
+
+#include <ATen/ATen.h>
+#include <ATen/CPUGeneratorImpl.h>
+
+#include "data/loader.h"
+#include "train/guard.h"
+
+namespace trainyard::host {
+namespace {
+
+// Samples per split: enough to see a batch dimension and some of the
+// split's variety, few enough to be free.
+constexpr int64_t kProbeSamples = 4;
+
+std::string shape_of(const at::Tensor& t) {
+  std::string s = "[";
+  for (int64_t i = 0; i < t.dim(); ++i) s += (i ? ", " : "") + std::to_string(t.size(i));
+  return s + "]";
+}
+
+[[noreturn]] void misfit(const ComponentConfig& who, const std::string& what, const std::string& expected,
+                         const std::string& hint = "") {
+  throw ConfigError(who.where + " (" + component_label(who) + "): " + what, expected, hint);
+}
+
+// Restores each module's train/eval mode (frozen submodules stay in eval).
+struct ModeGuard {
+  std::vector<std::pair<std::shared_ptr<torch::nn::Module>, bool>> modes;
+  explicit ModeGuard(torch::nn::Module& network) {
+    for (auto& m : network.modules(/*include_self=*/true)) modes.emplace_back(m, m->is_training());
+  }
+  ~ModeGuard() {
+    for (auto& [m, training] : modes) m->train(training);  // pre-order: children after their parent
+  }
+};
+
+void check_split(Components& c, const Experiment& e, const Context& context, const Built<Dataset>& data,
+                 const std::vector<Built<Meter>>& meters, const char* split) {
+  // Spread over the split (first, ..., last): sorted datasets (image
+  // folders, class by class) show their variety, not one class's.
+  const int64_t size = data.object->size();
+  const int64_t n = std::min<int64_t>({kProbeSamples, size, e.loop.batch_per_device});
+  std::vector<int64_t> ids;
+  for (int64_t k = 0; k < n; ++k) ids.push_back(n == 1 ? 0 : k * (size - 1) / (n - 1));
+  LoaderOptions options;
+  options.batch_size = n;
+  options.seed = e.seed;
+  options.skip_bad_records = data.config->skip_bad_records;
+  BatchStream stream = batch_stream(*data.object, ids, 0, 0, options);
+  std::optional<Batch> batch = guarded(*data.config, "get_batch", stream);
+  if (!batch) return;  // every sample a skipped bad record: training will say so
+  batch->input = batch->input.to(context.device);
+  batch->target = batch->target.to(context.device);
+  if (e.network.memory_format == "channels_last" && batch->input.dim() == 4)
+    batch->input = batch->input.contiguous(at::MemoryFormat::ChannelsLast);
+  const int64_t rows = batch->size();
+  const DatasetInfo& info = context.dataset;
+  const std::string for_batch = " for a " + std::string(split) + " batch of " + std::to_string(rows) +
+                                " samples of " + shape_of(batch->input[0]);
+
+  Network& net = *c.network.object;
+  at::Tensor output;
+  {
+    ModeGuard modes(net);
+    net.eval();  // no batch-norm statistics or dropout draws change
+    at::NoGradGuard no_grad;
+    output = guarded(*c.network.config, "forward", [&] { return net.forward(*batch); });
+  }
+  if (!output.defined()) misfit(*c.network.config, "forward returned an undefined tensor" + for_batch, "expected a tensor of outputs");
+  if (!at::isFloatingType(output.scalar_type()))
+    misfit(*c.network.config, "forward returned " + std::string(c10::toString(output.scalar_type())) + " values" + for_batch,
+           "expected floating-point outputs");
+  if (output.device() != context.device)
+    misfit(*c.network.config, "forward returned a tensor on " + output.device().str() + for_batch,
+           "expected it on " + context.device.str() + ", where the batch is");
+  if (output.dim() == 0 || output.size(0) != rows)
+    misfit(*c.network.config, "forward returned " + shape_of(output) + for_batch,
+           "expected one row per sample: " + std::to_string(rows) + " rows");
+  // Classification: one score per class for each sample (or per pixel).
+  const bool class_targets = info.num_classes > 0 && !at::isFloatingType(batch->target.scalar_type());
+  if (class_targets && (output.dim() < 2 || output.size(1) != info.num_classes)) {
+    std::string expected = "[" + std::to_string(rows) + ", " + std::to_string(info.num_classes);
+    for (int64_t d = 1; d < batch->target.dim(); ++d) expected += ", " + std::to_string(batch->target.size(d));
+    misfit(*c.network.config, "forward returned " + shape_of(output) + for_batch,
+           "expected " + expected + "]: the training dataset has " + std::to_string(info.num_classes) + " classes",
+           "size the network's last layer from context.dataset.num_classes");
+  }
+
+  at::Tensor loss;
+  {
+    at::NoGradGuard no_grad;
+    loss = guarded(*c.loss.config, "compute", [&] { return c.loss.object->compute(output, *batch); });
+  }
+  if (!loss.defined() || loss.numel() != 1 || !at::isFloatingType(loss.scalar_type()))
+    misfit(*c.loss.config,
+           "compute returned " + (loss.defined() ? shape_of(loss) + " " + c10::toString(loss.scalar_type()) : "nothing") +
+               " for outputs " + shape_of(output) + " and targets " + shape_of(batch->target),
+           "expected one floating-point value (the batch's mean loss)");
+
+  // Meters see the batch too; their sums are put back as they were.
+  for (const auto& m : meters) {
+    const std::vector<double> before = guarded(*m.config, "accumulators", [&] { return m.object->accumulators(); });
+    guarded(*m.config, "update", [&] { m.object->update({*batch, output, loss}); });
+    guarded(*m.config, "values", [&] { return m.object->values(); });
+    guarded(*m.config, "set_accumulators", [&] { m.object->set_accumulators(before); });
+  }
+}
+
+}  // namespace
+
+void check_wiring(Components& c, const Experiment& e, const Context& context) {
+  at::Generator cpu = at::detail::getDefaultCPUGenerator();
+  at::Tensor rng_state;
+  {
+    std::lock_guard<std::mutex> lock(cpu.mutex());
+    rng_state = cpu.get_state();
+  }
+  check_split(c, e, context, c.train_data, c.train_meters, "training");
+  if (c.test_data.object) check_split(c, e, context, c.test_data, c.test_meters, "test");
+  std::lock_guard<std::mutex> lock(cpu.mutex());
+  cpu.set_state(rng_state);
+}
+
+}  // namespace trainyard::host
