@@ -89,7 +89,7 @@ Communicator::Communicator(const World& world, std::chrono::milliseconds timeout
     } else {
       c10d::TCPStoreOptions options;
       options.port = static_cast<uint16_t>(world.master_port);
-      options.isServer = world.rank == 0;
+      options.isServer = world.rank == 0 && !world.agent_store;  // torchrun's agent may serve it already
       options.numWorkers = world.world_size;
       options.waitWorkers = true;
       options.timeout = timeout;

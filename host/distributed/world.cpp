@@ -1,6 +1,11 @@
 #include "distributed/world.h"
 
+#include <sched.h>
+
+#include <algorithm>
 #include <cstdlib>
+#include <regex>
+#include <thread>
 
 #include "trainyard/error.h"
 
@@ -20,6 +25,57 @@ bool env_int(const char* name, int& out) {
 
 }  // namespace
 
+std::vector<int> slurm_tasks_per_node(const std::string& text) {
+  std::vector<int> out;
+  static const std::regex item(R"((\d+)(\(x(\d+)\))?)");
+  size_t start = 0;
+  while (start <= text.size()) {
+    const size_t comma = std::min(text.find(',', start), text.size());
+    std::smatch m;
+    const std::string part = text.substr(start, comma - start);
+    if (!std::regex_match(part, m, item))
+      throw ConfigError("environment: SLURM_TASKS_PER_NODE='" + text + "'",
+                        "expected counts like 2(x3),1 (tasks per node, repeated)", "");
+    const int count = std::stoi(m[1]), repeat = m[3].matched ? std::stoi(m[3]) : 1;
+    out.insert(out.end(), static_cast<size_t>(repeat), count);
+    start = comma + 1;
+  }
+  return out;
+}
+
+std::string first_slurm_host(const std::string& nodelist) {
+  // The first entry (commas inside brackets belong to ranges), each bracket
+  // replaced by the first number of its first range, zero padding kept.
+  std::string host;
+  for (size_t i = 0; i < nodelist.size(); ++i) {
+    const char ch = nodelist[i];
+    if (ch == ',') break;
+    if (ch != '[') {
+      host += ch;
+      continue;
+    }
+    const size_t close = nodelist.find(']', i);
+    if (close == std::string::npos) break;
+    const std::string ranges = nodelist.substr(i + 1, close - i - 1);
+    host += ranges.substr(0, ranges.find_first_of(",-"));
+    i = close;
+  }
+  if (host.empty() || host.find_first_of("[]") != std::string::npos ||
+      std::count(nodelist.begin(), nodelist.end(), '[') != std::count(nodelist.begin(), nodelist.end(), ']'))
+    throw ConfigError("environment: SLURM_JOB_NODELIST='" + nodelist + "'",
+                      "expected a Slurm node list like node[01-04],gpu7", "");
+  return host;
+}
+
+int threads_for(const World& world, int64_t threads_per_process) {
+  if (threads_per_process > 0) return static_cast<int>(threads_per_process);
+  if (world.cpus_per_task > 0) return world.cpus_per_task;
+  cpu_set_t mask;
+  int cpus = static_cast<int>(std::thread::hardware_concurrency());
+  if (sched_getaffinity(0, sizeof mask, &mask) == 0) cpus = CPU_COUNT(&mask);
+  return std::max(1, cpus / std::max(1, world.local_world_size));
+}
+
 World detect_world(const Experiment& e) {
   World w;
   w.master_addr = e.distributed.master_addr;
@@ -34,11 +90,38 @@ World detect_world(const Experiment& e) {
   } else if (env_int("SLURM_NTASKS", w.world_size)) {
     env_int("SLURM_PROCID", w.rank);
     env_int("SLURM_LOCALID", w.local_rank);
-    if (!env_int("SLURM_NTASKS_PER_NODE", w.local_world_size)) w.local_world_size = 1;
+    // What Slurm always sets: srun -n2 sets no SLURM_NTASKS_PER_NODE.
+    int node = 0;
+    env_int("SLURM_NODEID", node);
+    if (const char* per_node = std::getenv("SLURM_STEP_TASKS_PER_NODE") ? std::getenv("SLURM_STEP_TASKS_PER_NODE")
+                                                                        : std::getenv("SLURM_TASKS_PER_NODE")) {
+      const std::vector<int> tasks = slurm_tasks_per_node(per_node);
+      w.local_world_size = tasks.at(std::min<size_t>(static_cast<size_t>(node), tasks.size() - 1));
+    } else if (!env_int("SLURM_NTASKS_PER_NODE", w.local_world_size)) {
+      w.local_world_size = 1;
+    }
+    env_int("SLURM_CPUS_PER_TASK", w.cpus_per_task);
+    // Rank 0 runs on the first node of the job; a port from the job id keeps
+    // two jobs sharing a node apart (MASTER_ADDR and MASTER_PORT still win).
+    if (const char* nodes = std::getenv("SLURM_STEP_NODELIST") ? std::getenv("SLURM_STEP_NODELIST")
+                                                                 : std::getenv("SLURM_JOB_NODELIST"))
+      w.master_addr = first_slurm_host(nodes);
+    int job = 0;
+    if (env_int("SLURM_JOB_ID", job)) w.master_port = 20000 + job % 20000;
     w.launched_by = "Slurm";
   }
   if (const char* addr = std::getenv("MASTER_ADDR")) w.master_addr = addr;
-  env_int("MASTER_PORT", w.master_port);
+  const bool port_from_environment = env_int("MASTER_PORT", w.master_port);
+  // As torch.distributed decides (rendezvous.py, _agent_store_serves): the
+  // flag promises a server only at the agent's own MASTER_ADDR:MASTER_PORT.
+  const char* agent = std::getenv("TORCHELASTIC_USE_AGENT_STORE");
+  if (agent && std::string(agent) == "True" && std::getenv("MASTER_ADDR") && port_from_environment &&
+      w.rendezvous == "tcp") {
+    w.agent_store = true;
+    w.launched_by = "torchrun";
+  } else if (std::getenv("TORCHELASTIC_RUN_ID") && w.launched_by == "the RANK/WORLD_SIZE environment") {
+    w.launched_by = "torchrun";
+  }
   if (w.world_size < 1 || w.rank >= w.world_size)
     throw ConfigError("environment: rank " + std::to_string(w.rank) + " of world size " + std::to_string(w.world_size),
                       "expected 0 <= rank < world size", "check how the processes were launched");

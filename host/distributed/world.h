@@ -1,6 +1,7 @@
 #pragma once
 // Which process of a run this is, and how to reach the others.
 #include <string>
+#include <vector>
 
 #include "config/experiment.h"
 
@@ -13,6 +14,12 @@ struct World {
   std::string rendezvous = "tcp";  ///< tcp (TCPStore on master_addr:master_port) or file (FileStore)
   std::string rendezvous_file;     ///< for rendezvous: file
   std::string launched_by = "a single process";
+  /// torchrun's agent already serves a TCPStore at MASTER_ADDR:MASTER_PORT
+  /// (TORCHELASTIC_USE_AGENT_STORE=True, its static rendezvous): every rank,
+  /// rank 0 included, connects to it as a client instead of binding the port.
+  bool agent_store = false;
+  /// CPUs this process may use (SLURM_CPUS_PER_TASK); 0: not given.
+  int cpus_per_task = 0;
   bool distributed() const { return world_size > 1; }
 };
 
@@ -20,7 +27,21 @@ struct World {
 /// MASTER_ADDR, MASTER_PORT (trainyard's launcher, torchrun --no-python), or
 /// SLURM_PROCID, SLURM_NTASKS, SLURM_LOCALID (srun); the master address and
 /// port from the environment, else the experiment's distributed section.
+/// Under torchrun, TORCHELASTIC_USE_AGENT_STORE=True with MASTER_ADDR and
+/// MASTER_PORT set means the agent hosts the store (agent_store).
 /// Throws ConfigError for malformed values.
 World detect_world(const Experiment& experiment);
+
+/// SLURM_TASKS_PER_NODE ("2(x3),1") expanded to tasks per node ([2, 2, 2, 1]).
+/// Throws ConfigError for another form.
+std::vector<int> slurm_tasks_per_node(const std::string& text);
+/// The first host of a Slurm node list: "node[01-03,07],gpu1" -> "node01",
+/// "rack[1-2]-n[3-4]" -> "rack1-n3". Throws ConfigError for an empty or
+/// unbalanced list.
+std::string first_slurm_host(const std::string& nodelist);
+/// The intra-op threads for a process: threads_per_process when set, else
+/// the CPUs Slurm gives the task, else the CPUs this process may run on
+/// (its affinity mask) shared among the processes on the node.
+int threads_for(const World& world, int64_t threads_per_process);
 
 }  // namespace trainyard::host

@@ -35,10 +35,7 @@ Context make_context(const Experiment& e, const World& world) {
   context.extra = Extra(e.extra);
   context.device = rank_device(e, world);
   make_current(context.device);  // every later CUDA call without a device goes to this GPU
-  int threads = static_cast<int>(e.distributed.threads_per_process);
-  if (threads == 0)  // the node's cores, shared by the processes on it
-    threads = std::max(1, static_cast<int>(std::thread::hardware_concurrency()) / std::max(1, world.local_world_size));
-  at::set_num_threads(threads);
+  at::set_num_threads(threads_for(world, e.distributed.threads_per_process));
   return context;
 }
 

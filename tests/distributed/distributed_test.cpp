@@ -1,12 +1,15 @@
 // Data-parallel training with real processes talking Gloo over loopback.
 #include <gtest/gtest.h>
+#include <sched.h>
 #include <unistd.h>
 
 #include <chrono>
 #include <filesystem>
 #include <torch/serialize/input-archive.h>
 
+#include "distributed/world.h"
 #include "support/data_parallel.h"
+#include "trainyard/error.h"
 
 namespace fs = std::filesystem;
 
@@ -192,6 +195,69 @@ TEST(Distributed, RanksLaunchedWithTheTorchrunEnvironment) {
   for (const auto& r : results) ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_TRUE(contains(results[1].out, "rank 1 of 2 (launched by the RANK/WORLD_SIZE environment)")) << results[1].out;
   expect_equal_to_single(out + "/dp", single);
+}
+
+// Slurm's environment, as srun sets it (no daemon needed for these).
+TEST(SlurmEnvironment, TasksPerNodeAndNodeListsAreParsed) {
+  using trainyard::host::first_slurm_host;
+  using trainyard::host::slurm_tasks_per_node;
+  EXPECT_EQ(slurm_tasks_per_node("2"), (std::vector<int>{2}));
+  EXPECT_EQ(slurm_tasks_per_node("2(x3),1"), (std::vector<int>{2, 2, 2, 1}));
+  EXPECT_EQ(slurm_tasks_per_node("4,1(x2)"), (std::vector<int>{4, 1, 1}));
+  EXPECT_THROW(slurm_tasks_per_node("2(x)"), ConfigError);
+  EXPECT_THROW(slurm_tasks_per_node(""), ConfigError);
+  EXPECT_EQ(first_slurm_host("localhost"), "localhost");
+  EXPECT_EQ(first_slurm_host("node[01-03,07],gpu1"), "node01");
+  EXPECT_EQ(first_slurm_host("gpu1,node[01-03]"), "gpu1");
+  EXPECT_EQ(first_slurm_host("node[7,9-12]"), "node7");
+  EXPECT_EQ(first_slurm_host("rack[1-2]-n[3-4]"), "rack1-n3");
+  EXPECT_THROW(first_slurm_host("node[01-03"), ConfigError);
+  EXPECT_THROW(first_slurm_host(""), ConfigError);
+}
+
+TEST(SlurmEnvironment, SrunWithoutTasksPerNodeStillSharesTheNodesCores) {
+  // srun -N1 -n2 sets SLURM_TASKS_PER_NODE=2 but no SLURM_NTASKS_PER_NODE.
+  const std::vector<std::pair<const char*, const char*>> env = {
+      {"SLURM_NTASKS", "2"}, {"SLURM_PROCID", "1"}, {"SLURM_LOCALID", "1"}, {"SLURM_NODEID", "0"},
+      {"SLURM_TASKS_PER_NODE", "2"}, {"SLURM_JOB_NODELIST", "node[07-08]"}, {"SLURM_JOB_ID", "123456"}};
+  for (const auto& [k, v] : env) ::setenv(k, v, 1);
+  for (const char* k : {"WORLD_SIZE", "RANK", "MASTER_ADDR", "MASTER_PORT", "SLURM_STEP_TASKS_PER_NODE",
+                        "SLURM_STEP_NODELIST", "SLURM_CPUS_PER_TASK", "TORCHELASTIC_USE_AGENT_STORE"})
+    ::unsetenv(k);
+  trainyard::host::Experiment e;
+  const trainyard::host::World w = trainyard::host::detect_world(e);
+  EXPECT_EQ(w.world_size, 2);
+  EXPECT_EQ(w.rank, 1);
+  EXPECT_EQ(w.local_world_size, 2);
+  EXPECT_EQ(w.master_addr, "node07");
+  EXPECT_EQ(w.master_port, 20000 + 123456 % 20000);
+  cpu_set_t mask;
+  ASSERT_EQ(sched_getaffinity(0, sizeof mask, &mask), 0);
+  EXPECT_EQ(trainyard::host::threads_for(w, 0), std::max(1, CPU_COUNT(&mask) / 2));  // this node's CPUs, shared by 2
+  ::setenv("SLURM_CPUS_PER_TASK", "3", 1);
+  EXPECT_EQ(trainyard::host::threads_for(trainyard::host::detect_world(e), 0), 3);
+  EXPECT_EQ(trainyard::host::threads_for(trainyard::host::detect_world(e), 5), 5);  // the experiment's setting wins
+  for (const auto& [k, v] : env) ::unsetenv(k);
+  ::unsetenv("SLURM_CPUS_PER_TASK");
+}
+
+// torchrun from the PyTorch the build uses, next to its Python.
+std::string torchrun() { return (fs::path(TRAINYARD_PYTHON).parent_path() / "torchrun").string(); }
+
+TEST(Distributed, TorchrunStaticAndStandaloneModesEqualOneProcess) {
+  ASSERT_TRUE(fs::exists(torchrun())) << torchrun();
+  Reference single;
+  // The default (static) rendezvous: the agent serves the store at
+  // MASTER_PORT and says so (TORCHELASTIC_USE_AGENT_STORE=True); --standalone:
+  // c10d rendezvous on a port of its own.
+  for (const std::string mode : {"--master-port " + std::to_string(free_port()), std::string("--standalone")}) {
+    const std::string out = temp_dir("torchrun");
+    auto r = run_command(torchrun() + " --nproc-per-node 2 " + mode + " --no-python " + trainyard_binary() + " run " +
+                         experiment("dp") + " --output-dir " + out + " --set loop.batch_per_device=32");
+    ASSERT_EQ(r.exit_code, 0) << mode << ": " << r.err;
+    EXPECT_TRUE(contains(r.out + r.err, "rank 1 of 2 (launched by torchrun)")) << mode << ": " << r.out;
+    expect_equal_to_single(out + "/dp", single);
+  }
 }
 
 TEST(Distributed, MismatchedPluginSetsAreRefused) {
