@@ -14,6 +14,7 @@
 #include "trainyard/error.h"
 #include "trainyard/random.h"
 #include "util/process.h"
+#include "util/shape.h"
 
 namespace trainyard::host {
 namespace {
@@ -35,12 +36,6 @@ std::vector<int64_t> permutation(int64_t n, uint64_t seed, int64_t epoch, int64_
   CounterStream rng{mix(mix(seed) ^ mix(static_cast<uint64_t>(epoch) + 1) ^ static_cast<uint64_t>(pass) * 0x51ed27)};
   for (int64_t i = n - 1; i > 0; --i) std::swap(p[i], p[rng.below(static_cast<uint64_t>(i + 1))]);
   return p;
-}
-
-std::string shape_text(at::IntArrayRef shape) {
-  std::string s = "[";
-  for (size_t i = 0; i < shape.size(); ++i) s += (i ? ", " : "") + std::to_string(shape[i]);
-  return s + "]";
 }
 
 // Samples of one batch must share a shape: named, with a hint, instead of

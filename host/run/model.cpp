@@ -11,6 +11,7 @@
 #include "run/session.h"
 #include "train/checkpoint_store.h"
 #include "train/wiring_check.h"
+#include "util/shape.h"
 #include "train/guard.h"
 #include "trainyard/labeled_files.h"
 #include "trainyard/error.h"
@@ -110,16 +111,11 @@ int64_t predict(const Experiment& e, const Registry& registry, const PredictRequ
   });
   // What the network was trained on: the input must have its sample shape and classes.
   const DatasetInfo trained = m.context.dataset, given = dataset->info();
-  auto shape = [](const std::vector<int64_t>& s) {
-    std::string t = "[";
-    for (size_t i = 0; i < s.size(); ++i) t += (i ? ", " : "") + std::to_string(s[i]);
-    return t + "]";
-  };
   if (dataset->size() == 0)
     throw ConfigError("command line: --input " + request.input + ": no samples", "expected at least one sample", "");
   if (!trained.sample_shape.empty() && !given.sample_shape.empty() && trained.sample_shape != given.sample_shape)
-    throw ConfigError("command line: --input " + request.input + ": samples of shape " + shape(given.sample_shape),
-                      "expected the shape the network was trained on, " + shape(trained.sample_shape),
+    throw ConfigError("command line: --input " + request.input + ": samples of shape " + shape_text(given.sample_shape),
+                      "expected the shape the network was trained on, " + shape_text(trained.sample_shape),
                       "pass --input-options load_size/crop_size to match the training set's");
   std::vector<int64_t> order(static_cast<size_t>(dataset->size()));
   std::iota(order.begin(), order.end(), 0);

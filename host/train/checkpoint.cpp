@@ -22,6 +22,7 @@
 #include "util/files.h"
 #include "util/json.h"
 #include "util/sha256.h"
+#include "util/shape.h"
 #include "util/text.h"
 
 namespace fs = std::filesystem;
@@ -45,11 +46,7 @@ int64_t read_int(torch::serialize::InputArchive& archive, const std::string& key
   return v.toInt();
 }
 
-std::string shape_text(const at::Tensor& t) {
-  std::vector<std::string> dims;
-  for (auto d : t.sizes()) dims.push_back(std::to_string(d));
-  return "[" + join(dims) + "]";
-}
+std::string shape_text(const at::Tensor& t) { return host::shape_text(t.sizes()); }
 
 // Written since multi-stage runs; older checkpoints are of one-stage runs.
 void read_stage_and_values(torch::serialize::InputArchive& archive, CheckpointState& state, const std::string& path) {

@@ -15,6 +15,7 @@
 
 #include "train/checkpoint.h"
 #include "train/guard.h"
+#include "util/shape.h"
 #include "util/text.h"
 
 namespace trainyard::host {
@@ -133,12 +134,6 @@ void build_optimizer(const ComponentConfig& spec, Network& network, Optimizer& p
     for (auto& t : members[s]) report.numel += t.numel();
     c.groups.push_back(std::move(report));
   }
-}
-
-std::string shape_text(const std::vector<int64_t>& shape) {
-  std::string s = "[";
-  for (size_t i = 0; i < shape.size(); ++i) s += (i ? ", " : "") + std::to_string(shape[i]);
-  return s + "]";
 }
 
 // The test split must be what the network trained on: the same sample shape

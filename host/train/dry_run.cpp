@@ -1,5 +1,6 @@
 #include "train/dry_run.h"
 #include "train/precision.h"
+#include "util/shape.h"
 
 #include <chrono>
 #include <deque>
@@ -22,12 +23,6 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 double ms_since(Clock::time_point t0) { return std::chrono::duration<double, std::milli>(Clock::now() - t0).count(); }
-
-std::string shape_text(at::IntArrayRef shape) {
-  std::vector<std::string> dims;
-  for (auto d : shape) dims.push_back(std::to_string(d));
-  return "[" + join(dims) + "]";
-}
 
 std::string module_of(const std::string& parameter) {
   auto dot = parameter.rfind('.');

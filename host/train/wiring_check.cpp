@@ -5,6 +5,7 @@
 
 #include "data/loader.h"
 #include "train/guard.h"
+#include "util/shape.h"
 
 namespace trainyard::host {
 namespace {
@@ -12,12 +13,6 @@ namespace {
 // Samples per split: enough to see a batch dimension and some of the
 // split's variety, few enough to be free.
 constexpr int64_t kProbeSamples = 4;
-
-std::string shape_of(const at::Tensor& t) {
-  std::string s = "[";
-  for (int64_t i = 0; i < t.dim(); ++i) s += (i ? ", " : "") + std::to_string(t.size(i));
-  return s + "]";
-}
 
 [[noreturn]] void misfit(const ComponentConfig& who, const std::string& what, const std::string& expected,
                          const std::string& hint = "") {
@@ -34,6 +29,18 @@ struct ModeGuard {
     for (auto& [m, training] : modes) m->train(training);  // pre-order: children after their parent
   }
 };
+
+// A LibTorch error on the check's batch ("mat1 and mat2 shapes cannot be
+// multiplied") is the components not fitting: bad input, with the shapes.
+template <class F>
+auto on_probe_batch(const std::string& shapes, F&& f) -> decltype(f()) {
+  try {
+    return f();
+  } catch (const ComponentFailure& failure) {
+    throw ConfigError(std::string(failure.what()) + " (on the wiring check's batch: " + shapes + ")",
+                      "components that fit one another", "check the network's sizes against the dataset's samples");
+  }
+}
 
 void check_split(Components& c, const Experiment& e, const Context& context, const Built<Dataset>& data,
                  const std::vector<Built<Meter>>& meters, const char* split) {
@@ -57,7 +64,7 @@ void check_split(Components& c, const Experiment& e, const Context& context, con
   const int64_t rows = batch->size();
   const DatasetInfo& info = context.dataset;
   const std::string for_batch = " for a " + std::string(split) + " batch of " + std::to_string(rows) +
-                                " samples of " + shape_of(batch->input[0]);
+                                " samples of " + shape_text(batch->input[0].sizes());
 
   Network& net = *c.network.object;
   at::Tensor output;
@@ -65,7 +72,9 @@ void check_split(Components& c, const Experiment& e, const Context& context, con
     ModeGuard modes(net);
     net.eval();  // no batch-norm statistics or dropout draws change
     at::NoGradGuard no_grad;
-    output = guarded(*c.network.config, "forward", [&] { return net.forward(*batch); });
+    output = on_probe_batch("input " + shape_text(batch->input.sizes()), [&] {
+      return guarded(*c.network.config, "forward", [&] { return net.forward(*batch); });
+    });
   }
   if (!output.defined()) misfit(*c.network.config, "forward returned an undefined tensor" + for_batch, "expected a tensor of outputs");
   if (!at::isFloatingType(output.scalar_type()))
@@ -75,14 +84,14 @@ void check_split(Components& c, const Experiment& e, const Context& context, con
     misfit(*c.network.config, "forward returned a tensor on " + output.device().str() + for_batch,
            "expected it on " + context.device.str() + ", where the batch is");
   if (output.dim() == 0 || output.size(0) != rows)
-    misfit(*c.network.config, "forward returned " + shape_of(output) + for_batch,
+    misfit(*c.network.config, "forward returned " + shape_text(output.sizes()) + for_batch,
            "expected one row per sample: " + std::to_string(rows) + " rows");
   // Classification: one score per class for each sample (or per pixel).
   const bool class_targets = info.num_classes > 0 && !at::isFloatingType(batch->target.scalar_type());
   if (class_targets && (output.dim() < 2 || output.size(1) != info.num_classes)) {
     std::string expected = "[" + std::to_string(rows) + ", " + std::to_string(info.num_classes);
     for (int64_t d = 1; d < batch->target.dim(); ++d) expected += ", " + std::to_string(batch->target.size(d));
-    misfit(*c.network.config, "forward returned " + shape_of(output) + for_batch,
+    misfit(*c.network.config, "forward returned " + shape_text(output.sizes()) + for_batch,
            "expected " + expected + "]: the training dataset has " + std::to_string(info.num_classes) + " classes",
            "size the network's last layer from context.dataset.num_classes");
   }
@@ -90,12 +99,13 @@ void check_split(Components& c, const Experiment& e, const Context& context, con
   at::Tensor loss;
   {
     at::NoGradGuard no_grad;
-    loss = guarded(*c.loss.config, "compute", [&] { return c.loss.object->compute(output, *batch); });
+    loss = on_probe_batch("output " + shape_text(output.sizes()) + ", target " + shape_text(batch->target.sizes()),
+                          [&] { return guarded(*c.loss.config, "compute", [&] { return c.loss.object->compute(output, *batch); }); });
   }
   if (!loss.defined() || loss.numel() != 1 || !at::isFloatingType(loss.scalar_type()))
     misfit(*c.loss.config,
-           "compute returned " + (loss.defined() ? shape_of(loss) + " " + c10::toString(loss.scalar_type()) : "nothing") +
-               " for outputs " + shape_of(output) + " and targets " + shape_of(batch->target),
+           "compute returned " + (loss.defined() ? shape_text(loss.sizes()) + " " + c10::toString(loss.scalar_type()) : "nothing") +
+               " for outputs " + shape_text(output.sizes()) + " and targets " + shape_text(batch->target.sizes()),
            "expected one floating-point value (the batch's mean loss)");
 
   // Meters see the batch too; their sums are put back as they were.

@@ -16,20 +16,6 @@ struct Case {
   std::string name, command, expected;
 };
 
-std::vector<std::string> nonempty_lines(const std::string& text) {
-  std::vector<std::string> lines;
-  std::string cur;
-  for (char ch : text + "\n") {
-    if (ch != '\n') {
-      cur += ch;
-      continue;
-    }
-    if (!cur.empty()) lines.push_back(cur);
-    cur.clear();
-  }
-  return lines;
-}
-
 void expect_one_clear_error(const Case& c) {
   const std::string out = temp_dir("out-" + c.name);
   auto r = trainyard(c.command + " --output-dir " + out);

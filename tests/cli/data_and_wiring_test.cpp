@@ -17,20 +17,6 @@ namespace fs = std::filesystem;
 namespace trainyard::test {
 namespace {
 
-std::vector<std::string> error_lines(const std::string& err) {
-  std::vector<std::string> lines;
-  std::string cur;
-  for (char ch : err + "\n") {
-    if (ch != '\n') {
-      cur += ch;
-      continue;
-    }
-    if (!cur.empty()) lines.push_back(cur);
-    cur.clear();
-  }
-  return lines;
-}
-
 // The fixture components fit as written; each case changes one line.
 std::string fitting_experiment() {
   return "name: fit\n"
@@ -58,7 +44,7 @@ void expect_refused(const std::string& name, const std::string& yaml, const std:
     const std::string out = temp_dir("out-" + name + "-" + command);
     auto r = trainyard(command + " " + exp + (command == "run" ? " --output-dir " + out : ""));
     EXPECT_EQ(r.exit_code, 2) << name << " (" << command << "): " << r.err;
-    EXPECT_EQ(error_lines(r.err).size(), 1u) << name << " (" << command << "): " << r.err;
+    EXPECT_EQ(nonempty_lines(r.err).size(), 1u) << name << " (" << command << "): " << r.err;
     EXPECT_EQ(r.err.rfind("error: ", 0), 0u) << name << " (" << command << "): " << r.err;
     EXPECT_TRUE(contains(r.err, expected)) << name << " (" << command << "): expected '" << expected << "' in: " << r.err;
     EXPECT_TRUE(fs::is_empty(out)) << name << ": something was written";
@@ -112,7 +98,7 @@ TEST(DataConsistency, ABadLabelFoundDuringTrainingIsBadInputAndNoCheckpointIsWri
   write_file(exp, with(fitting_experiment(), "train: {plugin: misfit_data}", "train: {plugin: misfit_data, how: late_label}"));
   auto r = trainyard("run " + exp + " --output-dir " + out);
   EXPECT_EQ(r.exit_code, 2) << r.err;
-  EXPECT_EQ(error_lines(r.err).size(), 1u) << r.err;
+  EXPECT_EQ(nonempty_lines(r.err).size(), 1u) << r.err;
   EXPECT_TRUE(contains(r.err, "dataset 'misfit_data' from libmisbehaving.so 1.0.0): sample 10 has label 40")) << r.err;
   EXPECT_EQ(latest_checkpoint(out + "/fit"), "");
 }
@@ -127,7 +113,7 @@ TEST(Wiring, AStageThatSwitchesToADatasetThatDoesNotFitIsRefusedWhenItStarts) {
   EXPECT_TRUE(contains(v.err, "get_batch returned input [1, 1, 4, 4]")) << v.err;
   auto r = trainyard("run " + exp + " --output-dir " + out);
   EXPECT_EQ(r.exit_code, 2) << r.err;
-  EXPECT_EQ(error_lines(r.err).size(), 1u) << r.err;
+  EXPECT_EQ(nonempty_lines(r.err).size(), 1u) << r.err;
   EXPECT_TRUE(contains(r.err, "error: stage 2 'second': ")) << r.err;
   EXPECT_TRUE(contains(r.err, "get_batch returned input [1, 1, 4, 4] and target [1] for 4 indices")) << r.err;
 }
@@ -139,7 +125,7 @@ TEST(Wiring, PredictRefusesInputsOfAnotherShapeThanTheNetworkTrainedOn) {
   for (int i = 0; i < 3; ++i) cv::imwrite(images + "/" + std::to_string(i) + ".png", cv::Mat(8, 8, CV_8UC1, cv::Scalar(i)));
   auto r = trainyard("predict " + exp + " --output-dir " + out + " --input " + images + " --output " + out + "/p.csv");
   EXPECT_EQ(r.exit_code, 2) << r.err;
-  EXPECT_EQ(error_lines(r.err).size(), 1u) << r.err;
+  EXPECT_EQ(nonempty_lines(r.err).size(), 1u) << r.err;
   EXPECT_TRUE(contains(r.err, "samples of shape [1, 8, 8]; expected the shape the network was trained on, [1, 4, 4]"))
       << r.err;
   EXPECT_FALSE(fs::exists(out + "/p.csv"));

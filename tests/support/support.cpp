@@ -68,6 +68,20 @@ CommandResult run_command(const std::string& command) {
   return r;
 }
 
+std::vector<std::string> nonempty_lines(const std::string& text) {
+  std::vector<std::string> lines;
+  std::string cur;
+  for (char ch : text + "\n") {
+    if (ch != '\n') {
+      cur += ch;
+      continue;
+    }
+    if (!cur.empty()) lines.push_back(cur);
+    cur.clear();
+  }
+  return lines;
+}
+
 CommandResult trainyard(const std::string& args) { return run_command(trainyard_binary() + " " + args); }
 
 CommandResult trainyard_with_env(const std::string& env, const std::string& args) {

@@ -16,6 +16,8 @@ struct CommandResult {
 CommandResult run_command(const std::string& command);
 /// `trainyard ARGS` with the test components' folder available via --plugin-dir where asked.
 CommandResult trainyard(const std::string& args);
+/// The lines of `text` that are not empty (stderr's lines, for "exactly one error line").
+std::vector<std::string> nonempty_lines(const std::string& text);
 /// The same with environment settings first ("NAME=VALUE NAME2=VALUE2").
 CommandResult trainyard_with_env(const std::string& env, const std::string& args);
 /// A new empty folder under the test temp root, unique per test.
