@@ -15,7 +15,9 @@ cmake -S . -B build-asan "${generator[@]}" -DCMAKE_BUILD_TYPE=Release -DCMAKE_CX
   "${trainyard_cmake_args[@]}"
 cmake --build build-asan -j "${TRAINYARD_JOBS:-2}"
 # handle_segv=0: a crash in plugin code goes to trainyard's own reporter (tested).
-export ASAN_OPTIONS="detect_leaks=0:abort_on_error=1:detect_odr_violation=0:handle_segv=0:${ASAN_OPTIONS:-}"
+# allocator_may_return_null=1: an allocation too large for the machine fails as it does without
+# ASan (the host reports it as bad input; tested) instead of aborting the process.
+export ASAN_OPTIONS="detect_leaks=0:abort_on_error=1:detect_odr_violation=0:handle_segv=0:allocator_may_return_null=1:${ASAN_OPTIONS:-}"
 export UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1:${UBSAN_OPTIONS:-}"
 cd build-asan
 # The out-of-tree plugin tests build uninstrumented plugins against an installed
