@@ -55,12 +55,11 @@ int convert_command(int argc, char** argv) {
   o.seed = static_cast<uint64_t>(seed);
   if (!resize.empty()) {
     std::smatch m;
-    if (!std::regex_match(resize, m, std::regex("([0-9]{1,5})x([0-9]{1,5})")) || std::stoi(m[1]) < 1 ||
-        std::stoi(m[2]) < 1 || std::stoi(m[1]) > 16384 || std::stoi(m[2]) > 16384)
+    const bool form = std::regex_match(resize, m, std::regex("([0-9]{1,5})x([0-9]{1,5})"));
+    if (form) o.resize_h = std::stoi(m[1]), o.resize_w = std::stoi(m[2]);
+    if (!form || o.resize_h < 1 || o.resize_w < 1 || o.resize_h > 16384 || o.resize_w > 16384)
       throw ConfigError("command line: --resize " + resize,
                         "expected HEIGHTxWIDTH with each from 1 to 16384, e.g. 32x32, got '" + resize + "'", "");
-    o.resize_h = std::stoi(m[1]);
-    o.resize_w = std::stoi(m[2]);
   }
   check_output_folder(fs::path(o.output).parent_path().empty() ? "." : fs::path(o.output).parent_path().string(),
                       "command line: --output " + o.output);

@@ -15,7 +15,8 @@ std::string resolved_json(const Experiment& e) {
   return e.resolved().dump(2, ' ', false, nlohmann::ordered_json::error_handler_t::replace) + "\n";
 }
 
-std::string resolved_sha256(const Experiment& e) { return sha256_hex(to_yaml(e.resolved())); }
+std::string resolved_sha256(const Experiment& e) { return resolved_sha256(e.resolved()); }
+std::string resolved_sha256(const nlohmann::ordered_json& resolved) { return sha256_hex(to_yaml(resolved)); }
 
 std::string rank_comparable_config(const Experiment& e) {
   nlohmann::ordered_json resolved = e.resolved();

@@ -17,6 +17,8 @@ std::string resolved_yaml(const Experiment& experiment);
 std::string resolved_json(const Experiment& experiment);
 /// SHA-256 of config.yaml's text (recorded in checkpoint manifests).
 std::string resolved_sha256(const Experiment& experiment);
+/// The same from an experiment already resolved (Experiment::resolved()).
+std::string resolved_sha256(const nlohmann::ordered_json& resolved);
 /// The resolved config without where plugins were found (which may differ
 /// between machines): what every rank of a run must agree on.
 std::string rank_comparable_config(const Experiment& experiment);

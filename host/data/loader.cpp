@@ -75,7 +75,8 @@ void check_batch(const Batch& batch, const std::vector<int64_t>& ids, const Data
                       "give the dataset load_size (and crop_size) so that every image has that size");
   if (info.num_classes > 0 && batch.target.dim() == 1 && !at::isFloatingType(batch.target.scalar_type())) {
     const at::Tensor labels = batch.target.to(at::kLong);
-    const int64_t low = labels.min().item<int64_t>(), high = labels.max().item<int64_t>();
+    const auto [min, max] = at::aminmax(labels);  // one pass
+    const int64_t low = min.item<int64_t>(), high = max.item<int64_t>();
     if (low < 0 || high >= info.num_classes) {
       const int64_t k = ((labels < 0) | (labels >= info.num_classes)).nonzero()[0][0].item<int64_t>();
       throw ConfigError("sample " + std::to_string(ids[static_cast<size_t>(k)]) + " has label " +

@@ -90,15 +90,7 @@ std::unique_ptr<Trainer> Runner::resume() {
       continue;
     }
     try {
-      const CheckpointState peeked = store_.peek(*it);  // which stage to build
-      if (peeked.stage < 0 || peeked.stage >= static_cast<int64_t>(stage_count()))
-        throw Error(*it + ": checkpoint of stage " + std::to_string(peeked.stage + 1) + ", but the experiment has " +
-                    std::to_string(stage_count()));
-      stage_ = static_cast<size_t>(peeked.stage);
-      compare_saved_config_ = !check_checkpoint_belongs(*it, stage_);
-      auto trainer = make_trainer(stage_);
-      trainer->resume(*it, Verify::already_done);  // verified above: hashed once
-      resumed_from_ = *it;
+      auto trainer = load_from(*it);  // verified above: hashed once
       warn_skipped();
       return trainer;
     } catch (const ConfigError&) {
@@ -136,20 +128,7 @@ std::unique_ptr<Trainer> Runner::resume_unverified(const std::vector<std::string
   std::vector<std::string> failures;
   for (const auto& path : newest_first) {
     try {
-      const CheckpointState peeked = store_.peek(path);
-      if (peeked.stage < 0 || peeked.stage >= static_cast<int64_t>(stage_count()))
-        throw Error(path + ": checkpoint of stage " + std::to_string(peeked.stage + 1));
-      stage_ = static_cast<size_t>(peeked.stage);
-      compare_saved_config_ = true;  // no manifest to say which configuration it belongs to
-      try {
-        compare_saved_config_ = !check_checkpoint_belongs(path, stage_);
-      } catch (const ConfigError&) {
-        throw;
-      } catch (const Error&) {
-      }
-      auto trainer = make_trainer(stage_);
-      trainer->resume(path, Verify::already_done);  // loading it is the check left
-      resumed_from_ = path;
+      auto trainer = load_from(path);  // loading it is the check left
       context.log("warning: --accept-unverified-checkpoints: resuming from " + path + ", which has no valid manifest");
       return trainer;
     } catch (const ConfigError&) {
@@ -163,6 +142,26 @@ std::unique_ptr<Trainer> Runner::resume_unverified(const std::vector<std::string
                     "expected at least one loadable checkpoint", "run with --fresh to start over");
 }
 
+std::unique_ptr<Trainer> Runner::load_from(const std::string& checkpoint) {
+  const CheckpointState peeked = store_.peek(checkpoint);  // which stage to build
+  if (peeked.stage < 0 || peeked.stage >= static_cast<int64_t>(stage_count()))
+    throw Error(checkpoint + ": checkpoint of stage " + std::to_string(peeked.stage + 1) + ", but the experiment has " +
+                std::to_string(stage_count()));
+  stage_ = static_cast<size_t>(peeked.stage);
+  compare_saved_config_ = !check_checkpoint_belongs(checkpoint, stage_);
+  auto trainer = make_trainer(stage_);
+  trainer->resume(checkpoint, Verify::already_done);
+  resumed_from_ = checkpoint;
+  return trainer;
+}
+
+bool Runner::refused_changes(const std::vector<ConfigChange>& changes, const std::string& since) const {
+  if (!changes.empty() && session_.context.rank == 0)
+    std::cout << "trainyard: the experiment " << since << ":\n" << describe_changes(changes);
+  const bool refused = std::any_of(changes.begin(), changes.end(), [](const auto& c) { return !c.allowed; });
+  return refused && !request_.allow_config_change;
+}
+
 bool Runner::evidently_complete(const std::string& checkpoint) const {
   if (fs::exists(manifest_path(checkpoint))) return true;  // written after the checkpoint: it was complete
   const auto at = position_of_name(checkpoint);
@@ -173,17 +172,18 @@ bool Runner::evidently_complete(const std::string& checkpoint) const {
 }
 
 bool Runner::check_checkpoint_belongs(const std::string& checkpoint, size_t stage) const {
-  const ManifestRecord recorded = read_manifest(checkpoint);
-  const Experiment& now = stage_experiment(stage);
+  ManifestRecord recorded;
+  try {
+    recorded = read_manifest(checkpoint);
+  } catch (const Error&) {
+    return false;  // no readable manifest (--accept-unverified-checkpoints): nothing recorded
+  }
+  const nlohmann::ordered_json now = stage_experiment(stage).resolved();
   const std::string hash = resolved_sha256(now);
   if (recorded.config_sha256 == hash) return true;
   if (recorded.config.is_null()) return false;
-  const auto changes = config_changes(recorded.config, now.resolved());
-  const bool refused = std::any_of(changes.begin(), changes.end(), [](const auto& c) { return !c.allowed; });
-  if (!changes.empty() && session_.context.rank == 0)
-    std::cout << "trainyard: the experiment differs from the one " << fs::path(checkpoint).filename().string()
-              << " was trained with:\n" << describe_changes(changes);
-  if (refused && !request_.allow_config_change) {
+  const auto changes = config_changes(recorded.config, now);
+  if (refused_changes(changes, "differs from the one " + fs::path(checkpoint).filename().string() + " was trained with")) {
     std::vector<std::string> first;
     for (const auto& c : changes)
       if (!c.allowed && first.size() < 3) first.push_back(c.key + " " + c.before + " -> " + c.after);
@@ -212,11 +212,7 @@ void Runner::check_config_changes() const {
   // learning rate or network, only when asked (the differences are printed).
   const std::string saved_config = (fs::path(run_dir_) / "config.yaml").string();
   if (resumed_from_.empty() || !compare_saved_config_ || !fs::exists(saved_config)) return;
-  auto changes = changes_since(saved_config, e_);
-  const bool refused = std::any_of(changes.begin(), changes.end(), [](const auto& c) { return !c.allowed; });
-  if (!changes.empty() && session_.context.rank == 0)
-    std::cout << "trainyard: the experiment changed since this run's config.yaml:\n" << describe_changes(changes);
-  if (refused && !request_.allow_config_change)
+  if (refused_changes(changes_since(saved_config, e_), "changed since this run's config.yaml"))
     throw ConfigError(saved_config + ": resuming with changed settings (listed above)",
                       "expected the same experiment; only the loop's length (loop.epochs), logging and input "
                       "threads may change on resume",

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "config/config_diff.h"
 #include "config/experiment.h"
 #include "plugins/registry.h"
 #include "run/session.h"
@@ -62,7 +63,8 @@ class Runner {
   /// configuration than stage `stage` of this experiment, naming both hashes
   /// and the first differing keys, unless only allowed keys changed or
   /// --allow-config-change was given. Returns false when the manifest records
-  /// no configuration (written before 1.0): then config.yaml is compared.
+  /// no configuration (written before 1.0, or unreadable): then config.yaml
+  /// is compared.
   bool check_checkpoint_belongs(const std::string& checkpoint, size_t stage) const;
   /// The run directory's config.yaml against the experiment (checkpoints
   /// that record no configuration).
@@ -71,6 +73,12 @@ class Runner {
   /// exists (damaged), or metrics.jsonl shows training went on after it.
   bool evidently_complete(const std::string& checkpoint) const;
   std::unique_ptr<Trainer> resume_unverified(const std::vector<std::string>& checkpoints);
+  /// The trainer of `checkpoint`'s stage with its state loaded (not hashed
+  /// again), after check_checkpoint_belongs. Throws Error when it does not load.
+  std::unique_ptr<Trainer> load_from(const std::string& checkpoint);
+  /// Prints the changes (rank 0); true when one is not allowed on resume and
+  /// --allow-config-change was not given.
+  bool refused_changes(const std::vector<ConfigChange>& changes, const std::string& since) const;
   void write_run_directory() const;
   void announce_stage(Trainer& trainer) const;
 

@@ -70,8 +70,8 @@ Trainer::Trainer(const Experiment& experiment, Components components, Context co
       log_(paths_, context_.rank),
       store_(paths_.checkpoints, e_.output.keep_checkpoints) {
   plan_ = make_epoch_plan(e_, c_.train_data.object->size(), context_);
-  config_hash_ = resolved_sha256(e_);
   config_resolved_ = e_.resolved();
+  config_hash_ = resolved_sha256(config_resolved_);
   stages_.run = [this] { default_run(); };
   stages_.should_continue = [this] { return default_should_continue(); };
   stages_.epoch = [this](int64_t epoch) { default_epoch(epoch); };

@@ -11,7 +11,6 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdlib>
-#include <mutex>
 #include <thread>
 #include <utility>
 
@@ -147,27 +146,29 @@ std::string signal_name(int signo) {
   return abbrev ? std::string("SIG") + abbrev : "signal " + std::to_string(signo);
 }
 
-void install_stop_signals(const std::vector<std::string>& names) {
+namespace {
+// `handler` for each signal of kStopSignals that `names` lists.
+void install_for(const std::vector<std::string>& names, void (*handler)(int), int flags) {
   for (const auto& [name, signo] : kStopSignals) {
     if (std::find(names.begin(), names.end(), name) == names.end()) continue;
     struct sigaction action {};
-    action.sa_handler = on_stop_signal;
+    action.sa_handler = handler;
     sigemptyset(&action.sa_mask);
-    action.sa_flags = SA_RESTART;  // blocking reads and collectives carry on; the flag is read between iterations
+    action.sa_flags = flags;
     sigaction(signo, &action, nullptr);
   }
+}
+}  // namespace
+
+void install_stop_signals(const std::vector<std::string>& names) {
+  // SA_RESTART: blocking reads and collectives carry on; the flag is read between iterations.
+  install_for(names, on_stop_signal, SA_RESTART);
 }
 
 int stop_signal_received() { return g_stop_signal; }
 
 void install_startup_stop_signals(const std::vector<std::string>& names) {
-  for (const auto& [name, signo] : kStopSignals) {
-    if (std::find(names.begin(), names.end(), name) == names.end()) continue;
-    struct sigaction action {};
-    action.sa_handler = on_startup_stop_signal;
-    sigemptyset(&action.sa_mask);
-    sigaction(signo, &action, nullptr);
-  }
+  install_for(names, on_startup_stop_signal, 0);
 }
 
 void write_thread_stacks(int fd) {
