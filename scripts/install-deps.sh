@@ -25,6 +25,8 @@ packages=(
   # tests: GoogleTest; protoc and Python's protobuf to read TensorBoard files
   # back independently; Chromium to render the HTML report headless
   libgtest-dev protobuf-compiler python3-protobuf chromium
+  # tests: a real single-node Slurm cluster (tests/slurm/cluster.sh)
+  slurmctld slurmd slurm-client munge
   # real data for the demo and the end-to-end tests
   dataset-fashion-mnist
 )

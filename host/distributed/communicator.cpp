@@ -12,6 +12,12 @@
 #include <c10/core/DeviceGuard.h>
 #include <torch/nn/module.h>
 
+#include <arpa/inet.h>
+#include <net/if.h>
+#include <netdb.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
 #include <cstdlib>
 #include <exception>
 #include <thread>
@@ -46,7 +52,7 @@ void collective(const char* what, F&& f, Communicator* comm = nullptr) {
     c10::OptionalDeviceGuard guard;
     if (comm && comm->device().is_cuda()) guard.reset_device(comm->device());
     f();
-  } catch (const ConfigError&) {
+  } catch (const Error&) {  // ours, with its cause already named
     throw;
   } catch (const c10::ValueError& e) {  // a wrong tensor (layout, shape), not a lost rank
     throw Error(std::string("distributed ") + what + ": " + e.what_without_backtrace());
@@ -80,28 +86,158 @@ class CollectivesView : public Collectives {
 
 }  // namespace
 
+namespace {
+
+std::string endpoint(const World& world) { return world.master_addr + ":" + std::to_string(world.master_port); }
+
+// The rendezvous store, with the real cause when it cannot be made: a port
+// in use, a master that cannot be reached, ranks that never came, a file a
+// killed run left behind.
+c10::intrusive_ptr<c10d::Store> open_store(const World& world, std::chrono::milliseconds timeout) {
+  const std::string secs = std::to_string(timeout.count() / 1000) + " s (distributed.timeout_secs)";
+  if (world.rendezvous == "file") {
+    auto store = c10::make_intrusive<c10d::FileStore>(world.rendezvous_file, world.world_size);
+    store->setTimeout(timeout);
+    // FileStore keeps every key a run ever set, and a killed run never
+    // removes its file: more joins than ranks means a previous run's file.
+    const int64_t joined = store->add("trainyard/joined", 1);
+    if (joined > world.world_size)
+      throw ConfigError("distributed.rendezvous_file " + world.rendezvous_file + " holds an earlier run's rendezvous (" +
+                            std::to_string(joined) + " joins for a world of " + std::to_string(world.world_size) + ")",
+                        "expected a file that no other run uses; a killed run leaves its file behind",
+                        "delete it before launching, or give each run its own file");
+    const auto deadline = std::chrono::steady_clock::now() + timeout;
+    for (int64_t now = joined; now < world.world_size; now = store->add("trainyard/joined", 0)) {
+      if (std::chrono::steady_clock::now() > deadline)
+        throw Error("distributed rendezvous: " + std::to_string(now) + " of " + std::to_string(world.world_size) +
+                    " ranks joined " + world.rendezvous_file + " within " + secs +
+                    ": the others were not started or see another file (is it on a file system every rank shares? "
+                    "a file left by a killed run also counts its ranks: delete it and relaunch)");
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+    return store;
+  }
+  c10d::TCPStoreOptions options;
+  options.port = static_cast<uint16_t>(world.master_port);
+  options.isServer = world.rank == 0 && !world.agent_store;  // torchrun's agent may serve it already
+  options.numWorkers = world.world_size;
+  options.waitWorkers = true;
+  options.timeout = timeout;
+  try {
+    c10::intrusive_ptr<c10d::Store> store = c10::make_intrusive<c10d::TCPStore>(world.master_addr, options);
+    // Keys of an attempt torchrun restarted (Gloo's addresses of dead ranks
+    // among them) stay in its agent's store: each attempt has its own.
+    if (world.attempt > 0)
+      store = c10::make_intrusive<c10d::PrefixStore>("attempt-" + std::to_string(world.attempt), store);
+    store->setTimeout(timeout);
+    return store;
+  } catch (const c10::DistError& e) {
+    const std::string why = e.what_without_backtrace();
+    if (options.isServer && (why.find("EADDRINUSE") != std::string::npos || why.find("already in use") != std::string::npos))
+      throw ConfigError("distributed: rank 0 cannot listen on port " + std::to_string(world.master_port) +
+                            ": the port is in use (another run, or another program, holds it)",
+                        "expected a free port for rank 0's store",
+                        "give another --master-port (or MASTER_PORT, or distributed.master_port), or stop what holds it");
+    if (options.isServer)
+      throw Error("distributed rendezvous: rank 0 waited " + secs + " at " + endpoint(world) +
+                  " for the other ranks, who did not all come: they were not started, or cannot reach " +
+                  endpoint(world) + " (a wrong --master-addr, or a firewall) (" + why + ")");
+    throw Error("distributed rendezvous: rank " + std::to_string(world.rank) + " could not reach the store at " +
+                endpoint(world) + " within " + secs + ": rank 0 was not started or failed, the address is wrong, " +
+                "or a firewall blocks the port (" + why + ")");
+  }
+}
+
+std::string interface_names() {
+  std::string names;
+  if (struct if_nameindex* all = if_nameindex()) {
+    for (auto* i = all; i->if_index != 0; ++i) names += (names.empty() ? "" : ", ") + std::string(i->if_name);
+    if_freenameindex(all);
+  }
+  return names;
+}
+
+// The local address a connection to `host` would leave from (the routing
+// table's choice); empty when `host` does not resolve.
+std::string route_source(const std::string& host) {
+  addrinfo hints{};
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_DGRAM;
+  addrinfo* found = nullptr;
+  if (getaddrinfo(host.c_str(), "9", &hints, &found) != 0 || !found) return "";
+  std::string out;
+  const int fd = ::socket(found->ai_family, SOCK_DGRAM, 0);
+  sockaddr_storage local{};
+  socklen_t length = sizeof local;
+  // connect() on a datagram socket sends nothing: it only picks the route.
+  if (fd >= 0 && ::connect(fd, found->ai_addr, found->ai_addrlen) == 0 &&
+      ::getsockname(fd, reinterpret_cast<sockaddr*>(&local), &length) == 0) {
+    char text[INET6_ADDRSTRLEN] = {};
+    const void* where = local.ss_family == AF_INET ? static_cast<const void*>(&reinterpret_cast<sockaddr_in&>(local).sin_addr)
+                                                   : static_cast<const void*>(&reinterpret_cast<sockaddr_in6&>(local).sin6_addr);
+    if (inet_ntop(local.ss_family, where, text, sizeof text)) out = text;
+  }
+  if (fd >= 0) ::close(fd);
+  freeaddrinfo(found);
+  return out;
+}
+
+// Where Gloo listens and what it tells the other ranks to connect to:
+//   1. GLOO_SOCKET_IFNAME=eth0[,eth1]: those interfaces (as torch.distributed);
+//   2. all ranks on this machine: loopback;
+//   3. else the address of the route to rank 0's store, which rank 0 also
+//      reaches the others by (the host name may resolve to 127.0.1.1);
+//   4. else (a file rendezvous) what the host name resolves to.
+std::vector<std::shared_ptr<::gloo::transport::Device>> gloo_devices(const World& world, std::string& described) {
+  if (const char* names = std::getenv("GLOO_SOCKET_IFNAME"); names && *names) {
+    std::vector<std::shared_ptr<::gloo::transport::Device>> devices;
+    std::string list = names;
+    for (size_t start = 0; start <= list.size();) {
+      const size_t comma = std::min(list.find(',', start), list.size());
+      const std::string name = list.substr(start, comma - start);
+      if (name.empty() || if_nametoindex(name.c_str()) == 0)
+        throw ConfigError("environment: GLOO_SOCKET_IFNAME='" + list + "': no interface '" + name + "' on this machine",
+                          "expected interface names, comma-separated", "interfaces here: " + interface_names());
+      devices.push_back(c10d::ProcessGroupGloo::createDeviceForInterface(name));
+      start = comma + 1;
+    }
+    described = "Gloo on " + list + " (GLOO_SOCKET_IFNAME)";
+    return devices;
+  }
+  const bool loopback_master = world.master_addr == "localhost" || world.master_addr.rfind("127.", 0) == 0 ||
+                               world.master_addr == "::1";
+  if (world.local_world_size >= world.world_size && (world.rendezvous == "file" || loopback_master)) {
+    described = "Gloo on 127.0.0.1";
+    return {c10d::ProcessGroupGloo::createDeviceForHostname("127.0.0.1")};
+  }
+  if (world.rendezvous == "tcp") {
+    const std::string source = route_source(world.master_addr);
+    if (!source.empty()) {
+      described = "Gloo on " + source + " (the route to " + world.master_addr + ")";
+      return {c10d::ProcessGroupGloo::createDeviceForHostname(source)};
+    }
+  }
+  described = "Gloo on this host name's address";
+  return {c10d::ProcessGroupGloo::createDefaultDevice()};
+}
+
+}  // namespace
+
 Communicator::Communicator(const World& world, std::chrono::milliseconds timeout, c10::Device rank_device)
     : impl_(std::make_unique<Impl>()), world_(world), view_(std::make_unique<CollectivesView>(*this)) {
   impl_->device = collective_device(rank_device);
   collective("rendezvous", [&] {
-    if (world.rendezvous == "file") {
-      impl_->store = c10::make_intrusive<c10d::FileStore>(world.rendezvous_file, world.world_size);
-    } else {
-      c10d::TCPStoreOptions options;
-      options.port = static_cast<uint16_t>(world.master_port);
-      options.isServer = world.rank == 0 && !world.agent_store;  // torchrun's agent may serve it already
-      options.numWorkers = world.world_size;
-      options.waitWorkers = true;
-      options.timeout = timeout;
-      impl_->store = c10::make_intrusive<c10d::TCPStore>(world.master_addr, options);
-    }
-    impl_->store->setTimeout(timeout);
+    // The interface is checked before waiting for anyone.
+    std::vector<std::shared_ptr<::gloo::transport::Device>> gloo;
+    if (!uses_nccl(rank_device)) gloo = gloo_devices(world, transport_);
+    impl_->store = open_store(world, timeout);
 #ifdef USE_C10D_NCCL
     if (uses_nccl(rank_device)) {
       // The rank's GPU is current before NCCL creates its communicator, and
       // the group is bound to it (as torch.distributed's device_id does):
       // the communicator is created now, on that device, not at the first
-      // collective on whatever device is current then.
+      // collective on whatever device is current then. NCCL picks its
+      // interface itself (NCCL_SOCKET_IFNAME, read from the environment).
       make_current(impl_->device);
       auto options = c10d::ProcessGroupNCCL::Options::create();
       options->timeout = timeout;
@@ -110,6 +246,8 @@ Communicator::Communicator(const World& world, std::chrono::milliseconds timeout
       nccl->setBoundDeviceId(impl_->device);
       nccl->eagerConnectSingleDevice(impl_->device);
       impl_->group = nccl;
+      const char* ifname = std::getenv("NCCL_SOCKET_IFNAME");
+      transport_ = "NCCL on " + impl_->device.str() + (ifname ? std::string(" (NCCL_SOCKET_IFNAME=") + ifname + ")" : "");
       return;
     }
 #else
@@ -118,13 +256,19 @@ Communicator::Communicator(const World& world, std::chrono::milliseconds timeout
                         "expected a CUDA LibTorch with NCCL (docs/distributed.md)", "set distributed.num_gpus: 0");
 #endif
     auto options = c10d::ProcessGroupGloo::Options::create(timeout);
-    // On one machine, Gloo talks over loopback; across machines, over the
-    // interface the host name resolves to.
-    const bool loopback = world.master_addr == "localhost" || world.master_addr.rfind("127.", 0) == 0;
-    options->devices.push_back(loopback ? c10d::ProcessGroupGloo::createDeviceForHostname("127.0.0.1")
-                                        : c10d::ProcessGroupGloo::createDefaultDevice());
-    impl_->group = c10::make_intrusive<c10d::ProcessGroupGloo>(
-        c10::make_intrusive<c10d::PrefixStore>("gloo", impl_->store), world.rank, world.world_size, options);
+    options->devices = gloo;
+    try {
+      impl_->group = c10::make_intrusive<c10d::ProcessGroupGloo>(
+          c10::make_intrusive<c10d::PrefixStore>("gloo", impl_->store), world.rank, world.world_size, options);
+    } catch (const std::exception& e) {
+      // Every rank reached the store, but not each other at the addresses
+      // they advertised through it.
+      std::string why = e.what();
+      why = why.substr(0, why.find('\n'));
+      throw Error("distributed rendezvous: rank " + std::to_string(world.rank) +
+                  " reached the store but could not connect to the other ranks (" + transport_ +
+                  "; " + why + "); on several networks, name the one the ranks share with GLOO_SOCKET_IFNAME");
+    }
   });
 }
 
@@ -151,20 +295,65 @@ Communicator::~Communicator() {
   }
 }
 
-void Communicator::check_same(const std::string& what, const std::string& value) {
-  collective("check", [&] {
-    const std::string prefix = "check/" + what + "/";
+std::vector<std::string> Communicator::exchange(const std::string& value) {
+  std::vector<std::string> values;
+  collective("exchange", [&] {
+    const std::string prefix = "exchange/" + std::to_string(exchanges_++) + "/";
     impl_->store->set(prefix + std::to_string(world_.rank), std::vector<uint8_t>(value.begin(), value.end()));
     for (int r = 0; r < world_.world_size; ++r) {
       auto other = impl_->store->get(prefix + std::to_string(r));
-      if (std::string(other.begin(), other.end()) != value) {
-        const int differing = r == 0 ? world_.rank : r;
-        throw ConfigError("rank " + std::to_string(differing) + "'s " + what + " differs from rank 0's",
-                          "expected every rank to run the same experiment with the same plugins",
-                          "launch every rank with the same experiment, --set values and plugin folders");
-      }
+      values.emplace_back(other.begin(), other.end());
     }
-  });
+  }, this);
+  return values;
+}
+
+void Communicator::check_same(const std::string& what, const std::string& value, const std::string& expected,
+                              const std::string& hint, bool show_values) {
+  const std::vector<std::string> values = exchange(value);
+  auto shown = [&](const std::string& v) { return show_values ? " (" + (v.empty() ? "none" : v) + ")" : ""; };
+  for (int r = 1; r < world_.world_size; ++r)
+    if (values[r] != values[0])
+      throw ConfigError("rank " + std::to_string(r) + "'s " + what + shown(values[r]) + " differs from rank 0's" +
+                            shown(values[0]),
+                        expected, hint);
+}
+
+std::chrono::milliseconds rank0_io_limit(double stall_timeout_secs) {
+  if (stall_timeout_secs <= 0) return std::chrono::hours(24 * 365);
+  return std::chrono::milliseconds(static_cast<int64_t>(stall_timeout_secs * 1000));
+}
+
+void Communicator::rank0_work(const std::string& what, std::chrono::milliseconds limit,
+                              const std::function<void()>& work) {
+  const std::string key = "rank0-work/" + std::to_string(exchanges_++);
+  if (world_.rank == 0) {
+    // Rank 0's own failure is its error; the others are told so they stop with it.
+    std::string outcome = "ok";
+    try {
+      work();
+    } catch (const std::exception& e) {
+      outcome = e.what();
+      collective("rank 0's report", [&] { impl_->store->set(key, std::vector<uint8_t>(outcome.begin(), outcome.end())); });
+      throw;
+    }
+    collective("rank 0's report", [&] { impl_->store->set(key, std::vector<uint8_t>(outcome.begin(), outcome.end())); });
+    return;
+  }
+  const auto t0 = std::chrono::steady_clock::now();
+  std::vector<uint8_t> outcome;
+  try {
+    impl_->store->wait({key}, limit);
+    outcome = impl_->store->get(key);
+  } catch (const c10::DistError& e) {
+    const bool timed_out = std::chrono::steady_clock::now() - t0 >= limit;
+    throw Error("distributed: waiting for rank 0's " + what + ": " +
+                (timed_out ? "not done within " + std::to_string(limit.count() / 1000) + " s (loop.stall_timeout_secs)"
+                           : "rank 0 (which holds the rendezvous store) cannot be reached; it died or was stopped") +
+                " (" + e.what_without_backtrace() + ")");
+  }
+  const std::string said(outcome.begin(), outcome.end());
+  if (said != "ok") throw Error("rank 0's " + what + " failed: " + said);
 }
 
 std::string Communicator::unresponsive_ranks() {

@@ -2,6 +2,7 @@
 // The collectives a data-parallel run needs, over a c10d process group:
 // Gloo between CPU processes, NCCL between GPUs (when LibTorch has CUDA).
 #include <chrono>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -50,6 +51,10 @@ class GradientReducer {
 /// thread exists. docs/distributed.md says why.
 void configure_nccl_environment();
 
+/// How long the other ranks wait for rank 0's own writes: the stall
+/// watchdog's limit (loop.stall_timeout_secs; 0, no watchdog: a year).
+std::chrono::milliseconds rank0_io_limit(double stall_timeout_secs);
+
 class Communicator {
  public:
   /// Joins the group (waits for every rank up to the timeout): NCCL when
@@ -61,10 +66,24 @@ class Communicator {
   int size() const { return world_.world_size; }
   /// Where this group's collective tensors live (collective_device()).
   c10::Device device() const;
+  /// How this rank reaches the others, for the start-up line: "Gloo on
+  /// 10.0.0.5 (the route to 10.0.0.1)", "NCCL on cuda:1".
+  const std::string& transport() const { return transport_; }
 
+  /// Every rank's `value`, in rank order, through the store (all ranks call it).
+  std::vector<std::string> exchange(const std::string& value);
   /// Every rank compares `value` with every other rank's through the store
-  /// and throws ConfigError naming the first rank whose `what` differs.
-  void check_same(const std::string& what, const std::string& value);
+  /// and throws ConfigError naming the first rank whose `what` differs (and
+  /// both values, when `show_values`), with `expected` and `hint` as its
+  /// second and third parts.
+  void check_same(const std::string& what, const std::string& value, const std::string& expected,
+                  const std::string& hint, bool show_values = false);
+  /// Work only rank 0 does while the others wait (a checkpoint write): rank 0
+  /// runs `work`; the others wait up to `limit` (not the collective timeout,
+  /// which is for ranks that stop answering) and fail with rank 0's error if
+  /// its work failed. The TCP store lives in rank 0 (or torchrun's agent), so
+  /// a rank 0 that dies is noticed at once.
+  void rank0_work(const std::string& what, std::chrono::milliseconds limit, const std::function<void()>& work);
   /// Rank 0's parameters and buffers to every rank.
   void broadcast_module(torch::nn::Module& module);
   /// Element-wise sums over ranks.
@@ -90,6 +109,8 @@ class Communicator {
   std::unique_ptr<Impl> impl_;
   World world_;
   double seconds_ = 0;
+  int64_t exchanges_ = 0;  ///< calls to exchange() and rank0_work(): the same sequence on every rank
+  std::string transport_;
   std::unique_ptr<Collectives> view_;
 };
 

@@ -73,7 +73,25 @@ int threads_for(const World& world, int64_t threads_per_process) {
   cpu_set_t mask;
   int cpus = static_cast<int>(std::thread::hardware_concurrency());
   if (sched_getaffinity(0, sizeof mask, &mask) == 0) cpus = CPU_COUNT(&mask);
+  if (world.cpus_bound) return std::max(1, cpus);
   return std::max(1, cpus / std::max(1, world.local_world_size));
+}
+
+int slurm_port(int job_id) { return 20000 + job_id % 20000; }
+
+std::optional<SlurmStep> slurm_step() {
+  int step_id = 0;
+  if (!env_int("SLURM_STEP_ID", step_id) && !env_int("SLURM_STEPID", step_id)) return std::nullopt;
+  SlurmStep step;
+  if (!env_int("SLURM_STEP_NUM_TASKS", step.tasks)) env_int("SLURM_NTASKS", step.tasks);
+  if (!env_int("SLURM_STEP_NUM_NODES", step.nodes) && !env_int("SLURM_NNODES", step.nodes))
+    env_int("SLURM_JOB_NUM_NODES", step.nodes);
+  env_int("SLURM_NODEID", step.node_id);
+  env_int("SLURM_JOB_ID", step.job_id);
+  if (const char* nodes = std::getenv("SLURM_STEP_NODELIST") ? std::getenv("SLURM_STEP_NODELIST")
+                                                               : std::getenv("SLURM_JOB_NODELIST"))
+    step.first_host = first_slurm_host(nodes);
+  return step;
 }
 
 World detect_world(const Experiment& e) {
@@ -87,28 +105,36 @@ World detect_world(const Experiment& e) {
     env_int("LOCAL_RANK", w.local_rank);
     if (!env_int("LOCAL_WORLD_SIZE", w.local_world_size)) w.local_world_size = w.world_size;
     w.launched_by = std::getenv("TRAINYARD_LAUNCHER") ? "trainyard --nproc-per-node" : "the RANK/WORLD_SIZE environment";
-  } else if (env_int("SLURM_NTASKS", w.world_size)) {
+  } else if (const std::optional<SlurmStep> step = slurm_step()) {
+    // srun's tasks are the ranks. What Slurm always sets: srun -n2 sets no
+    // SLURM_NTASKS_PER_NODE.
+    w.world_size = step->tasks;
     env_int("SLURM_PROCID", w.rank);
     env_int("SLURM_LOCALID", w.local_rank);
-    // What Slurm always sets: srun -n2 sets no SLURM_NTASKS_PER_NODE.
-    int node = 0;
-    env_int("SLURM_NODEID", node);
     if (const char* per_node = std::getenv("SLURM_STEP_TASKS_PER_NODE") ? std::getenv("SLURM_STEP_TASKS_PER_NODE")
                                                                         : std::getenv("SLURM_TASKS_PER_NODE")) {
       const std::vector<int> tasks = slurm_tasks_per_node(per_node);
-      w.local_world_size = tasks.at(std::min<size_t>(static_cast<size_t>(node), tasks.size() - 1));
+      w.local_world_size = tasks.at(std::min<size_t>(static_cast<size_t>(step->node_id), tasks.size() - 1));
     } else if (!env_int("SLURM_NTASKS_PER_NODE", w.local_world_size)) {
       w.local_world_size = 1;
     }
     env_int("SLURM_CPUS_PER_TASK", w.cpus_per_task);
-    // Rank 0 runs on the first node of the job; a port from the job id keeps
-    // two jobs sharing a node apart (MASTER_ADDR and MASTER_PORT still win).
-    if (const char* nodes = std::getenv("SLURM_STEP_NODELIST") ? std::getenv("SLURM_STEP_NODELIST")
-                                                                 : std::getenv("SLURM_JOB_NODELIST"))
-      w.master_addr = first_slurm_host(nodes);
-    int job = 0;
-    if (env_int("SLURM_JOB_ID", job)) w.master_port = 20000 + job % 20000;
+    const char* bind = std::getenv("SLURM_CPU_BIND_TYPE");
+    w.cpus_bound = bind && *bind && std::string(bind).rfind("none", 0) != 0;
+    // Rank 0 runs on the step's first node; a port from the job id keeps two
+    // jobs sharing a node apart (MASTER_ADDR and MASTER_PORT still win).
+    if (!step->first_host.empty()) w.master_addr = step->first_host;
+    if (step->job_id > 0) w.master_port = slurm_port(step->job_id);
     w.launched_by = "Slurm";
+  } else if (const char* job = std::getenv("SLURM_JOB_ID"); job && env_int("SLURM_NTASKS", w.world_size) &&
+                                                             w.world_size > 1) {
+    throw ConfigError("Slurm job " + std::string(job) + " has " + std::to_string(w.world_size) +
+                          " tasks, but this process was not started by srun (no SLURM_STEP_ID: it is the job's "
+                          "batch script or an salloc shell)",
+                      "expected srun to start one process per rank: `srun trainyard run EXPERIMENT` in the script",
+                      "or pass --nproc-per-node N to start N ranks on this node yourself");
+  } else {
+    w.world_size = 1;
   }
   if (const char* addr = std::getenv("MASTER_ADDR")) w.master_addr = addr;
   const bool port_from_environment = env_int("MASTER_PORT", w.master_port);
@@ -122,6 +148,7 @@ World detect_world(const Experiment& e) {
   } else if (std::getenv("TORCHELASTIC_RUN_ID") && w.launched_by == "the RANK/WORLD_SIZE environment") {
     w.launched_by = "torchrun";
   }
+  env_int("TORCHELASTIC_RESTART_COUNT", w.attempt);
   if (w.world_size < 1 || w.rank >= w.world_size)
     throw ConfigError("environment: rank " + std::to_string(w.rank) + " of world size " + std::to_string(w.world_size),
                       "expected 0 <= rank < world size", "check how the processes were launched");

@@ -1,9 +1,12 @@
 #include "run/runner.h"
 
+#include <unistd.h>
+
 #include <csignal>
 #include <ctime>
 #include <filesystem>
 #include <iostream>
+#include <random>
 
 #include <ATen/Parallel.h>
 #include <torch/utils.h>
@@ -29,6 +32,52 @@ std::string timestamp() {
   std::time_t t = std::time(nullptr);
   std::strftime(buf, sizeof buf, "%Y%m%d-%H%M%S", std::localtime(&t));
   return buf;
+}
+
+// Rank 0 writes checkpoints and every rank resumes from them, so the ranks
+// must share the output folder: rank 0 leaves a token there and the others
+// read it back. (Ranks on several machines need a network file system.)
+void check_shared_output(Communicator& comm, int rank, const fs::path& folder) {
+  std::string token, token_file, rank0_failure;
+  if (rank == 0) {
+    std::random_device random;
+    token = std::to_string(random()) + std::to_string(random()) + "-" + std::to_string(::getpid());
+    token_file = (folder / (".trainyard-shared-" + token)).string();
+    try {
+      fs::create_directories(folder);
+      write_file_atomic(token_file, token);
+    } catch (const std::exception& e) {
+      rank0_failure = e.what();
+    }
+  }
+  // Rank 0 says where it wrote which token (or that it could not).
+  const std::vector<std::string> from_zero =
+      comm.exchange(rank != 0 ? "" : rank0_failure.empty() ? token + "\n" + folder.string() : "\n" + rank0_failure);
+  const size_t newline = from_zero[0].find('\n');
+  const std::string zero_token = from_zero[0].substr(0, newline), zero_said = from_zero[0].substr(newline + 1);
+  if (zero_token.empty())
+    throw ConfigError("output folder " + folder.string() + ": rank 0 cannot write there (" + zero_said + ")",
+                      "expected a writable output folder shared by every rank", "");
+  std::string seen = "ok";
+  if (rank != 0) {
+    const fs::path expected_file = folder / (".trainyard-shared-" + zero_token);
+    std::error_code ec;
+    if (!fs::exists(expected_file, ec)) seen = "it found no " + expected_file.filename().string() + " in " + folder.string();
+    else if (read_lines(expected_file.string()) != std::vector<std::string>{zero_token})
+      seen = "it found another token in " + expected_file.string();
+  }
+  const std::vector<std::string> seen_by = comm.exchange(seen);
+  if (rank == 0) {
+    std::error_code ignored;
+    fs::remove(token_file, ignored);
+  }
+  for (size_t r = 1; r < seen_by.size(); ++r)
+    if (seen_by[r] != "ok")
+      throw ConfigError("output folder " + zero_said + ": rank " + std::to_string(r) +
+                            " does not see the folder rank 0 writes (rank 0 left a token there; " + seen_by[r] + ")",
+                        "expected one output folder shared by every rank: rank 0 writes the run directory and "
+                        "checkpoints, and every rank resumes from them",
+                        "point --output-dir (or output.dir) at a folder every machine mounts, e.g. on NFS");
 }
 
 std::string run_dir_of(const Experiment& e, const RunRequest& request) {
@@ -247,6 +296,7 @@ RunOutcome Runner::run() {
   Communicator* comm = session_.comm.get();
   // A write past a file size limit fails with EFBIG (and is reported) instead of killing the process.
   ::signal(SIGXFSZ, SIG_IGN);
+  if (comm) check_shared_output(*comm, context.rank, fs::path(run_dir_).parent_path());
   // Resume before writing anything: a checkpoint that does not fit is bad input.
   std::unique_ptr<Trainer> trainer = request_.fresh ? nullptr : resume();
   if (!trainer) stage_ = 0, trainer = make_trainer(0);
@@ -254,15 +304,19 @@ RunOutcome Runner::run() {
   const auto [params, trainable] = parameter_count(trainer->network());
   if (comm) {
     // Same weights everywhere: the same checkpoint, then rank 0's tensors.
-    comm->check_same("checkpoint to resume from", fs::path(resumed_from_).filename().string());
+    comm->check_same("checkpoint to resume from", fs::path(resumed_from_).filename().string(),
+                     "expected every rank to find the same checkpoints in the shared run directory",
+                     "a checkpoint written or removed while the ranks started, or a network file system that "
+                     "shows rank 0's files late: compare " + run_dir_ + "/checkpoints on each machine",
+                     /*show_values=*/true);
     comm->broadcast_module(*trainer->network_module());
   }
   check_config_changes();
-  if (context.rank == 0) write_run_directory();
-  if (comm) comm->barrier();
+  if (comm) comm->rank0_work("run directory", rank0_io_limit(e_.loop.stall_timeout_secs), [&] { write_run_directory(); });
+  else write_run_directory();
   if (world.distributed())
     std::cout << "trainyard: rank " << world.rank << " of " << world.world_size << " (launched by " << world.launched_by
-              << ")\n";
+              << "; " << comm->transport() << ")\n";
 
   RunOutcome outcome;
   outcome.run_dir = run_dir_;

@@ -50,8 +50,10 @@ Session::Session(const Experiment& e, const Registry& registry, const std::strin
     std::vector<std::string> libraries;
     for (const auto& lib : registry.libraries()) libraries.push_back(lib->name + " " + lib->version + " " + lib->fingerprint);
     std::sort(libraries.begin(), libraries.end());
-    comm->check_same("experiment (resolved config)", fingerprint_of(rank_comparable_config(e)));
-    comm->check_same("plugin set", fingerprint_of(join(libraries, "\n")));
+    const std::string same = "expected every rank to run the same experiment with the same plugins";
+    const std::string how = "launch every rank with the same experiment, --set values and plugin folders";
+    comm->check_same("experiment (resolved config)", fingerprint_of(rank_comparable_config(e)), same, how);
+    comm->check_same("plugin set", fingerprint_of(join(libraries, "\n")), same, how);
   }
   context.run_dir = run_dir;
   context.collectives = comm ? &comm->collectives() : nullptr;

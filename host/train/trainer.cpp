@@ -388,7 +388,13 @@ void Trainer::default_epoch(int64_t epoch) {
   const bool best = judge_epoch();
   stages_.checkpoint();
   // The best epoch stays, whatever the rotation of checkpoints deletes.
-  if (best && e_.stopping.keep_best && writes_files()) store_.keep_as_best(at_);
+  if (best && e_.stopping.keep_best) {
+    auto keep = [&] {
+      if (writes_files()) store_.keep_as_best(at_);
+    };
+    if (comm_) comm_->rank0_work("copy of the best checkpoint", rank0_io_limit(e_.loop.stall_timeout_secs), keep);
+    else keep();
+  }
   each_callback("after_epoch", [&](Callback& cb) { cb.after_epoch(*this); });
 }
 
@@ -461,8 +467,13 @@ void Trainer::default_checkpoint() {
   state.config = config_resolved_;
   const std::string path = store_.path_of(at_);
   last_checkpoint_ = std::chrono::steady_clock::now();
-  if (writes_files()) store_.save(*c_.network.object, *c_.optimizer, state);  // the ranks hold the same weights
-  if (comm_) comm_->barrier();
+  // The ranks hold the same weights: rank 0 writes them while the others wait
+  // as long as a stalled write would be tolerated, not the collective timeout.
+  auto save = [&] {
+    if (writes_files()) store_.save(*c_.network.object, *c_.optimizer, state);
+  };
+  if (comm_) comm_->rank0_work("checkpoint write", rank0_io_limit(e_.loop.stall_timeout_secs), save);
+  else save();
   each_callback("after_checkpoint", [&](Callback& cb) { cb.after_checkpoint(*this, path); });
 }
 

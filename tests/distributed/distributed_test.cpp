@@ -22,27 +22,7 @@ std::string checkpoint(const std::string& run_dir, const std::string& name) { re
 
 const char* kLast = kLastDpCheckpoint;
 
-struct Reference {
-  std::string run_dir;
-  Reference() {
-    const std::string out = temp_dir("single");
-    auto r = trainyard("run " + experiment("dp") + " --output-dir " + out);
-    EXPECT_EQ(r.exit_code, 0) << r.err;
-    run_dir = out + "/dp";
-  }
-};
-
-void expect_equal_to_single(const std::string& run_dir, const Reference& single) {
-  EXPECT_LT(max_checkpoint_difference(checkpoint(run_dir, kLast), checkpoint(single.run_dir, kLast)), 1e-5);
-  auto a = series(run_dir + "/metrics.jsonl", "train_loss"), b = series(single.run_dir + "/metrics.jsonl", "train_loss");
-  ASSERT_EQ(a.size(), b.size());
-  for (size_t i = 0; i < a.size(); ++i) EXPECT_NEAR(a[i], b[i], 1e-5) << i;
-  // Test meters summed over both ranks' halves of the test set: the exact single-process value.
-  EXPECT_EQ(series(run_dir + "/metrics.jsonl", "test_accuracy_top1"),
-            series(single.run_dir + "/metrics.jsonl", "test_accuracy_top1"));
-  EXPECT_NEAR(series(run_dir + "/metrics.jsonl", "test_loss").back(),
-              series(single.run_dir + "/metrics.jsonl", "test_loss").back(), 1e-5);
-}
+using Reference = DpReference;
 
 TEST(Distributed, TwoRanksThroughTheLauncherEqualOneProcessWithTheSameGlobalBatch) {
   Reference single;
@@ -50,7 +30,7 @@ TEST(Distributed, TwoRanksThroughTheLauncherEqualOneProcessWithTheSameGlobalBatc
   auto r = trainyard("run " + experiment("dp") + " --output-dir " + out +
                      " --set loop.batch_per_device=32 --nproc-per-node 2");
   ASSERT_EQ(r.exit_code, 0) << r.err;
-  EXPECT_TRUE(contains(r.out, "[rank 0] trainyard: rank 0 of 2 (launched by trainyard --nproc-per-node)")) << r.out;
+  EXPECT_TRUE(contains(r.out, "[rank 0] trainyard: rank 0 of 2 (launched by trainyard --nproc-per-node; Gloo on 127.0.0.1)")) << r.out;
   EXPECT_TRUE(contains(r.out, "[rank 1] trainyard: rank 1 of 2")) << r.out;
   expect_equal_to_single(out + "/dp", single);
   EXPECT_TRUE(contains(read_file(out + "/dp/metrics.jsonl"), "\"comm_share\": "));
@@ -193,7 +173,7 @@ TEST(Distributed, RanksLaunchedWithTheTorchrunEnvironment) {
   const std::string out = temp_dir("env");
   auto results = launch_by_environment(experiment("dp") + " --output-dir " + out + " --set loop.batch_per_device=32", 2);
   for (const auto& r : results) ASSERT_EQ(r.exit_code, 0) << r.err;
-  EXPECT_TRUE(contains(results[1].out, "rank 1 of 2 (launched by the RANK/WORLD_SIZE environment)")) << results[1].out;
+  EXPECT_TRUE(contains(results[1].out, "rank 1 of 2 (launched by the RANK/WORLD_SIZE environment; Gloo on 127.0.0.1)")) << results[1].out;
   expect_equal_to_single(out + "/dp", single);
 }
 
@@ -218,11 +198,12 @@ TEST(SlurmEnvironment, TasksPerNodeAndNodeListsAreParsed) {
 TEST(SlurmEnvironment, SrunWithoutTasksPerNodeStillSharesTheNodesCores) {
   // srun -N1 -n2 sets SLURM_TASKS_PER_NODE=2 but no SLURM_NTASKS_PER_NODE.
   const std::vector<std::pair<const char*, const char*>> env = {
-      {"SLURM_NTASKS", "2"}, {"SLURM_PROCID", "1"}, {"SLURM_LOCALID", "1"}, {"SLURM_NODEID", "0"},
+      {"SLURM_STEP_ID", "0"}, {"SLURM_NTASKS", "2"}, {"SLURM_PROCID", "1"}, {"SLURM_LOCALID", "1"}, {"SLURM_NODEID", "0"},
       {"SLURM_TASKS_PER_NODE", "2"}, {"SLURM_JOB_NODELIST", "node[07-08]"}, {"SLURM_JOB_ID", "123456"}};
   for (const auto& [k, v] : env) ::setenv(k, v, 1);
   for (const char* k : {"WORLD_SIZE", "RANK", "MASTER_ADDR", "MASTER_PORT", "SLURM_STEP_TASKS_PER_NODE",
-                        "SLURM_STEP_NODELIST", "SLURM_CPUS_PER_TASK", "TORCHELASTIC_USE_AGENT_STORE"})
+                        "SLURM_STEP_NODELIST", "SLURM_CPUS_PER_TASK", "TORCHELASTIC_USE_AGENT_STORE",
+                        "SLURM_STEP_NUM_TASKS", "SLURM_CPU_BIND_TYPE"})
     ::unsetenv(k);
   trainyard::host::Experiment e;
   const trainyard::host::World w = trainyard::host::detect_world(e);
@@ -237,8 +218,21 @@ TEST(SlurmEnvironment, SrunWithoutTasksPerNodeStillSharesTheNodesCores) {
   ::setenv("SLURM_CPUS_PER_TASK", "3", 1);
   EXPECT_EQ(trainyard::host::threads_for(trainyard::host::detect_world(e), 0), 3);
   EXPECT_EQ(trainyard::host::threads_for(trainyard::host::detect_world(e), 5), 5);  // the experiment's setting wins
-  for (const auto& [k, v] : env) ::unsetenv(k);
+  // Bound by Slurm to CPUs of its own (task/affinity): the whole mask is this task's.
   ::unsetenv("SLURM_CPUS_PER_TASK");
+  ::setenv("SLURM_CPU_BIND_TYPE", "mask_cpu:", 1);
+  EXPECT_EQ(trainyard::host::threads_for(trainyard::host::detect_world(e), 0), CPU_COUNT(&mask));
+  ::unsetenv("SLURM_CPU_BIND_TYPE");
+  // The job's batch script (no srun step) is not a rank of the job's 2 tasks.
+  ::unsetenv("SLURM_STEP_ID");
+  try {
+    trainyard::host::detect_world(e);
+    ADD_FAILURE() << "a batch script of a 2-task job was taken for a rank";
+  } catch (const ConfigError& err) {
+    EXPECT_TRUE(contains(err.what(), "Slurm job 123456 has 2 tasks, but this process was not started by srun")) << err.what();
+    EXPECT_TRUE(contains(err.what(), "`srun trainyard run EXPERIMENT`")) << err.what();
+  }
+  for (const auto& [k, v] : env) ::unsetenv(k);
 }
 
 // torchrun from the PyTorch the build uses, next to its Python.
@@ -255,7 +249,7 @@ TEST(Distributed, TorchrunStaticAndStandaloneModesEqualOneProcess) {
     auto r = run_command(torchrun() + " --nproc-per-node 2 " + mode + " --no-python " + trainyard_binary() + " run " +
                          experiment("dp") + " --output-dir " + out + " --set loop.batch_per_device=32");
     ASSERT_EQ(r.exit_code, 0) << mode << ": " << r.err;
-    EXPECT_TRUE(contains(r.out + r.err, "rank 1 of 2 (launched by torchrun)")) << mode << ": " << r.out;
+    EXPECT_TRUE(contains(r.out + r.err, "rank 1 of 2 (launched by torchrun;")) << mode << ": " << r.out;
     expect_equal_to_single(out + "/dp", single);
   }
 }

@@ -1,5 +1,7 @@
 #include "support/data_parallel.h"
 
+#include <gtest/gtest.h>
+
 #include <unistd.h>
 
 #include <ctime>
@@ -53,6 +55,26 @@ std::vector<double> series(const std::string& metrics, const std::string& key) {
     if (at != std::string::npos) out.push_back(std::stod(line.substr(at + key.size() + 4)));
   }
   return out;
+}
+
+DpReference::DpReference() {
+  const std::string out = temp_dir("single");
+  auto r = trainyard("run " + dp_experiment("dp") + " --output-dir " + out);
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  run_dir = out + "/dp";
+}
+
+void expect_equal_to_single(const std::string& run_dir, const DpReference& single) {
+  const std::string last = std::string("/checkpoints/") + kLastDpCheckpoint;
+  EXPECT_LT(max_checkpoint_difference(run_dir + last, single.run_dir + last), 1e-5);
+  auto a = series(run_dir + "/metrics.jsonl", "train_loss"), b = series(single.run_dir + "/metrics.jsonl", "train_loss");
+  ASSERT_EQ(a.size(), b.size());
+  for (size_t i = 0; i < a.size(); ++i) EXPECT_NEAR(a[i], b[i], 1e-5) << i;
+  // Test meters summed over both ranks' halves of the test set: the exact single-process value.
+  EXPECT_EQ(series(run_dir + "/metrics.jsonl", "test_accuracy_top1"),
+            series(single.run_dir + "/metrics.jsonl", "test_accuracy_top1"));
+  EXPECT_NEAR(series(run_dir + "/metrics.jsonl", "test_loss").back(),
+              series(single.run_dir + "/metrics.jsonl", "test_loss").back(), 1e-5);
 }
 
 }  // namespace trainyard::test

@@ -26,4 +26,13 @@ std::vector<double> series(const std::string& metrics, const std::string& key);
 /// The checkpoint after the 20 steps of dp_experiment.
 inline const char* kLastDpCheckpoint = "ckpt-e0001-i00000020.pt";
 
+/// dp_experiment trained by one process with the global batch of 64.
+struct DpReference {
+  std::string run_dir;
+  DpReference();
+};
+/// A data-parallel run of dp_experiment (2 ranks of 32) ended where the one
+/// process did: weights, the training loss series and the test meters.
+void expect_equal_to_single(const std::string& run_dir, const DpReference& single);
+
 }  // namespace trainyard::test
