@@ -183,7 +183,8 @@ std::string route_source(const std::string& host) {
 }
 
 // Where Gloo listens and what it tells the other ranks to connect to:
-//   1. GLOO_SOCKET_IFNAME=eth0[,eth1]: those interfaces (as torch.distributed);
+//   1. GLOO_SOCKET_IFNAME=eth0[,eth1]: those interfaces (as torch.distributed),
+//      or TRAINYARD_GLOO_ADDRESS=A: that address;
 //   2. all ranks on this machine: loopback;
 //   3. else the address of the route to rank 0's store, which rank 0 also
 //      reaches the others by (the host name may resolve to 127.0.1.1);
@@ -203,6 +204,18 @@ std::vector<std::shared_ptr<::gloo::transport::Device>> gloo_devices(const World
     }
     described = "Gloo on " + list + " (GLOO_SOCKET_IFNAME)";
     return devices;
+  }
+  if (const char* address = std::getenv("TRAINYARD_GLOO_ADDRESS"); address && *address) {
+    // This machine's address to listen on and advertise (one per machine, so
+    // an environment variable rather than an experiment key).
+    try {
+      auto device = c10d::ProcessGroupGloo::createDeviceForHostname(address);
+      described = "Gloo on " + std::string(address) + " (TRAINYARD_GLOO_ADDRESS)";
+      return {device};
+    } catch (const std::exception& e) {
+      throw ConfigError("environment: TRAINYARD_GLOO_ADDRESS='" + std::string(address) + "': Gloo cannot listen there",
+                        "expected an address of this machine", "interfaces here: " + interface_names());
+    }
   }
   const bool loopback_master = world.master_addr == "localhost" || world.master_addr.rfind("127.", 0) == 0 ||
                                world.master_addr == "::1";

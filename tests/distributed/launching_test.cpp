@@ -111,6 +111,19 @@ TEST(Distributed, GlooTakesTheRouteToRankZeroOrTheNamedInterface) {
     EXPECT_TRUE(contains(results[1].out, "Gloo on " + net.interface_there() + " (GLOO_SOCKET_IFNAME)")) << results[1].out;
     expect_equal_to_single(out + "/dp", single);
   }
+  // TRAINYARD_GLOO_ADDRESS names the address itself.
+  {
+    const std::string out = temp_dir("address");
+    const int port = free_port() + 4;
+    const std::string args = " run " + exp + " --output-dir " + out + " --set loop.batch_per_device=32";
+    auto results = run_ranks({rank_env(0, port, master) + trainyard_binary() + args,
+                              net.inside() + "TRAINYARD_GLOO_ADDRESS=" + net.address_there() + " " +
+                                  rank_env(1, port, master) + trainyard_binary() + args});
+    ASSERT_EQ(results[0].exit_code, 0) << results[0].err;
+    ASSERT_EQ(results[1].exit_code, 0) << results[1].err;
+    EXPECT_TRUE(contains(results[1].out, "Gloo on " + net.address_there() + " (TRAINYARD_GLOO_ADDRESS)")) << results[1].out;
+    expect_equal_to_single(out + "/dp", single);
+  }
   // Both ranks on their loopback (what the host name resolves to, and what
   // Gloo took before): each advertises 127.0.0.1, which is not the other's.
   {
