@@ -51,6 +51,12 @@ void write_results(const std::string& out, const LrFinderResult& result, const s
   j["rule"] = result.rule;
   j["problem"] = result.problem;
   j["diverged"] = result.diverged;
+  // The first rate that diverged: the finder tried nothing higher.
+  for (const auto& p : result.points)
+    if (p.diverged) {
+      j["diverged_at_lr"] = json_value(p.lr);
+      break;
+    }
   write_file_atomic((fs::path(out) / "lr_finder.json").string(), json_text(j) + "\n");
 }
 

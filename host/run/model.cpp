@@ -54,6 +54,12 @@ LoadedModel load_model(const Experiment& e, const std::string& checkpoint) {
   torch::manual_seed(m.stage->seed);
   Components c = build_components(*m.stage, m.context);
   check_wiring(c, *m.stage, m.context);
+  const Built<Dataset>& split = c.test_data.object ? c.test_data : c.train_data;
+  m.evaluation_split = split.config->key + " (" + split.config->component->label() + ")";
+  // A plugin built before SDK 1.1 has no such virtual function to call.
+  const LibraryInfo& library = *split.config->component->library;
+  if (library.api_major == TRAINYARD_API_MAJOR && library.api_minor >= 1)
+    m.image_preprocessing = guarded(*split.config, "image_preprocessing", [&] { return split.object->image_preprocessing(); });
   m.trainer = std::make_unique<Trainer>(*m.stage, std::move(c), m.context, RunPaths(""));
   try {
     load_checkpoint(checkpoint, m.trainer->network(), m.trainer->optimizer(), Verify::already_done);
@@ -63,31 +69,27 @@ LoadedModel load_model(const Experiment& e, const std::string& checkpoint) {
   return m;
 }
 
-namespace {
-
-// The input as a dataset of the image_datasets plugin, preprocessed like the
-// test set: its options, when it is an image dataset, without its source.
-std::map<std::string, Value> test_preprocessing(const Experiment& e, const Component& input) {
-  std::map<std::string, Value> values;
-  const std::vector<std::string> image_datasets = {"lmdb", "image_folder", "csv"};
-  const ComponentConfig& test = e.test_data;
-  if (!test.component || std::find(image_datasets.begin(), image_datasets.end(), test.plugin) == image_datasets.end())
-    return values;
-  for (const auto& [k, v] : test.options.values())  // those written in the experiment
-    if (k != "path" && k != "root" && k != "file" && input.schema.find(k) && e.locations.count("dataset.test." + k))
-      values[k] = v;
-  return values;
-}
-
-}  // namespace
-
 int64_t predict(const Experiment& e, const Registry& registry, const PredictRequest& request) {
   const std::string& input = request.input;
   LoadedModel m = load_model(e, request.checkpoint);
   const bool is_lmdb = fs::is_regular_file(input) || fs::exists(fs::path(input) / "data.mdb");
   const std::string plugin = is_lmdb ? "lmdb" : "csv";
   const Component& component = registry.get(Kind::dataset, plugin);
-  std::map<std::string, Value> values = test_preprocessing(e, component);
+  // New images are preprocessed exactly as the evaluation split's samples,
+  // or not at all: a guess (no normalization) gives plausible, wrong classes.
+  if (!m.image_preprocessing)
+    throw ConfigError("predict: " + m.evaluation_split + " does not say how an image file becomes one of its samples",
+                      "expected a test dataset whose plugin implements Dataset::image_preprocessing() (SDK 1.1; "
+                      "the built-in lmdb, image_folder, csv and fashion_mnist do)",
+                      "evaluate with `trainyard eval` on a split of this experiment, or give the test set a dataset "
+                      "plugin that says");
+  std::map<std::string, Value> values;
+  for (const auto& [key, value] : *m.image_preprocessing)
+    if (!component.schema.find(key))
+      throw ConfigError("predict: " + m.evaluation_split + ": image_preprocessing() gives '" + key + "'",
+                        "options of the built-in image datasets", "");
+    else
+      values[key] = value;
   std::vector<std::string> files;
   const std::string list = (fs::temp_directory_path() / ("trainyard-predict-" + std::to_string(::getpid()) + ".csv")).string();
   if (is_lmdb) {

@@ -21,6 +21,10 @@ struct LoadedModel {
   Context context;
   const Experiment* stage = nullptr;
   std::unique_ptr<Trainer> trainer;
+  /// How the evaluation split (test, else train) turns an image file into a
+  /// sample (Dataset::image_preprocessing), and which entry said so.
+  std::optional<std::map<std::string, Value>> image_preprocessing;
+  std::string evaluation_split;  ///< "dataset.test (dataset 'fashion_mnist' from ...)"
 };
 LoadedModel load_model(const Experiment& experiment, const std::string& checkpoint);
 

@@ -125,19 +125,32 @@ LrFinderResult find_learning_rate(Trainer& t, Communicator* comm, const LrFinder
   Updates updates(t, comm);
   if (o.mode == "restart") {
     const int64_t tail = std::max<int64_t>(1, (o.iters_per_run + 3) / 4);
+    double best = std::numeric_limits<double>::infinity();
     for (int64_t r = 0; r < o.num_runs; ++r) {
       const double lr = log_spaced(o.min_lr, o.max_lr, r, o.num_runs);
       initial.restore();
       updates.rewind();
       double sum = 0;
-      for (int64_t i = 0; i < o.iters_per_run; ++i) {
+      bool finite = true;
+      for (int64_t i = 0; i < o.iters_per_run && finite; ++i) {
         const double loss = updates.update(lr);
+        finite = std::isfinite(loss);
         if (i >= o.iters_per_run - tail) sum += loss;
       }
-      const double loss = sum / double(tail);
-      result.points.push_back({lr, loss, loss});
-      if (print) std::cout << "find-lr: run " << r + 1 << "/" << o.num_runs << ": lr " << lr_text(lr) << " loss "
-                           << json_number(loss) << "\n" << std::flush;
+      const double loss = finite ? sum / double(tail) : std::numeric_limits<double>::quiet_NaN();
+      const bool diverged = !finite || loss > o.diverge_factor * best;
+      if (finite) best = std::min(best, loss);
+      result.points.push_back({lr, loss, loss, diverged});
+      if (print)
+        std::cout << "find-lr: run " << r + 1 << "/" << o.num_runs << ": lr " << lr_text(lr) << " loss "
+                  << (finite ? readable_number(loss) : "not finite") << (diverged ? " (diverged)" : "") << "\n"
+                  << std::flush;
+      if (diverged) {
+        result.diverged = true;
+        if (print && r + 1 < o.num_runs)
+          std::cout << "find-lr: stopped at lr " << lr_text(lr) << ": the loss diverged; higher rates not tried\n";
+        break;
+      }
     }
   } else {
     double average = 0, best = std::numeric_limits<double>::infinity();
@@ -146,12 +159,13 @@ LrFinderResult find_learning_rate(Trainer& t, Communicator* comm, const LrFinder
       const double loss = updates.update(lr);
       average = o.smoothing * average + (1 - o.smoothing) * loss;
       const double smoothed = average / (1 - std::pow(o.smoothing, double(i + 1)));  // bias-corrected
-      result.points.push_back({lr, loss, smoothed});
+      const bool diverged = !std::isfinite(loss) || (i >= 10 && smoothed > o.diverge_factor * best);
+      result.points.push_back({lr, loss, smoothed, diverged});
       if (print && (i % 10 == 0 || i + 1 == o.iters))
         std::cout << "find-lr: update " << i + 1 << "/" << o.iters << ": lr " << lr_text(lr) << " loss "
-                  << json_number(loss) << " smoothed " << json_number(smoothed) << "\n" << std::flush;
+                  << readable_number(loss) << " smoothed " << readable_number(smoothed) << "\n" << std::flush;
       if (std::isfinite(smoothed)) best = std::min(best, smoothed);
-      if (!std::isfinite(loss) || (i >= 10 && smoothed > o.diverge_factor * best)) {
+      if (diverged) {
         result.diverged = true;
         if (print) std::cout << "find-lr: stopped at lr " << lr_text(lr) << ": the loss diverged\n";
         break;
@@ -205,8 +219,11 @@ void suggest_learning_rate(LrFinderResult& r, const std::string& mode) {
 }
 
 std::string lr_finder_csv(const LrFinderResult& r) {
-  std::string csv = "lr,loss,smoothed_loss\n";
-  for (const auto& p : r.points) csv += json_number(p.lr) + "," + json_number(p.loss) + "," + json_number(p.smoothed) + "\n";
+  // A non-finite loss is an empty cell (what CSV readers take for missing).
+  auto cell = [](double v) { return std::isfinite(v) ? json_number(v) : std::string(); };
+  std::string csv = "lr,loss,smoothed_loss,diverged\n";
+  for (const auto& p : r.points)
+    csv += json_number(p.lr) + "," + cell(p.loss) + "," + cell(p.smoothed) + "," + (p.diverged ? "1" : "0") + "\n";
   return csv;
 }
 

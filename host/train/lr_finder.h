@@ -4,6 +4,9 @@
 //   restart  num_runs learning rates, log-spaced in [min_lr, max_lr]; each run
 //            starts from the same initial state and data and trains
 //            iters_per_run updates; its loss is the mean of its last quarter.
+//            A rate whose loss turns non-finite or exceeds diverge_factor
+//            times the best so far diverged: it is marked, and no higher
+//            rate is tried (as fastai and Lightning stop).
 //   sweep    one run whose rate grows exponentially every update; the loss is
 //            smoothed (exponential moving average); stops when it diverges.
 // The network, the optimizer state, the learning rates and the RNG are put
@@ -27,13 +30,14 @@ struct LrFinderOptions {
   int64_t iters_per_run = 20;   ///< restart: optimizer updates per run
   int64_t iters = 100;          ///< sweep: optimizer updates in all
   double smoothing = 0.98;      ///< sweep: moving-average weight of the past
-  double diverge_factor = 4.0;  ///< sweep: stop once the smoothed loss exceeds this times its minimum
+  double diverge_factor = 4.0;  ///< stop once the (smoothed) loss exceeds this times its minimum
 };
 
 struct LrFinderPoint {
   double lr = 0;
   double loss = 0;      ///< restart: mean over the run's last quarter; sweep: the update's loss
   double smoothed = 0;  ///< sweep: the moving average (restart: = loss)
+  bool diverged = false;  ///< the loss turned non-finite or exceeded diverge_factor x the best
 };
 
 struct LrFinderResult {
@@ -41,7 +45,7 @@ struct LrFinderResult {
   std::optional<double> suggestion;  ///< empty when the curve is unusable
   std::string rule;                  ///< how the suggestion was chosen
   std::string problem;               ///< why there is no suggestion, or what to be careful about
-  bool diverged = false;             ///< sweep ended early
+  bool diverged = false;             ///< a rate diverged: the finder stopped there
 };
 
 /// Runs the finder on the trainer's network, optimizer and training data.

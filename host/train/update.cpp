@@ -54,7 +54,7 @@ void Updater::backward(const at::Tensor& loss, const Batch& batch, const at::Ten
       loss_finite_ = false;
       last_output_ = output.detach();
       MeterValues unused;
-      if (debug_) handle_nonfinite(clock, stages, unused);  // stops here, before backward
+      if (debug_ && !fixed_lr_) handle_nonfinite(clock, stages, unused);  // stops here, before backward
     }
   }
   // Accumulating k batches: each contributes 1/k, so the update is that of one k-times larger batch.
@@ -138,6 +138,12 @@ void Updater::finish(const UpdateClock& clock, Stages& stages, MeterValues& valu
   // averaged gradients make every rank see the same, so they decide alike
   // (a rank's own non-finite loss counts only in a single-process run).
   const bool bad = !std::isfinite(grad_norm_) || (!reducer_ && !loss_finite_);
+  if (bad && fixed_lr_) {
+    // find-lr holds the rate: a diverging rate is its result, not a failure
+    // (no checkpoint, no stop); the finder sees the non-finite loss.
+    drop_update(grads);
+    return;
+  }
   if (bad && (debug_ || loop.nonfinite != "ignore") && handle_nonfinite(clock, stages, values)) {
     drop_update(grads);
     return;

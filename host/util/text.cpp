@@ -1,6 +1,7 @@
 #include "util/text.h"
 
 #include <algorithm>
+#include <cstdio>
 
 namespace trainyard::host {
 
@@ -50,6 +51,16 @@ std::vector<std::string> split(const std::string& text, char sep) {
     if (end == std::string::npos) return parts;
     start = end + 1;
   }
+}
+
+std::string readable_number(double value, int significant) {
+  char buf[40];
+  std::snprintf(buf, sizeof buf, "%.*g", significant, value);
+  return buf;
+}
+
+std::string count_of(int64_t count, const std::string& singular, const std::string& plural) {
+  return std::to_string(count) + " " + (count == 1 ? singular : plural.empty() ? singular + "s" : plural);
 }
 
 }  // namespace trainyard::host

@@ -1,5 +1,6 @@
 #pragma once
 // Small text helpers shared by the CLI, the config checker and the registry.
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -14,5 +15,10 @@ std::string did_you_mean(const std::string& word, const std::vector<std::string>
 /// "a, b, c" (or "(none)").
 std::string join(const std::vector<std::string>& items, const std::string& sep = ", ");
 std::vector<std::string> split(const std::string& text, char sep);
+/// A number for people: `significant` digits, no trailing zeros
+/// (0.8591, 2.302, 1.2e-05); "nan", "inf" as such. Files keep json_number.
+std::string readable_number(double value, int significant = 4);
+/// "1 thread", "2 threads": the count and the noun, singular for 1.
+std::string count_of(int64_t count, const std::string& singular, const std::string& plural = "");
 
 }  // namespace trainyard::host

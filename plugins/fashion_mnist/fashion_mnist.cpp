@@ -43,7 +43,11 @@ class FashionMnist : public trainyard::Dataset {
     const int64_t h = images.dims[1], w = images.dims[2];
     auto bytes = at::from_blob(images.data.data(), {images.dims[0], 1, h, w}, at::kByte).narrow(0, 0, n);
     images_ = bytes.to(at::kFloat).div_(255.0);
-    if (o.get<bool>("normalize")) images_.sub_(o.get<double>("mean")).div_(o.get<double>("std"));
+    if (o.get<bool>("normalize")) {
+      images_.sub_(o.get<double>("mean")).div_(o.get<double>("std"));
+      mean_ = {o.get<double>("mean")};
+      std_ = {o.get<double>("std")};
+    }
     labels_ = at::from_blob(labels.data.data(), {labels.dims[0]}, at::kByte).narrow(0, 0, n).to(at::kLong);
     int64_t max_label = labels_.max().item<int64_t>();
     if (max_label >= 10)
@@ -60,10 +64,19 @@ class FashionMnist : public trainyard::Dataset {
     return {images_.index_select(0, idx), labels_.index_select(0, idx), indices};
   }
   trainyard::DatasetInfo info() const override { return {size(), 10, shape_, kClassNames}; }
+  // An image file becomes a sample as the idx pixels do: one gray channel,
+  // the idx size, [0, 1], then this dataset's mean and std.
+  std::optional<std::map<std::string, trainyard::Value>> image_preprocessing() const override {
+    return std::map<std::string, trainyard::Value>{{"color", std::string("gray")},
+                                                   {"load_size", std::vector<int64_t>{shape_[1], shape_[2]}},
+                                                   {"mean", mean_},
+                                                   {"std", std_}};
+  }
 
  private:
   at::Tensor images_, labels_;
   std::vector<int64_t> shape_;
+  std::vector<double> mean_, std_;  ///< empty without normalize
 };
 
 }  // namespace

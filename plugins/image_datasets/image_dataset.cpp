@@ -25,6 +25,17 @@ trainyard::Example ImageDataset::get_seeded(int64_t index, uint64_t seed) const 
 
 trainyard::DatasetInfo ImageDataset::info() const { return info_; }
 
+std::optional<std::map<std::string, trainyard::Value>> ImageDataset::image_preprocessing() const {
+  const TransformOptions& t = transforms_;
+  return std::map<std::string, trainyard::Value>{
+      {"color", t.color},
+      {"load_size", t.load_size},
+      {"crop", t.crop == "none" || t.crop_size.empty() ? std::string("none") : std::string("center")},
+      {"crop_size", t.crop_size},
+      {"mean", t.mean},
+      {"std", t.std}};
+}
+
 void ImageDataset::describe(int64_t num_classes, std::vector<std::string> class_names) {
   info_.size = size();
   info_.num_classes = num_classes;

@@ -29,6 +29,8 @@ class ImageDataset : public trainyard::Dataset {
   trainyard::Example get(int64_t index) const override { return get_seeded(index, 0); }
   trainyard::Example get_seeded(int64_t index, uint64_t seed) const override;
   trainyard::DatasetInfo info() const override;
+  /// The deterministic part of the transforms (random crops become center crops).
+  std::optional<std::map<std::string, trainyard::Value>> image_preprocessing() const override;
 
  protected:
   /// Reads and decodes sample `index`. Throws trainyard::BadRecord naming the record.

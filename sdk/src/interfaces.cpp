@@ -61,6 +61,8 @@ void Context::log(const std::string& message) const {
 
 Example Dataset::get_seeded(int64_t index, uint64_t /*seed*/) const { return get(index); }
 
+std::optional<std::map<std::string, Value>> Dataset::image_preprocessing() const { return std::nullopt; }
+
 namespace {
 std::string shape_text(at::IntArrayRef shape) {
   std::string s = "[";

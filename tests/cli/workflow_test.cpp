@@ -254,6 +254,44 @@ TEST(Predict, WritesOneRowPerInputWithTopKClassesFromAnLmdbOrAFolder) {
   EXPECT_TRUE(test::contains(frows[1], root + "/a/0.png,,a,")) << frows[1];  // sorted paths; label unknown
 }
 
+// The demo experiment's test set is Fashion-MNIST's idx files, normalized
+// in memory: predict on the same images as an LMDB must preprocess them the
+// same way, and so give eval's accuracy.
+TEST(Predict, OnTheTestImagesItGivesEvalsAccuracy) {
+  const std::string dir = test::temp_dir("fmnist"), data = "/usr/share/datasets/fashion-mnist";
+  ASSERT_EQ(test::trainyard("convert --from idx --images " + data + "/t10k-images-idx3-ubyte.gz --labels " + data +
+                            "/t10k-labels-idx1-ubyte.gz --output " + dir + "/test.lmdb --limit 2000").exit_code, 0);
+  const std::string exp = test::source_dir() + "/experiments/fashion_mnist_mlp.yaml";
+  const std::string small = " --set dataset.train.limit=4000 --set dataset.test.limit=2000 --set loop.epochs=1"
+                            " --output-dir " + dir + "/runs";
+  ASSERT_EQ(test::trainyard("run " + exp + small).exit_code, 0);
+  ASSERT_EQ(test::trainyard("eval " + exp + small + " --output " + dir + "/eval.json").exit_code, 0);
+  const double eval_top1 = json_file(dir + "/eval.json")["values"]["test_accuracy_top1"].as<double>();
+  auto r = test::trainyard("predict " + exp + small + " --input " + dir + "/test.lmdb --output " + dir + "/p.csv");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto rows = test::read_lines(dir + "/p.csv");
+  ASSERT_EQ(rows.size(), 2001u);
+  int right = 0;
+  for (size_t i = 1; i < rows.size(); ++i) {
+    const auto cells = split(rows[i], ',');
+    right += cells.at(2) == cells.at(3);  // label, class_1
+  }
+  EXPECT_GT(eval_top1, 0.5);
+  EXPECT_DOUBLE_EQ(right / 2000.0, eval_top1);
+
+  // A test set that cannot say how an image becomes a sample: refused, not guessed.
+  const std::string synthetic = test::temp_dir("synthetic") + "/s.yaml";
+  test::write_file(synthetic, test::synthetic_experiment("s"));
+  ASSERT_EQ(test::trainyard("run " + synthetic + " --output-dir " + dir + "/runs").exit_code, 0);
+  r = test::trainyard("predict " + synthetic + " --output-dir " + dir + "/runs --input " + dir + "/test.lmdb --output " +
+                      dir + "/s.csv");
+  EXPECT_EQ(r.exit_code, 2);
+  ASSERT_EQ(test::nonempty_lines(r.err).size(), 1u) << r.err;
+  EXPECT_TRUE(test::contains(r.err, "error: predict: dataset.test (dataset 'synthetic' (libsynthetic.so)) does "
+                                    "not say how an image file becomes one of its samples")) << r.err;
+  EXPECT_FALSE(fs::exists(dir + "/s.csv"));
+}
+
 }  // namespace
 }  // namespace trainyard::host
 

@@ -45,12 +45,17 @@ TEST(LrFinder, RestartModeSuggestsASensibleRateAndPutsEverythingBack) {
   o.iters_per_run = 12;
   LrFinderResult r = find_learning_rate(*s.trainer, nullptr, o, false);
   const at::Tensor draw_after = at::rand({4});
-  ASSERT_EQ(r.points.size(), 11u);
+  ASSERT_GE(r.points.size(), 5u);
+  ASSERT_LE(r.points.size(), 11u);
   ASSERT_TRUE(r.suggestion.has_value()) << r.problem;
   // SGD with momentum 0.9 on this problem trains well at 0.05 (the experiment's rate) and diverges above 1.
   EXPECT_GE(*r.suggestion, 1e-2);
   EXPECT_LE(*r.suggestion, 1.0);
-  EXPECT_GT(r.points.back().loss, r.points[0].loss) << "10 should diverge";
+  // Rates above 1 diverge: the first that did is the last tried.
+  EXPECT_TRUE(r.diverged);
+  EXPECT_TRUE(r.points.back().diverged);
+  EXPECT_GE(r.points.back().lr, 1.0);
+  for (size_t i = 0; i + 1 < r.points.size(); ++i) EXPECT_FALSE(r.points[i].diverged) << i;
   // Untouched: weights, optimizer state and rates, random generator.
   auto after = s.trainer->network().parameters();
   for (size_t i = 0; i < before.size(); ++i) EXPECT_TRUE(after[i].equal(before[i])) << i;
@@ -103,7 +108,7 @@ TEST(LrFinder, CommandWritesCsvSvgAndJsonAndNoRunDirectory) {
   const std::string out = dir + "/runs/lrf-lr-finder";
   auto csv = test::read_lines(out + "/lr_finder.csv");
   ASSERT_EQ(csv.size(), 7u);
-  EXPECT_EQ(csv[0], "lr,loss,smoothed_loss");
+  EXPECT_EQ(csv[0], "lr,loss,smoothed_loss,diverged");
   EXPECT_TRUE(test::contains(csv[1], "0.0001,"));
   const std::string svg = test::read_file(out + "/lr_finder.svg");
   EXPECT_TRUE(test::contains(svg, "<svg xmlns=\"http://www.w3.org/2000/svg\""));
@@ -123,6 +128,31 @@ TEST(LrFinder, CommandWritesCsvSvgAndJsonAndNoRunDirectory) {
   auto bad = test::trainyard("find-lr " + dir + "/lrf.yaml --min-lr 1 --max-lr 0.1");
   EXPECT_EQ(bad.exit_code, 2);
   EXPECT_TRUE(test::contains(bad.err, "expected 0 < min-lr < max-lr")) << bad.err;
+}
+
+// The README's command: on the demo's MLP the rate 1 diverges. That is a
+// result: marked, nothing higher tried, outputs written, no checkpoint.
+TEST(LrFinder, ADivergingRateIsAResultNotAnError) {
+  const std::string dir = test::temp_dir("diverging");
+  auto r = test::run_command("cd " + dir + " && " + test::trainyard_binary() + " find-lr " + test::source_dir() +
+                             "/experiments/fashion_mnist_mlp.yaml --plugin-dir " + test::builtin_plugin_dir());
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  EXPECT_TRUE(test::contains(r.out, "(diverged)")) << r.out;
+  EXPECT_TRUE(test::contains(r.out, "find-lr: suggested learning rate ")) << r.out;
+  const std::string out = dir + "/runs/fashion_mnist_mlp-lr-finder";
+  const auto csv = test::read_lines(out + "/lr_finder.csv");
+  ASSERT_GE(csv.size(), 3u);
+  EXPECT_EQ(csv[0], "lr,loss,smoothed_loss,diverged");
+  EXPECT_TRUE(test::contains(csv.back(), ",1")) << csv.back();  // the last rate tried diverged
+  for (size_t i = 1; i + 1 < csv.size(); ++i) EXPECT_TRUE(test::contains(csv[i], ",0")) << csv[i];
+  const std::string json = test::read_file(out + "/lr_finder.json");
+  EXPECT_TRUE(test::contains(json, "\"diverged\": true")) << json;
+  EXPECT_TRUE(test::contains(json, "\"diverged_at_lr\": ")) << json;
+  EXPECT_TRUE(std::filesystem::exists(out + "/lr_finder.svg"));
+  // Only the three result files: no checkpoints, no run directory.
+  size_t files = 0;
+  for (const auto& entry : std::filesystem::recursive_directory_iterator(dir)) files += entry.is_regular_file();
+  EXPECT_EQ(files, 3u);
 }
 
 }  // namespace

@@ -32,10 +32,14 @@
 ///   }
 
 #include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
 #include <vector>
 
 #include "trainyard/batch.h"
 #include "trainyard/context.h"
+#include "trainyard/options.h"
 
 namespace trainyard {
 
@@ -54,6 +58,14 @@ class Dataset {
   /// gather. A BadRecord thrown here makes the host retry sample by sample.
   virtual Batch get_batch(const std::vector<int64_t>& indices, const std::vector<uint64_t>& seeds) const;
   virtual DatasetInfo info() const = 0;
+  /// How an image file becomes one of this dataset's samples, as options of
+  /// the built-in image datasets (`color`, `load_size`, `crop`, `crop_size`,
+  /// `mean`, `std`; docs/experiment-yaml.md): `trainyard predict` decodes new
+  /// images and preprocesses them with these, exactly as this dataset's test
+  /// samples were. std::nullopt (the default): this dataset cannot say, and
+  /// predict refuses rather than guess. Since SDK 1.1: a host calls it only
+  /// on plugins built with SDK 1.1 or later.
+  virtual std::optional<std::map<std::string, Value>> image_preprocessing() const;
 };
 
 }  // namespace trainyard
