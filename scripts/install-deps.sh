@@ -27,6 +27,8 @@ packages=(
   libgtest-dev protobuf-compiler python3-protobuf chromium
   # tests: a real single-node Slurm cluster (tests/slurm/cluster.sh)
   slurmctld slurmd slurm-client munge
+  # tests: the console's live line in a real terminal of a given width
+  tmux
   # real data for the demo and the end-to-end tests
   dataset-fashion-mnist
 )

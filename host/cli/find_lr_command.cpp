@@ -71,8 +71,10 @@ int find_lr_command(int argc, char** argv) {
   own.add_options()("mode", po::value<std::string>()->default_value(defaults.mode),
                     "restart: num-runs rates, each from the same initial state; sweep: one run, rate rising "
                     "exponentially")(
-      "min-lr", ranged("min-lr", 1e-12, 1e6)->default_value(defaults.min_lr), "smallest learning rate")(
-      "max-lr", ranged("max-lr", 1e-12, 1e6)->default_value(defaults.max_lr), "largest learning rate")(
+      "min-lr", ranged("min-lr", 1e-12, 1e6)->default_value(defaults.min_lr, readable_number(defaults.min_lr)),
+      "smallest learning rate")(
+      "max-lr", ranged("max-lr", 1e-12, 1e6)->default_value(defaults.max_lr, readable_number(defaults.max_lr)),
+      "largest learning rate")(
       "num-runs", ranged<int64_t>("num-runs", 3, 1000)->default_value(defaults.num_runs), "restart: rates tried, log-spaced")(
       "iters-per-run", ranged<int64_t>("iters-per-run", 1, 1000000)->default_value(defaults.iters_per_run), "restart: optimizer updates per rate")(
       "iters", ranged<int64_t>("iters", 5, 10000000)->default_value(defaults.iters), "sweep: optimizer updates in all")(

@@ -1,4 +1,5 @@
 // trainyard validate, plugins and describe: looking without training.
+#include <filesystem>
 #include <iostream>
 
 #include <torch/utils.h>
@@ -12,6 +13,8 @@
 #include "trainyard/error.h"
 #include "trainyard/version.h"
 #include "util/text.h"
+
+namespace fs = std::filesystem;
 
 namespace trainyard::host {
 namespace {
@@ -96,7 +99,8 @@ int plugins_command(int argc, char** argv) {
   load_plugin_folders(folders, registry, &refused);
   std::cout << "host: trainyard " << TRAINYARD_VERSION << ", SDK API " << sdk_api_version() << ", fingerprint "
             << TRAINYARD_FINGERPRINT << "\n";
-  for (const auto& f : folders) std::cout << "folder: " << f.path << " (" << f.origin << ")\n";
+  for (const auto& f : folders)
+    std::cout << "folder: " << f.path << " (" << f.origin << (fs::is_directory(f.path) ? "" : ", absent") << ")\n";
   for (const auto& lib : registry.libraries()) {
     std::cout << "\n" << lib->path << "\n  " << lib->name << " " << lib->version << " (API " << lib->api_major << "."
               << lib->api_minor << "), fingerprint ok";
@@ -133,13 +137,16 @@ int describe_command(int argc, char** argv) {
     return 0;
   }
   Registry registry;
-  load_plugin_folders(plugin_search_path({}, many<std::string>(vm, "plugin-dir")), registry);
+  const auto folders = plugin_search_path({}, many<std::string>(vm, "plugin-dir"));
+  load_plugin_folders(folders, registry);
   auto found = registry.find_any(name);
   if (found.empty()) {
     for (Kind kind : kAllKinds)
       for (const auto& n : registry.names(kind)) known.push_back(n);
+    const std::string maybe = did_you_mean(name, known);
     throw ConfigError("describe: '" + name + "' is neither a registered component nor a host section",
-                      "expected one of " + join(known), did_you_mean(name, known));
+                      "expected one of " + join(known),
+                      (maybe.empty() ? "" : maybe + "; ") + searched_folders_text(folders));
   }
   for (const auto* c : found) {
     std::cout << c->name << " (" << kind_name(c->kind) << ") from " << c->library->path << " "

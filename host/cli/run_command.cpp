@@ -10,6 +10,7 @@
 #include "run/inspect.h"
 #include "util/files.h"
 #include "util/json.h"
+#include "util/text.h"
 #include "util/process.h"
 
 namespace trainyard::host {
@@ -58,8 +59,8 @@ int run_command(int argc, char** argv) {
   const RunOutcome outcome = runner.run();
 
   std::string final_values;
-  for (const auto& [k, v] : outcome.values) final_values += " " + k + "=" + json_number(v);
-  std::cout << "trainyard: done: " << outcome.epochs_done << "/" << outcome.total_epochs << " epochs"
+  for (const auto& [k, v] : outcome.values) final_values += " " + k + "=" + readable_number(v);
+  std::cout << "trainyard: done: " << outcome.epochs_done << "/" << count_of(outcome.total_epochs, "epoch")
             << (final_values.empty() ? "" : ":") << final_values << "; summary in "
             << RunPaths(outcome.run_dir).summary << "\n";
   if (!outcome.report.empty()) std::cout << "trainyard: report in " << outcome.report << "\n";

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstdlib>
 #include <filesystem>
+#include <iostream>
 
 #include <boost/dll/runtime_symbol_info.hpp>
 #include <boost/dll/shared_library.hpp>
@@ -100,12 +101,30 @@ std::string builtin_plugin_dir() {
   return (exe_dir.parent_path() / TRAINYARD_INSTALLED_PLUGIN_DIR).string();
 }
 
+std::string user_plugin_dir() {
+  const char* data = std::getenv("XDG_DATA_HOME");
+  if (data && *data == '/') return (fs::path(data) / "trainyard" / "plugins").string();
+  const char* home = std::getenv("HOME");
+  if (!home || !*home) return "";
+  return (fs::path(home) / ".local" / "share" / "trainyard" / "plugins").string();
+}
+
+std::string searched_folders_text(const std::vector<PluginFolder>& folders) {
+  std::vector<std::string> listed;
+  for (const auto& f : folders)
+    listed.push_back(f.path + " (" + f.origin + (fs::is_directory(f.path) ? "" : ", absent") + ")");
+  return "searched " + join(listed) + "; add a folder with --plugin-dir DIR, plugin_dirs: [DIR] in the experiment or "
+         "TRAINYARD_PLUGIN_PATH, or copy the library into " + (user_plugin_dir().empty() ? "a plugin folder" : user_plugin_dir());
+}
+
 std::vector<PluginFolder> plugin_search_path(const std::vector<std::string>& experiment_dirs,
                                              const std::vector<std::string>& cli_dirs) {
   std::vector<PluginFolder> folders{{builtin_plugin_dir(), "built-in"}};
+  if (const std::string user = user_plugin_dir(); !user.empty())
+    folders.push_back({user, "user folder", PluginFolder::IfMissing::skip});
   if (const char* env = std::getenv("TRAINYARD_PLUGIN_PATH"))
     for (const auto& dir : split(env, ':'))
-      if (!dir.empty()) folders.push_back({dir, "TRAINYARD_PLUGIN_PATH"});
+      if (!dir.empty()) folders.push_back({dir, "TRAINYARD_PLUGIN_PATH", PluginFolder::IfMissing::warn});
   for (const auto& dir : experiment_dirs) folders.push_back({dir, "plugin_dirs"});
   for (const auto& dir : cli_dirs) folders.push_back({dir, "--plugin-dir"});
   // A folder named twice is loaded once.
@@ -124,6 +143,12 @@ std::vector<PluginFolder> plugin_search_path(const std::vector<std::string>& exp
 void load_plugin_folders(const std::vector<PluginFolder>& folders, Registry& registry,
                          std::vector<std::string>* refused) {
   for (const auto& folder : folders) {
+    if (!fs::is_directory(folder.path) && folder.if_missing == PluginFolder::IfMissing::skip) continue;
+    if (!fs::is_directory(folder.path) && folder.if_missing == PluginFolder::IfMissing::warn) {
+      std::cerr << "warning: " << folder.path << ": plugin folder does not exist (named by " << folder.origin
+                << "); skipped\n";
+      continue;
+    }
     if (!fs::is_directory(folder.path)) {
       ConfigError error(folder.path + ": plugin folder does not exist (named by " + folder.origin + ")",
                         "expected a folder holding plugin libraries (*.so)",

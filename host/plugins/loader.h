@@ -9,8 +9,20 @@ namespace trainyard::host {
 
 struct PluginFolder {
   std::string path;
-  std::string origin;  ///< where it was named: "built-in", "TRAINYARD_PLUGIN_PATH", "plugin_dirs", "--plugin-dir"
+  std::string origin;  ///< where it was named: "built-in", "user folder", "TRAINYARD_PLUGIN_PATH", "plugin_dirs", "--plugin-dir"
+  /// What a missing folder is: nothing (the user folder, a default), a
+  /// warning naming it (TRAINYARD_PLUGIN_PATH, as GST_PLUGIN_PATH), or an
+  /// error (what a command line or experiment names).
+  enum class IfMissing { skip, warn, error } if_missing = IfMissing::error;
 };
+
+/// The user's plugin folder: $XDG_DATA_HOME/trainyard/plugins, by default
+/// ~/.local/share/trainyard/plugins ("" without HOME).
+std::string user_plugin_dir();
+/// "searched: DIR (built-in), DIR (user folder, absent), ...; add a folder with
+/// --plugin-dir, plugin_dirs: in the experiment, TRAINYARD_PLUGIN_PATH, or
+/// by copying the library into the user folder": for "not found" messages.
+std::string searched_folders_text(const std::vector<PluginFolder>& folders);
 
 /// The built-in plugin folder: build/plugins next to build/bin, or
 /// lib/trainyard/plugins in an installed tree.

@@ -322,7 +322,7 @@ RunOutcome Runner::run() {
   outcome.run_dir = run_dir_;
   for (size_t k = 0; k < stage_count(); ++k) outcome.total_epochs += stage_experiment(k).loop.epochs;
   std::cout << "trainyard: " << e_.name << ": network " << e_.network.plugin << " (" << params << " parameters, "
-            << trainable << " trainable), " << at::get_num_threads() << " threads, run directory " << run_dir_ << "\n";
+            << trainable << " trainable), " << count_of(at::get_num_threads(), "thread") << ", run directory " << run_dir_ << "\n";
   if (!resumed_from_.empty()) {
     auto at = trainer->position_state();
     std::cout << "trainyard: resuming from " << resumed_from_ << " (epoch " << at.epoch << " done, iteration "
@@ -330,7 +330,8 @@ RunOutcome Runner::run() {
               << (stage_count() > 1 ? ", stage " + std::to_string(stage_ + 1) + " '" + trainer->stage().name + "'" : "")
               << ")\n";
     if (at.epoch >= outcome.total_epochs && at.position == 0)
-      std::cout << "trainyard: all " << outcome.total_epochs << " epochs are already done; raise loop.epochs to train more\n";
+      std::cout << "trainyard: " << (outcome.total_epochs == 1 ? "the only epoch is" : "all " + count_of(outcome.total_epochs, "epoch") + " are")
+                << " already done; raise loop.epochs to train more\n";
   }
   install_stop_signals(e_.loop.stop_signals);
   // Registered again now, so that the exit() report runs before the static

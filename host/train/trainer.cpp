@@ -429,12 +429,17 @@ MeterValues Trainer::test_pass() {
       return batch_stream(*c_.test_data.object, std::move(order), 0, 0,
                           make_loader_options(e_, *c_.test_data.config, batch_size, context_), test_stats_);
     });
-    while (true) {
+    const int64_t total = (static_cast<int64_t>(count - context_.rank + context_.world_size - 1) / context_.world_size +
+                           batch_size - 1) / batch_size;
+    for (int64_t done = 1;; ++done) {
       std::optional<Batch> batch = guarded(*c_.test_data.config, "get_batch", batches);
       if (!batch) break;
       at::Tensor output = forward(*batch);
       at::Tensor loss = guarded(*c_.loss.config, "compute", [&] { return c_.loss.object->compute(output, *batch); });
       for (auto& m : c_.test_meters) guarded(*m.config, "update", [&] { m.object->update({*batch, output, loss}); });
+      for (auto& cb : c_.callbacks)  // an SDK 1.0 callback has no such function
+        if (cb.config->component->library->api_minor >= 1)
+          guarded(*cb.config, "after_test_batch", [&] { cb.object->after_test_batch(*this, done, total); });
     }
   }
   net.train();

@@ -1,15 +1,21 @@
 // Progress on the console. On a terminal: a live line redrawn in place while
-// training (epoch, a bar, iterations, loss, samples/s, ETA, the last test
-// values) and a "testing" line during test passes. Elsewhere (a file, a pipe,
-// a CI log): the same information as a plain line every `plain_every_secs`.
-// Either way one line per test pass and one per epoch.
+// training (epoch, a bar, iterations, loss, samples/s, the epoch's and the
+// run's ETA, the last test values) and while testing (batches, ETA), fitted
+// to the terminal's width, read at every redraw, so a resized terminal gets
+// lines that fit from the next redraw on. Elsewhere (a file, a pipe, a CI
+// log): the same information as a plain line every `plain_every_secs`.
+// Either way one line per test pass and one per epoch. Only rank 0 prints.
 #include "console.h"
 
+#include <sys/ioctl.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <string>
+#include <vector>
 
 namespace console {
 namespace {
@@ -20,7 +26,7 @@ std::string values_text(const trainyard::MeterValues& values) {
   std::string out;
   char buf[96];
   for (const auto& [k, v] : values) {
-    std::snprintf(buf, sizeof buf, " %s=%.4f", k.c_str(), v);
+    std::snprintf(buf, sizeof buf, " %s=%.4g", k.c_str(), v);
     out += buf;
   }
   return out;
@@ -29,22 +35,72 @@ std::string values_text(const trainyard::MeterValues& values) {
 std::string duration_text(double seconds) {
   char buf[32];
   long s = static_cast<long>(seconds + 0.5);
-  std::snprintf(buf, sizeof buf, "%ld:%02ld:%02ld", s / 3600, (s / 60) % 60, s % 60);
+  if (s >= 3600) std::snprintf(buf, sizeof buf, "%ld:%02ld:%02ld", s / 3600, (s / 60) % 60, s % 60);
+  else std::snprintf(buf, sizeof buf, "%ld:%02ld", s / 60, s % 60);
   return buf;
 }
 
-std::string bar(double fraction, int width) {
-  const int full = static_cast<int>(fraction * width + 0.5);
-  std::string b = "[";
-  for (int i = 0; i < width; ++i) b += i < full ? '#' : '.';
-  return b + "]";
+std::string format(const char* pattern, double a, double b = 0) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, pattern, a, b);
+  return buf;
 }
+
+}  // namespace
+
+int terminal_width() {
+  winsize size{};
+  if (::ioctl(STDOUT_FILENO, TIOCGWINSZ, &size) == 0 && size.ws_col > 0) return size.ws_col;
+  if (const char* columns = std::getenv("COLUMNS"); columns && std::atoi(columns) > 0) return std::atoi(columns);
+  return 80;
+}
+
+std::string fit_line(const std::vector<Part>& parts, int width) {
+  // Keep the most important parts that fit in width - 1 columns (a full
+  // last column makes some terminals wrap), shown in their given order; the
+  // bar takes what is left, between 10 and 30 columns.
+  const int room = std::max(1, width - 1);
+  std::vector<bool> kept(parts.size(), false);
+  int used = 0;
+  int bar = -1;
+  for (int priority = 0; priority < 100; ++priority)
+    for (size_t i = 0; i < parts.size(); ++i) {
+      if (parts[i].priority != priority) continue;
+      if (parts[i].bar_fraction >= 0) {
+        bar = static_cast<int>(i);
+        continue;
+      }
+      const int cost = static_cast<int>(parts[i].text.size()) + (used > 0 ? 1 : 0);
+      if (used + cost <= room) kept[i] = true, used += cost;
+    }
+  int bar_width = 0;
+  if (bar >= 0 && room - used - 1 >= 12) {
+    bar_width = std::min(32, room - used - 1);
+    kept[static_cast<size_t>(bar)] = true;
+  }
+  std::string line;
+  for (size_t i = 0; i < parts.size(); ++i) {
+    if (!kept[i]) continue;
+    if (!line.empty()) line += ' ';
+    if (static_cast<int>(i) == bar) {
+      const int inner = bar_width - 2, full = static_cast<int>(parts[i].bar_fraction * inner + 0.5);
+      line += "[" + std::string(static_cast<size_t>(full), '#') + std::string(static_cast<size_t>(inner - full), '.') + "]";
+    } else {
+      line += parts[i].text;
+    }
+  }
+  if (static_cast<int>(line.size()) > room) line.resize(static_cast<size_t>(room));
+  return line;
+}
+
+namespace {
 
 class Console : public trainyard::Callback {
  public:
-  Console(double every, bool live, double plain_every)
-      : every_(every), live_(live), plain_every_(plain_every) {}
+  Console(double every, bool live, double plain_every, bool quiet)
+      : every_(every), live_(live), plain_every_(plain_every), quiet_(quiet) {}
 
+  void before_run(trainyard::Loop&) override { run_start_ = Clock::now(); }
   void before_epoch(trainyard::Loop& loop) override {
     epoch_start_ = last_draw_ = last_plain_ = Clock::now();
     samples_ = 0;
@@ -52,6 +108,7 @@ class Console : public trainyard::Callback {
     loss_sum_ = 0, loss_count_ = 0;
   }
   void after_train_iter(trainyard::Loop& loop, const trainyard::StepResult& r) override {
+    if (quiet_) return;
     samples_ += r.batch.size();
     loss_sum_ += r.loss.item<double>();
     ++loss_count_;
@@ -60,32 +117,47 @@ class Console : public trainyard::Callback {
     const bool plain = !live_ && plain_every_ > 0 && seconds(last_plain_, now) >= plain_every_;
     if (!draw && !plain) return;
     const double elapsed = seconds(epoch_start_, now);
-    const int64_t done = loop.position() - start_position_, total = loop.iterations_per_epoch() - start_position_;
-    const double eta = done > 0 ? elapsed / double(done) * double(total - done) : 0;
-    const double fraction = loop.iterations_per_epoch() > 0 ? double(loop.position()) / double(loop.iterations_per_epoch()) : 0;
-    char line[512];
-    std::snprintf(line, sizeof line, "epoch %lld/%lld %s %lld/%lld %3.0f%% loss %.4f %.0f samples/s ETA %s%s",
-                  (long long)loop.epoch() + 1, (long long)loop.epochs(), bar(fraction, 20).c_str(),
-                  (long long)loop.position(), (long long)loop.iterations_per_epoch(), 100 * fraction,
-                  loss_sum_ / double(loss_count_), elapsed > 0 ? double(samples_) / elapsed : 0.0,
-                  duration_text(eta).c_str(), last_test_.empty() ? "" : (" |" + last_test_).c_str());
-    if (draw) {
-      std::printf("\r\033[K%s", line);
-      last_draw_ = now;
-    } else {
-      std::printf("%s\n", line);
-      last_plain_ = now;
-    }
-    std::fflush(stdout);
+    const int64_t per_epoch = loop.iterations_per_epoch();
+    const int64_t done = loop.position() - start_position_, left = per_epoch - loop.position();
+    const double per_iteration = done > 0 ? elapsed / double(done) : 0;
+    const double eta = per_iteration * double(left);
+    const double run_eta = per_iteration * double(left + (loop.epochs() - loop.epoch() - 1) * per_epoch);
+    const double fraction = per_epoch > 0 ? double(loop.position()) / double(per_epoch) : 0;
+    const std::vector<Part> parts = {
+        {"epoch " + std::to_string(loop.epoch() + 1) + "/" + std::to_string(loop.epochs()), 0},
+        {"", 6, fraction},
+        {std::to_string(loop.position()) + "/" + std::to_string(per_epoch), 4},
+        {format("%3.0f%%", 100 * fraction), 1},
+        {format("loss %.4g", loss_sum_ / double(loss_count_)), 2},
+        {format("%.0f samples/s", elapsed > 0 ? double(samples_) / elapsed : 0.0), 5},
+        {"ETA " + duration_text(eta), 3},
+        {"run " + duration_text(run_eta), 7},
+        {last_test_.empty() ? "" : "|" + last_test_, last_test_.empty() ? 99 : 8},
+    };
+    show(parts, draw);
+    if (draw) last_draw_ = now;
+    else last_plain_ = now;
     loss_sum_ = 0, loss_count_ = 0;
   }
-  void before_test(trainyard::Loop& loop) override {
-    if (!live_) return;
-    std::printf("\r\033[Kepoch %lld/%lld testing...", (long long)(loop.position() ? loop.epoch() + 1 : loop.epoch()),
-                (long long)loop.epochs());
-    std::fflush(stdout);
+  void before_test(trainyard::Loop&) override { test_start_ = last_draw_ = Clock::now(); }
+  void after_test_batch(trainyard::Loop& loop, int64_t done, int64_t total) override {
+    if (quiet_ || !live_) return;
+    const auto now = Clock::now();
+    if (seconds(last_draw_, now) < every_) return;
+    const double elapsed = seconds(test_start_, now), fraction = total > 0 ? double(done) / double(total) : 0;
+    const std::vector<Part> parts = {
+        {"epoch " + std::to_string(loop.position() ? loop.epoch() + 1 : loop.epoch()) + "/" + std::to_string(loop.epochs()), 0},
+        {"testing", 1},
+        {"", 5, fraction},
+        {std::to_string(done) + "/" + std::to_string(total), 2},
+        {format("%3.0f%%", 100 * fraction), 3},
+        {"ETA " + duration_text(done > 0 ? elapsed / double(done) * double(total - done) : 0), 4},
+    };
+    show(parts, true);
+    last_draw_ = now;
   }
   void after_test(trainyard::Loop& loop, const trainyard::MeterValues& values) override {
+    if (quiet_) return;
     clear_line();
     last_test_ = values_text(values);
     std::printf("epoch %lld/%lld iteration %lld test:%s\n", (long long)(loop.position() ? loop.epoch() + 1 : loop.epoch()),
@@ -93,6 +165,7 @@ class Console : public trainyard::Callback {
     std::fflush(stdout);
   }
   void after_epoch(trainyard::Loop& loop) override {
+    if (quiet_) return;
     clear_line();
     double elapsed = seconds(epoch_start_, Clock::now());
     trainyard::MeterValues train;
@@ -106,13 +179,19 @@ class Console : public trainyard::Callback {
 
  private:
   static double seconds(Clock::time_point a, Clock::time_point b) { return std::chrono::duration<double>(b - a).count(); }
+  void show(const std::vector<Part>& parts, bool live) {
+    if (live) std::printf("\r\033[K%s", fit_line(parts, terminal_width()).c_str());
+    else std::printf("%s\n", fit_line(parts, 100000).c_str());
+    std::fflush(stdout);
+  }
   void clear_line() {
     if (live_) std::printf("\r\033[K");
   }
   double every_;
   bool live_;
   double plain_every_;
-  Clock::time_point epoch_start_, last_draw_, last_plain_;
+  bool quiet_;
+  Clock::time_point run_start_, epoch_start_, last_draw_, last_plain_, test_start_;
   int64_t samples_ = 0, start_position_ = 0;
   double loss_sum_ = 0;
   int64_t loss_count_ = 0;
@@ -129,10 +208,12 @@ trainyard::Schema schema() {
   return s;
 }
 
-std::shared_ptr<trainyard::Callback> make(const trainyard::Options& options) {
+std::shared_ptr<trainyard::Callback> make(const trainyard::Options& options, const trainyard::Context& context) {
   const auto& mode = options.get<std::string>("progress");
   bool live = mode == "always" || (mode == "auto" && ::isatty(STDOUT_FILENO));
-  return std::make_shared<Console>(options.get<double>("refresh_secs"), live, options.get<double>("plain_every_secs"));
+  // Other ranks would repeat rank 0's lines (the ranks agree on every value).
+  return std::make_shared<Console>(options.get<double>("refresh_secs"), live, options.get<double>("plain_every_secs"),
+                                   context.rank != 0);
 }
 
 }  // namespace console

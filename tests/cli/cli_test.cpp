@@ -235,3 +235,47 @@ TEST(Cli, DemoExperimentLearnsFashionMnist) {
 
 }  // namespace
 }  // namespace trainyard::test
+
+namespace trainyard::test {
+namespace {
+
+// Where plugins are looked for, as a user of other plugin hosts expects.
+TEST(PluginFolders, UserFolderByDefaultAMissingPathFolderWarnsAndDescribeSaysWhereItLooked) {
+  const std::string data = temp_dir("xdg");
+  const std::string user = data + "/trainyard/plugins";
+  fs::create_directories(user);
+  fs::copy_file(fixture_dir("twins") + "/libtwin_a.so", user + "/libtwin_a.so");
+  auto r = trainyard_with_env("XDG_DATA_HOME=" + data, "plugins");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_TRUE(contains(r.out, "folder: " + user + " (user folder)")) << r.out;
+  EXPECT_TRUE(contains(r.out, user + "/libtwin_a.so")) << r.out;
+  r = trainyard_with_env("XDG_DATA_HOME=" + data, "describe twin");  // what libtwin_a registers
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+
+  // A TRAINYARD_PLUGIN_PATH folder that is not there: a warning naming it, not an error.
+  r = trainyard_with_env("XDG_DATA_HOME=" + data + " TRAINYARD_PLUGIN_PATH=/nonexistent/plugins", "plugins");
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_TRUE(contains(r.err, "warning: /nonexistent/plugins: plugin folder does not exist (named by "
+                              "TRAINYARD_PLUGIN_PATH); skipped")) << r.err;
+  // A missing --plugin-dir stays an error.
+  r = trainyard("plugins --plugin-dir /nonexistent/plugins");
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+
+  // An unknown name: which folders were searched, and how to add one.
+  r = trainyard_with_env("XDG_DATA_HOME=" + data + "/elsewhere", "describe my_net");
+  EXPECT_EQ(r.exit_code, 2);
+  ASSERT_EQ(nonempty_lines(r.err).size(), 1u) << r.err;
+  EXPECT_TRUE(contains(r.err, "searched " + builtin_plugin_dir())) << r.err;
+  EXPECT_TRUE(contains(r.err, data + "/elsewhere/trainyard/plugins (user folder, absent)")) << r.err;
+  EXPECT_TRUE(contains(r.err, "add a folder with --plugin-dir DIR")) << r.err;
+}
+
+TEST(Cli, HelpShowsDefaultsReadably) {
+  auto r = trainyard("find-lr --help");
+  EXPECT_EQ(r.exit_code, 0);
+  EXPECT_TRUE(contains(r.out, "--min-lr arg (=1e-06)")) << r.out;
+  EXPECT_FALSE(contains(r.out, "9.99999")) << r.out;
+}
+
+}  // namespace
+}  // namespace trainyard::test

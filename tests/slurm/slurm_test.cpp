@@ -60,7 +60,7 @@ TEST_F(Slurm, ThreadsComeFromTheCpusSlurmGivesEachTask) {
   auto two = run_command("srun -n2 " + run_args(exp, temp_dir("threads2")));
   ASSERT_EQ(two.exit_code, 0) << two.err;
   size_t one_thread = 0;
-  for (const auto& line : nonempty_lines(two.out)) one_thread += contains(line, "), 1 threads, run directory");
+  for (const auto& line : nonempty_lines(two.out)) one_thread += contains(line, "), 1 thread, run directory");
   EXPECT_EQ(one_thread, 2u) << two.out;
   auto one = run_command("srun -n1 -c2 " + run_args(exp, temp_dir("threads1")));
   ASSERT_EQ(one.exit_code, 0) << one.err;

@@ -29,6 +29,10 @@ class Callback {
   virtual void after_test(Loop&, const MeterValues&) {}
   virtual void before_checkpoint(Loop&) {}
   virtual void after_checkpoint(Loop&, const std::string& /*path*/) {}
+  /// Since SDK 1.1: after each batch of a test pass, this rank's count so far
+  /// and its total for the pass (for progress). A host calls it only on
+  /// plugins built with SDK 1.1 or later.
+  virtual void after_test_batch(Loop&, int64_t /*batches_done*/, int64_t /*batches_total*/) {}
 };
 
 }  // namespace trainyard
