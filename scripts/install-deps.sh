@@ -85,6 +85,16 @@ else
   echo "install-deps: torch installed in $(( $(date +%s) - start )) s ($(du -sh "$TRAINYARD_VENV" | cut -f1) on disk)"
 fi
 
+# --- Readers the tests check trainyard's files with -----------------------------
+# TensorBoard's own event reader (and hparams protos). Pinned; into the same
+# environment as torch, whose Python the tests run.
+readers=(tensorboard==2.21.0)
+if [ "$(cat "$TRAINYARD_VENV/.readers" 2>/dev/null)" != "${readers[*]}" ]; then
+  echo "install-deps: installing ${readers[*]} into $TRAINYARD_VENV"
+  "$TRAINYARD_VENV/bin/pip" install -q "${readers[@]}"
+  echo "${readers[*]}" > "$TRAINYARD_VENV/.readers"
+fi
+
 # --- Gloo headers ---------------------------------------------------------------
 # The wheel links Gloo statically into libtorch_cpu.so and exports its symbols,
 # but ships none of its headers. Debian's libgloo-dev from forky (else sid) is

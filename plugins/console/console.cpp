@@ -75,7 +75,7 @@ std::string fit_line(const std::vector<Part>& parts, int width) {
     }
   int bar_width = 0;
   if (bar >= 0 && room - used - 1 >= 12) {
-    bar_width = std::min(32, room - used - 1);
+    bar_width = std::min(22, room - used - 1);
     kept[static_cast<size_t>(bar)] = true;
   }
   std::string line;

@@ -1,11 +1,20 @@
-// tensorboard: scalars for TensorBoard (every meter, the learning rate,
-// throughput), written by rank 0 to RUN_DIR/tensorboard/ (or `dir`).
+// tensorboard: TensorBoard event files, written by rank 0 to
+// RUN_DIR/tensorboard/ (or `dir`): every meter grouped by phase (train/loss,
+// test/accuracy_top1), the learning rate every iteration, batch loss and
+// throughput every N iterations, optionally histograms of the parameters at
+// each test pass, and the run's hyper-parameters (its resolved experiment,
+// flattened) for TensorBoard's HPARAMS tab.
 #include <chrono>
+#include <cstring>
 #include <filesystem>
+#include <fstream>
 #include <memory>
 
+#include <nlohmann/json.hpp>
+#include <torch/nn/module.h>
 #include <torch/optim/optimizer.h>
 #include <trainyard/callback.h>
+#include <trainyard/network.h>
 #include <trainyard/plugin.h>
 
 #include "event_writer.h"
@@ -14,40 +23,119 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
+// train_loss -> train/loss, test_accuracy_top1 -> test/accuracy_top1.
+std::string tag_of(const std::string& name) {
+  for (const char* phase : {"train_", "test_"})
+    if (name.rfind(phase, 0) == 0) return std::string(phase, std::strlen(phase) - 1) + "/" + name.substr(std::strlen(phase));
+  return name;
+}
+
+std::map<std::string, double> grouped(const trainyard::MeterValues& values, const std::string& phase) {
+  std::map<std::string, double> out;
+  for (const auto& [k, v] : values)
+    if (k.rfind(phase + "_", 0) == 0) out[tag_of(k)] = v;
+  return out;
+}
+
+// The resolved experiment (RUN_DIR/config.json), flattened to dotted keys:
+// numbers, strings and flags as they are, lists as their JSON text.
+void flatten(const nlohmann::json& j, const std::string& prefix, std::map<std::string, tensorboard::HParamValue>& out) {
+  if (j.is_object()) {
+    for (const auto& [k, v] : j.items())
+      if (prefix.empty() ? k != "plugin_dirs" : true) flatten(v, prefix.empty() ? k : prefix + "." + k, out);
+  } else if (j.is_boolean()) {
+    out[prefix] = j.get<bool>();
+  } else if (j.is_number()) {
+    out[prefix] = j.get<double>();
+  } else if (j.is_string()) {
+    out[prefix] = j.get<std::string>();
+  } else if (!j.is_null()) {
+    out[prefix] = j.dump();
+  }
+}
+
 class TensorBoard : public trainyard::Callback {
  public:
   TensorBoard(const trainyard::Options& o, const trainyard::Context& c)
-      : dir_(o.get<std::string>("dir")), every_(o.get<int64_t>("every_iters")), rank_(c.rank) {
+      : dir_(o.get<std::string>("dir")), run_dir_(c.run_dir), every_(o.get<int64_t>("every_iters")),
+        hparams_(o.get<bool>("hparams")), histograms_(o.get<bool>("histograms")), rank_(c.rank) {
     if (dir_.empty()) dir_ = (std::filesystem::path(c.run_dir) / "tensorboard").string();
   }
+  ~TensorBoard() override {
+    // A run that ends by an error leaves its session marked as failed.
+    if (writer_ && session_open_) try {
+        writer_->event(tensorboard::hparams_end_event(wall_time(), false));
+        writer_->flush();
+      } catch (...) {
+      }
+  }
   void before_run(trainyard::Loop&) override {
-    if (rank_ == 0 && !writer_) writer_ = std::make_unique<tensorboard::EventWriter>(dir_);
+    if (rank_ != 0 || writer_) return;
+    writer_ = std::make_unique<tensorboard::EventWriter>(dir_);
+    if (!hparams_) return;
+    std::ifstream config(std::filesystem::path(run_dir_) / "config.json");
+    if (!config) return;  // not under `trainyard run` (e.g. a test harness): no hyper-parameters to tell
+    flatten(nlohmann::json::parse(config, nullptr, /*allow_exceptions=*/false), "", hparams_values_);
+    writer_->event(tensorboard::hparams_start_event(wall_time(), hparams_values_));
+    session_open_ = true;
   }
   void before_epoch(trainyard::Loop&) override { since_ = Clock::now(), samples_ = 0; }
   void after_train_iter(trainyard::Loop& loop, const trainyard::StepResult& r) override {
     samples_ += r.batch.size();
-    if (!writer_ || every_ <= 0 || loop.iteration() % every_ != 0) return;
-    const double secs = std::chrono::duration<double>(Clock::now() - since_).count();
-    writer_->scalars(loop.iteration(), {{"train/batch_loss", r.loss.item<double>()},
-                                        {"train/lr", loop.optimizer().param_groups().at(0).options().get_lr()},
-                                        {"train/samples_per_sec", secs > 0 ? double(samples_) / secs : 0.0}});
-    since_ = Clock::now(), samples_ = 0;
+    if (!writer_) return;
+    std::map<std::string, double> values{{"train/lr", loop.optimizer().param_groups().at(0).options().get_lr()}};
+    if (every_ > 0 && loop.iteration() % every_ == 0) {
+      const double secs = std::chrono::duration<double>(Clock::now() - since_).count();
+      values["train/batch_loss"] = r.loss.item<double>();
+      values["train/samples_per_sec"] = secs > 0 ? double(samples_) / secs : 0.0;
+      since_ = Clock::now(), samples_ = 0;
+    }
+    writer_->scalars(loop.iteration(), values);
   }
   void after_test(trainyard::Loop& loop, const trainyard::MeterValues& values) override {
-    if (writer_) writer_->scalars(loop.iteration(), values);
+    if (!writer_) return;
+    const auto test = grouped(values, "test");
+    writer_->scalars(loop.iteration(), test);
+    for (const auto& [tag, v] : test) metric_tags_[tag] = true;
+    if (histograms_)
+      for (const auto& item : loop.network().named_parameters()) {
+        const at::Tensor flat = item.value().detach().to(at::kDouble).cpu().contiguous().view({-1});
+        writer_->histogram(loop.iteration(), "parameters/" + item.key(),
+                           std::vector<double>(flat.data_ptr<double>(), flat.data_ptr<double>() + flat.numel()));
+      }
+    writer_->flush();
   }
   void after_epoch(trainyard::Loop& loop) override {
     if (!writer_) return;
-    trainyard::MeterValues train;
-    for (const auto& [k, v] : loop.values())
-      if (k.rfind("train_", 0) == 0) train[k] = v;
+    const auto train = grouped(loop.values(), "train");
     writer_->scalars(loop.iteration(), train);
+    for (const auto& [tag, v] : train) metric_tags_[tag] = true;
+    writer_->flush();
+  }
+  void after_run(trainyard::Loop&) override {
+    if (!writer_) return;
+    if (session_open_) {
+      std::vector<std::string> metrics;
+      for (const auto& [tag, seen] : metric_tags_) metrics.push_back(tag);
+      writer_->event(tensorboard::hparams_experiment_event(wall_time(), hparams_values_, metrics));
+      writer_->event(tensorboard::hparams_end_event(wall_time(), true));
+      session_open_ = false;
+    }
+    writer_->flush();
   }
 
  private:
-  std::string dir_;
-  int64_t every_, rank_;
+  static double wall_time() {
+    return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+  }
+  std::string dir_, run_dir_;
+  int64_t every_;
+  bool hparams_, histograms_;
+  int64_t rank_;
   std::unique_ptr<tensorboard::EventWriter> writer_;
+  std::map<std::string, tensorboard::HParamValue> hparams_values_;
+  std::map<std::string, bool> metric_tags_;
+  bool session_open_ = false;
   Clock::time_point since_ = Clock::now();
   int64_t samples_ = 0;
 };
@@ -55,10 +143,12 @@ class TensorBoard : public trainyard::Callback {
 void register_components(trainyard::Registrar& r) {
   trainyard::Schema s;
   s.add("dir", "", "folder for the event files; empty: RUN_DIR/tensorboard");
-  s.add("every_iters", 50, "train/batch_loss, train/lr and train/samples_per_sec every N iterations; 0: never").min(0);
+  s.add("every_iters", 50, "train/batch_loss and train/samples_per_sec every N iterations; 0: never").min(0);
+  s.add("hparams", true, "record the run's hyper-parameters (its resolved experiment) for the HPARAMS tab");
+  s.add("histograms", false, "histograms of every parameter at each test pass (parameters/NAME)");
   r.add_callback("tensorboard",
-                 "TensorBoard event files: every meter at each test pass and epoch end, learning rate and "
-                 "throughput every N iterations",
+                 "TensorBoard event files: meters as train/... and test/..., the learning rate every iteration, "
+                 "loss and throughput every N iterations, hyper-parameters, optional parameter histograms",
                  s, [](const trainyard::Options& o, const trainyard::Context& c) {
                    return std::make_shared<TensorBoard>(o, c);
                  });
@@ -66,4 +156,5 @@ void register_components(trainyard::Registrar& r) {
 
 }  // namespace
 
-TRAINYARD_PLUGIN("tensorboard", "1.0.0", "TensorBoard scalar summaries (no TensorFlow needed)", register_components)
+TRAINYARD_PLUGIN("tensorboard", "1.1.0", "TensorBoard scalars, histograms and hyper-parameters (no TensorFlow needed)",
+                 register_components)

@@ -137,16 +137,23 @@ TEST(Registry, UnknownNameListsKnownAndSuggests) {
   }
 }
 
-TEST(PluginSearchPath, OrderIsBuiltinEnvExperimentCommandLine) {
+TEST(PluginSearchPath, OrderIsBuiltinUserEnvExperimentCommandLine) {
   ::setenv("TRAINYARD_PLUGIN_PATH", "/env/a:/env/b", 1);
+  const char* xdg = std::getenv("XDG_DATA_HOME");
+  const std::string saved = xdg ? xdg : "";
+  ::setenv("XDG_DATA_HOME", "/xdg", 1);
   auto folders = plugin_search_path({"/yaml/dir"}, {"/cli/dir"});
   ::unsetenv("TRAINYARD_PLUGIN_PATH");
-  ASSERT_EQ(folders.size(), 5u);
+  if (xdg) ::setenv("XDG_DATA_HOME", saved.c_str(), 1);
+  else ::unsetenv("XDG_DATA_HOME");
+  ASSERT_EQ(folders.size(), 6u);
   EXPECT_EQ(folders[0].origin, "built-in");
-  EXPECT_EQ(folders[1].path, "/env/a");
-  EXPECT_EQ(folders[2].path, "/env/b");
-  EXPECT_EQ(folders[3].path, "/yaml/dir");
-  EXPECT_EQ(folders[4].path, "/cli/dir");
+  EXPECT_EQ(folders[1].path, "/xdg/trainyard/plugins");
+  EXPECT_EQ(folders[1].origin, "user folder");
+  EXPECT_EQ(folders[2].path, "/env/a");
+  EXPECT_EQ(folders[3].path, "/env/b");
+  EXPECT_EQ(folders[4].path, "/yaml/dir");
+  EXPECT_EQ(folders[5].path, "/cli/dir");
 }
 
 }  // namespace

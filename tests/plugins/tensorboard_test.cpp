@@ -66,8 +66,8 @@ TEST(TensorBoard, EventFilesParseBackWithCorrectCrcsAndTheRunsValues) {
   for (const auto& rec : records) {
     const int64_t step = rec["step"].as<int64_t>();
     const YAML::Node v = rec["values"];
-    if (v["test_accuracy_top1"] && accuracy.count(step)) {
-      EXPECT_FLOAT_EQ(v["test_accuracy_top1"].as<float>(), static_cast<float>(accuracy[step])) << step;
+    if (v["test/accuracy_top1"] && accuracy.count(step)) {
+      EXPECT_FLOAT_EQ(v["test/accuracy_top1"].as<float>(), static_cast<float>(accuracy[step])) << step;
       ++matched;
     }
     if (v["train/lr"]) {
@@ -80,7 +80,7 @@ TEST(TensorBoard, EventFilesParseBackWithCorrectCrcsAndTheRunsValues) {
     }
   }
   EXPECT_EQ(matched, 2);
-  EXPECT_EQ(lrs, 8);  // every 4 of 32 iterations
+  EXPECT_EQ(lrs, 32);  // every iteration
   EXPECT_EQ(losses, 8);
 
   // The reader really checks: one flipped bit is a CRC error.
@@ -91,6 +91,63 @@ TEST(TensorBoard, EventFilesParseBackWithCorrectCrcsAndTheRunsValues) {
   const std::string err = reader({bad}, code);
   EXPECT_EQ(code, 3) << err;
   EXPECT_TRUE(contains(err, "CRC mismatch")) << err;
+}
+
+// TensorBoard's own reader (the tensorboard package from PyPI, installed by
+// install-deps.sh in the LibTorch environment): scalars grouped by phase, the
+// learning rate at every step, histograms, and the hyper-parameters.
+TEST(TensorBoard, TheRealTensorBoardReadsScalarsHistogramsAndHyperParameters) {
+  const std::string exp = temp_dir("exp") + "/tbr.yaml", out = temp_dir("out");
+  write_file(exp, synthetic_experiment("tbr", "callbacks: [{plugin: tensorboard, every_iters: 4, histograms: true}]\n"));
+  auto r = trainyard("run " + exp + " --output-dir " + out);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const std::string script =
+      "import sys\n"
+      "from tensorboard.backend.event_processing.event_accumulator import EventAccumulator\n"
+      "from tensorboard.plugins.hparams import plugin_data_pb2\n"
+      "ea = EventAccumulator(sys.argv[1], size_guidance={'scalars': 0, 'histograms': 0})\n"
+      "ea.Reload()\n"
+      "tags = ea.Tags()\n"
+      "print('scalars', ' '.join(sorted(tags['scalars'])))\n"
+      "print('lr steps', len(ea.Scalars('train/lr')), ea.Scalars('train/lr')[0].value)\n"
+      "print('test/accuracy_top1', ' '.join('%d:%.6f' % (e.step, e.value) for e in ea.Scalars('test/accuracy_top1')))\n"
+      "h = ea.Histograms(sorted(tags['histograms'])[0])\n"
+      "print('histograms', len(tags['histograms']), len(h), int(h[0].histogram_value.num))\n"
+      "content = ea.PluginTagToContent('hparams')\n"
+      "print('hparams tags', ' '.join(sorted(content)))\n"
+      "start = plugin_data_pb2.HParamsPluginData.FromString(content['_hparams_/session_start_info']).session_start_info\n"
+      "print('optimizer.lr', start.hparams['optimizer.lr'].number_value)\n"
+      "print('network.plugin', start.hparams['network.plugin'].string_value)\n"
+      "end = plugin_data_pb2.HParamsPluginData.FromString(content['_hparams_/session_end_info']).session_end_info\n"
+      "print('status', end.status)\n"
+      "experiment = plugin_data_pb2.HParamsPluginData.FromString(content['_hparams_/experiment']).experiment\n"
+      "print('metrics', ' '.join(sorted(m.name.tag for m in experiment.metric_infos)))\n";
+  const std::string file = temp_dir("py") + "/read.py";
+  write_file(file, script);
+  auto read = run_command(std::string(TRAINYARD_PYTHON) + " " + file + " " + out + "/tbr/tensorboard");
+  ASSERT_EQ(read.exit_code, 0) << read.err;
+  const std::string& o = read.out;
+  EXPECT_TRUE(contains(o, "scalars test/accuracy_top1 test/accuracy_top2 test/loss train/accuracy_top1 "
+                          "train/accuracy_top2 train/batch_loss train/loss train/lr train/samples_per_sec\n")) << o;
+  EXPECT_TRUE(contains(o, "lr steps 32 0.05")) << o;
+  // The test values are metrics.jsonl's (as 32-bit floats).
+  std::string expected = "test/accuracy_top1";
+  for (const auto& line : read_lines(out + "/tbr/metrics.jsonl")) {
+    if (!contains(line, "\"phase\": \"test\"")) continue;
+    YAML::Node e = YAML::Load(line);
+    char buf[64];
+    std::snprintf(buf, sizeof buf, " %lld:%.6f", (long long)e["iteration"].as<int64_t>(),
+                  static_cast<double>(static_cast<float>(e["values"]["test_accuracy_top1"].as<double>())));
+    expected += buf;
+  }
+  EXPECT_TRUE(contains(o, expected + "\n")) << o << "expected: " << expected;
+  // mlp [32]: 4 parameters (two weights, two biases), 2 test passes; the first holds 16 x 32 weights.
+  EXPECT_TRUE(contains(o, "histograms 4 2 ")) << o;
+  EXPECT_TRUE(contains(o, "hparams tags _hparams_/experiment _hparams_/session_end_info _hparams_/session_start_info")) << o;
+  EXPECT_TRUE(contains(o, "optimizer.lr 0.05")) << o;
+  EXPECT_TRUE(contains(o, "network.plugin mlp")) << o;
+  EXPECT_TRUE(contains(o, "status 1")) << o;  // STATUS_SUCCESS
+  EXPECT_TRUE(contains(o, "metrics test/accuracy_top1 test/accuracy_top2 test/loss train/accuracy_top1")) << o;
 }
 
 }  // namespace
