@@ -33,6 +33,7 @@ const char* kUsage =
     "  sweep EXP.yaml      run every combination of --grid values; tabulate the results\n"
     "  eval EXP.yaml       the test meters on a checkpoint (default: the run's latest)\n"
     "  predict EXP.yaml    top-k classes and probabilities for an LMDB or a folder of images, as CSV\n"
+    "  export EXP.yaml     the trained weights for PyTorch: a state_dict, or TorchScript\n"
     "  report RUN_DIR      (re)write the run's plots/*.svg and report.html\n"
     "  new-plugin NAME     write an out-of-tree plugin project (--kind network|dataset|loss|...)\n"
     "\n"
@@ -44,7 +45,8 @@ const std::map<std::string, int (*)(int, char**)> kCommands = {
     {"run", run_command},         {"validate", validate_command}, {"plugins", plugins_command},
     {"describe", describe_command}, {"convert", convert_command},  {"iterate", iterate_command},
     {"find-lr", find_lr_command},   {"sweep", sweep_command},      {"eval", eval_command},
-    {"predict", predict_command},   {"report", report_command},    {"new-plugin", new_plugin_command}};
+    {"predict", predict_command},   {"report", report_command},    {"new-plugin", new_plugin_command},
+    {"export", export_command}};
 
 }  // namespace
 

@@ -1,10 +1,12 @@
 // trainyard eval and predict: a trained checkpoint put to use.
+#include <filesystem>
 #include <iostream>
 
 #include "cli/command_line.h"
 #include "cli/commands.h"
 #include "formats/metrics.h"
 #include "run/model.h"
+#include "run/session.h"
 #include "trainyard/error.h"
 #include "util/files.h"
 #include "util/json.h"
@@ -36,6 +38,48 @@ int eval_command(int argc, char** argv) {
     j["values"] = parse_json(encode_values(values));
     write_file_atomic(*output, json_text(j) + "\n");
   }
+  return 0;
+}
+
+int export_command(int argc, char** argv) {
+  const std::string usage =
+      "trainyard export RUN_DIR|EXP.yaml --format state_dict|torchscript --output FILE [--checkpoint PATH] "
+      "[--output-dir DIR] [--set KEY=VALUE]... [--plugin-dir DIR]...";
+  po::options_description own("export options");
+  own.add_options()("format", po::value<std::string>()->default_value("state_dict"),
+                    "state_dict: {name: tensor} for torch.load and nn.Module.load_state_dict; torchscript: the "
+                    "network's TorchScript module with the trained values (network.plugin: torchscript)")(
+      "output", po::value<std::string>(), "the file to write")(
+      "checkpoint", po::value<std::string>(), "weights to export (default: the run's latest checkpoint)")(
+      "output-dir", po::value<std::string>(), "folder of run directories (default: output.dir)");
+  const po::options_description visible = experiment_command_options(own);
+  po::variables_map vm;
+  if (!parse_command_line(argc, argv, usage, visible, "experiment", vm)) return 0;
+  if (!vm.count("output")) throw ConfigError("command line: --output is required", "expected " + usage, "");
+  ExportRequest request;
+  request.format = vm["format"].as<std::string>();
+  request.output = vm["output"].as<std::string>();
+  check_output_folder(std::filesystem::path(request.output).parent_path().string().empty()
+                          ? "."
+                          : std::filesystem::path(request.output).parent_path().string(),
+                      "command line: --output " + request.output);
+  // A run directory stands for its saved experiment (config.yaml) and its checkpoints.
+  std::string experiment = vm["experiment"].as<std::string>();
+  std::string output_dir = maybe<std::string>(vm, "output-dir").value_or("");
+  if (std::filesystem::is_directory(experiment)) {
+    const std::filesystem::path run_dir = std::filesystem::absolute(experiment).lexically_normal();
+    if (!std::filesystem::exists(run_dir / "config.yaml"))
+      throw ConfigError("command line: " + experiment + ": no config.yaml in this folder",
+                        "expected a run directory written by trainyard run, or an experiment file", "");
+    experiment = (run_dir / "config.yaml").string();
+    if (output_dir.empty()) output_dir = run_dir.parent_path().string();
+  }
+  Registry registry;
+  Experiment e = load_experiment(experiment, many<std::string>(vm, "set"), many<std::string>(vm, "plugin-dir"), registry);
+  request.checkpoint = checkpoint_to_read(maybe<std::string>(vm, "checkpoint"), e, output_dir);
+  const size_t tensors = export_model(e, request);
+  std::cout << "export: " << tensors << " tensors of " << request.checkpoint << " -> " << request.output << " ("
+            << request.format << ")\n";
   return 0;
 }
 

@@ -6,8 +6,11 @@
 #include <filesystem>
 #include <numeric>
 
+#include <torch/csrc/jit/serialization/import.h>
+
 #include "data/loader.h"
 #include "formats/run_paths.h"
+#include "formats/state_dict.h"
 #include "run/session.h"
 #include "train/checkpoint_store.h"
 #include "train/wiring_check.h"
@@ -18,6 +21,7 @@
 #include "util/csv.h"
 #include "util/files.h"
 #include "util/json.h"
+#include "util/text.h"
 
 namespace fs = std::filesystem;
 
@@ -67,6 +71,44 @@ LoadedModel load_model(const Experiment& e, const std::string& checkpoint) {
     throw ConfigError(err.what(), "expected a checkpoint of this experiment's network", "");
   }
   return m;
+}
+
+size_t export_model(const Experiment& e, const ExportRequest& request) {
+  if (request.format != "state_dict" && request.format != "torchscript")
+    throw ConfigError("command line: --format " + request.format, "expected state_dict or torchscript",
+                      did_you_mean(request.format, {"state_dict", "torchscript"}));
+  const ComponentConfig& network_config = e.network;
+  if (request.format == "torchscript" && network_config.plugin != "torchscript")
+    throw ConfigError("command line: --format torchscript: network '" + network_config.plugin +
+                          "' is not built from a TorchScript module",
+                      "a network with plugin: torchscript (its module is written back with the trained values)",
+                      "export --format state_dict, which PyTorch loads into the equivalent nn.Module");
+  LoadedModel m = load_model(e, request.checkpoint);
+  torch::nn::Module& network = m.trainer->network();
+  std::vector<std::pair<std::string, at::Tensor>> tensors;
+  for (const auto& p : network.named_parameters()) tensors.emplace_back(p.key(), p.value().detach().cpu());
+  for (const auto& b : network.named_buffers()) tensors.emplace_back(b.key(), b.value().detach().cpu());
+  if (request.format == "state_dict") {
+    write_file_atomic(request.output, pytorch_state_dict(tensors));
+    return tensors.size();
+  }
+  // The module the network was built from, its tensors replaced by name.
+  const std::string script_path = network_config.options.get<std::string>("path");
+  torch::jit::Module script = torch::jit::load(script_path, c10::Device(c10::kCPU));
+  size_t copied = 0;
+  std::map<std::string, at::Tensor> trained(tensors.begin(), tensors.end());
+  auto copy_into = [&](const std::string& name, at::Tensor target) {
+    auto it = trained.find(name);
+    if (it == trained.end())
+      throw Error("export: the TorchScript module's " + name + " is not among the network's tensors");
+    at::NoGradGuard no_grad;
+    target.copy_(it->second);
+    ++copied;
+  };
+  for (const auto& p : script.named_parameters()) copy_into(p.name, p.value);
+  for (const auto& b : script.named_buffers()) copy_into(b.name, b.value);
+  replace_file_atomic(request.output, [&](const std::string& tmp) { script.save(tmp); });
+  return copied;
 }
 
 int64_t predict(const Experiment& e, const Registry& registry, const PredictRequest& request) {

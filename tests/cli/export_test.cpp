@@ -1,0 +1,124 @@
+// trainyard export, read by Python's torch: a state_dict loads strictly into
+// the equivalent nn.Module, a TorchScript network comes back as TorchScript,
+// and either gives eval's test accuracy on the same images.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+
+#include <yaml-cpp/yaml.h>
+
+#include "support/support.h"
+
+namespace fs = std::filesystem;
+
+namespace trainyard::test {
+namespace {
+
+// Fashion-MNIST's first 2000 test images, normalized as the fashion_mnist
+// dataset does; the model is loaded by the caller's Python text.
+std::string accuracy_script(const std::string& load_model) {
+  return "import gzip, sys, numpy as np, torch\n"
+         "d = '/usr/share/datasets/fashion-mnist/'\n"
+         "x = np.frombuffer(gzip.open(d + 't10k-images-idx3-ubyte.gz').read(), np.uint8, offset=16)\n"
+         "y = np.frombuffer(gzip.open(d + 't10k-labels-idx1-ubyte.gz').read(), np.uint8, offset=8)\n"
+         "x = torch.tensor(x[:2000 * 784].reshape(2000, 1, 28, 28), dtype=torch.float32) / 255.0\n"
+         "x = (x - 0.2860) / 0.3530\n"
+         "y = torch.tensor(y[:2000], dtype=torch.int64)\n" +
+         load_model +
+         "model.eval()\n"
+         "with torch.no_grad():\n"
+         "    print('accuracy %.6f' % (model(x).argmax(1) == y).double().mean().item())\n";
+}
+
+double eval_top1(const std::string& args, const std::string& json) {
+  auto r = trainyard("eval " + args + " --output " + json);
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  return YAML::LoadFile(json)["values"]["test_accuracy_top1"].as<double>();
+}
+
+std::string python_accuracy(const std::string& dir, const std::string& script) {
+  write_file(dir + "/check.py", script);
+  auto r = run_command(std::string(TRAINYARD_PYTHON) + " " + dir + "/check.py");
+  return r.exit_code == 0 ? r.out : "python failed: " + r.err;
+}
+
+std::string accuracy_text(double v) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "accuracy %.6f", v);
+  return buf;
+}
+
+TEST(Export, AStateDictLoadsIntoTheEquivalentModuleAndGivesEvalsAccuracy) {
+  const std::string dir = temp_dir("state-dict"), exp = source_dir() + "/experiments/fashion_mnist_mlp.yaml";
+  const std::string small = " --set dataset.train.limit=4000 --set dataset.test.limit=2000 --set loop.epochs=1"
+                            " --output-dir " + dir + "/runs";
+  ASSERT_EQ(trainyard("run " + exp + small).exit_code, 0);
+  // From the run directory alone.
+  auto r = trainyard("export " + dir + "/runs/fashion_mnist_mlp --format state_dict --output " + dir + "/mlp.pt");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_TRUE(contains(r.out, "export: 6 tensors of ")) << r.out;
+  const double top1 = eval_top1(exp + small, dir + "/eval.json");
+  // The demo's mlp: hidden_sizes [256, 128], relu, no dropout; trainyard's key names are PyTorch's.
+  const std::string load =
+      "class Mlp(torch.nn.Module):\n"
+      "    def __init__(self):\n"
+      "        super().__init__()\n"
+      "        self.layers = torch.nn.Sequential(torch.nn.Linear(784, 256), torch.nn.ReLU(), torch.nn.Linear(256, 128),\n"
+      "                                          torch.nn.ReLU(), torch.nn.Linear(128, 10))\n"
+      "    def forward(self, x):\n"
+      "        return self.layers(x.flatten(1))\n"
+      "model = Mlp()\n"
+      "state = torch.load('" + dir + "/mlp.pt', weights_only=True)\n"
+      "print('keys', ' '.join(state))\n"
+      "model.load_state_dict(state, strict=True)\n";
+  const std::string out = python_accuracy(dir, accuracy_script(load));
+  EXPECT_TRUE(contains(out, "keys layers.0.weight layers.0.bias layers.2.weight layers.2.bias layers.4.weight "
+                            "layers.4.bias")) << out;
+  EXPECT_TRUE(contains(out, accuracy_text(top1))) << out << "eval: " << top1;
+
+  // A network not built from TorchScript cannot be written as TorchScript: said, nothing written.
+  r = trainyard("export " + dir + "/runs/fashion_mnist_mlp --format torchscript --output " + dir + "/no.pt");
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_TRUE(contains(r.err, "error: command line: --format torchscript: network 'mlp' is not built from a "
+                              "TorchScript module")) << r.err;
+  EXPECT_FALSE(fs::exists(dir + "/no.pt"));
+}
+
+TEST(Export, ATorchScriptNetworkComesBackAsTorchScriptWithTheTrainedValues) {
+  const std::string dir = temp_dir("script");
+  write_file(dir + "/make.py",
+             "import sys, torch\n"
+             "class Net(torch.nn.Module):\n"
+             "    def __init__(self):\n"
+             "        super().__init__()\n"
+             "        self.features = torch.nn.Sequential(torch.nn.Conv2d(1, 8, 3, padding=1), torch.nn.BatchNorm2d(8),\n"
+             "                                            torch.nn.ReLU(), torch.nn.MaxPool2d(4))\n"
+             "        self.fc = torch.nn.Linear(8 * 7 * 7, 10)\n"
+             "    def forward(self, x):\n"
+             "        return self.fc(self.features(x).flatten(1))\n"
+             "torch.manual_seed(0)\n"
+             "torch.jit.script(Net()).save(sys.argv[1])\n");
+  auto made = run_command(std::string(TRAINYARD_PYTHON) + " " + dir + "/make.py " + dir + "/net.pt");
+  ASSERT_EQ(made.exit_code, 0) << made.err;
+  const std::string exp = source_dir() + "/experiments/fashion_mnist_mlp.yaml";
+  // The mlp's own options do not apply to torchscript: replace the whole entry.
+  std::string yaml = read_file(exp);
+  const size_t at = yaml.find("network:"), end = yaml.find("\nloss:");
+  yaml.replace(at, end - at, "network: {plugin: torchscript, path: " + dir + "/net.pt}\n");
+  write_file(dir + "/script.yaml", yaml);
+  const std::string small = dir + "/script.yaml --set dataset.train.limit=4000 --set dataset.test.limit=2000 "
+                            "--set loop.epochs=1 --output-dir " + dir + "/runs";
+  ASSERT_EQ(trainyard("run " + small).exit_code, 0);
+  auto r = trainyard("export " + small + " --format torchscript --output " + dir + "/trained.pt");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const double top1 = eval_top1(small, dir + "/eval.json");
+  const std::string out =
+      python_accuracy(dir, accuracy_script("model = torch.jit.load('" + dir + "/trained.pt')\n"
+                                           "untrained = torch.jit.load('" + dir + "/net.pt')\n"
+                                           "print('changed', not torch.equal(model.fc.weight, untrained.fc.weight))\n"));
+  EXPECT_TRUE(contains(out, "changed True")) << out;
+  EXPECT_TRUE(contains(out, accuracy_text(top1))) << out << "eval: " << top1;
+}
+
+}  // namespace
+}  // namespace trainyard::test
