@@ -102,7 +102,8 @@ struct ComponentReader {
 
   void network(Experiment& e) const {
     const YAML::Node& root = source.root;
-    e.network = component(root["network"], "network", Kind::network, {"pretrained", "trainable", "freeze", "memory_format"});
+    e.network = component(root["network"], "network", Kind::network,
+                          {"pretrained", "pretrained_rename", "trainable", "freeze", "memory_format"});
     if (YAML::Node f = get(root["network"], "memory_format"); f.IsDefined()) {
       const OptionSpec spec = host_spec("memory_format", OptionType::string, {"contiguous", "channels_last"});
       e.network.memory_format = std::get<std::string>(convert(source, spec, f, "network.memory_format"));
@@ -119,6 +120,22 @@ struct ComponentReader {
       if (!p.IsScalar()) fail(source.where(p, "network.pretrained"), "wrong type", "expected a file path, got " + shown(p));
       e.network.pretrained =
           std::get<std::string>(convert(source, host_spec("pretrained", OptionType::path), p, "network.pretrained"));
+    }
+    if (YAML::Node r = get(root["network"], "pretrained_rename"); r.IsDefined()) {
+      if (!r.IsMap())
+        fail(source.where(r, "network.pretrained_rename"), "wrong type",
+             "expected a map of key prefixes, e.g. {\"module.\": \"\", \"fc.\": \"head.\"}, got " + shown(r));
+      for (const auto& item : r) {
+        if (!item.second.IsScalar() || !item.first.IsScalar())
+          fail(source.where(item.second, "network.pretrained_rename"), "wrong type",
+               "expected a prefix (text) for '" + item.first.as<std::string>("?") + "', got " + shown(item.second));
+        e.network.pretrained_rename.emplace_back(item.first.Scalar(), item.second.Scalar());
+      }
+      if (e.network.pretrained.empty())
+        fail(source.where(r, "network.pretrained_rename"), "pretrained_rename without pretrained",
+             "expected network.pretrained: FILE next to it");
+      std::stable_sort(e.network.pretrained_rename.begin(), e.network.pretrained_rename.end(),
+                       [](const auto& a, const auto& b) { return a.first.size() > b.first.size(); });
     }
   }
 

@@ -59,6 +59,9 @@ struct ComponentConfig {
   std::optional<int64_t> order;                         ///< overrides
   std::vector<std::string> phases{"train", "test"};     ///< meters
   std::string pretrained;                               ///< network
+  /// network.pretrained_rename: key prefixes of the pretrained file replaced
+  /// before matching ({"module.": "", "fc.": "head."}), longest first.
+  std::vector<std::pair<std::string, std::string>> pretrained_rename;
   bool skip_bad_records = false;                        ///< datasets: on_bad_record: skip
   std::string trainable;                                ///< network: only names matching this regex train
   std::vector<std::string> freeze;                      ///< network: submodule paths kept fixed (and in eval mode)

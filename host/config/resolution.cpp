@@ -34,6 +34,11 @@ ordered_json component_json(const ComponentConfig& c) {
   if (c.kind == Kind::callback) n["priority"] = c.priority;
   if (c.kind == Kind::additional_override && c.order) n["order"] = *c.order;
   if (c.kind == Kind::network && !c.pretrained.empty()) n["pretrained"] = c.pretrained;
+  if (c.kind == Kind::network && !c.pretrained_rename.empty()) {
+    ordered_json rename = ordered_json::object();
+    for (const auto& [from, to] : c.pretrained_rename) rename[from] = to;
+    n["pretrained_rename"] = rename;
+  }
   if (c.kind == Kind::network && !c.trainable.empty()) n["trainable"] = c.trainable;
   if (c.kind == Kind::network && c.memory_format != "contiguous") n["memory_format"] = c.memory_format;
   if (c.kind == Kind::network && !c.freeze.empty()) n["freeze"] = c.freeze;

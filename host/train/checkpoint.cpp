@@ -5,7 +5,9 @@
 #include <algorithm>
 #include <cstdio>
 #include <filesystem>
+#include <fstream>
 #include <map>
+#include <optional>
 #include <regex>
 #include <chrono>
 #include <cstdlib>
@@ -15,6 +17,7 @@
 #include <ATen/CPUGeneratorImpl.h>
 #include <torch/optim/optimizer.h>
 #include <torch/serialize/input-archive.h>
+#include <torch/serialize.h>
 #include <torch/serialize/output-archive.h>
 
 #include "trainyard/error.h"
@@ -368,7 +371,79 @@ void match(torch::nn::Module& module, torch::serialize::InputArchive& archive, c
 
 }  // namespace
 
-PretrainedReport load_pretrained(const std::string& path, Network& network) {
+PretrainedReport load_pretrained_archive(const std::string& path, Network& network);
+
+namespace {
+
+// A state_dict from Python: a dict of name -> tensor in torch.save's format.
+std::optional<std::map<std::string, at::Tensor>> python_state_dict(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::vector<char> bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  c10::IValue value;
+  try {
+    value = torch::pickle_load(bytes);
+  } catch (const c10::Error&) {
+    return std::nullopt;
+  }
+  if (!value.isGenericDict()) return std::nullopt;
+  std::map<std::string, at::Tensor> out;
+  for (const auto& item : value.toGenericDict()) {
+    if (!item.key().isString() || !item.value().isTensor()) return std::nullopt;
+    out[item.key().toStringRef()] = item.value().toTensor();
+  }
+  return out;
+}
+
+}  // namespace
+
+PretrainedReport load_pretrained(const std::string& path, Network& network,
+                                 const std::vector<std::pair<std::string, std::string>>& rename) {
+  const std::string where_file = "network.pretrained: " + path;
+  if (fs::is_regular_file(path)) {
+    if (auto state = python_state_dict(path)) {
+      PretrainedReport report;
+      std::map<std::string, at::Tensor> renamed;
+      for (auto& [key, tensor] : *state) {
+        std::string name = key;
+        for (const auto& [from, to] : rename)
+          if (name.rfind(from, 0) == 0) {
+            name = to + name.substr(from.size());
+            break;
+          }
+        renamed[name] = tensor;
+      }
+      std::vector<std::string> shape_errors;
+      std::map<std::string, bool> used;
+      auto load = [&](const std::string& name, at::Tensor target) {
+        auto it = renamed.find(name);
+        if (it == renamed.end()) return report.missing.push_back(name);
+        used[name] = true;
+        if (it->second.sizes() != target.sizes())
+          return shape_errors.push_back(name + " (file " + shape_text(it->second) + ", network " + shape_text(target) + ")");
+        at::NoGradGuard no_grad;
+        target.copy_(it->second);
+        report.loaded.push_back(name);
+      };
+      for (auto& p : network.named_parameters()) load(p.key(), p.value());
+      for (auto& b : network.named_buffers()) load(b.key(), b.value());
+      for (const auto& [name, tensor] : renamed)
+        if (!used.count(name)) report.unexpected.push_back(name);
+      if (!shape_errors.empty())
+        throw ConfigError(where_file + ": parameter shapes do not fit the network: " + join(shape_errors),
+                          "expected the same shapes as the network's parameters",
+                          "check network.pretrained_rename, or the network's options");
+      if (report.loaded.empty())
+        throw ConfigError(where_file + ": no key of this state_dict matches the network",
+                          "expected names like " + (report.missing.empty() ? std::string("(none)") : report.missing.front()) +
+                              ", got " + (report.unexpected.empty() ? std::string("nothing") : join(report.unexpected)),
+                          "map the file's key prefixes with network.pretrained_rename: {\"FILE_PREFIX.\": \"NETWORK_PREFIX.\"}");
+      return report;
+    }
+  }
+  return load_pretrained_archive(path, network);
+}
+
+PretrainedReport load_pretrained_archive(const std::string& path, Network& network) {
   const std::string where = "network.pretrained: " + path;
   if (!fs::is_regular_file(path))
     throw ConfigError(where + ": file does not exist", "expected a trainyard checkpoint or a torch::save'd module",

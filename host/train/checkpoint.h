@@ -103,9 +103,12 @@ struct PretrainedReport {
   std::vector<std::string> loaded, missing, unexpected;
 };
 
-/// Initializes the network's parameters and buffers from a checkpoint (or a
-/// torch::save'd module) by name. Throws ConfigError naming every parameter
-/// whose shape differs, or when nothing matches.
-PretrainedReport load_pretrained(const std::string& path, Network& network);
+/// Initializes the network's parameters and buffers by name from a trainyard
+/// checkpoint, a torch::save'd module, or a PyTorch state_dict saved from
+/// Python (torch.save(model.state_dict(), F)), whose key prefixes `rename`
+/// replaces first (longest first). Throws ConfigError naming every
+/// parameter whose shape differs, or when nothing matches.
+PretrainedReport load_pretrained(const std::string& path, Network& network,
+                                 const std::vector<std::pair<std::string, std::string>>& rename = {});
 
 }  // namespace trainyard::host

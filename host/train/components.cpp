@@ -232,7 +232,7 @@ Components build_components(const Experiment& e, Context& context) {
         p.set_data(p.data().to(p.options(), /*non_blocking=*/false, /*copy=*/false, at::MemoryFormat::ChannelsLast));
   }
   if (!e.network.pretrained.empty()) {
-    PretrainedReport report = load_pretrained(e.network.pretrained, *c.network.object);
+    PretrainedReport report = load_pretrained(e.network.pretrained, *c.network.object, e.network.pretrained_rename);
     context.log("pretrained: " + std::to_string(report.loaded.size()) + " tensors loaded from " +
                 e.network.pretrained);
     if (!report.missing.empty()) context.log("pretrained: missing (left as initialized): " + join(report.missing));

@@ -120,5 +120,51 @@ TEST(Export, ATorchScriptNetworkComesBackAsTorchScriptWithTheTrainedValues) {
   EXPECT_TRUE(contains(out, accuracy_text(top1))) << out << "eval: " << top1;
 }
 
+// pretrained: a state_dict saved by Python, its "model." prefix renamed, one
+// key missing and one extra: loaded by name, the rest reported.
+TEST(Pretrained, APythonStateDictLoadsWithRenamedKeysAndReportsMissingAndUnexpected) {
+  const std::string dir = temp_dir("pretrained");
+  write_file(dir + "/save.py",
+             "import sys, torch\n"
+             "torch.manual_seed(3)\n"
+             "layers = torch.nn.Sequential(torch.nn.Linear(784, 256), torch.nn.ReLU(), torch.nn.Linear(256, 128),\n"
+             "                             torch.nn.ReLU(), torch.nn.Linear(128, 10))\n"
+             "state = {'model.layers.' + k: v for k, v in layers.state_dict().items() if k != '4.bias'}\n"
+             "state['model.extra'] = torch.zeros(3)\n"
+             "torch.save(state, sys.argv[1])\n");
+  auto saved = run_command(std::string(TRAINYARD_PYTHON) + " " + dir + "/save.py " + dir + "/weights.pt");
+  ASSERT_EQ(saved.exit_code, 0) << saved.err;
+  std::string yaml = read_file(source_dir() + "/experiments/fashion_mnist_mlp.yaml");
+  yaml.replace(yaml.find("  activation: relu\n"), 18,
+               "  activation: relu\n  pretrained: " + dir + "/weights.pt\n  pretrained_rename: {\"model.\": \"\"}\n");
+  write_file(dir + "/exp.yaml", yaml);
+  // lr 0: the weights stay what was loaded.
+  const std::string args = dir + "/exp.yaml --set optimizer.lr=0 --set dataset.train.limit=64 --set dataset.test.limit=64"
+                           " --set loop.epochs=1 --output-dir " + dir + "/runs";
+  auto r = trainyard("run " + args);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_TRUE(contains(r.err, "pretrained: 5 tensors loaded from " + dir + "/weights.pt")) << r.err;
+  EXPECT_TRUE(contains(r.err, "pretrained: missing (left as initialized): layers.4.bias")) << r.err;
+  EXPECT_TRUE(contains(r.err, "pretrained: unexpected (ignored): extra")) << r.err;
+  ASSERT_EQ(trainyard("export " + args + " --output " + dir + "/out.pt").exit_code, 0);
+  write_file(dir + "/compare.py",
+             "import sys, torch\n"
+             "a = torch.load(sys.argv[1], weights_only=True); b = torch.load(sys.argv[2], weights_only=True)\n"
+             "print('equal', all(torch.equal(b['layers.' + k[len('model.layers.'):]], v) for k, v in a.items() "
+             "if k.startswith('model.layers.')))\n");
+  auto compared = run_command(std::string(TRAINYARD_PYTHON) + " " + dir + "/compare.py " + dir + "/weights.pt " + dir +
+                              "/out.pt");
+  EXPECT_TRUE(contains(compared.out, "equal True")) << compared.out << compared.err;
+
+  // Nothing matches without the rename: one error line saying how to map the keys.
+  const std::string rename_line = "  pretrained_rename: {\"model.\": \"\"}\n";
+  yaml.replace(yaml.find(rename_line), rename_line.size(), "");
+  write_file(dir + "/bare.yaml", yaml);
+  r = trainyard("validate " + dir + "/bare.yaml");
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_TRUE(contains(r.err, "no key of this state_dict matches the network")) << r.err;
+  EXPECT_TRUE(contains(r.err, "network.pretrained_rename")) << r.err;
+}
+
 }  // namespace
 }  // namespace trainyard::test
