@@ -86,9 +86,10 @@ else
 fi
 
 # --- Readers the tests check trainyard's files with -----------------------------
-# TensorBoard's own event reader (and hparams protos). Pinned; into the same
-# environment as torch, whose Python the tests run.
-readers=(tensorboard==2.21.0)
+# TensorBoard's own event reader (and hparams protos), MLflow's client (with
+# pandas for mlflow.search_runs). Pinned; into the same environment as torch,
+# whose Python the tests run.
+readers=(tensorboard==2.21.0 mlflow-skinny==3.17.2 pandas)
 if [ "$(cat "$TRAINYARD_VENV/.readers" 2>/dev/null)" != "${readers[*]}" ]; then
   echo "install-deps: installing ${readers[*]} into $TRAINYARD_VENV"
   "$TRAINYARD_VENV/bin/pip" install -q "${readers[@]}"

@@ -14,6 +14,8 @@
 #include <map>
 #include <string>
 #include <variant>
+
+#include <trainyard/run_config.h>
 #include <vector>
 
 namespace tensorboard {
@@ -28,7 +30,7 @@ std::string scalar_event(double wall_time, int64_t step, const std::map<std::str
 /// The first event of a file: file_version "brain.Event:2".
 std::string version_event(double wall_time);
 /// One hyper-parameter: a number, a string or a flag.
-using HParamValue = std::variant<double, std::string, bool>;
+using HParamValue = trainyard::ConfigValue;
 /// The three hparams summaries: the run's hyper-parameters at its start, the
 /// experiment (which hyper-parameters and metric tags exist) and the end.
 std::string hparams_start_event(double wall_time, const std::map<std::string, HParamValue>& hparams);

@@ -7,15 +7,14 @@
 #include <chrono>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
 #include <memory>
 
-#include <nlohmann/json.hpp>
 #include <torch/nn/module.h>
 #include <torch/optim/optimizer.h>
 #include <trainyard/callback.h>
 #include <trainyard/network.h>
 #include <trainyard/plugin.h>
+#include <trainyard/run_config.h>
 
 #include "event_writer.h"
 
@@ -37,23 +36,6 @@ std::map<std::string, double> grouped(const trainyard::MeterValues& values, cons
   return out;
 }
 
-// The resolved experiment (RUN_DIR/config.json), flattened to dotted keys:
-// numbers, strings and flags as they are, lists as their JSON text.
-void flatten(const nlohmann::json& j, const std::string& prefix, std::map<std::string, tensorboard::HParamValue>& out) {
-  if (j.is_object()) {
-    for (const auto& [k, v] : j.items())
-      if (prefix.empty() ? k != "plugin_dirs" : true) flatten(v, prefix.empty() ? k : prefix + "." + k, out);
-  } else if (j.is_boolean()) {
-    out[prefix] = j.get<bool>();
-  } else if (j.is_number()) {
-    out[prefix] = j.get<double>();
-  } else if (j.is_string()) {
-    out[prefix] = j.get<std::string>();
-  } else if (!j.is_null()) {
-    out[prefix] = j.dump();
-  }
-}
-
 class TensorBoard : public trainyard::Callback {
  public:
   TensorBoard(const trainyard::Options& o, const trainyard::Context& c)
@@ -73,9 +55,8 @@ class TensorBoard : public trainyard::Callback {
     if (rank_ != 0 || writer_) return;
     writer_ = std::make_unique<tensorboard::EventWriter>(dir_);
     if (!hparams_) return;
-    std::ifstream config(std::filesystem::path(run_dir_) / "config.json");
-    if (!config) return;  // not under `trainyard run` (e.g. a test harness): no hyper-parameters to tell
-    flatten(nlohmann::json::parse(config, nullptr, /*allow_exceptions=*/false), "", hparams_values_);
+    hparams_values_ = trainyard::run_config_values(run_dir_);
+    if (hparams_values_.empty()) return;  // not under `trainyard run`: no hyper-parameters to tell
     writer_->event(tensorboard::hparams_start_event(wall_time(), hparams_values_));
     session_open_ = true;
   }
@@ -133,7 +114,7 @@ class TensorBoard : public trainyard::Callback {
   bool hparams_, histograms_;
   int64_t rank_;
   std::unique_ptr<tensorboard::EventWriter> writer_;
-  std::map<std::string, tensorboard::HParamValue> hparams_values_;
+  std::map<std::string, trainyard::ConfigValue> hparams_values_;
   std::map<std::string, bool> metric_tags_;
   bool session_open_ = false;
   Clock::time_point since_ = Clock::now();

@@ -1,0 +1,137 @@
+// mlflow_logger: the run in MLflow's file store (`mlruns/`, by default next
+// to the run directories), so that mlflow.search_runs, the MLflow client and
+// `mlflow ui` compare trainyard runs with the rest of a team's: the resolved
+// experiment as params, every meter as metrics (train/loss, test/accuracy_top1
+// at their iteration; lr and batch loss every N iterations), tags, and the
+// report, config and final checkpoint as artifacts. Rank 0 writes. A resumed
+// training run continues its MLflow run (its id is kept in RUN_DIR).
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <memory>
+
+#include <torch/optim/optimizer.h>
+#include <trainyard/callback.h>
+#include <trainyard/plugin.h>
+#include <trainyard/run_config.h>
+
+#include "file_store.h"
+
+namespace fs = std::filesystem;
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// train_loss -> train/loss, test_accuracy_top1 -> test/accuracy_top1.
+std::string key_of(const std::string& name) {
+  for (const std::string phase : {"train_", "test_"})
+    if (name.rfind(phase, 0) == 0) return phase.substr(0, phase.size() - 1) + "/" + name.substr(phase.size());
+  return name;
+}
+
+std::string newest_checkpoint(const fs::path& folder) {
+  std::string newest;
+  if (fs::is_directory(folder))
+    for (const auto& entry : fs::directory_iterator(folder)) {
+      const std::string name = entry.path().filename().string();
+      if (name.rfind("ckpt-", 0) == 0 && entry.path().extension() == ".pt" && name > fs::path(newest).filename().string())
+        newest = entry.path().string();
+    }
+  return newest;
+}
+
+class MlflowLogger : public trainyard::Callback {
+ public:
+  MlflowLogger(const trainyard::Options& o, const trainyard::Context& c)
+      : root_(o.get<std::string>("tracking_dir")), experiment_(o.get<std::string>("experiment")),
+        every_(o.get<int64_t>("every_iters")), checkpoint_(o.get<bool>("log_checkpoint")), run_dir_(c.run_dir),
+        rank_(c.rank) {
+    if (root_.empty()) root_ = (fs::path(c.run_dir).parent_path() / "mlruns").string();
+    if (experiment_.empty()) experiment_ = c.experiment;
+  }
+  ~MlflowLogger() override {
+    if (!run_) return;
+    try {  // after the host wrote the report (the trainer outlives it)
+      const fs::path report = fs::path(run_dir_) / "report.html";
+      if (fs::exists(report)) run_->artifact(report.string(), "report.html");
+      if (!finished_) run_->finish(mlflow_logger::RunStatus::failed);
+    } catch (...) {
+    }
+  }
+  void before_run(trainyard::Loop& loop) override {
+    if (rank_ != 0 || run_) return;
+    const fs::path id_file = fs::path(run_dir_) / "mlflow_run_id";
+    std::string run_id;
+    std::ifstream(id_file) >> run_id;
+    const bool resumed = !run_id.empty();
+    if (!resumed) run_id = mlflow_logger::FileStoreRun::new_run_id();
+    run_ = std::make_unique<mlflow_logger::FileStoreRun>(root_, experiment_, fs::path(run_dir_).filename().string(),
+                                                         run_id);
+    if (!resumed) std::ofstream(id_file) << run_id << "\n";
+    if (resumed) run_->truncate_metrics_after(loop.iteration());
+    for (const auto& [key, value] : trainyard::run_config_values(run_dir_)) run_->param(key, trainyard::config_value_text(value));
+    run_->tag("mlflow.source.name", "trainyard");
+    run_->tag("mlflow.source.type", "LOCAL");
+    run_->tag("mlflow.user", std::getenv("USER") ? std::getenv("USER") : "trainyard");
+    run_->tag("trainyard.run_dir", fs::absolute(run_dir_).string());
+    const fs::path config = fs::path(run_dir_) / "config.yaml";
+    if (fs::exists(config)) run_->artifact(config.string(), "config.yaml");
+  }
+  void before_epoch(trainyard::Loop&) override { since_ = Clock::now(), samples_ = 0; }
+  void after_train_iter(trainyard::Loop& loop, const trainyard::StepResult& r) override {
+    samples_ += r.batch.size();
+    if (!run_ || every_ <= 0 || loop.iteration() % every_ != 0) return;
+    const double secs = std::chrono::duration<double>(Clock::now() - since_).count();
+    run_->metric("train/lr", loop.optimizer().param_groups().at(0).options().get_lr(), loop.iteration());
+    run_->metric("train/batch_loss", r.loss.item<double>(), loop.iteration());
+    run_->metric("train/samples_per_sec", secs > 0 ? double(samples_) / secs : 0.0, loop.iteration());
+    since_ = Clock::now(), samples_ = 0;
+  }
+  void after_test(trainyard::Loop& loop, const trainyard::MeterValues& values) override {
+    if (run_)
+      for (const auto& [name, value] : values) run_->metric(key_of(name), value, loop.iteration());
+  }
+  void after_epoch(trainyard::Loop& loop) override {
+    if (!run_) return;
+    for (const auto& [name, value] : loop.values())
+      if (name.rfind("train_", 0) == 0) run_->metric(key_of(name), value, loop.iteration());
+  }
+  void after_run(trainyard::Loop&) override {
+    if (!run_) return;
+    if (checkpoint_)
+      if (const std::string last = newest_checkpoint(fs::path(run_dir_) / "checkpoints"); !last.empty())
+        run_->artifact(last, "checkpoints/" + fs::path(last).filename().string());
+    run_->finish(mlflow_logger::RunStatus::finished);
+    finished_ = true;
+  }
+
+ private:
+  std::string root_, experiment_;
+  int64_t every_;
+  bool checkpoint_;
+  std::string run_dir_;
+  int rank_;
+  std::unique_ptr<mlflow_logger::FileStoreRun> run_;
+  bool finished_ = false;
+  Clock::time_point since_ = Clock::now();
+  int64_t samples_ = 0;
+};
+
+void register_components(trainyard::Registrar& r) {
+  trainyard::Schema s;
+  s.add("tracking_dir", "", "the MLflow file store (mlruns folder); empty: OUTPUT_DIR/mlruns, next to the run directories");
+  s.add("experiment", "", "MLflow experiment name; empty: the trainyard experiment's name");
+  s.add("every_iters", 50, "train/lr, train/batch_loss and train/samples_per_sec every N iterations; 0: never").min(0);
+  s.add("log_checkpoint", true, "copy the final checkpoint into the run's artifacts");
+  r.add_callback("mlflow_logger",
+                 "the run in MLflow's file store: the resolved experiment as params, meters as metrics, tags, and "
+                 "report, config and final checkpoint as artifacts (read with MLFLOW_ALLOW_FILE_STORE=true)",
+                 s, [](const trainyard::Options& o, const trainyard::Context& c) {
+                   return std::make_shared<MlflowLogger>(o, c);
+                 });
+}
+
+}  // namespace
+
+TRAINYARD_PLUGIN("mlflow_logger", "1.0.0", "MLflow tracking (file store)", register_components)
