@@ -89,7 +89,7 @@ fi
 # TensorBoard's own event reader (and hparams protos), MLflow's client (with
 # pandas for mlflow.search_runs). Pinned; into the same environment as torch,
 # whose Python the tests run.
-readers=(tensorboard==2.21.0 mlflow-skinny==3.17.2 pandas)
+readers=(tensorboard==2.21.0 mlflow-skinny==3.17.2 pandas==3.1.1)
 if [ "$(cat "$TRAINYARD_VENV/.readers" 2>/dev/null)" != "${readers[*]}" ]; then
   echo "install-deps: installing ${readers[*]} into $TRAINYARD_VENV"
   "$TRAINYARD_VENV/bin/pip" install -q "${readers[@]}"
