@@ -35,6 +35,7 @@ const char* kUsage =
     "  predict EXP.yaml    top-k classes and probabilities for an LMDB or a folder of images, as CSV\n"
     "  export EXP.yaml     the trained weights for PyTorch: a state_dict, or TorchScript\n"
     "  report RUN_DIR      (re)write the run's plots/*.svg and report.html\n"
+    "  completion bash     a bash completion script: source <(trainyard completion bash)\n"
     "  new-plugin NAME     write an out-of-tree plugin project (--kind network|dataset|loss|...)\n"
     "\n"
     "  trainyard COMMAND --help   options of one command\n"
@@ -46,9 +47,21 @@ const std::map<std::string, int (*)(int, char**)> kCommands = {
     {"describe", describe_command}, {"convert", convert_command},  {"iterate", iterate_command},
     {"find-lr", find_lr_command},   {"sweep", sweep_command},      {"eval", eval_command},
     {"predict", predict_command},   {"report", report_command},    {"new-plugin", new_plugin_command},
-    {"export", export_command}};
+    {"export", export_command},     {"completion", completion_command}, {"__complete", complete_command}};
 
 }  // namespace
+
+int run_subcommand(const std::string& name, int argc, char** argv) {
+  auto it = kCommands.find(name);
+  return it == kCommands.end() ? 0 : it->second(argc, argv);
+}
+
+std::vector<std::string> command_names() {
+  std::vector<std::string> names;
+  for (const auto& [name, _] : kCommands)
+    if (name.rfind("__", 0) != 0) names.push_back(name);
+  return names;
+}
 
 int command_main(int argc, char** argv) {
   tune_allocator();
@@ -71,8 +84,7 @@ int command_main(int argc, char** argv) {
   }
   try {
     if (auto it = kCommands.find(command); it != kCommands.end()) return it->second(argc, argv);
-    std::vector<std::string> commands;
-    for (const auto& [name, _] : kCommands) commands.push_back(name);
+    const std::vector<std::string> commands = command_names();
     throw ConfigError("unknown command '" + command + "'", "expected one of " + join(commands),
                       did_you_mean(command, commands));
   } catch (const ConfigError& e) {

@@ -3,7 +3,18 @@
 // the request, call the Runner or a service, print the outcome. Each returns
 // the process exit code: 0 success, 2 bad input (one "error:" line on
 // stderr), 1 a component crashed, 4 stopped by a signal (resumable).
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace trainyard {
+class Schema;
+}
+
 namespace trainyard::host {
+
+/// The host's own sections (loop, distributed, ...), described like components.
+const std::vector<std::pair<std::string, const Schema*>>& host_sections();
 
 /// Dispatches argv[1] to its command and maps exceptions to exit codes.
 int command_main(int argc, char** argv);
@@ -21,5 +32,12 @@ int predict_command(int argc, char** argv);
 int export_command(int argc, char** argv);      // model_commands.cpp
 int report_command(int argc, char** argv);      // project_commands.cpp
 int new_plugin_command(int argc, char** argv);
+int completion_command(int argc, char** argv);  // completion_command.cpp
+/// `trainyard __complete CWORD WORD...`: what the bash completion offers.
+int complete_command(int argc, char** argv);
+/// Runs one sub-command by name (0 if there is none of that name).
+int run_subcommand(const std::string& name, int argc, char** argv);
+/// The sub-command names (for the usage and completion).
+std::vector<std::string> command_names();
 
 }  // namespace trainyard::host

@@ -38,15 +38,14 @@ void print_schema(const Schema& schema) {
   }
 }
 
-// The host's own sections, described like components.
+}  // namespace
+
 const std::vector<std::pair<std::string, const Schema*>>& host_sections() {
   static const std::vector<std::pair<std::string, const Schema*>> sections = {
       {"loop", &loop_schema()}, {"distributed", &distributed_schema()}, {"output", &output_schema()},
       {"schedule", &schedule_schema()}, {"stopping", &stopping_schema()}};
   return sections;
 }
-
-}  // namespace
 
 int validate_command(int argc, char** argv) {
   const std::string usage = "trainyard validate EXP.yaml [--set KEY=VALUE]... [--plugin-dir DIR]...";

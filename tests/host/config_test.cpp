@@ -84,7 +84,7 @@ TEST(ExperimentConfig, UnknownOptionKeySuggestsClosest) {
   std::string err = error_of(replace(kBase, "hidden_sizes", "hiden_sizes"));
   EXPECT_TRUE(contains(err, "network.hiden_sizes: unknown option for network 'mlp'")) << err;
   EXPECT_TRUE(contains(err, "did you mean 'hidden_sizes'?")) << err;
-  EXPECT_TRUE(contains(err, "expected one of plugin, pretrained, trainable, freeze, memory_format, hidden_sizes")) << err;
+  EXPECT_TRUE(contains(err, "expected one of plugin, pretrained, pretrained_rename, trainable, freeze, memory_format, hidden_sizes")) << err;
 }
 
 TEST(ExperimentConfig, WrongTypeNamesExpectedAndGot) {

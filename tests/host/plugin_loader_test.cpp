@@ -33,7 +33,7 @@ TEST(PluginLoader, LoadsEveryBuiltinPlugin) {
   EXPECT_EQ(r.names(Kind::loss), (std::vector<std::string>{"cross_entropy"}));
   EXPECT_EQ(r.names(Kind::optimizer), (std::vector<std::string>{"adam", "adamw", "rmsprop", "sgd"}));
   EXPECT_EQ(r.names(Kind::meter), (std::vector<std::string>{"confusion_matrix", "loss", "topk_accuracy"}));
-  EXPECT_EQ(r.names(Kind::callback), (std::vector<std::string>{"console", "tensorboard"}));
+  EXPECT_EQ(r.names(Kind::callback), (std::vector<std::string>{"console", "csv_logger", "mlflow_logger", "tensorboard"}));
   EXPECT_EQ(r.names(Kind::additional_override), (std::vector<std::string>{"cyclic", "no_test_no_checkpoint", "one_cycle", "overfit_batches"}));
   for (const auto& lib : r.libraries()) EXPECT_EQ(lib->fingerprint, TRAINYARD_FINGERPRINT) << lib->path;
 }
