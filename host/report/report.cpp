@@ -1,5 +1,6 @@
 #include "report/report.h"
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -13,6 +14,7 @@
 #include "trainyard/error.h"
 #include "util/csv.h"
 #include "util/files.h"
+#include "util/text.h"
 #include "util/json.h"
 
 namespace fs = std::filesystem;
@@ -54,6 +56,22 @@ std::string read_text(const std::string& path) {
   return s.str();
 }
 
+// What the y axis measures: the one name, or what the names share
+// (train_loss and test_loss: "loss").
+std::string axis_label(const std::vector<std::string>& ys) {
+  if (ys.size() == 1) return ys[0];
+  auto base = [](const std::string& n) {
+    for (const char* phase : {"train_", "test_"})
+      if (n.rfind(phase, 0) == 0) return n.substr(std::string(phase).size());
+    return n;
+  };
+  const std::string first = base(ys[0]);
+  for (const auto& y : ys)
+    if (base(y) != first) return join(ys, ", ");
+  if (first.rfind("accuracy_top", 0) == 0) return "accuracy (top-" + first.substr(12) + ")";
+  return first;
+}
+
 std::string number_text(double v) {
   char buf[32];
   std::snprintf(buf, sizeof buf, "%.6g", v);
@@ -64,7 +82,10 @@ const char* kStyle =
     "body{font-family:sans-serif;margin:24px;color:#222;max-width:1100px}"
     "h1{font-size:24px}h2{font-size:18px;margin-top:28px;border-bottom:1px solid #ddd}"
     "table{border-collapse:collapse;font-size:13px}td,th{border:1px solid #ccc;padding:4px 8px;text-align:left}"
-    "th{background:#f3f3f3}.plots{display:flex;flex-wrap:wrap;gap:12px}.plots svg{border:1px solid #eee}"
+    "td{overflow-wrap:anywhere}"
+    "th{background:#f3f3f3}.plots{display:flex;flex-wrap:wrap;gap:12px}"
+    // Charts scale down to a narrow window (their viewBox keeps the drawing).
+    ".plots figure{margin:0;flex:1 1 520px;max-width:720px}.plots svg{border:1px solid #eee;width:100%;height:auto}"
     "pre{background:#f7f7f7;padding:12px;font-size:12px;overflow:auto}.muted{color:#777}";
 
 // A result file's name and when it was written: "confusion_matrix-e3-i120.csv"
@@ -129,10 +150,65 @@ std::vector<PlotSpec> default_plots(const std::set<std::string>& names) {
     if (!p.ys.empty()) plots.push_back(p);
   };
   auto meter = [](const std::string& n) { return n.rfind("train_", 0) == 0 || n.rfind("test_", 0) == 0; };
-  group("Loss", [&](const std::string& n) { return meter(n) && n.find("loss") != std::string::npos; });
-  group("Accuracy", [&](const std::string& n) { return meter(n) && n.find("accuracy") != std::string::npos; });
+  auto base = [](const std::string& n) { return n.substr(n.find('_') + 1); };  // train_loss -> loss
+  // One chart per quantity, train and test together: top-1 and top-5 have
+  // scales of their own.
+  std::set<std::string> quantities;
+  for (const auto& n : names)
+    if (meter(n) && (n.find("loss") != std::string::npos || n.find("accuracy") != std::string::npos))
+      quantities.insert(base(n));
+  std::vector<std::string> ordered;  // the loss first, as before
+  if (quantities.count("loss")) ordered.push_back("loss");
+  for (const auto& q : quantities)
+    if (q != "loss") ordered.push_back(q);
+  for (const std::string& q : ordered) {
+    std::string title = q == "loss" ? "Loss" : q;
+    if (q.rfind("accuracy_top", 0) == 0) title = "Accuracy (top-" + q.substr(12) + ")";
+    group(title, [&](const std::string& n) { return meter(n) && base(n) == q; });
+  }
   group("Learning rate", [](const std::string& n) { return n == "lr"; });
   return plots;
+}
+
+std::string write_sweep_report(const std::string& sweep_dir, const std::string& title,
+                               const std::vector<std::pair<std::string, std::string>>& runs) {
+  const fs::path dir(sweep_dir);
+  std::vector<std::pair<std::string, std::vector<MetricsEvent>>> logged;
+  std::set<std::string> names;
+  for (const auto& [name, run_dir] : runs) {
+    const fs::path metrics = fs::path(run_dir) / "metrics.jsonl";
+    if (!fs::exists(metrics)) continue;
+    logged.emplace_back(name, read_events(metrics.string()));
+    for (const auto& e : logged.back().second)
+      for (const auto& [k, _] : e.values)
+        if (k.rfind("test_", 0) == 0 || k == "train_loss") names.insert(k);
+  }
+  fs::create_directories(dir / "plots");
+  std::string svgs;
+  size_t index = 0;
+  for (const auto& name : names) {
+    Chart chart;
+    chart.title = name + " by run";
+    chart.x_label = "epoch";
+    chart.integer_x = true;
+    chart.y_label = axis_label({name});
+    for (const auto& [run, events] : logged) {
+      ChartSeries s = series(events, name, "epoch");
+      s.name = run;
+      if (!s.x.empty()) chart.series.push_back(std::move(s));
+    }
+    const std::string svg = svg_line_chart(chart);
+    write_file_atomic((dir / "plots" / file_name(index++, name)).string(), svg);
+    svgs += "<figure>" + svg.substr(svg.find("<svg")) + "</figure>\n";
+  }
+  std::string html = std::string("<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\"><title>") + xml_escape(title) +
+                     "</title><style>" + kStyle + "</style></head><body>\n<h1>" + xml_escape(title) + "</h1>\n";
+  html += "<p class=\"muted\">" + std::to_string(logged.size()) + " of " + std::to_string(runs.size()) +
+          " runs have logged values; each run's own report is in its folder.</p>\n";
+  html += "<h2>Plots</h2>\n<div class=\"plots\">\n" + svgs + "</div>\n</body></html>\n";
+  const std::string path = (dir / "report.html").string();
+  write_file_atomic(path, html);
+  return path;
 }
 
 std::string write_report(const std::string& run_dir, const std::vector<PlotSpec>& requested) {
@@ -151,8 +227,18 @@ std::string write_report(const std::string& run_dir, const std::vector<PlotSpec>
     Chart chart;
     chart.title = plots[i].title;
     chart.x_label = plots[i].x;
-    chart.y_label = plots[i].ys.size() == 1 ? plots[i].ys[0] : "value";
+    chart.integer_x = true;  // iterations and epochs are counts
+    chart.y_label = axis_label(plots[i].ys);
     for (const auto& y : plots[i].ys) chart.series.push_back(series(events, y, plots[i].x));
+    // Train meters are running means that restart every epoch: say so, and
+    // mark where each epoch ends, so that their jumps are not read as events.
+    const bool running = std::any_of(plots[i].ys.begin(), plots[i].ys.end(),
+                                     [](const std::string& y) { return y.rfind("train_", 0) == 0; });
+    if (running && plots[i].x == "iteration") {
+      chart.note = "train values: running means over each epoch, restarted at every epoch (dotted lines)";
+      for (const auto& e : events)
+        if (e.phase == "train" && e.values.count("secs_per_train")) chart.guides_x.push_back(double(e.iteration));
+    }
     const std::string svg = svg_line_chart(chart);
     write_file_atomic((dir / "plots" / file_name(i, plots[i].title)).string(), svg);
     svgs += "<figure>" + svg.substr(svg.find("<svg")) + "</figure>\n";  // inline: no <?xml?> inside HTML

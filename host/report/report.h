@@ -20,4 +20,11 @@ std::vector<PlotSpec> default_plots(const std::set<std::string>& value_names);
 /// holds no metrics.jsonl.
 std::string write_report(const std::string& run_dir, const std::vector<PlotSpec>& plots);
 
+/// A sweep's runs overlaid: for each test value (and train_loss) one chart
+/// against the epoch with a line per run, in SWEEP_DIR/plots/ and
+/// SWEEP_DIR/report.html. `runs` are (name, run directory); runs without a
+/// metrics.jsonl yet are left out. Returns the report's path.
+std::string write_sweep_report(const std::string& sweep_dir, const std::string& title,
+                               const std::vector<std::pair<std::string, std::string>>& runs);
+
 }  // namespace trainyard::host

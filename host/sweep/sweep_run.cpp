@@ -10,6 +10,7 @@
 #include <map>
 #include <thread>
 
+#include "report/report.h"
 #include "run/session.h"
 #include "trainyard/error.h"
 #include "util/files.h"
@@ -110,6 +111,9 @@ SweepOutcome run_sweep(const SweepRequest& request) {
       if (!d.status.empty()) done.push_back(d);
     write_file_atomic((dir / "sweep.csv").string(), sweep_csv(axes, done));
     write_file_atomic((dir / "sweep.md").string(), "# Sweep of " + request.experiment + "\n\n" + sweep_markdown(axes, done));
+    std::vector<std::pair<std::string, std::string>> runs;  // every run's curves in one chart per value
+    for (const auto& d : done) runs.emplace_back(d.point.name, (dir / d.point.name).string());
+    write_sweep_report(dir.string(), "Sweep of " + fs::path(request.experiment).filename().string(), runs);
   };
   std::map<pid_t, size_t> running;
   std::map<size_t, std::chrono::steady_clock::time_point> started;

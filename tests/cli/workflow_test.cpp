@@ -76,6 +76,16 @@ TEST(Sweep, RunsEveryPointSkipsFinishedResumesUnfinishedAndRecordsFailures) {
   EXPECT_TRUE(test::contains(md, "| run | status | optimizer.lr | network |")) << md;
   const std::string good = dir + "/sw--optimizer.lr=0.05--network=_plugin__mlp__hidden_sizes___8__";
   ASSERT_TRUE(fs::exists(good + "/summary.json"));
+  // The runs overlaid in one chart per value: the two finished runs, and
+  // the crashed ones as far as they logged (they crash before any test).
+  ASSERT_TRUE(fs::exists(dir + "/report.html"));
+  std::string overlay;
+  for (const auto& f : fs::directory_iterator(dir + "/plots"))
+    if (test::contains(f.path().filename().string(), "test_accuracy_top1")) overlay = test::read_file(f.path().string());
+  size_t lines = 0;
+  for (size_t at = overlay.find("class=\"series\""); at != std::string::npos; at = overlay.find("class=\"series\"", at + 1)) ++lines;
+  EXPECT_EQ(lines, 2u) << overlay;
+  EXPECT_TRUE(test::contains(overlay, "sw--optimizer.lr=0.2--network=_plugin__mlp__hidden_sizes___8__")) << overlay;
 
   // Again: finished runs are skipped; an unfinished one (its last checkpoint
   // and summary gone, as if killed) resumes; the failing ones fail again.
@@ -331,7 +341,20 @@ TEST(Report, PlotsAsRequestedAndAReportThatRendersInChromium) {
   const std::string plain = experiment("plain"), pout = test::temp_dir("plain");
   ASSERT_EQ(test::trainyard("run " + plain + " --output-dir " + pout).exit_code, 0);
   EXPECT_EQ(svg_series(pout + "/plain/plots/01-loss.svg"), "test_loss:1 train_loss:1\n");
-  EXPECT_EQ(svg_series(pout + "/plain/plots/03-learning_rate.svg"), "lr:1\n");
+  // One chart per accuracy: top-1 and top-2 have scales of their own.
+  EXPECT_EQ(svg_series(pout + "/plain/plots/02-accuracy__top_1_.svg"), "test_accuracy_top1:1 train_accuracy_top1:1\n");
+  EXPECT_EQ(svg_series(pout + "/plain/plots/03-accuracy__top_2_.svg"), "test_accuracy_top2:1 train_accuracy_top2:1\n");
+  EXPECT_EQ(svg_series(pout + "/plain/plots/04-learning_rate.svg"), "lr:1\n");
+  const std::string loss = test::read_file(pout + "/plain/plots/01-loss.svg");
+  EXPECT_TRUE(test::contains(loss, "running means over each epoch")) << "the train values' jumps are explained";
+  EXPECT_TRUE(test::contains(loss, "class=\"guide\"")) << "epoch boundaries are drawn";
+  EXPECT_TRUE(test::contains(loss, "class=\"legend\"")) << "a legend, below the plot";
+  EXPECT_TRUE(test::contains(loss, ">loss</text>")) << "the y axis says what it measures";
+  // Two test points get dots; a constant rate of 0.05 sits on a 0..0.06 axis.
+  EXPECT_TRUE(test::contains(test::read_file(pout + "/plain/plots/02-accuracy__top_1_.svg"), "<circle "));
+  const std::string lr = test::read_file(pout + "/plain/plots/04-learning_rate.svg");
+  EXPECT_TRUE(test::contains(lr, ">0.06</text>") && test::contains(lr, ">0</text>")) << lr;
+  EXPECT_FALSE(test::contains(lr, ">-0.4</text>")) << lr;
   auto bad = test::trainyard("report " + test::temp_dir("nothing"));
   EXPECT_EQ(bad.exit_code, 2);
 
@@ -346,6 +369,14 @@ TEST(Report, PlotsAsRequestedAndAReportThatRendersInChromium) {
   ASSERT_FALSE(image.empty());
   const double ink = cv::countNonZero(image < 200) / double(image.total());
   EXPECT_GT(ink, 0.01) << "the page rendered (almost) blank";
+  // At a phone's width the charts wrap and still render.
+  const std::string narrow = test::temp_dir("shot") + "/narrow.png";
+  c = test::run_command("timeout 120 chromium --headless --no-sandbox --disable-gpu --hide-scrollbars "
+                        "--window-size=420,2400 --screenshot=" + narrow + " file://" + pout + "/plain/report.html");
+  ASSERT_TRUE(std::filesystem::exists(narrow)) << c.err;
+  cv::Mat small = cv::imread(narrow, cv::IMREAD_GRAYSCALE);
+  ASSERT_FALSE(small.empty());
+  EXPECT_GT(cv::countNonZero(small < 200) / double(small.total()), 0.01);
 }
 
 }  // namespace
