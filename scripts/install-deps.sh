@@ -25,6 +25,8 @@ packages=(
   # tests: GoogleTest; protoc and Python's protobuf to read TensorBoard files
   # back independently; Chromium to render the HTML report headless
   libgtest-dev protobuf-compiler python3-protobuf chromium
+  # the MLflow logger's REST client (a tracking server)
+  libcurl4-openssl-dev
   # tests: a real single-node Slurm cluster (tests/slurm/cluster.sh)
   slurmctld slurmd slurm-client munge
   # tests: the console's live line in a real terminal of a given width
@@ -86,10 +88,10 @@ else
 fi
 
 # --- Readers the tests check trainyard's files with -----------------------------
-# TensorBoard's own event reader (and hparams protos), MLflow's client (with
-# pandas for mlflow.search_runs). Pinned; into the same environment as torch,
+# TensorBoard's own event reader (and hparams protos), MLflow (its client,
+# with pandas for mlflow.search_runs, and its tracking server). Pinned; into the same environment as torch,
 # whose Python the tests run.
-readers=(tensorboard==2.21.0 mlflow-skinny==3.17.2 pandas==3.1.1)
+readers=(tensorboard==2.21.0 mlflow==3.17.2 pandas==3.1.1)
 if [ "$(cat "$TRAINYARD_VENV/.readers" 2>/dev/null)" != "${readers[*]}" ]; then
   echo "install-deps: installing ${readers[*]} into $TRAINYARD_VENV"
   "$TRAINYARD_VENV/bin/pip" install -q "${readers[@]}"

@@ -17,28 +17,27 @@
 #include <map>
 #include <string>
 
+#include "tracker.h"
+
 namespace mlflow_logger {
 
-enum class RunStatus { running = 1, finished = 3, failed = 4, killed = 5 };
-
-class FileStoreRun {
+class FileStoreRun : public Tracker {
  public:
   /// The run `run_id` of the experiment named `experiment` under `root`,
   /// created with both if needed; an existing run (a resumed training run)
   /// is marked running again.
   FileStoreRun(const std::string& root, const std::string& experiment, const std::string& run_name,
                const std::string& run_id);
-  const std::string& run_id() const { return run_id_; }
+  const std::string& run_id() const override { return run_id_; }
   const std::string& experiment_id() const { return experiment_id_; }
 
-  void param(const std::string& key, const std::string& value);
-  void tag(const std::string& key, const std::string& value);
-  void metric(const std::string& key, double value, int64_t step);
-  /// Drops the points past `step` (a resumed run redoes them).
-  void truncate_metrics_after(int64_t step);
+  void param(const std::string& key, const std::string& value) override;
+  void tag(const std::string& key, const std::string& value) override;
+  void metric(const std::string& key, double value, int64_t step) override;
+  void truncate_metrics_after(int64_t step) override;
   /// Copies `file` into artifacts/ as `name`.
-  void artifact(const std::string& file, const std::string& name);
-  void finish(RunStatus status);
+  void artifact(const std::string& file, const std::string& name) override;
+  void finish(RunStatus status) override;
 
   /// 32 lowercase hex digits, as MLflow's own run ids.
   static std::string new_run_id();

@@ -1,5 +1,5 @@
 // mlflow_logger: the run in MLflow's file store (`mlruns/`, by default next
-// to the run directories), so that mlflow.search_runs, the MLflow client and
+// to the run directories) or on a tracking server (REST), so that mlflow.search_runs, the MLflow client and
 // `mlflow ui` compare trainyard runs with the rest of a team's: the resolved
 // experiment as params, every meter as metrics (train/loss, test/accuracy_top1
 // at their iteration; lr and batch loss every N iterations), tags, and the
@@ -16,6 +16,7 @@
 #include <trainyard/run_config.h>
 
 #include "file_store.h"
+#include "rest_run.h"
 
 namespace fs = std::filesystem;
 
@@ -44,10 +45,14 @@ std::string newest_checkpoint(const fs::path& folder) {
 class MlflowLogger : public trainyard::Callback {
  public:
   MlflowLogger(const trainyard::Options& o, const trainyard::Context& c)
-      : root_(o.get<std::string>("tracking_dir")), experiment_(o.get<std::string>("experiment")),
+      : uri_(o.get<std::string>("tracking_uri")), experiment_(o.get<std::string>("experiment")),
         every_(o.get<int64_t>("every_iters")), checkpoint_(o.get<bool>("log_checkpoint")), run_dir_(c.run_dir),
         rank_(c.rank) {
-    if (root_.empty()) root_ = (fs::path(c.run_dir).parent_path() / "mlruns").string();
+    // As MLflow's own client: the option, else MLFLOW_TRACKING_URI, else a
+    // file store next to the run directories.
+    if (uri_.empty() && std::getenv("MLFLOW_TRACKING_URI")) uri_ = std::getenv("MLFLOW_TRACKING_URI");
+    if (uri_.empty()) uri_ = (fs::path(c.run_dir).parent_path() / "mlruns").string();
+    if (uri_.rfind("file:", 0) == 0) uri_ = uri_.substr(uri_.rfind("file://", 0) == 0 ? 7 : 5);
     if (experiment_.empty()) experiment_ = c.experiment;
   }
   ~MlflowLogger() override {
@@ -66,9 +71,11 @@ class MlflowLogger : public trainyard::Callback {
     std::ifstream(id_file) >> run_id;
     const bool resumed = !run_id.empty();
     if (!resumed) run_id = mlflow_logger::FileStoreRun::new_run_id();
-    run_ = std::make_unique<mlflow_logger::FileStoreRun>(root_, experiment_, fs::path(run_dir_).filename().string(),
-                                                         run_id);
-    if (!resumed) std::ofstream(id_file) << run_id << "\n";
+    const std::string name = fs::path(run_dir_).filename().string();
+    const bool server = uri_.rfind("http://", 0) == 0 || uri_.rfind("https://", 0) == 0;
+    if (server) run_ = std::make_unique<mlflow_logger::RestRun>(uri_, experiment_, name, resumed ? run_id : "");
+    else run_ = std::make_unique<mlflow_logger::FileStoreRun>(uri_, experiment_, name, run_id);
+    if (!resumed) std::ofstream(id_file) << run_->run_id() << "\n";
     if (resumed) run_->truncate_metrics_after(loop.iteration());
     for (const auto& [key, value] : trainyard::run_config_values(run_dir_)) run_->param(key, trainyard::config_value_text(value));
     run_->tag("mlflow.source.name", "trainyard");
@@ -89,13 +96,15 @@ class MlflowLogger : public trainyard::Callback {
     since_ = Clock::now(), samples_ = 0;
   }
   void after_test(trainyard::Loop& loop, const trainyard::MeterValues& values) override {
-    if (run_)
-      for (const auto& [name, value] : values) run_->metric(key_of(name), value, loop.iteration());
+    if (!run_) return;
+    for (const auto& [name, value] : values) run_->metric(key_of(name), value, loop.iteration());
+    run_->flush();
   }
   void after_epoch(trainyard::Loop& loop) override {
     if (!run_) return;
     for (const auto& [name, value] : loop.values())
       if (name.rfind("train_", 0) == 0) run_->metric(key_of(name), value, loop.iteration());
+    run_->flush();
   }
   void after_run(trainyard::Loop&) override {
     if (!run_) return;
@@ -107,12 +116,12 @@ class MlflowLogger : public trainyard::Callback {
   }
 
  private:
-  std::string root_, experiment_;
+  std::string uri_, experiment_;
   int64_t every_;
   bool checkpoint_;
   std::string run_dir_;
   int rank_;
-  std::unique_ptr<mlflow_logger::FileStoreRun> run_;
+  std::unique_ptr<mlflow_logger::Tracker> run_;
   bool finished_ = false;
   Clock::time_point since_ = Clock::now();
   int64_t samples_ = 0;
@@ -120,12 +129,14 @@ class MlflowLogger : public trainyard::Callback {
 
 void register_components(trainyard::Registrar& r) {
   trainyard::Schema s;
-  s.add("tracking_dir", "", "the MLflow file store (mlruns folder); empty: OUTPUT_DIR/mlruns, next to the run directories");
+  s.add("tracking_uri", "",
+        "a tracking server (http://host:5000) or a file store (a folder, or file:PATH); empty: MLFLOW_TRACKING_URI, "
+        "else OUTPUT_DIR/mlruns next to the run directories");
   s.add("experiment", "", "MLflow experiment name; empty: the trainyard experiment's name");
   s.add("every_iters", 50, "train/lr, train/batch_loss and train/samples_per_sec every N iterations; 0: never").min(0);
   s.add("log_checkpoint", true, "copy the final checkpoint into the run's artifacts");
   r.add_callback("mlflow_logger",
-                 "the run in MLflow's file store: the resolved experiment as params, meters as metrics, tags, and "
+                 "the run in MLflow (a file store or a tracking server): the resolved experiment as params, meters as metrics, tags, and "
                  "report, config and final checkpoint as artifacts (read with MLFLOW_ALLOW_FILE_STORE=true)",
                  s, [](const trainyard::Options& o, const trainyard::Context& c) {
                    return std::make_shared<MlflowLogger>(o, c);
@@ -134,4 +145,4 @@ void register_components(trainyard::Registrar& r) {
 
 }  // namespace
 
-TRAINYARD_PLUGIN("mlflow_logger", "1.0.0", "MLflow tracking (file store)", register_components)
+TRAINYARD_PLUGIN("mlflow_logger", "1.0.0", "MLflow tracking (file store or REST)", register_components)
