@@ -375,6 +375,20 @@ PretrainedReport load_pretrained_archive(const std::string& path, Network& netwo
 
 namespace {
 
+// A pretrained file whose shapes do not fit, or whose names match nothing.
+void refuse_unusable(const std::string& where, const PretrainedReport& report,
+                     const std::vector<std::string>& shape_errors, const std::string& what_matches,
+                     const std::string& shape_hint, const std::string& name_hint) {
+  if (!shape_errors.empty())
+    throw ConfigError(where + ": parameter shapes do not fit the network: " + join(shape_errors),
+                      "expected the same shapes as the network's parameters", shape_hint);
+  if (report.loaded.empty())
+    throw ConfigError(where + ": no " + what_matches + " matches the network",
+                      "expected names like " + (report.missing.empty() ? std::string("(none)") : report.missing.front()) +
+                          ", got " + (report.unexpected.empty() ? std::string("nothing") : join(report.unexpected)),
+                      name_hint);
+}
+
 // A state_dict from Python: a dict of name -> tensor in torch.save's format.
 std::optional<std::map<std::string, at::Tensor>> python_state_dict(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
@@ -428,15 +442,9 @@ PretrainedReport load_pretrained(const std::string& path, Network& network,
       for (auto& b : network.named_buffers()) load(b.key(), b.value());
       for (const auto& [name, tensor] : renamed)
         if (!used.count(name)) report.unexpected.push_back(name);
-      if (!shape_errors.empty())
-        throw ConfigError(where_file + ": parameter shapes do not fit the network: " + join(shape_errors),
-                          "expected the same shapes as the network's parameters",
-                          "check network.pretrained_rename, or the network's options");
-      if (report.loaded.empty())
-        throw ConfigError(where_file + ": no key of this state_dict matches the network",
-                          "expected names like " + (report.missing.empty() ? std::string("(none)") : report.missing.front()) +
-                              ", got " + (report.unexpected.empty() ? std::string("nothing") : join(report.unexpected)),
-                          "map the file's key prefixes with network.pretrained_rename: {\"FILE_PREFIX.\": \"NETWORK_PREFIX.\"}");
+      refuse_unusable(where_file, report, shape_errors, "key of this state_dict",
+                      "check network.pretrained_rename, or the network's options",
+                      "map the file's key prefixes with network.pretrained_rename: {\"FILE_PREFIX.\": \"NETWORK_PREFIX.\"}");
       return report;
     }
   }
@@ -463,15 +471,8 @@ PretrainedReport load_pretrained_archive(const std::string& path, Network& netwo
     throw ConfigError(where + ": cannot read: " + e.what_without_backtrace(),
                       "expected a trainyard checkpoint or a torch::save'd module", "");
   }
-  if (!shape_errors.empty())
-    throw ConfigError(where + ": parameter shapes do not fit the network: " + join(shape_errors),
-                      "expected the same shapes as the network's parameters",
-                      "use a checkpoint of the same network with the same options");
-  if (report.loaded.empty())
-    throw ConfigError(where + ": no parameter name matches the network",
-                      "expected names like " + (report.missing.empty() ? std::string("(none)") : report.missing.front()) +
-                          ", got " + (report.unexpected.empty() ? std::string("nothing") : join(report.unexpected)),
-                      "use a checkpoint of the same network");
+  refuse_unusable(where, report, shape_errors, "parameter name", "use a checkpoint of the same network with the same options",
+                  "use a checkpoint of the same network");
   return report;
 }
 
