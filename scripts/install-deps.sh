@@ -19,7 +19,7 @@ packages=(
   # toolchain; python3-venv for the LibTorch environment
   build-essential cmake pkg-config ccache git zlib1g-dev python3-venv
   # configuration, CLI, plugin loading; JSON for every file the host writes or reads
-  libyaml-cpp-dev nlohmann-json3-dev libboost-dev libboost-program-options-dev libboost-filesystem-dev
+  libyaml-cpp-dev nlohmann-json3-dev libspdlog-dev libboost-dev libboost-program-options-dev libboost-filesystem-dev
   # the data pipeline: packed datasets and image decoding/augmentation
   liblmdb-dev libopencv-core-dev libopencv-imgproc-dev libopencv-imgcodecs-dev lmdb-utils
   # tests: GoogleTest; protoc and Python's protobuf to read TensorBoard files

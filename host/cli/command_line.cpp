@@ -48,7 +48,9 @@ po::options_description experiment_options() {
 
 po::options_description help_option() {
   po::options_description d("general");
-  d.add_options()("help,h", "print this help")("version", "print the version");
+  d.add_options()("help,h", "print this help")("version", "print the version")(
+      "log-level", po::value<std::string>()->default_value("info"),
+      "error, warning, info or debug (also TRAINYARD_LOG_LEVEL); other ranks than 0 print warnings and errors only");
   return d;
 }
 

@@ -2,6 +2,8 @@
 // to exit codes.
 #include "cli/commands.h"
 
+#include <cstdlib>
+
 #include <iostream>
 #include <map>
 
@@ -9,6 +11,7 @@
 #include <torch/version.h>
 
 #include "distributed/device.h"
+#include "log/log.h"
 #include "run/provenance.h"
 #include "train/guard.h"
 #include "trainyard/error.h"
@@ -72,6 +75,20 @@ int command_main(int argc, char** argv) {
     return 2;
   }
   const std::string command = argv[1];
+  // The console's level, before anything is said: --log-level, else TRAINYARD_LOG_LEVEL.
+  trainyard::detail::set_log_handler([](const std::string& line) { log_warning(line); });
+  std::string level = std::getenv("TRAINYARD_LOG_LEVEL") ? std::getenv("TRAINYARD_LOG_LEVEL") : "info";
+  for (int i = 2; i < argc; ++i) {
+    const std::string arg = argv[i];
+    if (arg == "--log-level" && i + 1 < argc) level = argv[i + 1];
+    else if (arg.rfind("--log-level=", 0) == 0) level = arg.substr(12);
+  }
+  if (auto parsed = parse_log_level(level)) {
+    set_log_level(*parsed);
+  } else {
+    log_error("error: --log-level '" + level + "' (or TRAINYARD_LOG_LEVEL); expected error, warning, info or debug");
+    return 2;
+  }
   if (command == "--help" || command == "-h" || command == "help") {
     std::cout << kUsage;
     return 0;
@@ -88,16 +105,16 @@ int command_main(int argc, char** argv) {
     throw ConfigError("unknown command '" + command + "'", "expected one of " + join(commands),
                       did_you_mean(command, commands));
   } catch (const ConfigError& e) {
-    std::cerr << "error: " << e.what() << "\n";
+    log_error("error: " + std::string(e.what()));
     return 2;
   } catch (const ComponentFailure& e) {
-    std::cerr << "error: " << e.what() << "\n";
+    log_error("error: " + std::string(e.what()));
     return 1;
   } catch (const c10::Error& e) {
-    std::cerr << "error: " << e.what_without_backtrace() << "\n";
+    log_error("error: " + std::string(e.what_without_backtrace()));
     return 1;
   } catch (const std::exception& e) {
-    std::cerr << "error: " << e.what() << "\n";
+    log_error("error: " + std::string(e.what()));
     return 1;
   }
 }

@@ -5,6 +5,7 @@
 
 #include "cli/command_line.h"
 #include "cli/commands.h"
+#include "log/log.h"
 #include "run/runner.h"
 #include "run/session.h"
 #include "run/inspect.h"
@@ -60,12 +61,12 @@ int run_command(int argc, char** argv) {
 
   std::string final_values;
   for (const auto& [k, v] : outcome.values) final_values += " " + k + "=" + readable_number(v);
-  std::cout << "trainyard: done: " << outcome.epochs_done << "/" << count_of(outcome.total_epochs, "epoch")
+  InfoLine() << "trainyard: done: " << outcome.epochs_done << "/" << count_of(outcome.total_epochs, "epoch")
             << (final_values.empty() ? "" : ":") << final_values << "; summary in "
             << RunPaths(outcome.run_dir).summary << "\n";
-  if (!outcome.report.empty()) std::cout << "trainyard: report in " << outcome.report << "\n";
+  if (!outcome.report.empty()) InfoLine() << "trainyard: report in " << outcome.report << "\n";
   if (outcome.stopped_by_signal) {
-    std::cout << "trainyard: stopped by a signal with a checkpoint at iteration " << outcome.iteration
+    InfoLine() << "trainyard: stopped by a signal with a checkpoint at iteration " << outcome.iteration
               << "; run the same command to resume (exit code "
               << kExitStoppedResumable << ")\n";
     return kExitStoppedResumable;

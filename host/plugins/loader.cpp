@@ -8,6 +8,7 @@
 #include <boost/dll/runtime_symbol_info.hpp>
 #include <boost/dll/shared_library.hpp>
 
+#include "log/log.h"
 #include "trainyard/error.h"
 #include "util/text.h"
 
@@ -145,8 +146,7 @@ void load_plugin_folders(const std::vector<PluginFolder>& folders, Registry& reg
   for (const auto& folder : folders) {
     if (!fs::is_directory(folder.path) && folder.if_missing == PluginFolder::IfMissing::skip) continue;
     if (!fs::is_directory(folder.path) && folder.if_missing == PluginFolder::IfMissing::warn) {
-      std::cerr << "warning: " << folder.path << ": plugin folder does not exist (named by " << folder.origin
-                << "); skipped\n";
+      log_warning("warning: " + folder.path + ": plugin folder does not exist (named by " + folder.origin + "); skipped");
       continue;
     }
     if (!fs::is_directory(folder.path)) {

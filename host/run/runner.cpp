@@ -13,6 +13,7 @@
 
 #include "config/snapshot.h"
 #include "formats/metrics.h"
+#include "log/log.h"
 #include "report/report.h"
 #include "train/wiring_check.h"
 #include "run/provenance.h"
@@ -119,7 +120,7 @@ std::unique_ptr<Trainer> Runner::resume() {
   if (context.rank == 0) {
     auto stale = store_.remove_stale_temporaries();
     if (!stale.empty())
-      std::cout << "trainyard: removed " << stale.size() << " leftover file(s) of an interrupted checkpoint write: "
+      InfoLine() << "trainyard: removed " << stale.size() << " leftover file(s) of an interrupted checkpoint write: "
                 << join(stale) << "\n";
   }
   const auto checkpoints = store_.list();
@@ -206,7 +207,7 @@ std::unique_ptr<Trainer> Runner::load_from(const std::string& checkpoint) {
 
 bool Runner::refused_changes(const std::vector<ConfigChange>& changes, const std::string& since) const {
   if (!changes.empty() && session_.context.rank == 0)
-    std::cout << "trainyard: the experiment " << since << ":\n" << describe_changes(changes);
+    InfoLine() << "trainyard: the experiment " << since << ":\n" << describe_changes(changes);
   const bool refused = std::any_of(changes.begin(), changes.end(), [](const auto& c) { return !c.allowed; });
   return refused && !request_.allow_config_change;
 }
@@ -273,7 +274,7 @@ void Runner::write_run_directory() const {
     std::string kept = run_dir_ + ".replaced-" + timestamp();
     for (int n = 2; fs::exists(kept); ++n) kept = run_dir_ + ".replaced-" + timestamp() + "-" + std::to_string(n);
     fs::rename(run_dir_, kept);
-    std::cout << "trainyard: --fresh: previous run kept in " << kept << "\n";
+    InfoLine() << "trainyard: --fresh: previous run kept in " << kept << "\n";
   }
   fs::create_directories(run_dir_);
   write_file_atomic((fs::path(run_dir_) / "config.yaml").string(), resolved_yaml(e_));
@@ -283,11 +284,10 @@ void Runner::write_run_directory() const {
 
 void Runner::announce_stage(Trainer& trainer) const {
   if (stage_count() > 1)
-    std::cout << "trainyard: stage " << stage_ + 1 << "/" << stage_count() << " '" << trainer.stage().name
+    InfoLine() << "trainyard: stage " << stage_ + 1 << "/" << stage_count() << " '" << trainer.stage().name
               << "': epochs " << trainer.stage().first_epoch + 1 << "-" << trainer.epochs() << ", optimizer "
               << stage_experiment(stage_).optimizer.plugin << ", "
               << parameter_count(trainer.network()).second << " trainable parameters\n";
-  std::cout.flush();
 }
 
 RunOutcome Runner::run() {
@@ -314,23 +314,27 @@ RunOutcome Runner::run() {
   check_config_changes();
   if (comm) comm->rank0_work("run directory", rank0_io_limit(e_.loop.stall_timeout_secs), [&] { write_run_directory(); });
   else write_run_directory();
+  // Every rank's whole log, in the run directory (the console shows rank 0's).
+  log_to_file((fs::path(run_dir_) / (context.rank == 0 ? std::string("trainyard.log")
+                                                       : "trainyard-rank" + std::to_string(context.rank) + ".log"))
+                  .string());
   if (world.distributed())
-    std::cout << "trainyard: rank " << world.rank << " of " << world.world_size << " (launched by " << world.launched_by
+    InfoLine() << "trainyard: rank " << world.rank << " of " << world.world_size << " (launched by " << world.launched_by
               << "; " << comm->transport() << ")\n";
 
   RunOutcome outcome;
   outcome.run_dir = run_dir_;
   for (size_t k = 0; k < stage_count(); ++k) outcome.total_epochs += stage_experiment(k).loop.epochs;
-  std::cout << "trainyard: " << e_.name << ": network " << e_.network.plugin << " (" << params << " parameters, "
+  InfoLine() << "trainyard: " << e_.name << ": network " << e_.network.plugin << " (" << params << " parameters, "
             << trainable << " trainable), " << count_of(at::get_num_threads(), "thread") << ", run directory " << run_dir_ << "\n";
   if (!resumed_from_.empty()) {
     auto at = trainer->position_state();
-    std::cout << "trainyard: resuming from " << resumed_from_ << " (epoch " << at.epoch << " done, iteration "
+    InfoLine() << "trainyard: resuming from " << resumed_from_ << " (epoch " << at.epoch << " done, iteration "
               << at.iteration
               << (stage_count() > 1 ? ", stage " + std::to_string(stage_ + 1) + " '" + trainer->stage().name + "'" : "")
               << ")\n";
     if (at.epoch >= outcome.total_epochs && at.position == 0)
-      std::cout << "trainyard: " << (outcome.total_epochs == 1 ? "the only epoch is" : "all " + count_of(outcome.total_epochs, "epoch") + " are")
+      InfoLine() << "trainyard: " << (outcome.total_epochs == 1 ? "the only epoch is" : "all " + count_of(outcome.total_epochs, "epoch") + " are")
                 << " already done; raise loop.epochs to train more\n";
   }
   install_stop_signals(e_.loop.stop_signals);

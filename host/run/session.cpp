@@ -9,6 +9,7 @@
 
 #include "config/snapshot.h"
 #include "distributed/device.h"
+#include "log/log.h"
 #include "plugins/loader.h"
 #include "util/text.h"
 
@@ -43,6 +44,7 @@ Context make_context(const Experiment& e, const World& world) {
 // touches CUDA (NCCL's group included).
 Session::Session(const Experiment& e, const Registry& registry, const std::string& run_dir)
     : world(detect_world(e)), context(make_context(e, world)) {
+  set_log_rank(world.rank, world.world_size);
   if (world.distributed()) {
     comm = std::make_unique<Communicator>(world, std::chrono::seconds(e.distributed.timeout_secs), context.device);
     // Every rank must run the same experiment with the same plugins (names,

@@ -52,11 +52,16 @@ int64_t DatasetInfo::sample_numel() const {
   return n;
 }
 
+namespace {
+detail::LogHandler log_handler = nullptr;
+}  // namespace
+
+void detail::set_log_handler(LogHandler handler) { log_handler = handler; }
+
 void Context::log(const std::string& message) const {
-  if (world_size > 1)
-    std::fprintf(stderr, "[rank %d] %s\n", rank, message.c_str());
-  else
-    std::fprintf(stderr, "%s\n", message.c_str());
+  const std::string line = world_size > 1 ? "[rank " + std::to_string(rank) + "] " + message : message;
+  if (log_handler) log_handler(line);
+  else std::fprintf(stderr, "%s\n", line.c_str());
 }
 
 Example Dataset::get_seeded(int64_t index, uint64_t /*seed*/) const { return get(index); }

@@ -93,8 +93,8 @@ TEST(Distributed, GlooTakesTheRouteToRankZeroOrTheNamedInterface) {
     ASSERT_EQ(results[0].exit_code, 0) << results[0].err;
     ASSERT_EQ(results[1].exit_code, 0) << results[1].err;
     EXPECT_TRUE(contains(results[0].out, "Gloo on " + master + " (the route to " + master + ")")) << results[0].out;
-    EXPECT_TRUE(contains(results[1].out, "Gloo on " + net.address_there() + " (the route to " + master + ")"))
-        << results[1].out;
+    EXPECT_TRUE(contains(rank_log(out + "/dp", 1), "Gloo on " + net.address_there() + " (the route to " + master + ")"))
+        << rank_log(out + "/dp", 1);
     expect_equal_to_single(out + "/dp", single);
   }
   // GLOO_SOCKET_IFNAME names the interface, as for torch.distributed.
@@ -108,7 +108,8 @@ TEST(Distributed, GlooTakesTheRouteToRankZeroOrTheNamedInterface) {
                        trainyard_binary() + args});
     ASSERT_EQ(results[0].exit_code, 0) << results[0].err;
     ASSERT_EQ(results[1].exit_code, 0) << results[1].err;
-    EXPECT_TRUE(contains(results[1].out, "Gloo on " + net.interface_there() + " (GLOO_SOCKET_IFNAME)")) << results[1].out;
+    EXPECT_TRUE(contains(rank_log(out + "/dp", 1), "Gloo on " + net.interface_there() + " (GLOO_SOCKET_IFNAME)"))
+        << rank_log(out + "/dp", 1);
     expect_equal_to_single(out + "/dp", single);
   }
   // TRAINYARD_GLOO_ADDRESS names the address itself.
@@ -121,7 +122,8 @@ TEST(Distributed, GlooTakesTheRouteToRankZeroOrTheNamedInterface) {
                                   rank_env(1, port, master) + trainyard_binary() + args});
     ASSERT_EQ(results[0].exit_code, 0) << results[0].err;
     ASSERT_EQ(results[1].exit_code, 0) << results[1].err;
-    EXPECT_TRUE(contains(results[1].out, "Gloo on " + net.address_there() + " (TRAINYARD_GLOO_ADDRESS)")) << results[1].out;
+    EXPECT_TRUE(contains(rank_log(out + "/dp", 1), "Gloo on " + net.address_there() + " (TRAINYARD_GLOO_ADDRESS)"))
+        << rank_log(out + "/dp", 1);
     expect_equal_to_single(out + "/dp", single);
   }
   // Both ranks on their loopback (what the host name resolves to, and what
@@ -253,7 +255,7 @@ TEST(Distributed, TorchrunC10dRendezvousAndAnElasticRestartEqualOneProcess) {
                        std::to_string(free_port()) + " --rdzv-id c10d-test" + worker + dp_experiment("dp") +
                        " --output-dir " + out + " --set loop.batch_per_device=32");
   ASSERT_EQ(r.exit_code, 0) << r.err;
-  EXPECT_TRUE(contains(r.out + r.err, "rank 1 of 2 (launched by torchrun")) << r.out;
+  EXPECT_TRUE(contains(rank_log(out + "/dp", 1), "rank 1 of 2 (launched by torchrun")) << r.out;
   expect_equal_to_single(out + "/dp", single);
 
   // --max-restarts 1: rank 1 is killed once at iteration 13; torchrun restarts

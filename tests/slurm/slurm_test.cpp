@@ -48,7 +48,8 @@ TEST_F(Slurm, SrunTwoTasksEqualOneProcessAndShareTheCores) {
   const std::string out = temp_dir("srun");
   const CommandResult r = run_command("srun -n2 " + run_args(dp_experiment("dp"), out));
   ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
-  EXPECT_TRUE(contains(r.out, "trainyard: rank 1 of 2 (launched by Slurm;")) << r.out;
+  EXPECT_TRUE(contains(r.out, "trainyard: rank 0 of 2 (launched by Slurm;")) << r.out;
+  EXPECT_TRUE(contains(rank_log(out + "/dp", 1), "trainyard: rank 1 of 2 (launched by Slurm;")) << rank_log(out + "/dp", 1);
   expect_equal_to_single(out + "/dp", single);
 }
 
@@ -57,11 +58,11 @@ TEST_F(Slurm, ThreadsComeFromTheCpusSlurmGivesEachTask) {
   // -c2 on one task gives it both.
   std::string exp = dp_experiment("dp");
   write_file(exp, std::string(read_file(exp)).replace(read_file(exp).find("threads_per_process: 1, "), 24, ""));
-  auto two = run_command("srun -n2 " + run_args(exp, temp_dir("threads2")));
+  const std::string two_dir = temp_dir("threads2");
+  auto two = run_command("srun -n2 " + run_args(exp, two_dir));
   ASSERT_EQ(two.exit_code, 0) << two.err;
-  size_t one_thread = 0;
-  for (const auto& line : nonempty_lines(two.out)) one_thread += contains(line, "), 1 thread, run directory");
-  EXPECT_EQ(one_thread, 2u) << two.out;
+  for (int rank : {0, 1})
+    EXPECT_TRUE(contains(rank_log(two_dir + "/dp", rank), "), 1 thread, run directory")) << rank_log(two_dir + "/dp", rank);
   auto one = run_command("srun -n1 -c2 " + run_args(exp, temp_dir("threads1")));
   ASSERT_EQ(one.exit_code, 0) << one.err;
   EXPECT_TRUE(contains(one.out, "), 2 threads, run directory")) << one.out;
@@ -93,7 +94,8 @@ TEST_F(Slurm, NprocPerNodeInsideAnAllocation) {
   auto r = run_command("srun -n1 -c2 " + run_args(exp, out) + " --nproc-per-node 2");
   ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
   EXPECT_TRUE(contains(r.out, "trainyard: Slurm step of 1 task(s): starting 2 ranks on this node (node 0 of 1)")) << r.out;
-  EXPECT_TRUE(contains(r.out, "[rank 1] trainyard: rank 1 of 2 (launched by trainyard --nproc-per-node;")) << r.out;
+  EXPECT_TRUE(contains(rank_log(out + "/dp", 1), "trainyard: rank 1 of 2 (launched by trainyard --nproc-per-node;"))
+      << rank_log(out + "/dp", 1);
   expect_equal_to_single(out + "/dp", single);
   // srun already started 2 ranks: a second launcher is an error that says why.
   const std::string twice = temp_dir("nproc-twice");

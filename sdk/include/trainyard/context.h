@@ -40,8 +40,16 @@ struct Context {
   const Collectives* collectives = nullptr;  ///< null in a single-process run
   bool sync_batch_norm = false;  ///< distributed.sync_batch_norm: use SyncBatchNorm2d for batch norm
 
-  /// One line on stderr, prefixed with the rank in multi-process runs.
+  /// One line on stderr, prefixed with the rank in multi-process runs (and,
+  /// under trainyard, in the run's log file).
   void log(const std::string& message) const;
 };
+
+namespace detail {
+/// Where Context::log lines go instead of stderr: the host's log. Set once by
+/// the host at start-up; not for plugins.
+using LogHandler = void (*)(const std::string& line);
+void set_log_handler(LogHandler handler);
+}  // namespace detail
 
 }  // namespace trainyard
