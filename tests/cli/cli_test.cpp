@@ -279,3 +279,28 @@ TEST(Cli, HelpShowsDefaultsReadably) {
 
 }  // namespace
 }  // namespace trainyard::test
+
+namespace trainyard::test {
+namespace {
+
+// The leveled log: --log-level filters the console; the run's log file keeps every level.
+TEST(Log, TheLevelFiltersTheConsoleAndTheRunLogKeepsEverything) {
+  const std::string dir = temp_dir("log");
+  write_file(dir + "/l.yaml", synthetic_experiment("l"));
+  auto quiet = trainyard("run " + dir + "/l.yaml --output-dir " + dir + " --log-level warning");
+  ASSERT_EQ(quiet.exit_code, 0) << quiet.err;
+  EXPECT_FALSE(contains(quiet.out, "trainyard: done:")) << quiet.out;
+  const std::string log = read_file(dir + "/l/trainyard.log");
+  EXPECT_TRUE(contains(log, " info trainyard: l: network mlp")) << log;
+  EXPECT_TRUE(contains(log, " info trainyard: done: 2/2 epochs")) << log;
+  auto loud = trainyard_with_env("TRAINYARD_LOG_LEVEL=info", "run " + dir + "/l.yaml --output-dir " + dir + " --fresh");
+  EXPECT_TRUE(contains(loud.out, "trainyard: done: 2/2 epochs")) << loud.out;
+  auto bad = trainyard("validate " + dir + "/l.yaml --log-level chatty");
+  EXPECT_EQ(bad.exit_code, 2);
+  EXPECT_EQ(nonempty_lines(bad.err).size(), 1u) << bad.err;
+  EXPECT_TRUE(contains(bad.err, "error: --log-level 'chatty' (or TRAINYARD_LOG_LEVEL); expected error, warning, info or debug"))
+      << bad.err;
+}
+
+}  // namespace
+}  // namespace trainyard::test
