@@ -343,14 +343,15 @@ void Communicator::rank0_work(const std::string& what, std::chrono::milliseconds
   if (world_.rank == 0) {
     // Rank 0's own failure is its error; the others are told so they stop with it.
     std::string outcome = "ok";
+    std::exception_ptr failure;
     try {
       work();
     } catch (const std::exception& e) {
       outcome = e.what();
-      collective("rank 0's report", [&] { impl_->store->set(key, std::vector<uint8_t>(outcome.begin(), outcome.end())); });
-      throw;
+      failure = std::current_exception();
     }
     collective("rank 0's report", [&] { impl_->store->set(key, std::vector<uint8_t>(outcome.begin(), outcome.end())); });
+    if (failure) std::rethrow_exception(failure);
     return;
   }
   const auto t0 = std::chrono::steady_clock::now();

@@ -23,6 +23,12 @@ bool env_int(const char* name, int& out) {
   return true;
 }
 
+// A step's variable, else the job's (srun sets both; a batch script the job's).
+const char* step_or_job(const char* step, const char* job) {
+  const char* value = std::getenv(step);
+  return value ? value : std::getenv(job);
+}
+
 }  // namespace
 
 std::vector<int> slurm_tasks_per_node(const std::string& text) {
@@ -88,9 +94,7 @@ std::optional<SlurmStep> slurm_step() {
     env_int("SLURM_JOB_NUM_NODES", step.nodes);
   env_int("SLURM_NODEID", step.node_id);
   env_int("SLURM_JOB_ID", step.job_id);
-  if (const char* nodes = std::getenv("SLURM_STEP_NODELIST") ? std::getenv("SLURM_STEP_NODELIST")
-                                                               : std::getenv("SLURM_JOB_NODELIST"))
-    step.first_host = first_slurm_host(nodes);
+  if (const char* nodes = step_or_job("SLURM_STEP_NODELIST", "SLURM_JOB_NODELIST")) step.first_host = first_slurm_host(nodes);
   return step;
 }
 
@@ -111,8 +115,7 @@ World detect_world(const Experiment& e) {
     w.world_size = step->tasks;
     env_int("SLURM_PROCID", w.rank);
     env_int("SLURM_LOCALID", w.local_rank);
-    if (const char* per_node = std::getenv("SLURM_STEP_TASKS_PER_NODE") ? std::getenv("SLURM_STEP_TASKS_PER_NODE")
-                                                                        : std::getenv("SLURM_TASKS_PER_NODE")) {
+    if (const char* per_node = step_or_job("SLURM_STEP_TASKS_PER_NODE", "SLURM_TASKS_PER_NODE")) {
       const std::vector<int> tasks = slurm_tasks_per_node(per_node);
       w.local_world_size = tasks.at(std::min<size_t>(static_cast<size_t>(step->node_id), tasks.size() - 1));
     } else if (!env_int("SLURM_NTASKS_PER_NODE", w.local_world_size)) {

@@ -56,18 +56,20 @@ std::string read_text(const std::string& path) {
   return s.str();
 }
 
+// What a meter value measures, without its phase: train_loss -> loss.
+std::string quantity_of(const std::string& name) {
+  for (const std::string phase : {"train_", "test_"})
+    if (name.rfind(phase, 0) == 0) return name.substr(phase.size());
+  return name;
+}
+
 // What the y axis measures: the one name, or what the names share
 // (train_loss and test_loss: "loss").
 std::string axis_label(const std::vector<std::string>& ys) {
   if (ys.size() == 1) return ys[0];
-  auto base = [](const std::string& n) {
-    for (const char* phase : {"train_", "test_"})
-      if (n.rfind(phase, 0) == 0) return n.substr(std::string(phase).size());
-    return n;
-  };
-  const std::string first = base(ys[0]);
+  const std::string first = quantity_of(ys[0]);
   for (const auto& y : ys)
-    if (base(y) != first) return join(ys, ", ");
+    if (quantity_of(y) != first) return join(ys, ", ");
   if (first.rfind("accuracy_top", 0) == 0) return "accuracy (top-" + first.substr(12) + ")";
   return first;
 }
@@ -150,13 +152,12 @@ std::vector<PlotSpec> default_plots(const std::set<std::string>& names) {
     if (!p.ys.empty()) plots.push_back(p);
   };
   auto meter = [](const std::string& n) { return n.rfind("train_", 0) == 0 || n.rfind("test_", 0) == 0; };
-  auto base = [](const std::string& n) { return n.substr(n.find('_') + 1); };  // train_loss -> loss
   // One chart per quantity, train and test together: top-1 and top-5 have
   // scales of their own.
   std::set<std::string> quantities;
   for (const auto& n : names)
     if (meter(n) && (n.find("loss") != std::string::npos || n.find("accuracy") != std::string::npos))
-      quantities.insert(base(n));
+      quantities.insert(quantity_of(n));
   std::vector<std::string> ordered;  // the loss first, as before
   if (quantities.count("loss")) ordered.push_back("loss");
   for (const auto& q : quantities)
@@ -164,7 +165,7 @@ std::vector<PlotSpec> default_plots(const std::set<std::string>& names) {
   for (const std::string& q : ordered) {
     std::string title = q == "loss" ? "Loss" : q;
     if (q.rfind("accuracy_top", 0) == 0) title = "Accuracy (top-" + q.substr(12) + ")";
-    group(title, [&](const std::string& n) { return meter(n) && base(n) == q; });
+    group(title, [&](const std::string& n) { return meter(n) && quantity_of(n) == q; });
   }
   group("Learning rate", [](const std::string& n) { return n == "lr"; });
   return plots;

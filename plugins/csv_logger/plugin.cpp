@@ -3,19 +3,17 @@
 // iterations, the train meters at each epoch's end, the test meters at each
 // test pass. Written by rank 0 (the ranks agree on every value). Lightning's
 // CSVLogger and MMEngine's are the models; pandas, spreadsheets and R read it.
-#include <chrono>
 #include <filesystem>
 #include <memory>
 
 #include <torch/optim/optimizer.h>
 #include <trainyard/callback.h>
+#include <trainyard/logger_helpers.h>
 #include <trainyard/plugin.h>
 
 #include "csv_log.h"
 
 namespace {
-
-using Clock = std::chrono::steady_clock;
 
 class CsvLogger : public trainyard::Callback {
  public:
@@ -27,34 +25,27 @@ class CsvLogger : public trainyard::Callback {
     // A resumed run continues its file, without the rows past its checkpoint.
     if (rank_ == 0 && !log_) log_ = std::make_unique<csv_logger::CsvLog>(path_, loop.iteration());
   }
-  void before_epoch(trainyard::Loop&) override { since_ = Clock::now(), samples_ = 0; }
+  void before_epoch(trainyard::Loop&) override { speed_.restart(); }
   void after_train_iter(trainyard::Loop& loop, const trainyard::StepResult& r) override {
-    samples_ += r.batch.size();
+    speed_.add(r.batch.size());
     if (!log_ || every_ <= 0 || loop.iteration() % every_ != 0) return;
-    const double secs = std::chrono::duration<double>(Clock::now() - since_).count();
     log_->add({"train_step", loop.epoch(), loop.iteration(),
                {{"batch_loss", r.loss.item<double>()},
                 {"lr", loop.optimizer().param_groups().at(0).options().get_lr()},
-                {"samples_per_sec", secs > 0 ? double(samples_) / secs : 0.0}}});
-    since_ = Clock::now(), samples_ = 0;
+                {"samples_per_sec", speed_.take_per_sec()}}});
   }
   void after_test(trainyard::Loop& loop, const trainyard::MeterValues& values) override {
     if (log_) log_->add({"test", loop.epoch(), loop.iteration(), {values.begin(), values.end()}});
   }
   void after_epoch(trainyard::Loop& loop) override {
-    if (!log_) return;
-    std::map<std::string, double> train;
-    for (const auto& [k, v] : loop.values())
-      if (k.rfind("train_", 0) == 0) train[k] = v;
-    log_->add({"train", loop.epoch(), loop.iteration(), train});
+    if (log_) log_->add({"train", loop.epoch(), loop.iteration(), trainyard::phase_values(loop.values(), "train")});
   }
 
  private:
   std::string path_;
   int64_t every_, rank_;
   std::unique_ptr<csv_logger::CsvLog> log_;
-  Clock::time_point since_ = Clock::now();
-  int64_t samples_ = 0;
+  trainyard::Throughput speed_;
 };
 
 void register_components(trainyard::Registrar& r) {

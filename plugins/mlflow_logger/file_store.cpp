@@ -20,11 +20,6 @@ namespace fs = std::filesystem;
 namespace mlflow_logger {
 namespace {
 
-int64_t now_ms() {
-  return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch())
-      .count();
-}
-
 // A YAML double-quoted scalar (JSON escapes): safe for any text, and never
 // read back as a number (an unquoted 0123 would be octal).
 std::string quoted(const std::string& s) {

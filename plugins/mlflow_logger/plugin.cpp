@@ -5,13 +5,13 @@
 // at their iteration; lr and batch loss every N iterations), tags, and the
 // report, config and final checkpoint as artifacts. Rank 0 writes. A resumed
 // training run continues its MLflow run (its id is kept in RUN_DIR).
-#include <chrono>
 #include <filesystem>
 #include <fstream>
 #include <memory>
 
 #include <torch/optim/optimizer.h>
 #include <trainyard/callback.h>
+#include <trainyard/logger_helpers.h>
 #include <trainyard/plugin.h>
 #include <trainyard/run_config.h>
 
@@ -21,15 +21,6 @@
 namespace fs = std::filesystem;
 
 namespace {
-
-using Clock = std::chrono::steady_clock;
-
-// train_loss -> train/loss, test_accuracy_top1 -> test/accuracy_top1.
-std::string key_of(const std::string& name) {
-  for (const std::string phase : {"train_", "test_"})
-    if (name.rfind(phase, 0) == 0) return phase.substr(0, phase.size() - 1) + "/" + name.substr(phase.size());
-  return name;
-}
 
 std::string newest_checkpoint(const fs::path& folder) {
   std::string newest;
@@ -70,11 +61,13 @@ class MlflowLogger : public trainyard::Callback {
     std::string run_id;
     std::ifstream(id_file) >> run_id;
     const bool resumed = !run_id.empty();
-    if (!resumed) run_id = mlflow_logger::FileStoreRun::new_run_id();
     const std::string name = fs::path(run_dir_).filename().string();
-    const bool server = uri_.rfind("http://", 0) == 0 || uri_.rfind("https://", 0) == 0;
-    if (server) run_ = std::make_unique<mlflow_logger::RestRun>(uri_, experiment_, name, resumed ? run_id : "");
-    else run_ = std::make_unique<mlflow_logger::FileStoreRun>(uri_, experiment_, name, run_id);
+    // A server names a new run itself; a file store's new run gets an id here.
+    if (uri_.rfind("http://", 0) == 0 || uri_.rfind("https://", 0) == 0)
+      run_ = std::make_unique<mlflow_logger::RestRun>(uri_, experiment_, name, run_id);
+    else
+      run_ = std::make_unique<mlflow_logger::FileStoreRun>(
+          uri_, experiment_, name, resumed ? run_id : mlflow_logger::FileStoreRun::new_run_id());
     if (!resumed) std::ofstream(id_file) << run_->run_id() << "\n";
     if (resumed) run_->truncate_metrics_after(loop.iteration());
     for (const auto& [key, value] : trainyard::run_config_values(run_dir_)) run_->param(key, trainyard::config_value_text(value));
@@ -85,25 +78,23 @@ class MlflowLogger : public trainyard::Callback {
     const fs::path config = fs::path(run_dir_) / "config.yaml";
     if (fs::exists(config)) run_->artifact(config.string(), "config.yaml");
   }
-  void before_epoch(trainyard::Loop&) override { since_ = Clock::now(), samples_ = 0; }
+  void before_epoch(trainyard::Loop&) override { speed_.restart(); }
   void after_train_iter(trainyard::Loop& loop, const trainyard::StepResult& r) override {
-    samples_ += r.batch.size();
+    speed_.add(r.batch.size());
     if (!run_ || every_ <= 0 || loop.iteration() % every_ != 0) return;
-    const double secs = std::chrono::duration<double>(Clock::now() - since_).count();
     run_->metric("train/lr", loop.optimizer().param_groups().at(0).options().get_lr(), loop.iteration());
     run_->metric("train/batch_loss", r.loss.item<double>(), loop.iteration());
-    run_->metric("train/samples_per_sec", secs > 0 ? double(samples_) / secs : 0.0, loop.iteration());
-    since_ = Clock::now(), samples_ = 0;
+    run_->metric("train/samples_per_sec", speed_.take_per_sec(), loop.iteration());
   }
   void after_test(trainyard::Loop& loop, const trainyard::MeterValues& values) override {
     if (!run_) return;
-    for (const auto& [name, value] : values) run_->metric(key_of(name), value, loop.iteration());
+    for (const auto& [name, value] : values) run_->metric(trainyard::grouped_name(name), value, loop.iteration());
     run_->flush();
   }
   void after_epoch(trainyard::Loop& loop) override {
     if (!run_) return;
-    for (const auto& [name, value] : loop.values())
-      if (name.rfind("train_", 0) == 0) run_->metric(key_of(name), value, loop.iteration());
+    for (const auto& [name, value] : trainyard::phase_values(loop.values(), "train"))
+      run_->metric(trainyard::grouped_name(name), value, loop.iteration());
     run_->flush();
   }
   void after_run(trainyard::Loop&) override {
@@ -123,8 +114,7 @@ class MlflowLogger : public trainyard::Callback {
   int rank_;
   std::unique_ptr<mlflow_logger::Tracker> run_;
   bool finished_ = false;
-  Clock::time_point since_ = Clock::now();
-  int64_t samples_ = 0;
+  trainyard::Throughput speed_;
 };
 
 void register_components(trainyard::Registrar& r) {

@@ -2,10 +2,17 @@
 // Where a run's MLflow records go: the file store (an mlruns folder) or a
 // tracking server through MLflow's REST API. One interface, so the callback
 // does not care.
+#include <chrono>
 #include <cstdint>
 #include <string>
 
 namespace mlflow_logger {
+
+/// Milliseconds since the epoch: MLflow's times.
+inline int64_t now_ms() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
 
 enum class RunStatus { running = 1, finished = 3, failed = 4, killed = 5 };
 

@@ -5,13 +5,13 @@
 // each test pass, and the run's hyper-parameters (its resolved experiment,
 // flattened) for TensorBoard's HPARAMS tab.
 #include <chrono>
-#include <cstring>
 #include <filesystem>
 #include <memory>
 
 #include <torch/nn/module.h>
 #include <torch/optim/optimizer.h>
 #include <trainyard/callback.h>
+#include <trainyard/logger_helpers.h>
 #include <trainyard/network.h>
 #include <trainyard/plugin.h>
 #include <trainyard/run_config.h>
@@ -20,19 +20,10 @@
 
 namespace {
 
-using Clock = std::chrono::steady_clock;
-
-// train_loss -> train/loss, test_accuracy_top1 -> test/accuracy_top1.
-std::string tag_of(const std::string& name) {
-  for (const char* phase : {"train_", "test_"})
-    if (name.rfind(phase, 0) == 0) return std::string(phase, std::strlen(phase) - 1) + "/" + name.substr(std::strlen(phase));
-  return name;
-}
-
+// train_loss -> train/loss, for the values of one phase.
 std::map<std::string, double> grouped(const trainyard::MeterValues& values, const std::string& phase) {
   std::map<std::string, double> out;
-  for (const auto& [k, v] : values)
-    if (k.rfind(phase + "_", 0) == 0) out[tag_of(k)] = v;
+  for (const auto& [name, value] : trainyard::phase_values(values, phase)) out[trainyard::grouped_name(name)] = value;
   return out;
 }
 
@@ -60,16 +51,14 @@ class TensorBoard : public trainyard::Callback {
     writer_->event(tensorboard::hparams_start_event(wall_time(), hparams_values_));
     session_open_ = true;
   }
-  void before_epoch(trainyard::Loop&) override { since_ = Clock::now(), samples_ = 0; }
+  void before_epoch(trainyard::Loop&) override { speed_.restart(); }
   void after_train_iter(trainyard::Loop& loop, const trainyard::StepResult& r) override {
-    samples_ += r.batch.size();
+    speed_.add(r.batch.size());
     if (!writer_) return;
     std::map<std::string, double> values{{"train/lr", loop.optimizer().param_groups().at(0).options().get_lr()}};
     if (every_ > 0 && loop.iteration() % every_ == 0) {
-      const double secs = std::chrono::duration<double>(Clock::now() - since_).count();
       values["train/batch_loss"] = r.loss.item<double>();
-      values["train/samples_per_sec"] = secs > 0 ? double(samples_) / secs : 0.0;
-      since_ = Clock::now(), samples_ = 0;
+      values["train/samples_per_sec"] = speed_.take_per_sec();
     }
     writer_->scalars(loop.iteration(), values);
   }
@@ -117,8 +106,7 @@ class TensorBoard : public trainyard::Callback {
   std::map<std::string, trainyard::ConfigValue> hparams_values_;
   std::map<std::string, bool> metric_tags_;
   bool session_open_ = false;
-  Clock::time_point since_ = Clock::now();
-  int64_t samples_ = 0;
+  trainyard::Throughput speed_;
 };
 
 void register_components(trainyard::Registrar& r) {
