@@ -75,8 +75,16 @@ void check_batch(const Batch& batch, const std::vector<int64_t>& ids, const Data
                       "give the dataset load_size (and crop_size) so that every image has that size");
   if (info.num_classes > 0 && batch.target.dim() == 1 && !at::isFloatingType(batch.target.scalar_type())) {
     const at::Tensor labels = batch.target.to(at::kLong);
-    const auto [min, max] = at::aminmax(labels);  // one pass
-    const int64_t low = min.item<int64_t>(), high = max.item<int64_t>();
+    int64_t low = 0, high = 0;
+    if (labels.device().is_cpu() && labels.is_contiguous() && labels.numel() > 0) {
+      // Read in place: a batch's labels are few, ATen's reductions cost more than the scan.
+      const int64_t* p = labels.const_data_ptr<int64_t>();
+      const auto [lo, hi] = std::minmax_element(p, p + labels.numel());
+      low = *lo, high = *hi;
+    } else if (labels.numel() > 0) {
+      const auto [min, max] = at::aminmax(labels);  // one pass
+      low = min.item<int64_t>(), high = max.item<int64_t>();
+    }
     if (low < 0 || high >= info.num_classes) {
       const int64_t k = ((labels < 0) | (labels >= info.num_classes)).nonzero()[0][0].item<int64_t>();
       throw ConfigError("sample " + std::to_string(ids[static_cast<size_t>(k)]) + " has label " +

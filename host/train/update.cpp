@@ -6,6 +6,7 @@
 #include <torch/optim/optimizer.h>
 
 #include "distributed/communicator.h"
+#include "train/grad_norm.h"
 #include "train/guard.h"
 #include "train/nonfinite.h"
 #include "util/json.h"
@@ -17,16 +18,8 @@ double clip_gradients(std::vector<at::Tensor>& grads, double max_value, double m
   at::NoGradGuard no_grad;
   if (max_value > 0)
     for (auto& g : grads) g.clamp_(-max_value, max_value);
-  // One pass over each gradient (a BLAS dot product, no temporary) and one
-  // read back: this runs at every update, for the non-finite check too.
-  std::vector<at::Tensor> squares;
-  squares.reserve(grads.size());
-  for (auto& g : grads) {
-    // fp32 sums even for half-precision gradients (a float16 dot overflows past 256).
-    const at::Tensor flat = (g.is_contiguous() ? g.view({-1}) : g.reshape({-1})).to(at::kFloat);
-    squares.push_back(at::dot(flat, flat));
-  }
-  const double norm = squares.empty() ? 0.0 : std::sqrt(at::stack(squares).sum(at::kDouble).item<double>());
+  // One read of each gradient: this runs at every update, for the non-finite check too.
+  const double norm = std::sqrt(squared_norm(grads));
   if (max_norm > 0 && norm > max_norm)
     for (auto& g : grads) g.mul_(max_norm / norm);
   return norm;

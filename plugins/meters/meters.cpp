@@ -12,29 +12,45 @@
 namespace meters {
 namespace {
 
+// Both meters below sum on the device of the tensors they are given and read
+// the sums back only when accumulators() or values() is asked for (the log
+// interval, the epoch's end, a checkpoint): no device sync at every step.
+
 class LossMeter : public trainyard::Meter {
  public:
-  void reset() override { sum_ = count_ = 0; }
+  void reset() override {
+    sum_.reset();
+    start_ = count_ = 0;
+  }
   void update(const trainyard::MeterInput& in) override {
-    // The loss is a batch mean: weigh it by the batch size.
+    // The loss is a batch mean: weigh it by the batch size. Summed in double,
+    // from where set_accumulators left it, in the order of the updates: a
+    // resumed run adds exactly as the uninterrupted one.
     const double n = static_cast<double>(in.batch.size());
-    sum_ += in.loss.item<double>() * n;
+    if (!sum_.defined()) sum_ = at::full({}, start_, in.loss.options().dtype(at::kDouble));
+    const at::Tensor& loss = in.loss;
+    sum_.add_(loss.dim() == 0 ? loss.detach() : loss.detach().reshape({}), n);  // a {1} loss counts too
     count_ += n;
   }
-  std::vector<double> accumulators() const override { return {sum_, count_}; }
-  void set_accumulators(const std::vector<double>& a) override { sum_ = a.at(0), count_ = a.at(1); }
+  std::vector<double> accumulators() const override { return {sum(), count_}; }
+  void set_accumulators(const std::vector<double>& a) override {
+    sum_.reset();
+    start_ = a.at(0), count_ = a.at(1);
+  }
   std::map<std::string, double> values() const override {
     if (count_ == 0) return {};
-    return {{"loss", sum_ / count_}};
+    return {{"loss", sum() / count_}};
   }
 
  private:
-  double sum_ = 0, count_ = 0;
+  double sum() const { return sum_.defined() ? sum_.item<double>() : start_; }
+  at::Tensor sum_;  ///< 0-dim double on the loss's device; undefined until the first update
+  double start_ = 0, count_ = 0;
 };
 
 class TopkAccuracy : public trainyard::Meter {
  public:
-  TopkAccuracy(std::vector<int64_t> ks, int64_t num_classes) : ks_(std::move(ks)), correct_(ks_.size(), 0) {
+  TopkAccuracy(std::vector<int64_t> ks, int64_t num_classes) : ks_(std::move(ks)), start_(ks_.size(), 0) {
     for (int64_t k : ks_)
       if (num_classes > 0 && k > num_classes)
         throw trainyard::ConfigError("k " + std::to_string(k) + " exceeds the number of classes",
@@ -42,7 +58,8 @@ class TopkAccuracy : public trainyard::Meter {
     max_k_ = *std::max_element(ks_.begin(), ks_.end());
   }
   void reset() override {
-    std::fill(correct_.begin(), correct_.end(), 0.0);
+    std::fill(start_.begin(), start_.end(), 0.0);
+    hits_.reset();
     count_ = 0;
   }
   void update(const trainyard::MeterInput& in) override {
@@ -50,37 +67,55 @@ class TopkAccuracy : public trainyard::Meter {
     const int64_t k = std::min<int64_t>(max_k_, out.size(1));
     // The k highest classes per sample ({batch, k}; argmax alone for top-1,
     // the cheapest kernel), then per rank j the samples whose target is
-    // there: few tensor operations, since this runs at every step.
-    at::Tensor top = k == 1 ? out.argmax(1, /*keepdim=*/true) : std::get<1>(out.topk(k, /*dim=*/1));
-    at::Tensor at_rank = top.eq(in.batch.target.view({-1, 1})).sum(0).cpu();  // int64 {k}
-    auto hits = at_rank.accessor<int64_t, 1>();
-    std::vector<double> within(static_cast<size_t>(k));  // hits within the top 1..k
-    double running = 0;
-    for (int64_t j = 0; j < k; ++j) within[static_cast<size_t>(j)] = running += static_cast<double>(hits[j]);
-    for (size_t i = 0; i < ks_.size(); ++i) correct_[i] += within[static_cast<size_t>(std::min<int64_t>(ks_[i], k) - 1)];
+    // there, added to the running count on the device: few tensor
+    // operations, since this runs at every step.
+    const at::Tensor& target = in.batch.target;
+    const at::Tensor at_rank =  // int64 {k}
+        k == 1 ? out.argmax(1).eq(target.dim() == 1 ? target : target.view({-1})).sum(0, /*keepdim=*/true)
+               : std::get<1>(out.topk(k, /*dim=*/1)).eq(target.view({-1, 1})).sum(0);
+    if (!hits_.defined()) hits_ = at::zeros({max_k_}, at_rank.options());
+    (k == max_k_ ? hits_ : hits_.narrow(0, 0, k)).add_(at_rank);
     count_ += static_cast<double>(out.size(0));
   }
   std::vector<double> accumulators() const override {
-    std::vector<double> a = correct_;
+    std::vector<double> a = correct();
     a.push_back(count_);
     return a;
   }
   void set_accumulators(const std::vector<double>& a) override {
     if (a.size() != ks_.size() + 1) throw std::invalid_argument("topk_accuracy: wrong number of accumulators");
-    correct_.assign(a.begin(), a.end() - 1);
+    start_.assign(a.begin(), a.end() - 1);
+    hits_.reset();
     count_ = a.back();
   }
   std::map<std::string, double> values() const override {
     std::map<std::string, double> v;
     if (count_ == 0) return v;
-    for (size_t i = 0; i < ks_.size(); ++i) v["accuracy_top" + std::to_string(ks_[i])] = correct_[i] / count_;
+    const std::vector<double> c = correct();
+    for (size_t i = 0; i < ks_.size(); ++i) v["accuracy_top" + std::to_string(ks_[i])] = c[i] / count_;
     return v;
   }
 
  private:
+  // Per k asked for: the samples whose target is within the top k (whole
+  // numbers, exact in double: the sum from start_ does not depend on when
+  // the device counts were read).
+  std::vector<double> correct() const {
+    std::vector<double> c = start_;
+    if (!hits_.defined()) return c;
+    const at::Tensor counts = hits_.cpu();
+    auto hits = counts.accessor<int64_t, 1>();
+    double within = 0;
+    std::vector<double> within_rank(static_cast<size_t>(max_k_));  // hits within the top 1..j+1
+    for (int64_t j = 0; j < max_k_; ++j) within_rank[static_cast<size_t>(j)] = within += static_cast<double>(hits[j]);
+    for (size_t i = 0; i < ks_.size(); ++i) c[i] += within_rank[static_cast<size_t>(ks_[i] - 1)];
+    return c;
+  }
+
   std::vector<int64_t> ks_;
   int64_t max_k_ = 1;
-  std::vector<double> correct_;
+  std::vector<double> start_;  ///< set by set_accumulators (a resumed run), or 0
+  at::Tensor hits_;            ///< int64 {max_k} on the output's device: samples whose target ranked j+1
   double count_ = 0;
 };
 
@@ -99,19 +134,27 @@ class ConfusionMatrix : public trainyard::Meter {
     for (int64_t c = 0; c < n_; ++c)
       if (names_[static_cast<size_t>(c)].empty()) names_[static_cast<size_t>(c)] = std::to_string(c);
   }
-  void reset() override { std::fill(counts_.begin(), counts_.end(), 0.0); }
-  void update(const trainyard::MeterInput& in) override {
-    at::Tensor predicted = in.output.argmax(1).to(at::kLong).cpu();
-    at::Tensor truth = in.batch.target.to(at::kLong).view({-1}).cpu();
-    // One bincount over (true * n + predicted): cell counts of this batch.
-    at::Tensor cells = at::bincount(truth.clamp(0, n_ - 1) * n_ + predicted.clamp(0, n_ - 1), {}, n_ * n_);
-    auto a = cells.accessor<int64_t, 1>();
-    for (int64_t i = 0; i < n_ * n_; ++i) counts_[static_cast<size_t>(i)] += static_cast<double>(a[i]);
+  void reset() override {
+    std::fill(counts_.begin(), counts_.end(), 0.0);
+    cells_.reset();
   }
-  std::vector<double> accumulators() const override { return counts_; }
+  void update(const trainyard::MeterInput& in) override {
+    at::Tensor predicted = in.output.argmax(1).to(at::kLong);
+    at::Tensor truth = in.batch.target.to(at::kLong).view({-1});
+    // One bincount over (true * n + predicted): cell counts of this batch,
+    // added up on the device until the counts are read.
+    at::Tensor cells = at::bincount(truth.clamp(0, n_ - 1) * n_ + predicted.clamp(0, n_ - 1), {}, n_ * n_);
+    if (cells_.defined()) cells_.add_(cells);
+    else cells_ = cells;
+  }
+  std::vector<double> accumulators() const override {
+    fold();
+    return counts_;
+  }
   void set_accumulators(const std::vector<double>& a) override {
     if (a.size() != counts_.size()) throw std::invalid_argument("confusion_matrix: wrong number of accumulators");
     counts_ = a;
+    cells_.reset();
   }
   std::map<std::string, double> values() const override {
     double recall_sum = 0, classes = 0;
@@ -143,7 +186,18 @@ class ConfusionMatrix : public trainyard::Meter {
   }
 
  private:
-  double at(int64_t truth, int64_t predicted) const { return counts_[static_cast<size_t>(truth * n_ + predicted)]; }
+  // Moves the device's counts into counts_ (whole numbers: exact in double).
+  void fold() const {
+    if (!cells_.defined()) return;
+    const at::Tensor cells = cells_.cpu();
+    auto a = cells.accessor<int64_t, 1>();
+    for (int64_t i = 0; i < n_ * n_; ++i) counts_[static_cast<size_t>(i)] += static_cast<double>(a[i]);
+    cells_.reset();
+  }
+  double at(int64_t truth, int64_t predicted) const {
+    fold();
+    return counts_[static_cast<size_t>(truth * n_ + predicted)];
+  }
   double row_sum(int64_t truth) const {
     double s = 0;
     for (int64_t p = 0; p < n_; ++p) s += at(truth, p);
@@ -151,7 +205,8 @@ class ConfusionMatrix : public trainyard::Meter {
   }
   int64_t n_;
   std::vector<std::string> names_;
-  std::vector<double> counts_;  ///< row-major: counts_[true * n + predicted]
+  mutable std::vector<double> counts_;  ///< row-major: counts_[true * n + predicted]
+  mutable at::Tensor cells_;            ///< int64 {n * n} on the output's device, not yet in counts_
 };
 
 }  // namespace

@@ -9,6 +9,11 @@
 #include "train/guard.h"
 #include "support/support.h"
 #include "trainyard/meter.h"
+#include "trainyard/optimizer.h"
+
+#include <torch/optim/sgd.h>
+#include <torch/serialize.h>
+#include <sstream>
 
 namespace fs = std::filesystem;
 
@@ -108,6 +113,97 @@ TEST(Meters, LossAndTopkAreRightOnAKnownBatch) {
   auto fresh = make("topk_accuracy", {{"k", std::vector<int64_t>{1, 2}}});
   fresh->set_accumulators(topk->accumulators());
   EXPECT_EQ(fresh->values(), topk->values());
+}
+
+TEST(Meters, AMeterRestoredFromAccumulatorsAddsExactlyAsTheUninterruptedOne) {
+  // The meters sum on the device and read back on demand: a resumed run's
+  // meter (set_accumulators, then more updates) must end bitwise-equal.
+  Registry registry;
+  load_plugin_folders({{test::builtin_plugin_dir(), "built-in"}}, registry);
+  Context context;
+  context.dataset.num_classes = 4;
+  auto make = [&](const std::string& name, std::map<std::string, Value> options) {
+    const auto& c = registry.get(Kind::meter, name);
+    return std::get<Factory<Meter>>(c.factory)(Options(std::move(options)), context);
+  };
+  at::manual_seed(3);
+  std::vector<Batch> batches;
+  std::vector<at::Tensor> outputs, losses;
+  for (int i = 0; i < 6; ++i) {
+    batches.push_back(Batch{at::zeros({5, 1}), at::randint(0, 4, {5}, at::kLong), {}});
+    outputs.push_back(at::randn({5, 4}));
+    losses.push_back(at::rand({}) * 3);  // float32, as a real loss
+  }
+  for (const char* name : {"loss", "topk_accuracy", "confusion_matrix"}) {
+    std::map<std::string, Value> options;
+    if (std::string(name) == "topk_accuracy") options["k"] = std::vector<int64_t>{1, 3};
+    auto whole = make(name, options), first = make(name, options), resumed = make(name, options);
+    for (int i = 0; i < 6; ++i) whole->update({batches[i], outputs[i], losses[i]});
+    for (int i = 0; i < 3; ++i) first->update({batches[i], outputs[i], losses[i]});
+    resumed->set_accumulators(first->accumulators());
+    for (int i = 3; i < 6; ++i) resumed->update({batches[i], outputs[i], losses[i]});
+    EXPECT_EQ(resumed->accumulators(), whole->accumulators()) << name;
+    EXPECT_EQ(resumed->values(), whole->values()) << name;
+    whole->reset();
+    EXPECT_TRUE(whole->values().empty()) << name;
+  }
+}
+
+// SGD as the plugin builds it (fused by default) against LibTorch's SGD::step.
+std::unique_ptr<torch::optim::Optimizer> sgd(const Registry& registry, std::vector<at::Tensor> params, bool fused) {
+  const auto& c = registry.get(Kind::optimizer, "sgd");
+  std::map<std::string, Value> options;
+  for (const auto& spec : c.schema.specs())
+    if (spec.default_value) options[spec.key] = *spec.default_value;
+  options["lr"] = 0.1, options["momentum"] = 0.9, options["nesterov"] = true, options["weight_decay"] = 0.01;
+  options["fused"] = fused;
+  auto plugin = std::get<Factory<Optimizer>>(c.factory)(Options(options), Context{});
+  std::vector<torch::optim::OptimizerParamGroup> groups;
+  groups.emplace_back(std::move(params));
+  return plugin->build(std::move(groups));
+}
+
+TEST(Optimizers, FusedSgdMakesLibTorchsUpdatesAndSharesItsCheckpoints) {
+  Registry registry;
+  load_plugin_folders({{test::builtin_plugin_dir(), "built-in"}}, registry);
+  at::manual_seed(5);
+  // A matrix, a vector, a channels_last 4-d weight, and one that gets no gradient.
+  std::vector<at::Tensor> start = {at::randn({7, 5}), at::randn({5}),
+                                   at::randn({4, 3, 2, 2}).contiguous(at::MemoryFormat::ChannelsLast), at::randn({3})};
+  auto copy = [&] {
+    std::vector<at::Tensor> p;
+    for (const auto& t : start) p.push_back(t.clone(at::MemoryFormat::Preserve).requires_grad_(true));
+    return p;
+  };
+  std::vector<at::Tensor> a = copy(), b = copy();
+  auto fused = sgd(registry, a, true), plain = sgd(registry, b, false);
+  auto step = [](std::vector<at::Tensor>& p, torch::optim::Optimizer& o, int i) {
+    o.zero_grad();
+    ((p[0].sin() * (i + 1)).sum() + p[1].square().sum() + (p[2] * p[2].cos()).sum()).backward();
+    o.step();
+  };
+  for (int i = 0; i < 5; ++i) step(a, *fused, i), step(b, *plain, i);
+  for (size_t k = 0; k < a.size(); ++k) EXPECT_TRUE(at::allclose(a[k], b[k], 1e-5, 1e-6)) << k;
+  EXPECT_TRUE(a[3].equal(start[3]));  // no gradient: untouched, as SGD::step leaves it
+  EXPECT_FALSE(a[0].equal(start[0]));
+  // The fused optimizer's state resumes in LibTorch's SGD, and the other way round.
+  std::ostringstream saved_fused, saved_plain;
+  torch::save(*fused, saved_fused);
+  torch::save(*plain, saved_plain);
+  std::vector<at::Tensor> c = copy(), d = copy();
+  for (size_t k = 0; k < c.size(); ++k) {
+    at::NoGradGuard no_grad;
+    c[k].copy_(a[k]), d[k].copy_(b[k]);
+  }
+  auto plain_from_fused = sgd(registry, c, false), fused_from_plain = sgd(registry, d, true);
+  std::istringstream in_fused(saved_fused.str()), in_plain(saved_plain.str());
+  torch::load(*plain_from_fused, in_fused);
+  torch::load(*fused_from_plain, in_plain);
+  for (int i = 5; i < 8; ++i) step(a, *fused, i), step(c, *plain_from_fused, i), step(d, *fused_from_plain, i);
+  for (size_t k = 0; k < a.size(); ++k) {
+    EXPECT_TRUE(at::allclose(c[k], a[k], 1e-5, 1e-6)) << k;
+    EXPECT_TRUE(at::allclose(d[k], a[k], 1e-5, 1e-6)) << k;
+  }
 }
 
 TEST(Overrides, NoTestNoCheckpointReplacesBothStages) {

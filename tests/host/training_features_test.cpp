@@ -75,6 +75,25 @@ TEST(GradientClipping, ByValueAndByGlobalNormOnKnownGradients) {
   EXPECT_DOUBLE_EQ(norm, 1.5);
 }
 
+TEST(GradientClipping, TheInPlaceFloatNormMatchesATenAndSeesEveryNonFiniteValue) {
+  at::manual_seed(2);
+  // Float32 CPU gradients are read in place; lengths around the 32-wide blocks.
+  std::vector<at::Tensor> g = {at::randn({1000}), at::randn({31}), at::randn({7, 33}), at::randn({3, 4}).t()};
+  double expected = 0;
+  for (const auto& t : g) expected += t.to(at::kDouble).square().sum().item<double>();
+  EXPECT_NEAR(clip_gradients(g, 0, 0), std::sqrt(expected), 1e-5 * std::sqrt(expected));
+  for (int64_t at_index : {0L, 17L, 999L}) {  // in a block, and in the tail
+    std::vector<at::Tensor> nan = {at::randn({1000})}, inf = {at::randn({1000})};
+    nan[0][at_index] = NAN;
+    inf[0][at_index] = -INFINITY;
+    EXPECT_TRUE(std::isnan(clip_gradients(nan, 0, 0))) << at_index;
+    EXPECT_TRUE(std::isinf(clip_gradients(inf, 0, 0))) << at_index;
+  }
+  // Squares past float's range are not an overflow of the gradients.
+  std::vector<at::Tensor> big = {at::full({4}, 1e20f)};
+  EXPECT_NEAR(clip_gradients(big, 0, 0), 2e20, 1e14);
+}
+
 std::string run_dir_of(const std::string& name, const std::string& args) {
   const std::string out = test::temp_dir("out-" + name), exp = test::temp_dir("exp-" + name) + "/" + name + ".yaml";
   std::string yaml = test::synthetic_experiment(name);

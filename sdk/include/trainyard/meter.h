@@ -9,6 +9,13 @@
 /// processes), so the host can reduce meters over ranks and save them in
 /// checkpoints; values() derives the results from them.
 ///
+/// update() runs at every step. On a GPU, reading a tensor's value there
+/// (item(), cpu()) waits for the device and costs each step its overlap: keep
+/// running sums as tensors on the output's device and read them in
+/// accumulators() and values(), which the host calls only at the log
+/// interval, at a phase's end and at checkpoints (the shipped loss,
+/// topk_accuracy and confusion_matrix meters do so).
+///
 /// Example:
 ///   class Count : public trainyard::Meter {
 ///     void reset() override { n_ = 0; }
