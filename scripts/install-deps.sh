@@ -18,6 +18,8 @@ source "$here/torch-env.sh"
 packages=(
   # toolchain; python3-venv for the LibTorch environment
   build-essential cmake pkg-config ccache git zlib1g-dev python3-venv
+  # whole-buffer gzip decompression, 3x zlib's speed (the Fashion-MNIST plugin's start-up)
+  libdeflate-dev
   # configuration, CLI, plugin loading; JSON for every file the host writes or reads
   libyaml-cpp-dev nlohmann-json3-dev libspdlog-dev libboost-dev libboost-program-options-dev libboost-filesystem-dev
   # the data pipeline: packed datasets and image decoding/augmentation

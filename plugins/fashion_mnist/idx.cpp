@@ -1,9 +1,13 @@
 #include "idx.h"
 
+#include <libdeflate.h>
 #include <zlib.h>
 
 #include <filesystem>
+#include <fstream>
+#include <memory>
 
+#include <ATen/ATen.h>
 #include <trainyard/error.h>
 
 namespace fashion_mnist {
@@ -21,6 +25,37 @@ size_t read_fully(gzFile f, void* out, size_t size) {
   return done;
 }
 
+// A single-member .gz file decompressed in one call by libdeflate (about 3x
+// zlib's speed: 0.07 s instead of 0.21 s for the training images, most of
+// `trainyard validate`'s time beyond LibTorch's own start-up). Returns an
+// undefined tensor when the file is not one (plain, multi-member, damaged):
+// zlib's streaming reader then reads it, and names what is wrong.
+at::Tensor gunzip_whole(const std::string& path) {
+  std::ifstream in(path, std::ios::binary | std::ios::ate);
+  if (!in) return {};
+  const auto size = static_cast<size_t>(in.tellg());
+  if (size < 18) return {};
+  std::string packed(size, '\0');
+  in.seekg(0);
+  if (!in.read(packed.data(), static_cast<std::streamsize>(size)) ||
+      static_cast<unsigned char>(packed[0]) != 0x1f || static_cast<unsigned char>(packed[1]) != 0x8b)
+    return {};
+  // The trailer's ISIZE: the uncompressed size modulo 2^32 (idx files are far smaller).
+  const auto* tail = reinterpret_cast<const unsigned char*>(packed.data() + size - 4);
+  const size_t unpacked = size_t(tail[0]) | size_t(tail[1]) << 8 | size_t(tail[2]) << 16 | size_t(tail[3]) << 24;
+  at::Tensor out = at::empty({static_cast<int64_t>(unpacked)}, at::kByte);
+  std::unique_ptr<libdeflate_decompressor, void (*)(libdeflate_decompressor*)> d(libdeflate_alloc_decompressor(),
+                                                                                &libdeflate_free_decompressor);
+  size_t got = 0;
+  if (!d || libdeflate_gzip_decompress(d.get(), packed.data(), size, out.mutable_data_ptr<uint8_t>(), unpacked, &got) !=
+                LIBDEFLATE_SUCCESS ||
+      got != unpacked)
+    return {};
+  return out;
+}
+
+int64_t big_endian(const uint8_t* b) { return (int64_t(b[0]) << 24) | (int64_t(b[1]) << 16) | (int64_t(b[2]) << 8) | int64_t(b[3]); }
+
 }  // namespace
 
 IdxArray read_idx(const std::string& path, int rank) {
@@ -28,6 +63,23 @@ IdxArray read_idx(const std::string& path, int rank) {
   if (!std::filesystem::is_regular_file(path))
     throw ConfigError(path + ": file does not exist", "expected an idx file (.gz or plain)",
                       "install the dataset-fashion-mnist package or set the directory option");
+  if (at::Tensor whole = gunzip_whole(path); whole.defined()) {
+    // The same checks as the streaming reader below, on the decompressed bytes.
+    const auto header = static_cast<size_t>(4 + 4 * rank);
+    const uint8_t* b = whole.const_data_ptr<uint8_t>();
+    if (static_cast<size_t>(whole.numel()) >= header && b[0] == 0 && b[1] == 0 && b[2] == 0x08 && b[3] == rank) {
+      IdxArray array;
+      size_t total = 1;
+      for (int i = 0; i < rank; ++i) {
+        array.dims.push_back(big_endian(b + 4 + 4 * i));
+        total *= static_cast<size_t>(array.dims.back());
+      }
+      if (static_cast<size_t>(whole.numel()) - header == total) {
+        array.data = whole.narrow(0, static_cast<int64_t>(header), static_cast<int64_t>(total));
+        return array;
+      }
+    }
+  }
   gzFile f = gzopen(path.c_str(), "rb");
   if (!f) throw ConfigError(path + ": cannot open", "expected a readable file", "check its permissions");
   struct Closer {
@@ -52,8 +104,9 @@ IdxArray read_idx(const std::string& path, int rank) {
     array.dims.push_back(d);
     total *= static_cast<size_t>(d);
   }
-  array.data.resize(total);
-  size_t got = read_fully(f, array.data.data(), total);
+  // Uninitialized: the read fills it (a zero-filled vector cost one more pass over 47 MB).
+  array.data = at::empty({static_cast<int64_t>(total)}, at::kByte);
+  size_t got = read_fully(f, array.data.mutable_data_ptr<uint8_t>(), total);
   if (got != total)
     throw ConfigError(path + ": truncated", "expected " + std::to_string(total) + " data bytes, got " + std::to_string(got),
                       "the file is damaged; reinstall the dataset");

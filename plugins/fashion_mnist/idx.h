@@ -4,11 +4,13 @@
 #include <string>
 #include <vector>
 
+#include <ATen/core/Tensor.h>
+
 namespace fashion_mnist {
 
 struct IdxArray {
   std::vector<int64_t> dims;
-  std::vector<uint8_t> data;  ///< unsigned bytes, row-major
+  at::Tensor data;  ///< unsigned bytes (kByte), flat, row-major
 };
 
 /// Reads an idx file of unsigned bytes (type 0x08) with `rank` dimensions.
