@@ -2,7 +2,9 @@
 // trainyard against: the same Fashion-MNIST data, MLP, batch, optimizer and
 // per-iteration bookkeeping (running loss and top-1 accuracy), no framework.
 //
-// usage: reference_mlp_loop DATA_DIR EPOCHS THREADS [SAMPLES_PER_EPOCH]
+// usage: reference_mlp_loop DATA_DIR EPOCHS THREADS [SAMPLES_PER_EPOCH [BATCH [HIDDEN]]]
+//   BATCH defaults to 64, HIDDEN (comma-separated widths) to 256,128: the
+//   benchmark's MLP; "32 16,16" is its narrow, overhead-bound model.
 // prints one line per epoch: "epoch N seconds S loss L accuracy A"
 // The epoch is its own function, train_epoch, so that an instruction count
 // (valgrind --tool=callgrind --toggle-collect) can be limited to it.
@@ -58,8 +60,8 @@ __attribute__((noinline)) EpochResult train_epoch(torch::nn::Sequential& net, to
 }  // namespace
 
 int main(int argc, char** argv) {
-  if (argc != 4 && argc != 5) {
-    std::fprintf(stderr, "usage: %s DATA_DIR EPOCHS THREADS [SAMPLES_PER_EPOCH]\n", argv[0]);
+  if (argc < 4 || argc > 7) {
+    std::fprintf(stderr, "usage: %s DATA_DIR EPOCHS THREADS [SAMPLES_PER_EPOCH [BATCH [HIDDEN]]]\n", argv[0]);
     return 2;
   }
   const std::string dir = argv[1];
@@ -74,11 +76,23 @@ int main(int argc, char** argv) {
                     .to(torch::kFloat).div_(255.0).sub_(0.2860).div_(0.3530);
   auto targets = torch::from_blob(labels.data(), {long(m)}, torch::kByte).to(torch::kLong);
 
-  torch::nn::Sequential net(torch::nn::Linear(784, 256), torch::nn::ReLU(), torch::nn::Linear(256, 128),
-                            torch::nn::ReLU(), torch::nn::Linear(128, 10));
+  std::vector<int64_t> widths;
+  for (std::string rest = argc >= 7 ? argv[6] : "256,128"; !rest.empty();) {
+    const size_t comma = rest.find(',');
+    widths.push_back(std::stoll(rest.substr(0, comma)));
+    rest = comma == std::string::npos ? "" : rest.substr(comma + 1);
+  }
+  torch::nn::Sequential net;
+  int64_t in = 784;
+  for (int64_t w : widths) {
+    net->push_back(torch::nn::Linear(in, w));
+    net->push_back(torch::nn::ReLU());
+    in = w;
+  }
+  net->push_back(torch::nn::Linear(in, 10));
   torch::optim::SGD opt(net->parameters(), torch::optim::SGDOptions(0.05).momentum(0.9).nesterov(true));
-  const int64_t batch = 64;
-  const int64_t samples = argc == 5 ? std::min<int64_t>(std::stoll(argv[4]), long(n)) : long(n);
+  const int64_t batch = argc >= 6 ? std::stoll(argv[5]) : 64;
+  const int64_t samples = argc >= 5 && std::stoll(argv[4]) > 0 ? std::min<int64_t>(std::stoll(argv[4]), long(n)) : long(n);
   for (int epoch = 1; epoch <= epochs; ++epoch) {
     auto t0 = std::chrono::steady_clock::now();
     EpochResult r = train_epoch(net, opt, images, targets, long(n), samples, batch);
