@@ -113,6 +113,10 @@ TEST(Cli, MissingOrTruncatedDatasetFilesAreBadInput) {
   write_file(data + "/train-images-idx3-ubyte", images);
   write_file(data + "/train-labels-idx1-ubyte", labels);
   expect_bad_input(exp, "train-labels-idx1-ubyte: truncated; expected 60000 data bytes, got 10");
+  // Images damaged past their header (libdeflate refuses them, zlib's reader names the damage).
+  write_file(data + "/train-labels-idx1-ubyte", std::string("\x00\x00\x08\x01\x00\x00\x00\x01\x00", 9));
+  write_file(data + "/train-images-idx3-ubyte", images.substr(0, 16 + 100));
+  expect_bad_input(exp, "train-images-idx3-ubyte: truncated; expected 784 data bytes, got 100");
   expect_bad_input(exp + " --set dataset.train.directory=/nonexistent", "directory '/nonexistent' does not exist");
 }
 
