@@ -7,9 +7,10 @@
 # out. The time is the wall-clock time from launching the process to its exit:
 # start-up, data loading, training and the test passes, on both sides.
 #
-#   bash scripts/bench-time-to-accuracy.sh            # mlp, convnet, resnet (resnet: hours here)
+#   bash scripts/bench-time-to-accuracy.sh            # mlp, convnet, resnet (resnet: about an hour here)
 #   bash scripts/bench-time-to-accuracy.sh --quick    # the convnet only
 #   RECIPES="mlp convnet" bash scripts/bench-time-to-accuracy.sh
+#   OUT_DIR=/tmp/tta bash scripts/bench-time-to-accuracy.sh   # keep the runs and logs
 #
 # Threads: each recipe's distributed.threads_per_process, and as many for the
 # Python loop (THREADS=N overrides both). Goal: trainyard reaches each target
@@ -26,8 +27,12 @@ bin=build/bin/trainyard
 py=scripts/bench/recipe_reference.py
 [ -x "$bin" ] || { echo "error: build first: bash scripts/build.sh" >&2; exit 2; }
 [ -x "$TRAINYARD_PYTHON" ] || { echo "error: no PyTorch at $TRAINYARD_PYTHON: bash scripts/install-deps.sh" >&2; exit 2; }
-out=$(mktemp -d)
-trap 'rm -rf "$out"' EXIT
+# OUT_DIR=D keeps the runs (metrics.jsonl, the Python logs) in D.
+if [ -n "${OUT_DIR:-}" ]; then
+  out="$OUT_DIR" && mkdir -p "$out"
+else
+  out=$(mktemp -d) && trap 'rm -rf "$out"' EXIT
+fi
 now() { date +%s.%N; }
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2f", a / b }'; }
 

@@ -12,7 +12,7 @@
 namespace meters {
 namespace {
 
-// Both meters below sum on the device of the tensors they are given and read
+// The meters below sum on the device of the tensors they are given and read
 // the sums back only when accumulators() or values() is asked for (the log
 // interval, the epoch's end, a checkpoint): no device sync at every step.
 

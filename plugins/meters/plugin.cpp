@@ -19,4 +19,4 @@ void register_components(trainyard::Registrar& r) {
 
 }  // namespace
 
-TRAINYARD_PLUGIN("meters", "1.0.0", "loss, top-k accuracy and confusion matrix meters", register_components)
+TRAINYARD_PLUGIN("meters", "1.1.0", "loss, top-k accuracy and confusion matrix meters", register_components)

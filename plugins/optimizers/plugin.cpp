@@ -1,4 +1,4 @@
-// optimizers: SGD (momentum, Nesterov, weight decay) and Adam.
+// optimizers: SGD (momentum, Nesterov, weight decay; fused update), Adam, AdamW and RMSprop.
 #include <trainyard/plugin.h>
 
 #include "optimizers.h"
@@ -19,4 +19,4 @@ void register_components(trainyard::Registrar& r) {
 
 }  // namespace
 
-TRAINYARD_PLUGIN("optimizers", "1.1.0", "SGD, Adam, AdamW and RMSprop", register_components)
+TRAINYARD_PLUGIN("optimizers", "1.2.0", "SGD, Adam, AdamW and RMSprop", register_components)

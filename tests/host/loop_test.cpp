@@ -84,15 +84,27 @@ TEST(Loop, NoSecondTestPassWhenThePeriodicOneEndsTheEpoch) {
   EXPECT_EQ(iterations, (std::vector<int>{8, 16, 24, 32}));
 }
 
+// The built-in meters plugin's components, made as the host makes them for a
+// dataset of `classes` classes.
+class BuiltinMeters {
+ public:
+  explicit BuiltinMeters(int64_t classes) {
+    load_plugin_folders({{test::builtin_plugin_dir(), "built-in"}}, registry_);
+    context_.dataset.num_classes = classes;
+  }
+  std::shared_ptr<Meter> make(const std::string& name, std::map<std::string, Value> options) const {
+    const auto& c = registry_.get(Kind::meter, name);
+    return std::get<Factory<Meter>>(c.factory)(Options(std::move(options)), context_);
+  }
+
+ private:
+  Registry registry_;
+  Context context_;
+};
+
 TEST(Meters, LossAndTopkAreRightOnAKnownBatch) {
-  Registry registry;
-  load_plugin_folders({{test::builtin_plugin_dir(), "built-in"}}, registry);
-  Context context;
-  context.dataset.num_classes = 3;
-  auto make = [&](const std::string& name, std::map<std::string, Value> options) {
-    const auto& c = registry.get(Kind::meter, name);
-    return std::get<Factory<Meter>>(c.factory)(Options(std::move(options)), context);
-  };
+  BuiltinMeters meters(3);
+  auto make = [&](const std::string& name, std::map<std::string, Value> options) { return meters.make(name, options); };
   auto loss = make("loss", {});
   auto topk = make("topk_accuracy", {{"k", std::vector<int64_t>{1, 2}}});
   // Sample 0: class 2 ranked 1st; sample 1: class 0 ranked 2nd; sample 2: class 1 ranked 3rd.
@@ -118,14 +130,8 @@ TEST(Meters, LossAndTopkAreRightOnAKnownBatch) {
 TEST(Meters, AMeterRestoredFromAccumulatorsAddsExactlyAsTheUninterruptedOne) {
   // The meters sum on the device and read back on demand: a resumed run's
   // meter (set_accumulators, then more updates) must end bitwise-equal.
-  Registry registry;
-  load_plugin_folders({{test::builtin_plugin_dir(), "built-in"}}, registry);
-  Context context;
-  context.dataset.num_classes = 4;
-  auto make = [&](const std::string& name, std::map<std::string, Value> options) {
-    const auto& c = registry.get(Kind::meter, name);
-    return std::get<Factory<Meter>>(c.factory)(Options(std::move(options)), context);
-  };
+  BuiltinMeters meters(4);
+  auto make = [&](const std::string& name, std::map<std::string, Value> options) { return meters.make(name, options); };
   at::manual_seed(3);
   std::vector<Batch> batches;
   std::vector<at::Tensor> outputs, losses;
