@@ -14,7 +14,8 @@ work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 common=(experiments/fashion_mnist_convnet.yaml --output-dir "$work" --fresh --set loop.epochs=1
         --set loop.train_samples_per_epoch="$samples" --set loop.test_samples=5000)
-echo "$("$bin" --version | tail -n1); cores: $(nproc); $samples training samples"
+echo "$("$bin" --version | grep "^LibTorch"); cores: $(nproc); $samples training samples"
+source scripts/bench/cpu-header.sh && bench_cpu_header "$bin"
 echo
 printf "| setup | train samples/s | communication share | test top-1 |\n|---|---|---|---|\n"
 field() { grep '"secs_per_train"' "$1" | tail -1 | sed -n "s/.*\"$2\": \([0-9.e+-]*\).*/\1/p"; }

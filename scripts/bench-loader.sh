@@ -17,9 +17,10 @@ db=data/fashion_mnist_lmdb
 [ -d "$db/train" ] && [ -d "$db/test" ] || bash scripts/convert-fashion-mnist.sh "$db" >/dev/null
 lmdb_exp=experiments/fashion_mnist_lmdb_convnet.yaml
 cores=$(nproc)
-echo "$("$bin" --version | tail -n1); cores: $cores"
+echo "$("$bin" --version | grep "^LibTorch"); cores: $cores"
+source scripts/bench/cpu-header.sh && bench_cpu_header "$bin"
 echo
-rate() { sed -n 's/.*samples_per_sec \([0-9.e+]*\).*/\1/p'; }
+rate() { sed -n 's/.* s, samples_per_sec \([0-9.e+]*\).*/\1/p'; }
 memory=$("$bin" iterate experiments/fashion_mnist_mlp.yaml --set loop.shuffle=true | rate)
 printf "| input | decode threads | images/s |\n|---|---|---|\n"
 printf "| memory (fashion_mnist, index_select) | 0 | %.0f |\n" "$memory"

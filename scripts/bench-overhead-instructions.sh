@@ -25,7 +25,8 @@ out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT
 export OMP_NUM_THREADS=1
 ref_env=(env GLIBC_TUNABLES=glibc.malloc.mmap_threshold=33554432:glibc.malloc.trim_threshold=1073741824)
-blas=$("$bin" --version | tail -n1)
+blas=$("$bin" --version | grep "^LibTorch")
+source scripts/bench/cpu-header.sh && bench_cpu_header "$bin"
 
 # Instructions (Ir) collected between the toggles; callgrind writes them as
 # the "summary:" line of its output file.

@@ -40,7 +40,8 @@ median() { printf "%s\n" "$@" | sort -g | awk '{a[NR]=$1} END {print (NR%2 ? a[(
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.3f", a / b }'; }
 
 # Which LibTorch and BLAS ran (PyPI's wheel links MKL and oneDNN in).
-"$bin" --version | tail -n1
+"$bin" --version | grep "^LibTorch"
+source scripts/bench/cpu-header.sh && bench_cpu_header "$bin"
 echo "PyTorch (Python loop): $("$TRAINYARD_PYTHON" -c 'import torch; print(torch.__version__, "MKL" if torch.backends.mkl.is_available() else "no MKL", "oneDNN" if torch.backends.mkldnn.is_available() else "no oneDNN")')"
 echo "threads per process: $threads; cores: $cores; rounds: $rounds (one epoch of 60,000 samples each)"
 

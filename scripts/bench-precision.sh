@@ -5,12 +5,22 @@
 # same samples and seed each time. Prints train samples/s, the ratio to fp32,
 # and test top-1 after the same number of epochs; then the PyTorch Python loop
 # (scripts/bench/precision_reference.py, the torch of the build's environment)
-# on the same network, batch and threads, and one line "bf16-mixed speed-up: R.RRx".
+# on the same network, batch and threads, and one closing line: "bf16-mixed
+# speed-up: R.RRx" where this CPU computes bfloat16 natively, "bf16-mixed
+# slowdown: R.RRx (bf16 emulated on this CPU)" where it does not: a measured
+# fact either way (AVX2-only CPUs, AMD before Zen 4, most client CPUs).
 # Knobs: EPOCHS (default 5), TRAIN_SAMPLES per epoch (default: the whole
 # 60000), THREADS (default 1: one thread is not disturbed by other load).
+# KERNELS=avx2 holds LibTorch's kernels (oneDNN and ATen, both sides) at AVX2
+# on an AVX-512 machine, the way an AVX2-only CPU runs them.
 # Needs a build (scripts/build.sh).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+case "${KERNELS:-}" in
+  "") ;;
+  avx2) export ONEDNN_MAX_CPU_ISA=AVX2 ATEN_CPU_CAPABILITY=avx2 ;;
+  *) echo "error: KERNELS: expected avx2 or nothing, got '$KERNELS'" >&2; exit 2 ;;
+esac
 bin=build/bin/trainyard
 [ -x "$bin" ] || { echo "error: build first: bash scripts/build.sh" >&2; exit 2; }
 epochs="${EPOCHS:-5}"
@@ -21,8 +31,9 @@ trap 'rm -rf "$work"' EXIT
 common=(experiments/fashion_mnist_convnet.yaml --output-dir "$work" --fresh --set loop.epochs="$epochs"
         --set loop.train_samples_per_epoch="$samples" --set distributed.threads_per_process="$threads"
         --set loop.log_every_iters=100000)
-echo "$("$bin" --version | tail -n1)"
-echo "CPU: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'); bf16: $(grep -qw avx512_bf16 /proc/cpuinfo && echo avx512_bf16 || echo no)"
+"$bin" --version | grep "^LibTorch"
+source scripts/bench/cpu-header.sh && bench_cpu_header "$bin"
+native=$("$bin" --version | grep -q "bf16 native" && echo yes || echo no)
 echo "threads: $threads; epochs: $epochs; train samples per epoch: $([ "$samples" = 0 ] && echo all || echo "$samples")"
 echo
 printf "| setup | train samples/s | vs fp32 | test top-1 |\n|---|---|---|---|\n"
@@ -63,4 +74,8 @@ while read -r line; do
 done < <(GLIBC_TUNABLES=glibc.malloc.mmap_threshold=33554432:glibc.malloc.trim_threshold=1073741824 \
          "$TRAINYARD_PYTHON" scripts/bench/precision_reference.py "$threads" "${PY_STEPS:-200}")
 echo
-echo "bf16-mixed speed-up: ${bf16_ratio}x"
+if [ "$native" = yes ]; then
+  echo "bf16-mixed speed-up: ${bf16_ratio}x (bf16 native on this CPU)"
+else
+  echo "bf16-mixed slowdown: $(awk -v r="$bf16_ratio" 'BEGIN { printf "%.2f", 1 / r }')x (bf16 emulated on this CPU; loop.precision: auto chooses fp32 here)"
+fi

@@ -11,6 +11,11 @@
 #   bash scripts/bench-time-to-accuracy.sh --quick    # the convnet only
 #   RECIPES="mlp convnet" bash scripts/bench-time-to-accuracy.sh
 #   OUT_DIR=/tmp/tta bash scripts/bench-time-to-accuracy.sh   # keep the runs and logs
+#   KERNELS=avx2 bash scripts/bench-time-to-accuracy.sh --quick  # LibTorch's kernels held at AVX2, both sides
+#
+# The recipes say `precision: auto`: the trainyard run resolves it on this
+# machine (bf16-mixed where bfloat16 is native, else fp32) and the Python
+# side is given what it chose (config.json's resolved_precision).
 #
 # Threads: each recipe's distributed.threads_per_process, and as many for the
 # Python loop (THREADS=N overrides both). Goal: trainyard reaches each target
@@ -18,6 +23,11 @@
 # resnet recipe needs the LMDB databases (scripts/convert-fashion-mnist.sh).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+case "${KERNELS:-}" in
+  "") ;;
+  avx2) export ONEDNN_MAX_CPU_ISA=AVX2 ATEN_CPU_CAPABILITY=avx2 ;;
+  *) echo "error: KERNELS: expected avx2 or nothing, got '$KERNELS'" >&2; exit 2 ;;
+esac
 source scripts/torch-env.sh
 recipes="${RECIPES:-mlp convnet resnet}"
 [ "${1:-}" = "--quick" ] && recipes=convnet
@@ -36,9 +46,9 @@ fi
 now() { date +%s.%N; }
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2f", a / b }'; }
 
-"$bin" --version | tail -n1
+"$bin" --version | grep "^LibTorch"
 echo "PyTorch (Python loop): $("$TRAINYARD_PYTHON" -c 'import torch; print(torch.__version__)')"
-echo "CPU: $(awk -F': ' '/model name/ {print $2; exit}' /proc/cpuinfo); cores: $(nproc)"
+source scripts/bench/cpu-header.sh && bench_cpu_header "$bin"
 echo
 rows=()
 for recipe in $recipes; do
@@ -62,19 +72,22 @@ for recipe in $recipes; do
   accuracy=$(grep -o '"test_accuracy_top1": [0-9.]*' "$out/$name/summary.json" | awk '{print $2}')
   reached=$(grep -q '"stopped": "target reached' "$out/$name/summary.json" && echo yes || echo no)
   echo "trainyard: $ours s, $epochs epochs, test top-1 $accuracy, target reached: $reached"
+  # The recipe's `precision: auto` as this machine resolved it: the Python side computes alike.
+  precision=$("$TRAINYARD_PYTHON" -c 'import json, sys; c = json.load(open(sys.argv[1])); print(c.get("resolved_precision", {}).get("precision", c["loop"]["precision"]))' "$out/$name/config.json")
+  echo "precision: $precision (both sides)"
   t0=$(now)
-  "$TRAINYARD_PYTHON" "$py" "$recipe" "$threads" "$target" >"$out/$recipe-python.log" 2>&1 ||
+  "$TRAINYARD_PYTHON" "$py" "$recipe" "$threads" "$target" "$precision" >"$out/$recipe-python.log" 2>&1 ||
     { cat "$out/$recipe-python.log" >&2; exit 1; }
   theirs=$(awk -v a="$(now)" -v b="$t0" 'BEGIN { printf "%.1f", a - b }')
   py_epochs=$(grep -c '^epoch ' "$out/$recipe-python.log")
   py_accuracy=$(awk '/^epoch / {a = $4} END {print a}' "$out/$recipe-python.log")
   py_reached=$(grep -q '^reached' "$out/$recipe-python.log" && echo yes || echo no)
   echo "PyTorch Python: $theirs s, $py_epochs epochs, test top-1 $py_accuracy, target reached: $py_reached"
-  rows+=("| $recipe | $target | $threads | $ours ($epochs ep, $accuracy, $reached) | $theirs ($py_epochs ep, $py_accuracy, $py_reached) | $(ratio "$ours" "$theirs") |")
+  rows+=("| $recipe | $target | $threads | $precision | $ours ($epochs ep, $accuracy, $reached) | $theirs ($py_epochs ep, $py_accuracy, $py_reached) | $(ratio "$ours" "$theirs") |")
   echo
 done
-echo "| recipe | target | threads | trainyard s (epochs, last test top-1, reached) | PyTorch Python s (epochs, last test top-1, reached) | trainyard / Python |"
-echo "|---|---|---|---|---|---|"
+echo "| recipe | target | threads | precision | trainyard s (epochs, last test top-1, reached) | PyTorch Python s (epochs, last test top-1, reached) | trainyard / Python |"
+echo "|---|---|---|---|---|---|---|"
 printf "%s\n" "${rows[@]}"
 echo
 echo "Times are wall-clock from launch to exit; a run that did not reach its target ran all its epochs,"

@@ -24,6 +24,8 @@ packages=(
   libyaml-cpp-dev nlohmann-json3-dev libspdlog-dev libboost-dev libboost-program-options-dev libboost-filesystem-dev
   # the data pipeline: packed datasets and image decoding/augmentation
   liblmdb-dev libopencv-core-dev libopencv-imgproc-dev libopencv-imgcodecs-dev lmdb-utils
+  # JPEG decode straight to BGR at 1/2-1/8 scale (libjpeg-turbo's libjpeg API)
+  libjpeg-dev
   # tests: GoogleTest; protoc and Python's protobuf to read TensorBoard files
   # back independently; Chromium to render the HTML report headless
   libgtest-dev protobuf-compiler python3-protobuf chromium
@@ -55,10 +57,21 @@ if [ ${#missing[@]} -eq 0 ]; then
   echo "install-deps: all ${#packages[@]} Debian packages present"
 else
   need_root "missing packages (${missing[*]})"
-  echo "install-deps: installing ${missing[*]}"
   export DEBIAN_FRONTEND=noninteractive
   $sudo apt-get update -qq
-  $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+  # On another Debian-based system (the Ubuntu images GPU machines run), a
+  # package Debian has and it lacks (chromium is a snap there) is left out
+  # with a warning: the tests that need it say so; the GPU suite needs none.
+  if ! grep -qx 'ID=debian' /etc/os-release 2>/dev/null; then
+    available=()
+    for p in "${missing[@]}"; do
+      if apt-cache policy "$p" 2>/dev/null | grep -q 'Candidate: [0-9a-z]'; then available+=("$p")
+      else echo "install-deps: warning: $(. /etc/os-release && echo "$PRETTY_NAME") has no package '$p'; left out" >&2; fi
+    done
+    missing=("${available[@]}")
+  fi
+  echo "install-deps: installing ${missing[*]}"
+  [ ${#missing[@]} -eq 0 ] || $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 fi
 
 # nvcc: LibTorch's CMake package enables the CUDA language when the wheel has
@@ -91,9 +104,13 @@ fi
 
 # --- Readers the tests check trainyard's files with -----------------------------
 # TensorBoard's own event reader (and hparams protos), MLflow (its client,
-# with pandas for mlflow.search_runs, and its tracking server). Pinned; into the same environment as torch,
-# whose Python the tests run.
-readers=(tensorboard==2.21.0 mlflow==3.17.2 pandas==3.1.1)
+# with pandas for mlflow.search_runs, and its tracking server); for the photo
+# set: scikit-image (its wheel ships the photographs the set is cut from),
+# torchvision (PyTorch's image pipeline, the benchmark's other side: 0.29.2 is
+# the newest on PyPI and asks for torch >= 2.14; its PIL path needs none of
+# its C++ ops) and webdataset (reads the shards trainyard writes). Pinned;
+# into the same environment as torch, whose Python the tests run.
+readers=(tensorboard==2.21.0 mlflow==3.17.2 pandas==3.1.1 scikit-image==0.26.0 torchvision==0.29.2 webdataset==1.0.2)
 if [ "$(cat "$TRAINYARD_VENV/.readers" 2>/dev/null)" != "${readers[*]}" ]; then
   echo "install-deps: installing ${readers[*]} into $TRAINYARD_VENV"
   "$TRAINYARD_VENV/bin/pip" install -q "${readers[@]}"
@@ -119,7 +136,17 @@ else
   # state: the system's sources and package lists stay as they are.
   mirror="$(grep -hE '^(URIs:|deb )' /etc/apt/sources.list.d/*.sources /etc/apt/sources.list 2>/dev/null \
             | grep -oE '[a-z]+://[^ ]*/debian/?$' | head -n1 || true)"
-  [ -n "$mirror" ] || { echo "error: install-deps: no Debian mirror found in /etc/apt/sources.list{,.d}; expected a 'URIs: .../debian' entry" >&2; exit 2; }
+  # Not a Debian system (Ubuntu): Debian's own mirror, with Debian's keyring.
+  if [ -z "$mirror" ]; then
+    mirror="http://deb.debian.org/debian"
+    echo "install-deps: no Debian mirror in /etc/apt/sources.list{,.d}; using $mirror for libgloo-dev's headers"
+    if [ ! -f /usr/share/keyrings/debian-archive-keyring.gpg ]; then
+      need_root "Debian's archive keyring is missing"
+      $sudo apt-get install -y -qq --no-install-recommends debian-archive-keyring >/dev/null ||
+        { echo "error: install-deps: cannot install debian-archive-keyring, expected to verify Debian's libgloo-dev;" \
+               "set TRAINYARD_GLOO_INCLUDE to a folder with Gloo headers matching torch $TRAINYARD_TORCH_VERSION" >&2; exit 2; }
+    fi
+  fi
   found=""
   for suite in forky sid; do
     mkdir -p "$work/$suite/lists/partial" "$work/$suite/archives/partial" "$work/$suite/root"

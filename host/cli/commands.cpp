@@ -96,7 +96,8 @@ int command_main(int argc, char** argv) {
   if (command == "--version") {
     std::cout << "trainyard " << TRAINYARD_VERSION << " (SDK API " << sdk_api_version() << ", "
               << TRAINYARD_FINGERPRINT << ")\n"
-              << "LibTorch " << TORCH_VERSION << " (BLAS: " << loaded_blas() << "); " << cuda_summary() << "\n";
+              << "LibTorch " << TORCH_VERSION << " (BLAS: " << loaded_blas() << "); " << cuda_summary() << "\n"
+              << "cpu: " << cpu_facts().describe() << "\n";
     return 0;
   }
   try {

@@ -25,7 +25,7 @@ namespace trainyard::host {
 int convert_command(int argc, char** argv) {
   const std::string usage =
       "trainyard convert --from folder|csv|idx|parallel [--input PATH]... [--target DIR]... [--images F --labels F]"
-      " --output DIR [--encoding png|jpeg|raw] [--quality Q] [--resize HxW] [--shuffle] [--seed S]"
+      " --output DIR [--encoding png|jpeg|raw|keep] [--quality Q] [--resize HxW] [--shuffle] [--seed S]"
       " [--test-fraction F] [--limit N] [--overwrite]";
   po::options_description visible("convert options");
   ConvertOptions o;
@@ -39,7 +39,8 @@ int convert_command(int argc, char** argv) {
       "images", po::value<std::string>(&o.images), "idx: images file")("labels", po::value<std::string>(&o.labels),
                                                                          "idx: labels file")(
       "output", po::value<std::string>(&o.output)->required(), "LMDB folder to create")(
-      "encoding", po::value<std::string>(&o.encoding)->default_value("png"), "png, jpeg or raw")(
+      "encoding", po::value<std::string>(&o.encoding)->default_value("png"),
+      "png, jpeg, raw, or keep (each file's own JPEG or PNG bytes, not re-encoded)")(
       "quality", ranged("quality", 1, 100, &o.quality)->default_value(95), "JPEG quality 1..100")(
       "resize", po::value<std::string>(&resize), "resize every image to HxW on the way in")(
       "shuffle", po::bool_switch(&o.shuffle), "shuffle the samples (with --seed)")(
@@ -88,17 +89,22 @@ int iterate_command(int argc, char** argv) {
   const int64_t limit = vm["batches"].as<int64_t>();
   const auto t0 = std::chrono::steady_clock::now();
   BatchStream stream = batch_stream(*data, plan.indices(0), 0, 0, options, stats);
-  int64_t batches = 0, samples = 0;
+  int64_t batches = 0, samples = 0, first_batch = 0;
+  auto t1 = t0;  // when the first batch arrived: the steady rate counts from there (threads started, caches warm)
   while (limit == 0 || batches < limit) {
     auto batch = guarded(e.train_data, "get_batch", stream);
     if (!batch) break;
     ++batches;
     samples += batch->size();
+    if (batches == 1) t1 = std::chrono::steady_clock::now(), first_batch = samples;
   }
-  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  const auto t2 = std::chrono::steady_clock::now();
+  const double seconds = std::chrono::duration<double>(t2 - t0).count();
+  const double steady_seconds = std::chrono::duration<double>(t2 - t1).count();
   std::cout << "iterate: " << samples << " samples in " << batches << " batches, " << json_number(seconds)
-            << " s, samples_per_sec " << json_number(samples / seconds) << ", decode_threads " << options.threads
-            << ", bad_records " << stats->bad_records.load() << "\n";
+            << " s, samples_per_sec " << json_number(samples / seconds);
+  if (batches > 1) std::cout << ", steady_samples_per_sec " << json_number((samples - first_batch) / steady_seconds);
+  std::cout << ", decode_threads " << options.threads << ", bad_records " << stats->bad_records.load() << "\n";
   return 0;
 }
 

@@ -55,6 +55,7 @@ int validate_command(int argc, char** argv) {
   Registry registry;
   Experiment e = load_experiment(vm, registry);
   Context context = make_context(e);
+  announce_precision(e);
   torch::manual_seed(e.seed);
   Components c = build_components(e, context);
   check_wiring(c, e, context);

@@ -38,7 +38,9 @@ std::vector<ConfigChange> config_changes(const nlohmann::ordered_json& saved, co
   std::map<std::string, std::string> a, b;
   flatten(saved, "", a);
   flatten(now, "", b);
-  auto ignored = [](const std::string& k) { return k.rfind("resolved_plugins", 0) == 0 || k.rfind("plugin_dirs", 0) == 0; };
+  auto ignored = [](const std::string& k) {
+    return k.rfind("resolved_plugins", 0) == 0 || k.rfind("plugin_dirs", 0) == 0 || k.rfind("resolved_precision", 0) == 0;
+  };
   std::vector<ConfigChange> out;
   auto add = [&](const std::string& k, const std::string& before, const std::string& after) {
     if (!ignored(k)) out.push_back({k, before, after, std::regex_search(k, kAllowed)});

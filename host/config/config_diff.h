@@ -16,7 +16,9 @@ struct ConfigChange {
 };
 
 /// Differences between two resolved configs, keys in order. Ignores where
-/// plugins were found (resolved_plugins, plugin_dirs): provenance records it.
+/// plugins were found (resolved_plugins, plugin_dirs): provenance records it;
+/// and what loop.precision auto became (resolved_precision): another machine
+/// may choose otherwise, which a resume reports but allows.
 std::vector<ConfigChange> config_changes(const nlohmann::ordered_json& saved, const nlohmann::ordered_json& now);
 
 /// "  optimizer.lr: 0.1 -> 0.2 (not allowed)" lines.

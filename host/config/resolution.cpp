@@ -106,6 +106,10 @@ ordered_json Experiment::resolved() const {
   for (const auto* list : {&meters, &callbacks, &overrides})
     for (const auto& c : *list) note(c);
   r["resolved_plugins"] = libs;
+  // What `auto` became on this machine, for the record (ignored when read
+  // back and on resume, where another machine may choose otherwise).
+  if (loop.precision == "auto")
+    r["resolved_precision"] = {{"precision", loop.effective_precision()}, {"reason", loop.precision_reason}};
   return r;
 }
 

@@ -56,9 +56,11 @@ const TypedSchema<LoopConfig>& loop_section() {
           "skip: updates dropped in a row before the run stops as with error")
         .min(1);
     s.add("precision", &L::precision, "fp32",
-          "fp32; bf16-mixed (autocast to bfloat16: CPUs, and GPUs from compute capability 8.0); fp16-mixed "
-          "(autocast to float16 with dynamic loss scaling: GPUs only). Losses, meters and the non-finite check see fp32")
-        .one_of({"fp32", "bf16-mixed", "fp16-mixed"});
+          "fp32; bf16-mixed (autocast to bfloat16: GPUs from compute capability 8.0, and CPUs, where it is fast only "
+          "with AVX512-BF16 or AMX-BF16); fp16-mixed (autocast to float16 with dynamic loss scaling: GPUs only); auto "
+          "(bf16-mixed where bfloat16 is native, fp16-mixed on older GPUs, else fp32; the choice is printed and "
+          "recorded). Losses, meters and the non-finite check see fp32")
+        .one_of({"fp32", "bf16-mixed", "fp16-mixed", "auto"});
     s.add("stall_timeout_secs", &L::stall_timeout_secs, 1800.0,
           "the watchdog ends the run (exit code 5, stack traces in RUN_DIR/stall-rankN.txt) when no step, test batch "
           "or component call completes for this long; 0 turns it off")

@@ -31,7 +31,12 @@ struct LoopConfig {
   std::string nonfinite = "error";      ///< error | skip | ignore: a NaN/inf loss or gradient
   int64_t nonfinite_max_skips = 10;     ///< skip: in a row, before stopping as with error
   std::vector<std::string> stop_signals{"SIGINT", "SIGTERM", "SIGUSR1"};  ///< stop with a checkpoint, exit 4
-  std::string precision = "fp32";       ///< fp32 | bf16-mixed | fp16-mixed (autocast; fp16 with loss scaling)
+  std::string precision = "fp32";       ///< fp32 | bf16-mixed | fp16-mixed | auto, as written
+  /// What `precision` means on this machine (auto resolved where the
+  /// experiment is loaded: run/session.cpp), why, and a warning when slow here.
+  std::string precision_used, precision_reason, precision_warning;
+  /// The precision the loop runs in: the resolved one, else as written.
+  const std::string& effective_precision() const { return precision_used.empty() ? precision : precision_used; }
   double stall_timeout_secs = 1800;     ///< the watchdog ends a run with no progress this long (exit 5); 0: off
   double stop_grace_secs = 60;          ///< after a stop signal, the time allowed to reach a boundary
 };

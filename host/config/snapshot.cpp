@@ -22,6 +22,7 @@ std::string rank_comparable_config(const Experiment& e) {
   nlohmann::ordered_json resolved = e.resolved();
   resolved.erase("resolved_plugins");
   resolved.erase("plugin_dirs");
+  resolved.erase("resolved_precision");  // compared on its own, with the values shown (run/session.cpp)
   return to_yaml(resolved);
 }
 

@@ -17,7 +17,7 @@ namespace detail {
 const std::vector<std::string> kTopLevelKeys = {
     "name",     "seed",      "plugin_dirs", "dataset", "network", "loss",   "optimizer", "meters",
     "callbacks", "overrides", "loop",       "distributed", "output", "extra", "resolved_plugins", "schedule",
-    "stopping", "stages"};
+    "stopping", "stages", "resolved_precision"};
 
 namespace {
 // Sections a --set may create when the file has none.

@@ -8,6 +8,8 @@
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
+#include <fstream>
+#include <iterator>
 #include <numeric>
 
 #include <opencv2/imgcodecs.hpp>
@@ -178,6 +180,25 @@ cv::Mat load(const std::string& path) {
   return m;
 }
 
+// --encoding keep: the file's own bytes (a JPEG stays the JPEG it was: no
+// second lossy encode, and the reader can decode it at reduced scale).
+EncodedImage keep_file(const std::string& path, const ConvertOptions& o) {
+  if (o.resize_h > 0) throw ConfigError("convert: --encoding keep with --resize", "expected one of them", "drop --resize, or choose png or jpeg");
+  const cv::Mat m = load(path);  // checks that it decodes, and gives the size the record states
+  std::ifstream in(path, std::ios::binary);
+  EncodedImage e;
+  e.bytes.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+  const auto starts = [&](const char* magic, size_t n) { return e.bytes.size() >= n && e.bytes.compare(0, n, magic, n) == 0; };
+  if (starts("\xFF\xD8\xFF", 3)) e.encoding = ImageEncoding::jpeg;
+  else if (starts("\x89PNG\r\n\x1A\n", 8)) e.encoding = ImageEncoding::png;
+  else throw ConfigError("convert: " + path + ": neither a JPEG nor a PNG file", "expected JPEG or PNG files with --encoding keep",
+                         "choose --encoding png or jpeg to re-encode");
+  e.rows = uint32_t(m.rows);
+  e.cols = uint32_t(m.cols);
+  e.channels = uint8_t(m.channels());
+  return e;
+}
+
 class Progress {
  public:
   Progress(bool on, int64_t total) : on_(on), tty_(::isatty(STDERR_FILENO)), total_(total), t0_(Clock::now()) {}
@@ -240,7 +261,7 @@ void write_database(const std::string& dir, const Source& s, const std::vector<s
                 const_cast<uint8_t*>(&s.idx_pixels[size_t(item.idx_index) * size_t(s.idx_rows * s.idx_cols)]));
       record.images.push_back(encode(m, o, "sample " + item.id));
     } else {
-      for (const auto& f : item.files) record.images.push_back(encode(load(f), o, f));
+      for (const auto& f : item.files) record.images.push_back(o.encoding == "keep" ? keep_file(f, o) : encode(load(f), o, f));
     }
     if (item.label >= 0) record.labels.push_back(Label::class_index(item.label));
     record.id = item.id;
@@ -268,8 +289,11 @@ void write_database(const std::string& dir, const Source& s, const std::vector<s
 ConvertResult convert(const ConvertOptions& o) {
   const auto t0 = std::chrono::steady_clock::now();
   if (o.output.empty()) throw ConfigError("convert: missing --output DIR", "expected the folder to create", "");
-  if (o.encoding != "png" && o.encoding != "jpeg" && o.encoding != "raw")
-    throw ConfigError("convert: --encoding '" + o.encoding + "'", "expected one of png, jpeg, raw", did_you_mean(o.encoding, {"png", "jpeg", "raw"}));
+  if (o.encoding != "png" && o.encoding != "jpeg" && o.encoding != "raw" && o.encoding != "keep")
+    throw ConfigError("convert: --encoding '" + o.encoding + "'", "expected one of png, jpeg, raw, keep",
+                      did_you_mean(o.encoding, {"png", "jpeg", "raw", "keep"}));
+  if (o.encoding == "keep" && o.from == "idx")
+    throw ConfigError("convert --from idx --encoding keep", "expected keep with image files (idx holds pixels)", "choose png, jpeg or raw");
   if (o.quality < 1 || o.quality > 100) throw ConfigError("convert: --quality " + std::to_string(o.quality), "expected 1..100", "");
   if (o.test_fraction < 0 || o.test_fraction >= 1)
     throw ConfigError("convert: --test-fraction " + std::to_string(o.test_fraction), "expected a fraction in [0, 1)", "");

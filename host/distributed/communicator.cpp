@@ -20,6 +20,7 @@
 
 #include <cstdlib>
 #include <exception>
+#include <map>
 #include <thread>
 
 #include "distributed/device.h"
@@ -33,6 +34,13 @@ namespace trainyard::host {
 struct Communicator::Impl {
   c10::intrusive_ptr<c10d::Store> store;
   c10::intrusive_ptr<c10d::Backend> group;
+  /// Small host values (the per-step flags, meter sums): Gloo on the CPU. In
+  /// a GPU run a second group beside NCCL, so that agreeing on the next step
+  /// never makes the host wait for the GPU; in a CPU run the same group.
+  c10::intrusive_ptr<c10d::Backend> control;
+  /// A collective failed: at exit NCCL is aborted, since a clean shutdown
+  /// would wait for kernels that wait for a dead peer.
+  bool failed = false;
   c10::Device device = c10::Device(c10::DeviceType::CPU);  ///< collective_device(): where collective tensors live
 };
 
@@ -46,7 +54,11 @@ double since(std::chrono::steady_clock::time_point t0) {
 // which operation and that another rank failed.
 template <class F>
 void collective(const char* what, F&& f, Communicator* comm = nullptr) {
-  auto who = [&] { return comm ? "; " + comm->unresponsive_ranks() : std::string(); };
+  auto who = [&] {
+    if (!comm) return std::string();
+    comm->mark_failed();
+    return "; " + comm->unresponsive_ranks();
+  };
   try {
     // NCCL runs on the rank's GPU whatever device a callback made current.
     c10::OptionalDeviceGuard guard;
@@ -260,7 +272,16 @@ Communicator::Communicator(const World& world, std::chrono::milliseconds timeout
       nccl->eagerConnectSingleDevice(impl_->device);
       impl_->group = nccl;
       const char* ifname = std::getenv("NCCL_SOCKET_IFNAME");
-      transport_ = "NCCL on " + impl_->device.str() + (ifname ? std::string(" (NCCL_SOCKET_IFNAME=") + ifname + ")" : "");
+      std::string control;
+      impl_->control = c10::make_intrusive<c10d::ProcessGroupGloo>(
+          c10::make_intrusive<c10d::PrefixStore>("gloo-control", impl_->store), world.rank, world.world_size,
+          [&] {
+            auto control_options = c10d::ProcessGroupGloo::Options::create(timeout);
+            control_options->devices = gloo_devices(world, control);
+            return control_options;
+          }());
+      transport_ = "NCCL on " + impl_->device.str() + (ifname ? std::string(" (NCCL_SOCKET_IFNAME=") + ifname + ")" : "") +
+                   ", flags over " + control;
       return;
     }
 #else
@@ -273,6 +294,7 @@ Communicator::Communicator(const World& world, std::chrono::milliseconds timeout
     try {
       impl_->group = c10::make_intrusive<c10d::ProcessGroupGloo>(
           c10::make_intrusive<c10d::PrefixStore>("gloo", impl_->store), world.rank, world.world_size, options);
+      impl_->control = impl_->group;
     } catch (const std::exception& e) {
       // Every rank reached the store, but not each other at the addresses
       // they advertised through it.
@@ -286,15 +308,15 @@ Communicator::Communicator(const World& world, std::chrono::milliseconds timeout
 }
 
 void configure_nccl_environment() {
-  // ProcessGroupNCCL reads this when it is created; set here, before any
-  // thread exists (setenv races with getenv on other threads). Blocking wait
-  // makes Work::wait() poll: on options->timeout or an NCCL error (a dead
-  // peer) it aborts the communicator and throws c10::DistBackendError on the
-  // waiting thread, so the rank fails its collective here and names who
-  // stopped answering, instead of waiting on the GPU. In this mode LibTorch
-  // runs no watchdog thread (ProcessGroupNCCL.cpp, read at 2.8), so
-  // TORCH_NCCL_ASYNC_ERROR_HANDLING plays no part.
-  setenv("TORCH_NCCL_BLOCKING_WAIT", "1", /*overwrite=*/0);
+  // Nothing is set: LibTorch's defaults are what a GPU run needs. Work::wait()
+  // only orders the current CUDA stream after NCCL's, so the host runs ahead;
+  // ProcessGroupNCCL's watchdog thread (TORCH_NCCL_ASYNC_ERROR_HANDLING,
+  // default 3) aborts the communicator and ends the process when a collective
+  // outlives options->timeout or NCCL reports a dead peer. trainyard used to
+  // set TORCH_NCCL_BLOCKING_WAIT=1 for a friendlier error, at the price of a
+  // host wait on every collective (about 57 per ResNet-20 step with sync batch
+  // norm). The per-step flags now go over Gloo (Impl::control), where a lost
+  // rank is named as in CPU runs. A user's own setting is left as it is.
 }
 
 Communicator::~Communicator() {
@@ -302,7 +324,7 @@ Communicator::~Communicator() {
   // communicator is aborted instead. (Gloo's backend needs neither.)
   if (!impl_ || !impl_->group || !impl_->device.is_cuda()) return;
   try {
-    if (std::uncaught_exceptions() == 0) impl_->group->shutdown();
+    if (std::uncaught_exceptions() == 0 && !impl_->failed) impl_->group->shutdown();
     else impl_->group->abort();
   } catch (...) {
   }
@@ -394,9 +416,7 @@ std::string Communicator::unresponsive_ranks() {
 
 void Communicator::allreduce(at::Tensor& tensor) {
   const auto t0 = std::chrono::steady_clock::now();
-  if (tensor.device() != impl_->device)
-    throw Error("distributed allreduce: a tensor on " + tensor.device().str() + " given to a group whose tensors live on " +
-                impl_->device.str() + " (a component built it on the wrong device; use Collectives::device())");
+  check_on_group_device(tensor, "allreduce");
   collective("allreduce", [&] {
     std::vector<at::Tensor> tensors{tensor};
     impl_->group->allreduce(tensors)->wait();
@@ -404,9 +424,19 @@ void Communicator::allreduce(at::Tensor& tensor) {
   seconds_ += since(t0);
 }
 
+void Communicator::check_on_group_device(const at::Tensor& tensor, const std::string& what) const {
+  if (tensor.device() != impl_->device)
+    throw Error("distributed " + what + ": a tensor on " + tensor.device().str() +
+                " given to a group whose tensors live on " + impl_->device.str() +
+                " (a component or a checkpoint put it on the wrong device; use Collectives::device())");
+}
+
 void Communicator::broadcast_module(torch::nn::Module& module) {
   const auto t0 = std::chrono::steady_clock::now();
   at::NoGradGuard no_grad;
+  // NCCL would fail its bound-device check deep inside and look like a dead rank: say which tensor.
+  for (const auto& t : module.named_parameters()) check_on_group_device(t.value(), "broadcast of " + t.key());
+  for (const auto& t : module.named_buffers()) check_on_group_device(t.value(), "broadcast of " + t.key());
   collective("broadcast", [&] {
     for (auto& t : module.parameters()) {
       std::vector<at::Tensor> tensors{t.data()};
@@ -420,16 +450,48 @@ void Communicator::broadcast_module(torch::nn::Module& module) {
   seconds_ += since(t0);
 }
 
+void Communicator::broadcast_buffers(torch::nn::Module& module) {
+  std::vector<at::Tensor> buffers = module.buffers();
+  if (buffers.empty()) return;
+  const auto t0 = std::chrono::steady_clock::now();
+  at::NoGradGuard no_grad;
+  // One broadcast per dtype (running statistics, batch counters), in the
+  // buffers' fixed order: the same sequence of collectives on every rank.
+  std::map<at::ScalarType, std::vector<at::Tensor>> by_type;
+  for (const auto& b : buffers) by_type[b.scalar_type()].push_back(b);
+  for (auto& [type, list] : by_type) {
+    std::vector<at::Tensor> parts;
+    for (const auto& b : list) parts.push_back(b.reshape({-1}).to(impl_->device));
+    at::Tensor flat = at::cat(parts);
+    collective("broadcast", [&] {
+      std::vector<at::Tensor> tensors{flat};
+      impl_->group->broadcast(tensors)->wait();
+    }, this);
+    int64_t offset = 0;
+    for (auto& b : list) {
+      b.copy_(flat.narrow(0, offset, b.numel()).view(b.sizes()));
+      offset += b.numel();
+    }
+  }
+  seconds_ += since(t0);
+}
+
 c10::Device Communicator::device() const { return impl_->device; }
 
-// Flags, meter sums, stop agreement and the barrier: small double tensors
-// built on device(), since NCCL refuses CPU tensors; read back on the CPU.
+void Communicator::mark_failed() { impl_->failed = true; }
+
+// Flags, meter sums, stop agreement and the barrier: small double tensors on
+// the CPU, through the control group (Gloo), never waiting for the GPU.
 std::vector<double> Communicator::sum(const std::vector<double>& values) {
   if (values.empty()) return values;
-  at::Tensor t = at::tensor(values, at::kDouble).to(impl_->device);
-  allreduce(t);
-  at::Tensor host = t.cpu();
-  return std::vector<double>(host.data_ptr<double>(), host.data_ptr<double>() + host.numel());
+  const auto t0 = std::chrono::steady_clock::now();
+  at::Tensor t = at::tensor(values, at::kDouble);  // on the CPU: the control group is Gloo
+  collective("allreduce", [&] {
+    std::vector<at::Tensor> tensors{t};
+    impl_->control->allreduce(tensors)->wait();
+  }, this);
+  seconds_ += since(t0);
+  return std::vector<double>(t.data_ptr<double>(), t.data_ptr<double>() + t.numel());
 }
 
 bool Communicator::any(bool flag) { return sum({flag ? 1.0 : 0.0})[0] > 0; }

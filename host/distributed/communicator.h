@@ -46,9 +46,9 @@ class GradientReducer {
   std::unique_ptr<Impl> impl_;
 };
 
-/// Sets what LibTorch's NCCL backend must read from the environment
-/// (TORCH_NCCL_BLOCKING_WAIT=1 unless set); main() calls it first, before any
-/// thread exists. docs/distributed.md says why.
+/// Where trainyard would set what LibTorch's NCCL backend reads from the
+/// environment (main() calls it first, before any thread exists); today it
+/// keeps LibTorch's defaults (no blocking wait): docs/distributed.md says why.
 void configure_nccl_environment();
 
 /// How long the other ranks wait for rank 0's own writes: the stall
@@ -86,6 +86,11 @@ class Communicator {
   void rank0_work(const std::string& what, std::chrono::milliseconds limit, const std::function<void()>& work);
   /// Rank 0's parameters and buffers to every rank.
   void broadcast_module(torch::nn::Module& module);
+  /// Rank 0's buffers (batch norm's running statistics) to every rank, as
+  /// DDP's broadcast_buffers does before each forward: without it every rank
+  /// drifts on its own shard, tests with its own statistics and only rank 0's
+  /// are saved. One broadcast per dtype.
+  void broadcast_buffers(torch::nn::Module& module);
   /// Element-wise sums over ranks.
   std::vector<double> sum(const std::vector<double>& values);
   /// True when any rank says true.
@@ -102,9 +107,14 @@ class Communicator {
 
   /// Seconds spent in collectives since the last call (then reset).
   double take_seconds();
+  /// A collective failed (another rank is gone): the group is aborted at the
+  /// end instead of shut down cleanly.
+  void mark_failed();
 
  private:
   friend class GradientReducer;
+  /// Throws Error naming `what` when `tensor` is not on device().
+  void check_on_group_device(const at::Tensor& tensor, const std::string& what) const;
   struct Impl;
   std::unique_ptr<Impl> impl_;
   World world_;

@@ -1,8 +1,13 @@
 #include "distributed/device.h"
 
+#include <algorithm>
+#include <cctype>
+#include <cstdlib>
 #include <string>
 #include <vector>
 
+#include <ATen/Version.h>
+#include <ATen/cpu/Utils.h>
 #include <torch/cuda.h>
 
 #include "trainyard/error.h"
@@ -10,6 +15,7 @@
 
 #ifdef TRAINYARD_WITH_CUDA
 #include <ATen/cuda/CUDAContext.h>
+#include <c10/cuda/CUDACachingAllocator.h>
 #include <ATen/detail/CUDAHooksInterface.h>
 #include <c10/cuda/CUDAFunctions.h>
 #endif
@@ -26,13 +32,13 @@ c10::Device rank_device(const Experiment& e, const World& world) {
                                                                   : "this process sees no CUDA device"),
                       "expected num_gpus: 0 on this machine, got " + std::to_string(e.distributed.num_gpus),
                       "set distributed.num_gpus: 0 to train on the CPU");
-  const int64_t index = e.distributed.first_gpu_id + world.local_rank;
-  if (index >= visible)
+  const int64_t index = gpu_index_for(e.distributed.first_gpu_id, world.local_rank, visible);
+  if (index < 0)
     throw ConfigError(e.where("distributed.first_gpu_id") +
                           ": local rank " + std::to_string(world.local_rank) +
-                          " would use GPU " + std::to_string(index),
+                          " would use GPU " + std::to_string(e.distributed.first_gpu_id + world.local_rank),
                       "expected first_gpu_id + local rank < " + std::to_string(visible) + " (the GPUs visible here)",
-                      "start at most " + std::to_string(visible - e.distributed.first_gpu_id) +
+                      "start at most " + std::to_string(std::max<int64_t>(visible - e.distributed.first_gpu_id, 0)) +
                           " processes per node, or check CUDA_VISIBLE_DEVICES");
 #ifdef TRAINYARD_WITH_CUDA
   // bfloat16 arithmetic needs compute capability 8.0 (Ampere) or newer.
@@ -40,7 +46,7 @@ c10::Device rank_device(const Experiment& e, const World& world) {
   std::vector<const Experiment*> all{&e};
   for (const auto& stage : e.stages) all.push_back(&stage);
   for (const Experiment* x : all)
-    if (x->loop.precision == "bf16-mixed" && props->major < 8)
+    if (x->loop.effective_precision() == "bf16-mixed" && props->major < 8)
       throw ConfigError(e.where("loop.precision") +
                             ": bf16-mixed needs a GPU of compute capability 8.0 or newer (native bfloat16)",
                         "expected fp32 or fp16-mixed on GPU " + std::to_string(index) + " (" + props->name + ", " +
@@ -48,6 +54,14 @@ c10::Device rank_device(const Experiment& e, const World& world) {
                         "use precision: fp16-mixed on this GPU");
 #endif
   return c10::Device(c10::DeviceType::CUDA, static_cast<c10::DeviceIndex>(index));
+}
+
+int64_t gpu_index_for(int64_t first_gpu_id, int64_t local_rank, int64_t visible) {
+  const int64_t index = first_gpu_id + local_rank;
+  if (index < visible) return index;
+  // One GPU visible to each rank: the launcher gave every rank its own.
+  if (visible == 1 && first_gpu_id == 0) return 0;
+  return -1;
 }
 
 c10::Device collective_device(c10::Device rank_device) {
@@ -74,6 +88,100 @@ std::string cuda_summary() {
   return s + ", " + std::to_string(n) + (n == 1 ? " GPU" : " GPUs") + " visible";
 #else
   return "CUDA not compiled in";
+#endif
+}
+
+namespace {
+
+std::string upper(std::string text) {
+  std::transform(text.begin(), text.end(), text.begin(), [](unsigned char c) { return std::toupper(c); });
+  return text;
+}
+
+// oneDNN's ISA levels below the first with bfloat16 dot products (AVX512_CORE_BF16).
+bool caps_below_bf16(const std::string& isa) {
+  for (const char* below : {"SSE41", "AVX", "AVX2", "AVX2_VNNI", "AVX2_VNNI_2", "AVX512_CORE", "AVX512_CORE_VNNI"})
+    if (isa == below) return true;
+  return false;
+}
+
+}  // namespace
+
+bool CpuFacts::native_bf16() const { return no_native_bf16_reason().empty(); }
+
+std::string CpuFacts::no_native_bf16_reason() const {
+  if (!avx512_bf16 && !amx_bf16) return "no AVX512-BF16 or AMX-BF16 instructions";
+  if (caps_below_bf16(onednn_max_isa)) return "oneDNN held at " + onednn_max_isa + " by ONEDNN_MAX_CPU_ISA";
+  if (aten_kernels != "AVX512" && aten_kernels.rfind("AVX512", 0) != 0)
+    return "ATen's kernels held at " + aten_kernels + " (ATEN_CPU_CAPABILITY)";
+  return "";
+}
+
+std::string CpuFacts::describe() const {
+  auto yes = [](bool b) { return b ? "yes" : "no"; };
+  std::string s = (name.empty() ? "unknown CPU" : name) + "; AVX2 " + yes(avx2) + ", AVX-512 " + yes(avx512) +
+                  ", AVX512-BF16 " + yes(avx512_bf16) + ", AMX-BF16 " + yes(amx_bf16) + "; ATen kernels " +
+                  aten_kernels;
+  if (!onednn_max_isa.empty()) s += ", oneDNN held at " + onednn_max_isa;
+  return s + "; bf16 " + (native_bf16() ? "native" : "emulated (" + no_native_bf16_reason() + ")");
+}
+
+const CpuFacts& cpu_facts() {
+  static const CpuFacts facts = [] {
+    CpuFacts f;
+    const auto capabilities = at::cpu::get_cpu_capabilities();  // cpuinfo's answers
+    auto flag = [&](const char* key) {
+      auto it = capabilities.find(key);
+      return it != capabilities.end() && it->second.isBool() && it->second.toBool();
+    };
+    f.avx2 = flag("avx2");
+    f.avx512 = flag("avx512_f");
+    f.avx512_bf16 = flag("avx512_bf16");
+    f.amx_bf16 = flag("amx_bf16");
+    if (auto it = capabilities.find("cpu_name"); it != capabilities.end() && it->second.isString())
+      f.name = it->second.toStringRef();
+    f.aten_kernels = at::get_cpu_capability();
+    for (const char* variable : {"ONEDNN_MAX_CPU_ISA", "DNNL_MAX_CPU_ISA"})
+      if (const char* isa = std::getenv(variable); isa && *isa && f.onednn_max_isa.empty()) f.onednn_max_isa = upper(isa);
+    if (f.onednn_max_isa == "ALL" || f.onednn_max_isa == "DEFAULT") f.onednn_max_isa.clear();
+    return f;
+  }();
+  return facts;
+}
+
+std::string gpu_memory_peaks() {
+  std::string out;
+#ifdef TRAINYARD_WITH_CUDA
+  if (!torch::cuda::is_available()) return out;
+  const int64_t n = static_cast<int64_t>(torch::cuda::device_count());
+  for (int64_t d = 0; d < n; ++d) {
+    const auto stats = c10::cuda::CUDACachingAllocator::getDeviceStats(static_cast<c10::DeviceIndex>(d));
+    const int64_t peak = stats.reserved_bytes[static_cast<size_t>(c10::CachingAllocator::StatType::AGGREGATE)].peak;
+    if (peak > 0) out += (out.empty() ? "" : ", ") + std::string("cuda:") + std::to_string(d) + " " +
+                         std::to_string((peak + (1 << 20) - 1) >> 20) + " MiB";
+  }
+#endif
+  return out;
+}
+
+std::optional<GpuFacts> gpu_facts(int64_t index) {
+#ifdef TRAINYARD_WITH_CUDA
+  if (!torch::cuda::is_available() || index < 0 || index >= static_cast<int64_t>(torch::cuda::device_count()))
+    return std::nullopt;
+  const cudaDeviceProp* props = at::cuda::getDeviceProperties(static_cast<c10::DeviceIndex>(index));
+  // nvidia-smi's form: GPU-xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx.
+  std::string uuid = "GPU-";
+  const char* hex = "0123456789abcdef";
+  for (int i = 0; i < 16; ++i) {
+    if (i == 4 || i == 6 || i == 8 || i == 10) uuid += '-';
+    const auto byte = static_cast<unsigned char>(props->uuid.bytes[i]);
+    uuid += hex[byte >> 4];
+    uuid += hex[byte & 15];
+  }
+  return GpuFacts{props->name, uuid, props->major, props->minor};
+#else
+  (void)index;
+  return std::nullopt;
 #endif
 }
 

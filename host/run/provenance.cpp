@@ -13,6 +13,7 @@
 #include <torch/version.h>
 
 #include "build_info.h"  // generated at every build: TRAINYARD_GIT_COMMIT
+#include "distributed/device.h"
 #include "plugins/registry.h"
 #include "trainyard/version.h"
 #include "util/files.h"
@@ -100,6 +101,7 @@ nlohmann::ordered_json provenance_json(const std::vector<std::string>& argv, con
   j["cuda"] = TRAINYARD_CUDA;
   j["nccl"] = std::string(TRAINYARD_NCCL) == "1";
   j["blas"] = loaded_blas();
+  j["cpu"] = cpu_facts().describe();
   j["threads"] = at::get_num_threads();
   j["interop_threads"] = at::get_num_interop_threads();
   j["world_size"] = world_size;

@@ -12,6 +12,7 @@
 #include <torch/utils.h>
 
 #include "config/snapshot.h"
+#include "distributed/device.h"
 #include "formats/metrics.h"
 #include "log/log.h"
 #include "report/report.h"
@@ -232,6 +233,14 @@ bool Runner::check_checkpoint_belongs(const std::string& checkpoint, size_t stag
   const std::string hash = resolved_sha256(now);
   if (recorded.config_sha256 == hash) return true;
   if (recorded.config.is_null()) return false;
+  // loop.precision auto may choose otherwise on this machine: allowed, and said.
+  const auto& was = recorded.config["resolved_precision"];
+  if (now.contains("resolved_precision") && was.is_object() && was.value("precision", "") != now["resolved_precision"]["precision"] &&
+      session_.context.rank == 0)
+    InfoLine() << "trainyard: loop.precision auto: " << fs::path(checkpoint).filename().string() << " was trained in "
+               << was.value("precision", "") << "; this machine resumes in "
+               << now["resolved_precision"]["precision"].get<std::string>() << " ("
+               << now["resolved_precision"]["reason"].get<std::string>() << ")\n";
   const auto changes = config_changes(recorded.config, now);
   if (refused_changes(changes, "differs from the one " + fs::path(checkpoint).filename().string() + " was trained with")) {
     std::vector<std::string> first;
@@ -279,7 +288,11 @@ void Runner::write_run_directory() const {
   fs::create_directories(run_dir_);
   write_file_atomic((fs::path(run_dir_) / "config.yaml").string(), resolved_yaml(e_));
   write_file_atomic((fs::path(run_dir_) / "config.json").string(), resolved_json(e_));
-  record_provenance(run_dir_, provenance_json(request_.command_line, registry_, session_.world.world_size));
+  nlohmann::ordered_json provenance = provenance_json(request_.command_line, registry_, session_.world.world_size);
+  provenance["precision"] = {{"requested", e_.loop.precision},
+                             {"used", e_.loop.effective_precision()},
+                             {"reason", e_.loop.precision_reason.empty() ? "as written" : e_.loop.precision_reason}};
+  record_provenance(run_dir_, provenance);
 }
 
 void Runner::announce_stage(Trainer& trainer) const {
@@ -327,6 +340,7 @@ RunOutcome Runner::run() {
   for (size_t k = 0; k < stage_count(); ++k) outcome.total_epochs += stage_experiment(k).loop.epochs;
   InfoLine() << "trainyard: " << e_.name << ": network " << e_.network.plugin << " (" << params << " parameters, "
             << trainable << " trainable), " << count_of(at::get_num_threads(), "thread") << ", run directory " << run_dir_ << "\n";
+  if (context.rank == 0) announce_precision(e_);
   if (!resumed_from_.empty()) {
     auto at = trainer->position_state();
     InfoLine() << "trainyard: resuming from " << resumed_from_ << " (epoch " << at.epoch << " done, iteration "
@@ -357,6 +371,9 @@ RunOutcome Runner::run() {
     announce_stage(*trainer);
     trainer->run();
   }
+  // What each rank's process holds on which GPU (a rank on another rank's GPU shows here).
+  if (context.device.is_cuda())
+    InfoLine() << "trainyard: rank " << context.rank << " peak GPU memory: " << gpu_memory_peaks() << "\n";
   outcome.epochs_done = trainer->epoch();
   outcome.iteration = trainer->iteration();
   outcome.values = trainer->values();

@@ -7,10 +7,16 @@
 
 #include <ATen/Parallel.h>
 
+#include <unistd.h>
+
+#include <set>
+
 #include "config/snapshot.h"
 #include "distributed/device.h"
 #include "log/log.h"
 #include "plugins/loader.h"
+#include "train/precision.h"
+#include "trainyard/error.h"
 #include "util/text.h"
 
 namespace trainyard::host {
@@ -25,7 +31,55 @@ std::string fingerprint_of(const std::string& text) {
   return buf;
 }
 
+// Two ranks on one GPU fail inside NCCL ("duplicate GPU") or share its
+// memory: a launcher that gives each rank one visible GPU makes every rank
+// see index 0, so the physical GPUs are compared.
+void check_one_gpu_per_rank(Communicator& comm, const World& world, c10::Device device) {
+  const auto gpu = gpu_facts(device.index());
+  if (!gpu) return;
+  char host[256] = {};
+  ::gethostname(host, sizeof host - 1);
+  const std::vector<std::string> used = comm.exchange(std::string(host) + " " + gpu->uuid);
+  for (int r = 0; r < world.world_size; ++r)
+    for (int q = 0; q < r; ++q)
+      if (used[r] == used[q])
+        throw ConfigError("distributed.num_gpus: ranks " + std::to_string(q) + " and " + std::to_string(r) +
+                              " both train on GPU " + used[r] + " (" + gpu->name + ")",
+                          "expected one GPU per rank",
+                          "start as many processes per node as it has GPUs, or give each rank its own "
+                          "(CUDA_VISIBLE_DEVICES, Slurm's --gpus-per-task=1)");
+}
+
 }  // namespace
+
+void resolve_precision(Experiment& e) {
+  std::optional<GpuFacts> gpu;
+  if (e.distributed.num_gpus > 0) {
+    gpu = gpu_facts(e.distributed.first_gpu_id);
+    if (!gpu) gpu = gpu_facts(0);  // one GPU per rank (rank_device picks it)
+  }
+  auto resolve = [&](Experiment& x) {
+    const PrecisionChoice c = choose_precision(x.loop.precision, cpu_facts(), x.distributed.num_gpus > 0, gpu);
+    x.loop.precision_used = c.precision;
+    x.loop.precision_reason = c.reason;
+    x.loop.precision_warning = c.warning;
+  };
+  resolve(e);
+  for (auto& stage : e.stages) resolve(stage);
+}
+
+void announce_precision(const Experiment& e) {
+  std::set<std::string> said;  // stages usually agree: each line once
+  auto announce = [&](const Experiment& x) {
+    const LoopConfig& loop = x.loop;
+    if (loop.precision == "auto" && said.insert(loop.precision_used + loop.precision_reason).second)
+      log_info("trainyard: loop.precision auto: " + loop.effective_precision() + " (" + loop.precision_reason + ")");
+    if (!loop.precision_warning.empty() && said.insert(loop.precision_warning).second)
+      log_warning("warning: " + loop.precision_warning);
+  };
+  announce(e);
+  for (const auto& stage : e.stages) announce(stage);
+}
 
 Context make_context(const Experiment& e, const World& world) {
   Context context;
@@ -56,6 +110,11 @@ Session::Session(const Experiment& e, const Registry& registry, const std::strin
     const std::string how = "launch every rank with the same experiment, --set values and plugin folders";
     comm->check_same("experiment (resolved config)", fingerprint_of(rank_comparable_config(e)), same, how);
     comm->check_same("plugin set", fingerprint_of(join(libraries, "\n")), same, how);
+    if (e.loop.precision == "auto")
+      comm->check_same("loop.precision auto", e.loop.effective_precision() + ": " + e.loop.precision_reason,
+                       "expected every rank to choose the same precision (auto decides from each machine's CPU or GPU)",
+                       "set loop.precision to fp32 or bf16-mixed when the machines differ", /*show_values=*/true);
+    if (context.device.is_cuda()) check_one_gpu_per_rank(*comm, world, context.device);
   }
   context.run_dir = run_dir;
   context.collectives = comm ? &comm->collectives() : nullptr;
@@ -66,7 +125,9 @@ Experiment load_experiment(const std::string& file, const std::vector<std::strin
                            const std::vector<std::string>& plugin_dirs, Registry& registry) {
   ExperimentSource source = read_experiment(file, sets);
   load_plugin_folders(plugin_search_path(experiment_plugin_dirs(source), plugin_dirs), registry);
-  return validate_experiment(std::move(source), registry);
+  Experiment e = validate_experiment(std::move(source), registry);
+  resolve_precision(e);
+  return e;
 }
 
 }  // namespace trainyard::host

@@ -62,7 +62,7 @@ void read_stage_and_values(torch::serialize::InputArchive& archive, CheckpointSt
   at::Tensor numbers;
   if (archive.try_read("value_names", names) && archive.try_read("values", numbers)) {
     auto list = names.toListRef();
-    numbers = numbers.contiguous();
+    numbers = numbers.cpu().contiguous();
     if (static_cast<int64_t>(list.size()) != numbers.numel())
       throw Error(path + ": cannot load checkpoint: value_names and values differ in length");
     for (size_t i = 0; i < list.size(); ++i) state.values[list[i].toStringRef()] = numbers.data_ptr<double>()[i];
@@ -205,8 +205,11 @@ CheckpointState load_checkpoint(const std::string& path, Network& network, torch
   CheckpointState state;
   if (verify == Verify::yes) verify_checkpoint(path);
   try {
+    // Every tensor to the device this rank trains on: unmapped, LibTorch puts
+    // each where it was saved from (rank 0's GPU), and Module::load would move
+    // the parameters there (InputArchive::read's set_data across devices).
     torch::serialize::InputArchive archive;
-    archive.load_from(path);
+    archive.load_from(path, network_device(network));
     int64_t format = read_int(archive, "format");
     if (format != kFormatVersion)
       throw Error("checkpoint format " + std::to_string(format) + ", this host reads " + std::to_string(kFormatVersion));
@@ -232,6 +235,7 @@ CheckpointState load_checkpoint(const std::string& path, Network& network, torch
     optimizer.load(opt);
     at::Tensor rng;
     archive.read("rng_cpu", rng);
+    rng = rng.cpu();  // generator states are CPU byte tensors, whatever the map above did
     {
       auto gen = at::detail::getDefaultCPUGenerator();
       std::lock_guard<std::mutex> lock(gen.mutex());
@@ -240,6 +244,7 @@ CheckpointState load_checkpoint(const std::string& path, Network& network, torch
     if (const auto device = network_device(network); device.is_cuda()) {
       at::Tensor cuda_rng;
       if (archive.try_read("rng_cuda", cuda_rng)) {
+        cuda_rng = cuda_rng.cpu();
         auto gen = at::detail::getCUDAHooks().getDefaultGenerator(device.index());
         std::lock_guard<std::mutex> lock(gen.mutex());
         gen.set_state(cuda_rng);
@@ -261,7 +266,7 @@ CheckpointState load_checkpoint(const std::string& path, Network& network, torch
     for (int64_t i = 0; i < meters; ++i) {
       at::Tensor t;
       archive.read("train_meter_" + std::to_string(i), t);
-      t = t.contiguous();
+      t = t.cpu().contiguous();
       state.train_meters.emplace_back(t.data_ptr<double>(), t.data_ptr<double>() + t.numel());
     }
   } catch (const c10::Error& e) {
@@ -280,7 +285,7 @@ CheckpointState peek_checkpoint(const std::string& path) {
   CheckpointState state;
   try {
     torch::serialize::InputArchive archive;
-    archive.load_from(path);
+    archive.load_from(path, c10::Device(c10::DeviceType::CPU));  // no GPU memory for a look
     state.at.epoch = read_int(archive, "epoch");
     state.at.position = read_int(archive, "position");
     state.at.iteration = read_int(archive, "iteration");
@@ -460,7 +465,7 @@ PretrainedReport load_pretrained_archive(const std::string& path, Network& netwo
   std::vector<std::string> shape_errors;
   try {
     torch::serialize::InputArchive archive;
-    archive.load_from(path);
+    archive.load_from(path, c10::Device(c10::DeviceType::CPU));  // copied into the network's tensors below
     torch::serialize::InputArchive net;
     auto keys = archive.keys();
     if (std::find(keys.begin(), keys.end(), "format") != keys.end() && archive.try_read("network", net))

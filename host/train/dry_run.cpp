@@ -92,7 +92,7 @@ std::string dry_run_report(const Experiment& e, Components& c, const Context& co
   c.optimizer->zero_grad();
   t0 = Clock::now();
   auto forward = [&](const Batch& b) {
-    return forward_in_precision(context.device.type(), e.loop.precision, [&] {
+    return forward_in_precision(context.device.type(), e.loop.effective_precision(), [&] {
       return guarded(*c.network.config, "forward", [&] { return net.forward(b); });
     });
   };

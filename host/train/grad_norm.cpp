@@ -1,11 +1,14 @@
 #include "train/grad_norm.h"
 
 #include <cmath>
+#include <cstdint>
 
 #include <ATen/ATen.h>
 
 namespace trainyard::host {
+namespace {
 
+// Sum of x[i]^2 over n floats, float accumulation as a BLAS dot.
 // One clone per instruction set, picked at load time by the dynamic linker:
 // the binary stays portable and runs 16-wide where AVX-512 exists. The 32
 // independent accumulators let the compiler vectorize without reordering any
@@ -21,6 +24,8 @@ __attribute__((target_clones("avx512f", "avx2", "default"))) float sum_of_square
   for (int64_t j = 0; j < lanes; ++j) sum += acc[j];
   return sum;
 }
+
+}  // namespace
 
 double squared_norm(const std::vector<at::Tensor>& grads) {
   double sum = 0;

@@ -8,7 +8,27 @@
 #include <c10/core/DeviceType.h>
 #include <c10/core/ScalarType.h>
 
+#include "distributed/device.h"
+
 namespace trainyard::host {
+
+/// What loop.precision means on this machine: `auto` resolved, or the
+/// precision written, with the reason, and a warning when the written one is
+/// slow here (bf16-mixed on a CPU that emulates bfloat16).
+struct PrecisionChoice {
+  std::string precision;  ///< fp32 | bf16-mixed | fp16-mixed
+  std::string reason;     ///< "auto: this CPU has no AVX512-BF16 or AMX-BF16 instructions"
+  std::string warning;    ///< empty, or why the choice is slow here and what to use instead
+};
+
+/// `requested` (fp32, bf16-mixed, fp16-mixed or auto) on a CPU with `cpu`, or
+/// on a GPU with `gpu` (set when the run trains on GPUs; unset when GPUs were
+/// asked for and none is seen: rank_device() reports that). auto picks
+/// bf16-mixed where bfloat16 is native (CPUs with AVX512-BF16 or AMX-BF16,
+/// GPUs from compute capability 8.0), fp16-mixed with loss scaling on older
+/// GPUs, and fp32 on every other CPU.
+PrecisionChoice choose_precision(const std::string& requested, const CpuFacts& cpu, bool on_gpus,
+                                 const std::optional<GpuFacts>& gpu);
 
 /// The autocast dtype of loop.precision: none for fp32, bfloat16 for
 /// bf16-mixed, float16 for fp16-mixed (the one that needs loss scaling).

@@ -240,7 +240,7 @@ BatchStream Trainer::default_train_batches(int64_t epoch) {
 }
 
 at::Tensor Trainer::forward(const Batch& batch) {
-  return forward_in_precision(context_.device.type(), e_.loop.precision, [&] {
+  return forward_in_precision(context_.device.type(), e_.loop.effective_precision(), [&] {
     return guarded(*c_.network.config, "forward", [&] { return c_.network.object->forward(batch); });
   });
 }
@@ -264,7 +264,7 @@ void Trainer::empty_step() {
     std::vector<int64_t> shape{0};
     shape.insert(shape.end(), context_.dataset.sample_shape.begin(), context_.dataset.sample_shape.end());
     Batch empty{at::zeros(shape, at::kFloat).to(context_.device), at::zeros({0}, at::kLong).to(context_.device), {}};
-    at::Tensor output = guarded(*c_.network.config, "forward", [&] { return c_.network.object->forward(empty); });
+    at::Tensor output = forward(empty);  // in the run's precision, as the other ranks' forward
     guarded(*c_.network.config, "backward", [&] { (output.sum() * 0).backward(); });
   });
   if (updater_.due()) updater_.finish(clock(), stages_, values_);  // steps with the other ranks' gradients
@@ -320,6 +320,9 @@ void Trainer::default_epoch(int64_t epoch) {
     }
     if (checkpoint_now && (batch || comm_)) stages_.checkpoint();  // at this batch, before training on it
     if (comm_) {
+      // Every update starts from rank 0's buffers (DDP's broadcast_buffers):
+      // the statistics every rank tests with are the ones rank 0 saves.
+      if (!updater_.pending()) comm_->broadcast_buffers(*c_.network.object);
       if (!batch) {
         empty_step();
         ++at_.position;
@@ -416,6 +419,7 @@ MeterValues Trainer::test_pass() {
   for (auto& m : c_.test_meters) guarded(*m.config, "reset", [&] { m.object->reset(); });
   test_stats_->bad_records = 0;  // counted per test pass
   Network& net = *c_.network.object;
+  if (comm_) comm_->broadcast_buffers(net);  // every rank tests the model rank 0 saves
   net.eval();
   {
     at::NoGradGuard no_grad;

@@ -27,7 +27,7 @@ double clip_gradients(std::vector<at::Tensor>& grads, double max_value, double m
 
 Updater::Updater(const Experiment& e, Components& c, const Context& context)
     : e_(e), c_(c), context_(context), iter_size_(e.loop.iter_size), parameters_(c.network.object->parameters()) {
-  scaler_.enabled = autocast_dtype(e_.loop.precision) == at::kHalf;
+  scaler_.enabled = autocast_dtype(e_.loop.effective_precision()) == at::kHalf;
   for (auto& group : c_.optimizer->param_groups()) base_lrs_.push_back(group.options().get_lr());
 }
 

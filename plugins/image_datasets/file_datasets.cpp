@@ -27,7 +27,8 @@ class Files : public ImageDataset {
   LoadedSample load(int64_t index) const override {
     const size_t i = static_cast<size_t>(index);
     LoadedSample s;
-    s.inputs.push_back(read_image(files_.paths.at(i)));
+    const std::string& path = files_.paths.at(i);
+    s.inputs.push_back(SourceImage{read_file_bytes(path), {}, path, {}});
     s.label = at::scalar_tensor(files_.labels.at(i), at::kLong);
     return s;
   }

@@ -1,19 +1,66 @@
 #include "image_dataset.h"
 
+#include <algorithm>
+#include <cctype>
 #include <fstream>
+#include <optional>
 
 #include <ATen/ATen.h>
 #include <opencv2/imgcodecs.hpp>
 #include <trainyard/error.h>
 
+#include "jpeg_decode.h"
+
 namespace image_datasets {
 
 namespace {
-at::Tensor stack_channels(const std::vector<cv::Mat>& images, const TransformOptions& t, uint64_t seed) {
+
+// Damage OpenCV would decode silently (libjpeg fills a cut JPEG with grey and
+// only warns) or report without a reason.
+void check_encoded(const void* data, size_t size, const std::string& what) {
+  if (size == 0) throw trainyard::BadRecord(what + ": empty file (0 bytes), expected an image");
+  const auto* p = static_cast<const unsigned char*>(data);
+  if (size >= 2 && p[0] == 0xFF && p[1] == 0xD8 && !jpeg_is_complete(data, size))
+    throw trainyard::BadRecord(what + ": truncated JPEG (" + std::to_string(size) +
+                               " bytes, no end-of-image marker after its last scan)");
+}
+
+void check_size(cv::Size size, const SourceImage& image) {
+  if (image.expected_size.empty() || size == image.expected_size) return;
+  throw trainyard::BadRecord(image.what + ": decodes to " + std::to_string(size.height) + "x" +
+                             std::to_string(size.width) + ", the record says " +
+                             std::to_string(image.expected_size.height) + "x" +
+                             std::to_string(image.expected_size.width));
+}
+
+// Decodes and transforms one image. A colour or grey JPEG is decoded by
+// libjpeg-turbo, at the smallest scale its scaled IDCT offers (1/2, 1/4,
+// 1/8) that still gives the crop its output resolution: most random-resized
+// crops of a photograph need far fewer pixels than the file holds.
+at::Tensor transformed(const SourceImage& image, const TransformOptions& t, uint64_t seed) {
+  if (!image.pixels.empty()) {
+    check_size(image.pixels.size(), image);
+    return apply_transforms(image.pixels, t, seed);
+  }
+  check_encoded(image.bytes.data(), image.bytes.size(), image.what);
+  const auto header = read_jpeg_header(image.bytes.data(), image.bytes.size());
+  if (header && (header->components == 1 || header->components == 3)) {
+    check_size(header->size, image);
+    const int reduction = decode_reduction(header->size, t, seed);
+    if (auto m = decode_jpeg(image.bytes.data(), image.bytes.size(), reduction, image.what))
+      return apply_transforms(*m, t, seed, header->size, reduction);
+  }
+  const cv::Mat m = decode_image(image.bytes.data(), image.bytes.size(), image.what);  // PNG, CMYK JPEG, ...
+  check_size(m.size(), image);
+  return apply_transforms(m, t, seed);
+}
+
+at::Tensor stack_channels(const std::vector<SourceImage>& images, const TransformOptions& t, uint64_t seed) {
   std::vector<at::Tensor> parts;
-  for (const auto& m : images) parts.push_back(apply_transforms(m, t, seed));
+  for (const auto& image : images) parts.push_back(transformed(image, t, seed));
   return parts.size() == 1 ? parts[0] : at::cat(parts, 0);
 }
+
 }  // namespace
 
 trainyard::Example ImageDataset::get_seeded(int64_t index, uint64_t seed) const {
@@ -46,7 +93,22 @@ void ImageDataset::describe(int64_t num_classes, std::vector<std::string> class_
   }
 }
 
+bool jpeg_is_complete(const void* data, size_t size) {
+  // The entropy-coded data stuffs every FF with 00 (or an RSTn marker), so an
+  // FF D9 after the first scan header (FF DA) is the image's own end marker;
+  // an EXIF thumbnail's EOI comes before the main image's first scan.
+  const auto* p = static_cast<const unsigned char*>(data);
+  const auto* end = p + size;
+  const unsigned char scan_marker[2] = {0xFF, 0xDA};
+  const auto* scan = std::search(p, end, std::begin(scan_marker), std::end(scan_marker));
+  if (scan == end) return false;
+  for (const unsigned char* q = end - 1; q > scan + 1; --q)
+    if (q[-1] == 0xFF && q[0] == 0xD9) return true;
+  return false;
+}
+
 cv::Mat decode_image(const void* data, size_t size, const std::string& what) {
+  check_encoded(data, size, what);
   cv::Mat encoded(1, static_cast<int>(size), CV_8U, const_cast<void*>(data));  // a view, no copy
   cv::Mat image;
   try {
@@ -54,16 +116,49 @@ cv::Mat decode_image(const void* data, size_t size, const std::string& what) {
   } catch (const cv::Exception& e) {
     throw trainyard::BadRecord(what + ": cannot decode image: " + e.what());
   }
-  if (image.empty()) throw trainyard::BadRecord(what + ": cannot decode image (not a PNG/JPEG or damaged)");
+  if (image.empty()) {
+    const auto* p = static_cast<const unsigned char*>(data);
+    std::string start;
+    for (size_t i = 0; i < std::min<size_t>(size, 8); ++i)
+      start += std::isprint(p[i]) ? char(p[i]) : '.';
+    throw trainyard::BadRecord(what + ": not an image OpenCV decodes (expected JPEG, PNG, BMP, TIFF or WebP; "
+                               "the file starts with '" + start + "')");
+  }
   if (image.depth() != CV_8U) image.convertTo(image, CV_8U, image.depth() == CV_16U ? 1.0 / 257 : 1.0);
   return image;
 }
 
-cv::Mat read_image(const std::string& path) {
+std::string read_file_bytes(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   if (!in) throw trainyard::BadRecord(path + ": cannot open");
-  std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  return decode_image(bytes.data(), bytes.size(), path);
+  return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+}
+
+std::optional<JpegHeader> read_jpeg_header(const void* data, size_t size) {
+  // Markers after SOI (FF D8): FF xx, then a big-endian length that counts
+  // itself. The frame header (SOF0-SOF15 but DHT C4, JPG C8, DAC CC) holds
+  // precision, height, width and the component count.
+  const auto* p = static_cast<const unsigned char*>(data);
+  if (size < 4 || p[0] != 0xFF || p[1] != 0xD8) return std::nullopt;
+  size_t at = 2;
+  while (at + 4 <= size) {
+    if (p[at] != 0xFF) return std::nullopt;
+    const unsigned char marker = p[at + 1];
+    if (marker == 0xFF) { ++at; continue; }  // fill byte
+    const size_t length = (size_t(p[at + 2]) << 8) | p[at + 3];
+    const bool frame = marker >= 0xC0 && marker <= 0xCF && marker != 0xC4 && marker != 0xC8 && marker != 0xCC;
+    if (frame) {
+      if (at + 10 > size || length < 8) return std::nullopt;
+      JpegHeader h;
+      h.size = cv::Size((int(p[at + 7]) << 8) | p[at + 8], (int(p[at + 5]) << 8) | p[at + 6]);
+      h.components = p[at + 9];
+      if (h.size.empty()) return std::nullopt;
+      return h;
+    }
+    if (marker == 0xDA || marker == 0xD9 || length < 2) return std::nullopt;  // scan or end before a frame
+    at += 2 + length;
+  }
+  return std::nullopt;
 }
 
 }  // namespace image_datasets

@@ -4,6 +4,7 @@
 // same seed (so input and target images get the same geometry) and stacks
 // them along the channels.
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -16,10 +17,19 @@
 
 namespace image_datasets {
 
+/// One image as its source holds it: encoded bytes, decoded by ImageDataset
+/// (at a reduced scale where the crop allows), or pixels already.
+struct SourceImage {
+  std::string bytes;            ///< the encoded file (JPEG, PNG, ...); empty when `pixels` is set
+  cv::Mat pixels;               ///< raw records: the pixels as stored
+  std::string what;             ///< "FILE" or "record K image I (jpeg)": named in errors
+  cv::Size expected_size;       ///< the size the source says the image has; empty: not said
+};
+
 struct LoadedSample {
-  std::vector<cv::Mat> inputs;
-  std::vector<cv::Mat> targets;  ///< images as targets (parallel folders); else use `label`
-  at::Tensor label;              ///< int64 scalar class, or float vector
+  std::vector<SourceImage> inputs;
+  std::vector<SourceImage> targets;  ///< images as targets (parallel folders); else use `label`
+  at::Tensor label;                  ///< int64 scalar class, or float vector
 };
 
 class ImageDataset : public trainyard::Dataset {
@@ -45,8 +55,20 @@ class ImageDataset : public trainyard::Dataset {
 
 /// Decodes an encoded image (PNG, JPEG, ...) as stored; throws BadRecord.
 cv::Mat decode_image(const void* data, size_t size, const std::string& what);
-/// Reads an image file; throws BadRecord naming the file.
-cv::Mat read_image(const std::string& path);
+/// Reads a file's bytes; throws BadRecord naming the file.
+std::string read_file_bytes(const std::string& path);
+
+/// True when a JPEG's bytes end its last scan with the end-of-image marker:
+/// false for a file cut short (libjpeg would decode it with grey filling).
+bool jpeg_is_complete(const void* data, size_t size);
+
+/// A baseline or progressive JPEG's size and colour components, read from its
+/// frame header; nothing for other formats or a header that cannot be read.
+struct JpegHeader {
+  cv::Size size;
+  int components = 0;  ///< 1 grey, 3 YCbCr, 4 CMYK/YCCK
+};
+std::optional<JpegHeader> read_jpeg_header(const void* data, size_t size);
 
 trainyard::Schema lmdb_schema();
 std::shared_ptr<trainyard::Dataset> make_lmdb(const trainyard::Options& options);

@@ -93,19 +93,17 @@ class Lmdb : public ImageDataset {
     }
     LoadedSample s;
     for (size_t i = 0; i < record.images.size(); ++i) {
-      const auto& im = record.images[i];
-      cv::Mat m;
-      const std::string image_what = what + " image " + std::to_string(i);
-      if (im.encoding == trainyard::ImageEncoding::raw)
-        m = cv::Mat(static_cast<int>(im.rows), static_cast<int>(im.cols), CV_8UC(im.channels),
-                    const_cast<char*>(im.bytes.data())).clone();
-      else
-        m = decode_image(im.bytes.data(), im.bytes.size(), image_what + " (" + encoding_name(im.encoding) + ")");
-      if (m.rows != static_cast<int>(im.rows) || m.cols != static_cast<int>(im.cols))
-        throw trainyard::BadRecord(image_what + ": decodes to " + std::to_string(m.rows) + "x" +
-                                   std::to_string(m.cols) + ", the record says " + std::to_string(im.rows) + "x" +
-                                   std::to_string(im.cols));
-      (static_cast<int64_t>(i) < meta_.input_images ? s.inputs : s.targets).push_back(m);
+      auto& im = record.images[i];
+      SourceImage image;
+      image.expected_size = cv::Size(static_cast<int>(im.cols), static_cast<int>(im.rows));
+      image.what = what + " image " + std::to_string(i);
+      if (im.encoding == trainyard::ImageEncoding::raw) {
+        image.pixels = cv::Mat(image.expected_size, CV_8UC(im.channels), const_cast<char*>(im.bytes.data())).clone();
+      } else {
+        image.what += std::string(" (") + encoding_name(im.encoding) + ")";
+        image.bytes = std::move(im.bytes);
+      }
+      (static_cast<int64_t>(i) < meta_.input_images ? s.inputs : s.targets).push_back(std::move(image));
     }
     if (s.inputs.empty()) throw trainyard::BadRecord(what + ": no input image");
     if (s.targets.empty()) {

@@ -1,5 +1,6 @@
 #include "transforms.h"
 
+#include <algorithm>
 #include <cmath>
 
 #include <ATen/ATen.h>
@@ -11,6 +12,9 @@ namespace image_datasets {
 void add_transform_options(trainyard::Schema& s) {
   s.add("color", "keep", "keep (as decoded), gray (1 channel) or rgb (3 channels)").one_of({"keep", "gray", "rgb"});
   s.add("load_size", std::vector<int64_t>{}, "[height, width] to resize to before cropping; [] keeps the size").range(1, 16384);
+  s.add("resize_short", 0, "resize so the short side has this many pixels, keeping the aspect ratio "
+                                   "(ImageNet validation: 256, then crop: center, crop_size: [224, 224]); 0 keeps the size")
+      .range(0, 16384);
   s.add("crop", "none", "none, center, random, or random_resized (scale jitter)")
       .one_of({"none", "center", "random", "random_resized"});
   s.add("crop_size", std::vector<int64_t>{}, "[height, width] of the crop").range(1, 16384);
@@ -32,6 +36,7 @@ TransformOptions transform_options(const trainyard::Options& o) {
   TransformOptions t;
   t.color = o.get<std::string>("color");
   t.load_size = o.get<std::vector<int64_t>>("load_size");
+  t.resize_short = o.get<int64_t>("resize_short");
   t.crop = o.get<std::string>("crop");
   t.crop_size = o.get<std::vector<int64_t>>("crop_size");
   t.scale = o.get<std::vector<double>>("scale");
@@ -49,6 +54,8 @@ TransformOptions transform_options(const trainyard::Options& o) {
   using trainyard::ConfigError;
   if (!t.load_size.empty() && t.load_size.size() != 2)
     throw ConfigError("load_size has " + std::to_string(t.load_size.size()) + " values", "expected [height, width]", "");
+  if (!t.load_size.empty() && t.resize_short > 0)
+    throw ConfigError("load_size and resize_short are both set", "expected one way to resize first", "remove one");
   if (t.crop != "none" && t.crop_size.size() != 2)
     throw ConfigError("crop: " + t.crop + " needs crop_size", "expected crop_size: [height, width]", "");
   if (t.scale.size() != 2 || t.scale[0] > t.scale[1] || t.ratio.size() != 2 || t.ratio[0] > t.ratio[1])
@@ -73,26 +80,39 @@ cv::Mat resize_to(const cv::Mat& m, int h, int w) {
   return out;
 }
 
-cv::Mat crop(const cv::Mat& m, const TransformOptions& t, Draws& draws) {
+// The region a random_resized crop takes from an image of `full` size: a
+// random area and aspect ratio; the whole image when ten tries find none
+// that fits. The draws are the first apply_transforms makes.
+cv::Rect random_resized_region(cv::Size full, const TransformOptions& t, Draws& draws) {
+  const double area = static_cast<double>(full.height) * full.width;
+  for (int attempt = 0; attempt < 10; ++attempt) {
+    double target = area * draws.uniform(t.scale[0], t.scale[1]);
+    double aspect = std::exp(draws.uniform(std::log(t.ratio[0]), std::log(t.ratio[1])));
+    int w = static_cast<int>(std::round(std::sqrt(target * aspect)));
+    int h = static_cast<int>(std::round(std::sqrt(target / aspect)));
+    if (w > 0 && h > 0 && w <= full.width && h <= full.height) {
+      int y = static_cast<int>(draws.uniform(0, full.height - h + 1));
+      int x = static_cast<int>(draws.uniform(0, full.width - w + 1));
+      return {x, y, w, h};
+    }
+  }
+  return {0, 0, full.width, full.height};
+}
+
+// `region` of the full-size image, in an image decoded at 1/reduction.
+cv::Rect reduced(cv::Rect region, int reduction, const cv::Mat& m) {
+  if (reduction == 1) return region;
+  const auto scaled = [reduction](int v) { return static_cast<int>(std::lround(static_cast<double>(v) / reduction)); };
+  const int x = scaled(region.x), y = scaled(region.y);
+  const int w = std::max(1, scaled(region.width)), h = std::max(1, scaled(region.height));
+  return cv::Rect(x, y, w, h) & cv::Rect(0, 0, m.cols, m.rows);
+}
+
+cv::Mat crop(const cv::Mat& m, const TransformOptions& t, Draws& draws, cv::Size full, int reduction) {
   if (t.crop == "none") return m;
   const int ch = static_cast<int>(t.crop_size[0]), cw = static_cast<int>(t.crop_size[1]);
-  if (t.crop == "random_resized") {
-    // A region of random area and aspect ratio, resized to crop_size; the
-    // whole image (center) when ten tries find none that fits.
-    const double area = static_cast<double>(m.rows) * m.cols;
-    for (int attempt = 0; attempt < 10; ++attempt) {
-      double target = area * draws.uniform(t.scale[0], t.scale[1]);
-      double aspect = std::exp(draws.uniform(std::log(t.ratio[0]), std::log(t.ratio[1])));
-      int w = static_cast<int>(std::round(std::sqrt(target * aspect)));
-      int h = static_cast<int>(std::round(std::sqrt(target / aspect)));
-      if (w > 0 && h > 0 && w <= m.cols && h <= m.rows) {
-        int y = static_cast<int>(draws.uniform(0, m.rows - h + 1));
-        int x = static_cast<int>(draws.uniform(0, m.cols - w + 1));
-        return resize_to(m(cv::Rect(x, y, w, h)), ch, cw);
-      }
-    }
-    return resize_to(m, ch, cw);
-  }
+  if (t.crop == "random_resized")
+    return resize_to(m(reduced(random_resized_region(full, t, draws), reduction, m)), ch, cw);
   if (ch > m.rows || cw > m.cols)
     throw trainyard::BadRecord("image of " + std::to_string(m.rows) + "x" + std::to_string(m.cols) +
                                " is smaller than crop_size " + std::to_string(ch) + "x" + std::to_string(cw) +
@@ -105,20 +125,89 @@ cv::Mat crop(const cv::Mat& m, const TransformOptions& t, Draws& draws) {
   return m(cv::Rect(x, y, cw, ch)).clone();
 }
 
+void check_channels(int channels, const TransformOptions& t) {
+  if (!t.mean.empty() && static_cast<int>(t.mean.size()) != channels)
+    throw trainyard::BadRecord("image has " + std::to_string(channels) + " channels, mean/std have " +
+                               std::to_string(t.mean.size()) + " values");
+}
+
+// 8-bit HWC pixels to a normalized float {C, H, W} tensor in one pass through
+// a table of the 256 values per channel: no float image in between.
+at::Tensor to_tensor(const cv::Mat& m, const TransformOptions& t) {
+  const int channels = m.channels(), rows = m.rows, cols = m.cols;
+  check_channels(channels, t);
+  std::vector<float> table(static_cast<size_t>(channels) * 256);
+  for (int c = 0; c < channels; ++c)
+    for (int v = 0; v < 256; ++v) {
+      float x = static_cast<float>(v) / 255.0f;
+      if (!t.mean.empty()) x = (x - static_cast<float>(t.mean[c])) * static_cast<float>(1.0 / t.std[c]);
+      table[static_cast<size_t>(c) * 256 + v] = x;
+    }
+  at::Tensor out = at::empty({channels, rows, cols}, at::kFloat);
+  float* plane = out.data_ptr<float>();
+  const size_t plane_size = static_cast<size_t>(rows) * cols;
+  for (int r = 0; r < rows; ++r) {
+    const uint8_t* in = m.ptr<uint8_t>(r);
+    for (int c = 0; c < channels; ++c) {
+      const float* lut = table.data() + static_cast<size_t>(c) * 256;
+      float* o = plane + c * plane_size + static_cast<size_t>(r) * cols;
+      for (int x = 0; x < cols; ++x) o[x] = lut[in[x * channels + c]];
+    }
+  }
+  return out;
+}
+
 }  // namespace
 
-at::Tensor apply_transforms(const cv::Mat& decoded, const TransformOptions& t, uint64_t seed) {
-  Draws draws(seed);
-  cv::Mat m;
-  // Color: tensors are RGB (or gray); OpenCV decodes BGR.
-  if (decoded.channels() == 4) cv::cvtColor(decoded, m, cv::COLOR_BGRA2BGR);
-  else m = decoded;
-  if (t.color == "gray" && m.channels() == 3) cv::cvtColor(m, m, cv::COLOR_BGR2GRAY);
-  else if (m.channels() == 3) cv::cvtColor(m, m, cv::COLOR_BGR2RGB);
-  else if (t.color == "rgb" && m.channels() == 1) cv::cvtColor(m, m, cv::COLOR_GRAY2RGB);
+// The size resize_short gives an image of `full` size.
+cv::Size short_side_size(cv::Size full, int64_t short_side) {
+  const double scale = static_cast<double>(short_side) / std::min(full.width, full.height);
+  return {std::max(1, static_cast<int>(std::lround(full.width * scale))),
+          std::max(1, static_cast<int>(std::lround(full.height * scale)))};
+}
 
-  if (!t.load_size.empty()) m = resize_to(m, static_cast<int>(t.load_size[0]), static_cast<int>(t.load_size[1]));
-  m = crop(m, t, draws);
+int decode_reduction(cv::Size full, const TransformOptions& t, uint64_t seed) {
+  if (t.rotate_degrees > 0 || t.translate > 0) return 1;
+  cv::Size needed, region = full;
+  if (!t.load_size.empty()) {
+    needed = cv::Size(static_cast<int>(t.load_size[1]), static_cast<int>(t.load_size[0]));
+  } else if (t.resize_short > 0) {
+    needed = short_side_size(full, t.resize_short);
+  } else if (t.crop == "random_resized") {
+    Draws draws(seed);
+    region = random_resized_region(full, t, draws).size();
+    needed = cv::Size(static_cast<int>(t.crop_size[1]), static_cast<int>(t.crop_size[0]));
+  } else {
+    return 1;
+  }
+  for (int r : {8, 4, 2})
+    if (region.width / r >= needed.width && region.height / r >= needed.height) return r;
+  return 1;
+}
+
+at::Tensor apply_transforms(const cv::Mat& decoded, const TransformOptions& t, uint64_t seed, cv::Size full,
+                            int reduction) {
+  Draws draws(seed);
+  if (full.empty()) full = decoded.size(), reduction = 1;
+  cv::Mat m;
+  // Color: tensors are RGB (or gray); OpenCV decodes BGR. Each conversion
+  // writes a new image: `decoded` is the caller's and stays as it was.
+  cv::Mat bgr = decoded;
+  if (decoded.channels() == 4) cv::cvtColor(decoded, bgr, cv::COLOR_BGRA2BGR);
+  if (t.color == "gray" && bgr.channels() == 3) cv::cvtColor(bgr, m, cv::COLOR_BGR2GRAY);
+  else if (bgr.channels() == 3) cv::cvtColor(bgr, m, cv::COLOR_BGR2RGB);
+  else if (t.color == "rgb" && bgr.channels() == 1) cv::cvtColor(bgr, m, cv::COLOR_GRAY2RGB);
+  else m = bgr.clone();  // gray kept: later steps may work in place
+
+  if (!t.load_size.empty()) {
+    m = resize_to(m, static_cast<int>(t.load_size[0]), static_cast<int>(t.load_size[1]));
+    full = m.size(), reduction = 1;
+  } else if (t.resize_short > 0) {
+    const cv::Size size = short_side_size(full, t.resize_short);
+    m = resize_to(m, size.height, size.width);
+    full = m.size(), reduction = 1;
+  }
+  m = crop(m, t, draws, full, reduction);
   if (draws.chance(t.hflip)) cv::flip(m, m, 1);
   if (draws.chance(t.vflip)) cv::flip(m, m, 0);
   if (t.rotate_degrees > 0 || t.translate > 0) {
@@ -131,6 +220,7 @@ at::Tensor apply_transforms(const cv::Mat& decoded, const TransformOptions& t, u
     cv::warpAffine(m, m, affine, m.size(), cv::INTER_LINEAR, cv::BORDER_REFLECT_101);
   }
 
+  if (t.brightness == 0 && t.contrast == 0 && t.saturation == 0 && t.lighting == 0) return to_tensor(m, t);
   cv::Mat f;
   m.convertTo(f, CV_32F, 1.0 / 255.0);
   if (t.brightness > 0) f *= draws.uniform(1 - t.brightness, 1 + t.brightness);
@@ -161,9 +251,7 @@ at::Tensor apply_transforms(const cv::Mat& decoded, const TransformOptions& t, u
     f += shift;
   }
   if (!t.mean.empty()) {
-    if (static_cast<int>(t.mean.size()) != f.channels())
-      throw trainyard::BadRecord("image has " + std::to_string(f.channels()) + " channels, mean/std have " +
-                                 std::to_string(t.mean.size()) + " values");
+    check_channels(f.channels(), t);
     cv::Scalar mean, inv_std;
     for (int c = 0; c < f.channels(); ++c) mean[c] = t.mean[c], inv_std[c] = 1.0 / t.std[c];
     cv::subtract(f, mean, f);

@@ -15,6 +15,7 @@ namespace image_datasets {
 struct TransformOptions {
   std::string color = "keep";          ///< keep | gray | rgb
   std::vector<int64_t> load_size;      ///< [h, w]: resize first; empty: keep
+  int64_t resize_short = 0;            ///< resize first so the short side has this many pixels (aspect kept); 0: keep
   std::string crop = "none";           ///< none | center | random | random_resized
   std::vector<int64_t> crop_size;      ///< [h, w]
   std::vector<double> scale{0.08, 1.0};       ///< random_resized: area fraction range
@@ -47,6 +48,18 @@ class Draws {
 /// Applies the transforms to an 8-bit image as OpenCV decoded it (HWC, BGR or
 /// gray) and returns a float tensor {C, H, W}: RGB order, values in [0, 1]
 /// then normalized by mean and std.
-at::Tensor apply_transforms(const cv::Mat& image, const TransformOptions& options, uint64_t seed);
+///
+/// `reduction` > 1: `image` was decoded at 1/reduction of `full` (its size in
+/// the file); every random draw is made on the full size, so the sample's
+/// geometry does not depend on the decode scale.
+at::Tensor apply_transforms(const cv::Mat& image, const TransformOptions& options, uint64_t seed,
+                            cv::Size full = {}, int reduction = 1);
+
+/// The largest JPEG decode reduction (8, 4, 2, or 1 for none) that still
+/// gives the crop at least its output resolution for this seed and an image
+/// of `full` size: the region a random_resized crop takes, or the whole image
+/// for load_size. 1 for every other crop, or when rotations or translations
+/// follow (they sample the image outside the crop).
+int decode_reduction(cv::Size full, const TransformOptions& options, uint64_t seed);
 
 }  // namespace image_datasets

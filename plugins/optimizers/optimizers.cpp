@@ -4,6 +4,9 @@
 
 #include <ATen/ATen.h>
 
+#include <array>
+#include <optional>
+
 #include <torch/optim/adam.h>
 #include <torch/optim/adamw.h>
 #include <torch/optim/rmsprop.h>
@@ -25,42 +28,57 @@ class FusedSgd : public torch::optim::SGD {
   using torch::optim::SGD::SGD;
 
   at::Tensor step(LossClosure closure = nullptr) override {
-    if (!fusable()) return torch::optim::SGD::step(std::move(closure));
+    // One pass gathers what the kernel needs; nothing is changed (no state
+    // created) before every parameter has passed the check.
+    struct Call {
+      std::vector<at::Tensor> params, grads, buffers;
+    };
+    std::vector<std::array<Call, 2>> calls(param_groups_.size());  // per group: [has a buffer, starts one now]
+    std::vector<at::Tensor> starting;  // parameters whose momentum buffer starts now
+    std::optional<at::Device> device;
+    for (size_t k = 0; k < param_groups_.size(); ++k) {
+      const bool momentum = static_cast<const torch::optim::SGDOptions&>(param_groups_[k].options()).momentum() != 0;
+      for (const auto& p : param_groups_[k].params()) {
+        const at::Tensor& g = p.grad();
+        if (!g.defined()) continue;
+        if (!fusable(p, g, device)) return torch::optim::SGD::step(std::move(closure));
+        at::Tensor buffer;
+        if (momentum) {
+          if (auto found = state_.find(p.unsafeGetTensorImpl()); found != state_.end()) {
+            buffer = static_cast<torch::optim::SGDParamState&>(*found->second).momentum_buffer();
+            if (buffer.strides() != p.strides() || buffer.scalar_type() != p.scalar_type())
+              return torch::optim::SGD::step(std::move(closure));
+          }
+        }
+        Call& call = calls[k][momentum && !buffer.defined()];
+        call.params.push_back(p);
+        call.grads.push_back(g);
+        if (momentum) call.buffers.push_back(buffer);
+      }
+    }
     at::NoGradGuard no_grad;
     at::Tensor loss;
     if (closure) {
       at::AutoGradMode enable_grad(true);
       loss = closure();
     }
-    for (auto& group : param_groups_) {
-      const auto& o = static_cast<const torch::optim::SGDOptions&>(group.options());
-      // Parameters whose momentum buffer starts now, and the others: the
-      // kernel's is_first_step holds for a whole call.
-      std::vector<at::Tensor> params[2], grads[2], buffers[2];
-      for (auto& p : group.params()) {
-        if (!p.grad().defined()) continue;
-        at::Tensor buffer;
-        bool first = false;
-        if (o.momentum() != 0) {
-          auto found = state_.find(p.unsafeGetTensorImpl());
-          if (found == state_.end()) {
-            buffer = at::empty_like(p);  // same strides as the parameter: the kernel reads all three alike
-            auto state = std::make_unique<torch::optim::SGDParamState>();
-            state->momentum_buffer(buffer);
-            state_[p.unsafeGetTensorImpl()] = std::move(state);
-            first = true;
-          } else {
-            buffer = static_cast<torch::optim::SGDParamState&>(*found->second).momentum_buffer();
-          }
-          buffers[first].push_back(buffer);
-        }
-        params[first].push_back(p);
-        grads[first].push_back(p.grad());
+    for (size_t k = 0; k < param_groups_.size(); ++k) {
+      const auto& o = static_cast<const torch::optim::SGDOptions&>(param_groups_[k].options());
+      // The kernel's is_first_step holds for a whole call: the parameters
+      // whose momentum buffer starts now get a call of their own.
+      Call& first = calls[k][1];
+      for (size_t i = 0; i < first.params.size(); ++i) {
+        first.buffers[i] = at::empty_like(first.params[i]);  // the parameter's strides: the kernel reads all three alike
+        auto state = std::make_unique<torch::optim::SGDParamState>();
+        state->momentum_buffer(first.buffers[i]);
+        state_[first.params[i].unsafeGetTensorImpl()] = std::move(state);
       }
-      for (int first = 0; first < 2; ++first)
-        if (!params[first].empty())
-          at::_fused_sgd_(params[first], grads[first], buffers[first], o.weight_decay(), o.momentum(), o.lr(),
-                          o.dampening(), o.nesterov(), /*maximize=*/false, /*is_first_step=*/first == 1);
+      for (int starts = 0; starts < 2; ++starts) {
+        Call& call = calls[k][starts];
+        if (!call.params.empty())
+          at::_fused_sgd_(call.params, call.grads, call.buffers, o.weight_decay(), o.momentum(), o.lr(), o.dampening(),
+                          o.nesterov(), /*maximize=*/false, /*is_first_step=*/starts == 1);
+      }
     }
     return loss;
   }
@@ -68,21 +86,11 @@ class FusedSgd : public torch::optim::SGD {
  private:
   // The kernel walks parameter, gradient and momentum buffer as one flat
   // array each: they must share dense strides, a floating type and a device.
-  bool fusable() const {
-    std::optional<at::Device> device;
-    for (const auto& group : param_groups_)
-      for (const auto& p : group.params()) {
-        const at::Tensor& g = p.grad();
-        if (!g.defined()) continue;
-        if (!at::isFloatingType(p.scalar_type()) || g.scalar_type() != p.scalar_type() || g.is_sparse() ||
-            !p.is_non_overlapping_and_dense() || g.strides() != p.strides() || (device && *device != p.device()))
-          return false;
-        device = p.device();
-        if (auto found = state_.find(p.unsafeGetTensorImpl()); found != state_.end()) {
-          const at::Tensor& b = static_cast<const torch::optim::SGDParamState&>(*found->second).momentum_buffer();
-          if (b.defined() && (b.strides() != p.strides() || b.scalar_type() != p.scalar_type())) return false;
-        }
-      }
+  static bool fusable(const at::Tensor& p, const at::Tensor& g, std::optional<at::Device>& device) {
+    if (!at::isFloatingType(p.scalar_type()) || g.scalar_type() != p.scalar_type() || g.is_sparse() ||
+        !p.is_non_overlapping_and_dense() || g.strides() != p.strides() || (device && *device != p.device()))
+      return false;
+    device = p.device();
     return true;
   }
 };

@@ -5,11 +5,13 @@ precision and memory format; data in memory as tensors; augmentation on
 tensors), trained until the test top-1 reaches the target or the recipe's
 epochs run out. Keep the RECIPES table below in step with the YAML files.
 
-usage: recipe_reference.py RECIPE THREADS TARGET
+usage: recipe_reference.py RECIPE THREADS TARGET [PRECISION]
+PRECISION (fp32 or bf16-mixed) is what the trainyard run resolved the
+recipe's `precision: auto` to on this machine (its config.json says), so that
+both sides compute alike; without it, the table's bf16 entry decides.
 prints one line per epoch: "epoch N test_top1 A seconds S" (S since start of
 the script), then "reached A at epoch N" or "missed: best A".
 """
-import gzip
 import math
 import sys
 import time
@@ -18,6 +20,8 @@ START = time.perf_counter()
 import torch  # noqa: E402  (the import is part of the measured time, as trainyard's start-up is)
 import torch.nn as nn  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
+
+from reference_mlp_loop import read_idx  # noqa: E402  (this folder's idx reader)
 
 DATA = "/usr/share/datasets/fashion-mnist"
 MEAN, STD = 0.2860, 0.3530
@@ -36,11 +40,6 @@ RECIPES = {
                    weight_decay=5e-4, warmup=300, warmup_start=0.1, label_smoothing=0.1, bf16=True,
                    channels_last=True, hflip=0.5, shift=2),
 }
-
-
-def read_idx(path, header):
-    with gzip.open(path, "rb") as f:
-        return torch.frombuffer(bytearray(f.read()[header:]), dtype=torch.uint8)
 
 
 def load(split):
@@ -126,9 +125,14 @@ def factor(r, step, total):
 
 
 def main():
-    if len(sys.argv) != 4 or sys.argv[1] not in RECIPES:
-        sys.exit("usage: recipe_reference.py {" + ",".join(RECIPES) + "} THREADS TARGET")
-    r, threads, target = RECIPES[sys.argv[1]], int(sys.argv[2]), float(sys.argv[3])
+    if len(sys.argv) not in (4, 5) or sys.argv[1] not in RECIPES:
+        sys.exit("usage: recipe_reference.py {" + ",".join(RECIPES) + "} THREADS TARGET [fp32|bf16-mixed]")
+    r, threads, target = dict(RECIPES[sys.argv[1]]), int(sys.argv[2]), float(sys.argv[3])
+    if len(sys.argv) == 5:
+        if sys.argv[4] not in ("fp32", "bf16-mixed"):
+            sys.exit(f"error: precision: expected fp32 or bf16-mixed, got '{sys.argv[4]}'")
+        r["bf16"] = sys.argv[4] == "bf16-mixed"
+    print(f"precision {'bf16-mixed' if r['bf16'] else 'fp32'}", flush=True)
     torch.set_num_threads(threads)
     torch.manual_seed(1)
     generator = torch.Generator().manual_seed(1)

@@ -7,6 +7,8 @@
 #include <filesystem>
 #include <torch/serialize/input-archive.h>
 
+#include <nlohmann/json.hpp>
+
 #include "distributed/world.h"
 #include "support/data_parallel.h"
 #include "trainyard/error.h"
@@ -140,6 +142,31 @@ TEST(Distributed, SyncBatchNormEqualsOneProcessOnTheGlobalBatch) {
   std::printf("max difference to one process: %g with sync batch norm, %g without\n", with_sync, without);
   EXPECT_LT(with_sync, 1e-4);   // parameters and running statistics
   EXPECT_GT(without, 100 * with_sync + 1e-4) << "per-rank batch norm should differ measurably";
+}
+
+TEST(Distributed, BatchNormBuffersFollowRankZeroSoTheReportedTestIsTheSavedModel) {
+  // Batch norm without synchronization: each rank's running statistics would
+  // drift on its own shard, rank 1 would test with its own and only rank 0's
+  // are saved. Broadcast from rank 0 before each update and each test, the
+  // run's reported test values are what its checkpoint gives in one process.
+  std::string yaml = read_file(experiment("bnb"));
+  yaml.replace(yaml.find("{plugin: mlp, hidden_sizes: [32], dropout: 0.0}"),
+               std::string("{plugin: mlp, hidden_sizes: [32], dropout: 0.0}").size(),
+               "{plugin: convnet, channels: [4], dropout: 0.0, hidden: 0}");
+  for (int i = 0; i < 2; ++i) yaml.replace(yaml.find("shape: [1, 4, 4]"), 16, "shape: [1, 8, 8]");
+  const std::string exp = temp_dir("bnb-exp") + "/bnb.yaml", out = temp_dir("bnb-out");
+  write_file(exp, yaml);
+  auto r = trainyard("run " + exp + " --output-dir " + out + " --set loop.batch_per_device=32 --nproc-per-node 2");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  auto e = trainyard("eval " + exp + " --output-dir " + out + " --output " + out + "/eval.json");
+  ASSERT_EQ(e.exit_code, 0) << e.err;
+  const auto summary = nlohmann::json::parse(read_file(out + "/bnb/summary.json"));
+  const auto eval = nlohmann::json::parse(read_file(out + "/eval.json"));
+  for (const char* k : {"test_accuracy_top1", "test_loss"}) {
+    const double ran = summary["metrics"][k], saved = eval["values"][k];
+    std::printf("%s: %.9g in the run, %.9g from its checkpoint\n", k, ran, saved);
+    EXPECT_NEAR(ran, saved, 1e-6 * std::abs(saved)) << k;  // sums over two ranks or one: rounding only
+  }
 }
 
 TEST(Distributed, NumCpusInTheExperimentStartsThatManyProcesses) {

@@ -8,7 +8,10 @@
 #include <cmath>
 #include <cstdlib>
 #include <filesystem>
+#include <map>
 #include <torch/cuda.h>
+
+#include <nlohmann/json.hpp>
 
 #include "support/data_parallel.h"
 #include "trainyard/version.h"
@@ -40,6 +43,33 @@ std::string last(const std::string& out) { return run_dir(out) + "/checkpoints/"
 
 CommandResult train(const std::string& out, const std::string& args, const std::string& more = "") {
   return trainyard_with_env(kDeterministic, "run " + dp_experiment("gpu", more) + " --output-dir " + out + " " + args);
+}
+
+// The data-parallel experiment with a small batch-norm convnet on
+// [1, side, side] inputs instead of the MLP, named "gpu" (run_dir() finds it).
+std::string convnet_experiment(const std::string& name, int channels, int side) {
+  std::string yaml = read_file(dp_experiment(name));
+  yaml.replace(0, yaml.find('\n'), "name: gpu");
+  const std::string mlp = "{plugin: mlp, hidden_sizes: [32], dropout: 0.0}";
+  yaml.replace(yaml.find(mlp), mlp.size(),
+               "{plugin: convnet, channels: [" + std::to_string(channels) + "], dropout: 0.0, hidden: 0}");
+  const std::string shape = "shape: [1, " + std::to_string(side) + ", " + std::to_string(side) + "]";
+  for (int i = 0; i < 2; ++i) yaml.replace(yaml.find("shape: [1, 4, 4]"), 16, shape);
+  const std::string path = temp_dir("convnet-" + name) + "/gpu.yaml";
+  write_file(path, yaml);
+  return path;
+}
+
+nlohmann::json json_of(const std::string& path) { return nlohmann::json::parse(read_file(path)); }
+
+// A line for the summary scripts/test-gpu.sh prints at the end ("gpu-metric: ...").
+void metric(const std::string& name, const std::string& run_dir) {
+  const auto summary = json_of(run_dir + "/summary.json");
+  std::string peak;
+  for (const auto& line : read_lines(run_dir + "/trainyard.log"))
+    if (contains(line, "peak GPU memory: ")) peak = line.substr(line.find("peak GPU memory: ") + 17);
+  std::printf("gpu-metric: %s: %.0f train samples/s, peak memory %s\n", name.c_str(),
+              summary.value("samples_per_sec", 0.0), peak.c_str());
 }
 
 // Stops at iteration 9, resumes, and compares with an uninterrupted run.
@@ -80,8 +110,9 @@ TEST(Gpu, Bf16AndFp16MixedTrainWithFiniteFp32Losses) {
     ASSERT_EQ(losses.size(), 3u);
     for (double l : losses) EXPECT_TRUE(std::isfinite(l)) << precision;
     EXPECT_LT(losses.back(), losses.front()) << precision;
-    if (precision == "fp16-mixed")  // the scaler's state is logged and checkpointed
+    if (precision == "fp16-mixed") {  // the scaler's state is logged and checkpointed
       EXPECT_FALSE(series(run_dir(out) + "/metrics.jsonl", "loss_scale").empty());
+    }
   }
 }
 
@@ -101,6 +132,48 @@ TEST(Gpu, Fp16RunInterruptedAndResumedIsBitIdentical) {
   expect_resume_bit_identical("--set distributed.num_gpus=1 --set loop.precision=fp16-mixed", "resuming from");
 }
 
+TEST(Gpu, AutoPrecisionResolvesFromTheComputeCapability) {
+  REQUIRE_GPUS(1);
+  const std::string out = temp_dir("auto");
+  auto r = train(out, "--set distributed.num_gpus=1 --set loop.precision=auto");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const int major = [] {
+    auto smi = run_command("nvidia-smi --query-gpu=compute_cap --format=csv,noheader -i 0");
+    return std::atoi(smi.out.c_str());
+  }();
+  const std::string expected = major >= 8 ? "bf16-mixed" : "fp16-mixed";
+  EXPECT_EQ(json_of(run_dir(out) + "/config.json")["resolved_precision"]["precision"], expected);
+  EXPECT_TRUE(contains(r.out, "trainyard: loop.precision auto: " + expected)) << r.out;
+}
+
+TEST(Gpu, AutocastIsReallyOnBf16WeightsDifferAndTheTestLossStaysNearFp32) {
+  REQUIRE_GPUS(1);
+  const std::string fp32 = temp_dir("ac-fp32"), bf16 = temp_dir("ac-bf16");
+  const std::string args = "--set distributed.num_gpus=1 --set loop.epochs=3 --set loop.precision=";
+  ASSERT_EQ(train(fp32, args + "fp32").exit_code, 0);
+  auto r = train(bf16, args + "bf16-mixed");
+  if (r.exit_code == 2) GTEST_SKIP() << "a GPU before compute capability 8.0: " << r.err;
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_GT(max_checkpoint_difference(last(fp32), last(bf16)), 1e-5);  // other arithmetic: autocast was on
+  const double a = series(run_dir(fp32) + "/metrics.jsonl", "test_loss").back(),
+               b = series(run_dir(bf16) + "/metrics.jsonl", "test_loss").back();
+  EXPECT_NEAR(a, b, 0.05 * std::max(a, 0.05)) << "fp32 " << a << ", bf16-mixed " << b;
+  metric("1 GPU fp32", run_dir(fp32));
+  metric("1 GPU bf16-mixed", run_dir(bf16));
+}
+
+TEST(Gpu, ACheckpointWrittenOnTheGpuEvaluatesOnTheCpu) {
+  REQUIRE_GPUS(1);
+  const std::string out = temp_dir("to-cpu");
+  ASSERT_EQ(train(out, "--set distributed.num_gpus=1").exit_code, 0);
+  auto r = trainyard_with_env(kDeterministic, "eval " + dp_experiment("gpu") + " --output-dir " + out +
+                                                  " --set distributed.num_gpus=0 --output " + out + "/eval.json");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const double on_gpu = json_of(run_dir(out) + "/summary.json")["metrics"]["test_loss"],
+               on_cpu = json_of(out + "/eval.json")["values"]["test_loss"];
+  EXPECT_NEAR(on_gpu, on_cpu, 1e-3 * std::max(1.0, on_gpu));
+}
+
 TEST(MultiGpu, TwoRanksOverNcclEqualOneGpuWithTheSameGlobalBatch) {
   REQUIRE_GPUS(2);
   const std::string one = temp_dir("one"), two = temp_dir("two");
@@ -115,17 +188,7 @@ TEST(MultiGpu, TwoRanksOverNcclEqualOneGpuWithTheSameGlobalBatch) {
 
 TEST(MultiGpu, SyncBatchNormOverNcclEqualsOneGpu) {
   REQUIRE_GPUS(2);
-  const std::string net = "{plugin: convnet, channels: [4], dropout: 0.0, hidden: 0}";
-  auto exp = [&](const std::string& name) {
-    std::string yaml = read_file(dp_experiment(name));
-    yaml.replace(0, yaml.find('\n'), "name: gpu");
-    const std::string mlp = "{plugin: mlp, hidden_sizes: [32], dropout: 0.0}";
-    yaml.replace(yaml.find(mlp), mlp.size(), net);
-    for (int i = 0; i < 2; ++i) yaml.replace(yaml.find("shape: [1, 4, 4]"), 16, "shape: [1, 8, 8]");
-    const std::string path = temp_dir("bn-" + name) + "/gpu.yaml";
-    write_file(path, yaml);
-    return path;
-  };
+  auto exp = [](const std::string& name) { return convnet_experiment("bn-" + name, 4, 8); };
   const std::string one = temp_dir("bn-one"), two = temp_dir("bn-two");
   ASSERT_EQ(trainyard_with_env(kDeterministic, "run " + exp("a") + " --output-dir " + one + " --set distributed.num_gpus=1")
                 .exit_code, 0);
@@ -140,7 +203,7 @@ TEST(MultiGpu, AKilledRankIsNamedWithinTheTimeout) {
   REQUIRE_GPUS(2);
   const std::string exp = dp_experiment("gpu", "callbacks: [{plugin: die_at, iteration: 5, rank: 1}]\n");
   const auto t0 = std::chrono::steady_clock::now();
-  // Without the launcher: rank 0 must find out through NCCL (blocking wait) and name rank 1.
+  // Without the launcher: rank 0 must find out (the per-step flags over Gloo fail) and name rank 1.
   auto results = launch_by_environment(exp + " --output-dir " + temp_dir("kill") + " --plugin-dir " +
                                            fixture_dir("components") + " --set distributed.num_gpus=2" +
                                            " --set loop.batch_per_device=32",
@@ -156,6 +219,76 @@ TEST(MultiGpu, InterruptedAndResumedOnTwoGpusIsBitIdentical) {
   REQUIRE_GPUS(2);
   expect_resume_bit_identical("--set distributed.num_gpus=2 --set loop.batch_per_device=32",
                               "[rank 1] trainyard: resuming from");
+}
+
+TEST(MultiGpu, AResumedRankOneHoldsNothingOnGpuZero) {
+  // Checkpoints are loaded onto each rank's own GPU: before, every tensor
+  // went back to cuda:0, where rank 0 had saved it from.
+  REQUIRE_GPUS(2);
+  const std::string out = temp_dir("rank1-mem"), with_fixtures = " --plugin-dir " + fixture_dir("components");
+  const std::string args = "--set distributed.num_gpus=2 --set loop.batch_per_device=32" + with_fixtures;
+  ASSERT_EQ(train(out, args, "callbacks: [{plugin: stop_at, iteration: 9}]\n").exit_code, 0);
+  auto r = train(out, args);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const std::string log = rank_log(run_dir(out), 1);
+  EXPECT_TRUE(contains(log, "trainyard: resuming from")) << log;
+  EXPECT_TRUE(contains(log, "rank 1 peak GPU memory: cuda:1 ")) << log;
+  EXPECT_FALSE(contains(log, "cuda:0 ")) << log;
+}
+
+TEST(MultiGpu, EachRankSeeingOnlyItsOwnGpuTrains) {
+  // Slurm's --gpus-per-task=1 or a per-rank CUDA_VISIBLE_DEVICES: every rank
+  // sees one GPU, as cuda:0, and must use it.
+  REQUIRE_GPUS(2);
+  const std::string out = temp_dir("own-gpu"), exp = dp_experiment("gpu");
+  const int port = free_port();
+  std::string script;
+  for (int r = 0; r < 2; ++r)
+    script += "(CUDA_VISIBLE_DEVICES=" + std::to_string(r) + " RANK=" + std::to_string(r) +
+              " WORLD_SIZE=2 LOCAL_RANK=" + std::to_string(r) + " LOCAL_WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=" +
+              std::to_string(port) + " " + trainyard_binary() + " run " + exp + " --output-dir " + out +
+              " --set distributed.num_gpus=2 --set loop.batch_per_device=32 > " + out + "/out" + std::to_string(r) +
+              " 2>&1; echo $? > " + out + "/rc" + std::to_string(r) + ") &\n";
+  script += "wait\n";
+  write_file(out + "/launch.sh", script);
+  run_command("bash " + out + "/launch.sh");
+  for (int r = 0; r < 2; ++r)
+    EXPECT_EQ(read_file(out + "/rc" + std::to_string(r)), "0\n") << read_file(out + "/out" + std::to_string(r));
+  EXPECT_TRUE(contains(rank_log(run_dir(out), 1), "rank 1 peak GPU memory: cuda:0 ")) << rank_log(run_dir(out), 1);
+}
+
+TEST(MultiGpu, SyncBatchNormInReducedPrecisionWithLargePerRankCountsStaysNearFp32) {
+  // 32 samples of 64x64 per rank: 131,072 values per channel, past float16's
+  // 65,504, where counting in the input's dtype made every layer NaN.
+  REQUIRE_GPUS(2);
+  const std::string exp = convnet_experiment("sbn", 8, 64);
+  const std::string common = " --set distributed.num_gpus=2 --set loop.batch_per_device=32 --set distributed.sync_batch_norm=true";
+  std::map<std::string, double> loss;
+  for (const std::string precision : {"fp32", "fp16-mixed", "bf16-mixed"}) {
+    const std::string out = temp_dir("sbn-" + precision);
+    auto r = trainyard_with_env(kDeterministic, "run " + exp + " --output-dir " + out + common + " --set loop.precision=" + precision);
+    if (precision == "bf16-mixed" && r.exit_code == 2) continue;  // before compute capability 8.0
+    ASSERT_EQ(r.exit_code, 0) << precision << ": " << r.err;
+    loss[precision] = series(run_dir(out) + "/metrics.jsonl", "test_loss").back();
+    EXPECT_TRUE(std::isfinite(loss[precision])) << precision;
+    metric("2 GPUs sync BN " + precision, run_dir(out));
+  }
+  for (const auto& [precision, l] : loss)
+    EXPECT_NEAR(l, loss["fp32"], 0.05 * std::max(loss["fp32"], 0.05)) << precision;
+}
+
+TEST(MultiGpu, BuffersAreRankZerosSoTheReportedTestIsTheSavedModel) {
+  REQUIRE_GPUS(2);
+  const std::string exp = convnet_experiment("bnb", 4, 8), out = temp_dir("bnb");
+  auto r = trainyard_with_env(kDeterministic, "run " + exp + " --output-dir " + out +
+                                                  " --set distributed.num_gpus=2 --set loop.batch_per_device=32");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  auto e = trainyard_with_env(kDeterministic, "eval " + exp + " --output-dir " + out + " --set distributed.num_gpus=1 --output " +
+                                                  out + "/eval.json");
+  ASSERT_EQ(e.exit_code, 0) << e.err;
+  const double ran = json_of(run_dir(out) + "/summary.json")["metrics"]["test_loss"],
+               saved = json_of(out + "/eval.json")["values"]["test_loss"];
+  EXPECT_NEAR(ran, saved, 1e-5 * std::max(1.0, saved));
 }
 
 }  // namespace

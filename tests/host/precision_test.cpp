@@ -7,6 +7,11 @@
 #include <chrono>
 #include <cmath>
 
+#include <nlohmann/json.hpp>
+#include <torch/cuda.h>
+#include <torch/optim/sgd.h>
+#include <torch/serialize/input-archive.h>
+
 #include "config/experiment.h"
 #include "data/loader.h"
 #include "distributed/communicator.h"
@@ -136,7 +141,196 @@ TEST(Precision, Fp16MixedOnTheCpuIsRefusedAtValidate) {
 
 TEST(Precision, AnUnknownPrecisionListsTheChoices) {
   const std::string err = validate_error("loop.precision=bf16");
-  EXPECT_TRUE(test::contains(err, "expected one of fp32, bf16-mixed, fp16-mixed, got 'bf16'")) << err;
+  EXPECT_TRUE(test::contains(err, "expected one of fp32, bf16-mixed, fp16-mixed, auto, got 'bf16'")) << err;
+}
+
+// The CPU kinds auto must tell apart, as LibTorch would answer for each.
+CpuFacts cpu_kind(const std::string& kind) {
+  CpuFacts f;
+  f.avx2 = true;
+  f.aten_kernels = "AVX2";
+  if (kind == "avx2") f.name = "AMD EPYC 7B12";  // Zen 2: no AVX-512 at all
+  if (kind == "avx512") f.name = "Intel Xeon Platinum 8259CL", f.avx512 = true, f.aten_kernels = "AVX512";
+  if (kind == "avx512_bf16") f.name = "AMD EPYC 9R14", f.avx512 = f.avx512_bf16 = true, f.aten_kernels = "AVX512";
+  if (kind == "amx")
+    f.name = "Intel Xeon Platinum 8480+", f.avx512 = f.avx512_bf16 = f.amx_bf16 = true, f.aten_kernels = "AVX512";
+  return f;
+}
+
+TEST(Precision, AutoIsFp32WhereTheCpuWouldEmulateBf16AndBf16WhereItIsNative) {
+  for (const char* kind : {"avx2", "avx512"}) {
+    const PrecisionChoice c = choose_precision("auto", cpu_kind(kind), false, std::nullopt);
+    EXPECT_EQ(c.precision, "fp32") << kind;
+    EXPECT_EQ(c.reason, "auto: bfloat16 would be emulated on this CPU (no AVX512-BF16 or AMX-BF16 instructions)") << kind;
+    EXPECT_EQ(c.warning, "");
+  }
+  for (const char* kind : {"avx512_bf16", "amx"}) {
+    const PrecisionChoice c = choose_precision("auto", cpu_kind(kind), false, std::nullopt);
+    EXPECT_EQ(c.precision, "bf16-mixed") << kind;
+    EXPECT_TRUE(test::contains(c.reason, "computes in bfloat16 natively")) << c.reason;
+  }
+  // The kernel libraries held below bf16 emulate it, whatever the CPU has.
+  CpuFacts held = cpu_kind("amx");
+  held.onednn_max_isa = "AVX512_CORE";
+  EXPECT_EQ(choose_precision("auto", held, false, std::nullopt).precision, "fp32");
+  EXPECT_TRUE(test::contains(held.no_native_bf16_reason(), "oneDNN held at AVX512_CORE by ONEDNN_MAX_CPU_ISA"));
+  held = cpu_kind("avx512_bf16");
+  held.aten_kernels = "AVX2";
+  EXPECT_EQ(choose_precision("auto", held, false, std::nullopt).precision, "fp32");
+  held.onednn_max_isa = "AVX512_CORE_BF16";  // allows bf16: only ATen's level holds it now
+  EXPECT_TRUE(test::contains(held.no_native_bf16_reason(), "ATen's kernels held at AVX2")) << held.no_native_bf16_reason();
+}
+
+TEST(Precision, AutoOnGpusIsBf16FromComputeCapability8AndFp16WithLossScalingBefore) {
+  const PrecisionChoice a100 = choose_precision("auto", cpu_kind("avx2"), true, GpuFacts{"NVIDIA A100-SXM4-80GB", "", 8, 0});
+  EXPECT_EQ(a100.precision, "bf16-mixed");
+  EXPECT_EQ(a100.reason, "auto: NVIDIA A100-SXM4-80GB, compute capability 8.0 computes in bfloat16 natively");
+  const PrecisionChoice t4 = choose_precision("auto", cpu_kind("amx"), true, GpuFacts{"Tesla T4", "", 7, 5});
+  EXPECT_EQ(t4.precision, "fp16-mixed");
+  EXPECT_EQ(autocast_dtype(t4.precision), at::kHalf);  // the loss scaler turns on with it
+  // A written precision on a GPU is kept (rank_device refuses bf16 before 8.0).
+  EXPECT_EQ(choose_precision("fp32", cpu_kind("amx"), true, GpuFacts{"Tesla T4", "", 7, 5}).precision, "fp32");
+}
+
+TEST(Precision, ExplicitBf16OnACpuThatEmulatesItTrainsWithAWarning) {
+  const PrecisionChoice c = choose_precision("bf16-mixed", cpu_kind("avx2"), false, std::nullopt);
+  EXPECT_EQ(c.precision, "bf16-mixed");
+  EXPECT_EQ(c.warning,
+            "loop.precision: bf16-mixed is emulated on this CPU (AMD EPYC 7B12: no AVX512-BF16 or AMX-BF16 instructions): "
+            "convnets measured 6-16x slower than fp32 on such CPUs; use loop.precision: auto (fp32 here) or fp32");
+  EXPECT_EQ(choose_precision("bf16-mixed", cpu_kind("amx"), false, std::nullopt).warning, "");
+  EXPECT_EQ(choose_precision("fp32", cpu_kind("avx2"), false, std::nullopt).warning, "");
+}
+
+TEST(Precision, ThisMachinesCpuFactsComeFromLibTorch) {
+  const CpuFacts& f = cpu_facts();
+  EXPECT_FALSE(f.aten_kernels.empty());
+  EXPECT_EQ(f.native_bf16(), (f.avx512_bf16 || f.amx_bf16) && f.aten_kernels == "AVX512" && f.onednn_max_isa.empty())
+      << f.describe();
+  std::printf("this CPU: %s\n", f.describe().c_str());
+}
+
+int occurrences(const std::string& text, const std::string& part) {
+  int n = 0;
+  for (size_t at = text.find(part); at != std::string::npos; at = text.find(part, at + 1)) ++n;
+  return n;
+}
+
+// What the real binary says and records, with the kernels held at AVX2 the
+// way a user would (ONEDNN_MAX_CPU_ISA, ATEN_CPU_CAPABILITY): bf16 is then
+// emulated on any CPU, as on an AVX2-only machine.
+const std::string kAvx2Kernels = "ONEDNN_MAX_CPU_ISA=AVX2 ATEN_CPU_CAPABILITY=avx2";
+
+// Why bf16 is emulated under kAvx2Kernels: the cap on a CPU that has the
+// instructions, their absence on one that has not (development machines are
+// of both kinds).
+std::string emulated_reason() {
+  const CpuFacts& cpu = cpu_facts();
+  return cpu.avx512_bf16 || cpu.amx_bf16 ? "oneDNN held at AVX2 by ONEDNN_MAX_CPU_ISA"
+                                         : "no AVX512-BF16 or AMX-BF16 instructions";
+}
+
+TEST(Precision, AutoResolvesAtValidateAndRunAndIsRecordedInConfigJsonAndProvenance) {
+  const std::string exp = test::temp_dir("exp-auto") + "/auto.yaml", out = test::temp_dir("out-auto");
+  test::write_file(exp, test::synthetic_experiment("auto"));
+  const std::string sets = " --set loop.precision=auto --set loop.epochs=1";
+  auto v = test::trainyard_with_env(kAvx2Kernels, "validate " + exp + sets);
+  ASSERT_EQ(v.exit_code, 0) << v.err;
+  EXPECT_TRUE(test::contains(v.out, "trainyard: loop.precision auto: fp32 (auto: bfloat16 would be emulated on this CPU (" +
+                                        emulated_reason() + "))")) << v.out;
+  EXPECT_FALSE(test::contains(v.err, "warning")) << v.err;
+  auto r = test::trainyard_with_env(kAvx2Kernels, "run " + exp + sets + " --output-dir " + out);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_TRUE(test::contains(r.out, "trainyard: loop.precision auto: fp32")) << r.out;
+  const auto config = nlohmann::json::parse(test::read_file(out + "/auto/config.json"));
+  EXPECT_EQ(config["loop"]["precision"], "auto");  // as written: the experiment stays portable
+  EXPECT_EQ(config["resolved_precision"]["precision"], "fp32");
+  const auto provenance = nlohmann::json::parse(test::read_file(out + "/auto/provenance.json"));
+  EXPECT_EQ(provenance["precision"]["requested"], "auto");
+  EXPECT_EQ(provenance["precision"]["used"], "fp32");
+  EXPECT_TRUE(test::contains(provenance["cpu"].get<std::string>(), "bf16 emulated")) << provenance["cpu"];
+
+  // Resumed where bf16 is native (here, when this CPU has it): allowed, and said.
+  if (!cpu_facts().native_bf16()) return;
+  r = test::trainyard("run " + exp + " --output-dir " + out + " --set loop.precision=auto --set loop.epochs=2");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_TRUE(test::contains(r.out, "was trained in fp32; this machine resumes in bf16-mixed")) << r.out;
+  EXPECT_TRUE(test::contains(r.out, "resuming from ")) << r.out;
+  EXPECT_EQ(nlohmann::json::parse(test::read_file(out + "/auto/config.json"))["resolved_precision"]["precision"],
+            "bf16-mixed");
+}
+
+TEST(Precision, ExplicitBf16WhereItIsEmulatedWarnsOnceAtValidateAndAtRunStart) {
+  const std::string exp = test::temp_dir("exp-emulated") + "/emulated.yaml", out = test::temp_dir("out-emulated");
+  test::write_file(exp, test::synthetic_experiment("emulated"));
+  const std::string sets = " --set loop.precision=bf16-mixed --set loop.epochs=1";
+  const std::string warning = "warning: loop.precision: bf16-mixed is emulated on this CPU (";
+  auto v = test::trainyard_with_env(kAvx2Kernels, "validate " + exp + sets);
+  ASSERT_EQ(v.exit_code, 0) << v.err;
+  EXPECT_EQ(occurrences(v.err, warning), 1) << v.err;
+  EXPECT_TRUE(test::contains(v.err, emulated_reason() + "): convnets measured 6-16x slower than "
+                                                         "fp32 on such CPUs; use loop.precision: auto (fp32 here) or fp32"))
+      << v.err;
+  auto r = test::trainyard_with_env(kAvx2Kernels, "run " + exp + sets + " --output-dir " + out);
+  ASSERT_EQ(r.exit_code, 0) << r.err;  // it trains: the user asked for it
+  EXPECT_EQ(occurrences(r.err, warning), 1) << r.err;
+}
+
+TEST(Precision, VersionSaysWhetherThisCpuHasNativeBf16AndWhichKernelsAtenUses) {
+  auto r = test::trainyard("--version");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_TRUE(test::contains(r.out, "cpu: ")) << r.out;
+  EXPECT_TRUE(test::contains(r.out, "AMX-BF16 ")) << r.out;
+  EXPECT_TRUE(test::contains(r.out, "; ATen kernels " + cpu_facts().aten_kernels)) << r.out;
+  EXPECT_TRUE(test::contains(r.out, cpu_facts().native_bf16() ? "bf16 native" : "bf16 emulated")) << r.out;
+  auto held = test::trainyard_with_env(kAvx2Kernels, "--version");
+  EXPECT_TRUE(test::contains(held.out, "ATen kernels AVX2, oneDNN held at AVX2; bf16 emulated")) << held.out;
+}
+
+TEST(Device, ACheckpointWrittenOnAGpuLoadsOntoTheDeviceThisProcessTrainsOn) {
+  // A GPU rank's checkpoint says its tensors live on cuda:0. Unmapped,
+  // LibTorch would put every tensor there (rank 1's parameters on rank 0's
+  // GPU; no load at all on a machine without one, as here). Mapped to the
+  // network's device, it loads here exactly as the CPU file does.
+  const std::string path = test::temp_dir("exp-relocated") + "/relocated.yaml", out = test::temp_dir("out-relocated");
+  test::write_file(path, test::synthetic_experiment("relocated"));
+  Experiment e = validate_experiment(read_experiment(path, {"loop.epochs=1"}), test::builtin_registry());
+  Context context;
+  context.seed = e.seed;
+  torch::manual_seed(e.seed);
+  Trainer trainer(e, build_components(e, context), context, RunPaths(out));
+  trainer.run();
+  const std::string written = test::latest_checkpoint(out), relocated = out + "/from-gpu.pt";
+  auto moved = test::run_command(std::string(TRAINYARD_PYTHON) + " " + test::source_dir() +
+                                 "/tests/support/relocate_checkpoint.py " + written + " " + relocated + " cuda:0");
+  ASSERT_EQ(moved.exit_code, 0) << moved.err;
+  if (!torch::cuda::is_available()) {  // the premise: the file really names a GPU
+    torch::serialize::InputArchive unmapped;
+    EXPECT_THROW(unmapped.load_from(relocated), c10::Error);
+  }
+  torch::manual_seed(e.seed + 1);  // other weights, which the load must replace
+  Trainer fresh(e, build_components(e, context), context, RunPaths(out));
+  CheckpointState state = load_checkpoint(relocated, fresh.network(), fresh.optimizer(), Verify::already_done);  // its manifest describes the CPU file
+  EXPECT_EQ(state.at.iteration, trainer.iteration());
+  auto a = trainer.network().named_parameters(), b = fresh.network().named_parameters();
+  for (const auto& p : b) {
+    EXPECT_EQ(p.value().device(), c10::Device(c10::DeviceType::CPU)) << p.key();
+    EXPECT_TRUE(at::equal(p.value(), a[p.key()])) << p.key();
+  }
+  for (const auto& group : fresh.optimizer().param_groups())  // momentum buffers too
+    for (const auto& p : group.params()) {
+      auto found = fresh.optimizer().state().find(p.unsafeGetTensorImpl());
+      ASSERT_NE(found, fresh.optimizer().state().end());
+      EXPECT_TRUE(static_cast<torch::optim::SGDParamState&>(*found->second).momentum_buffer().device().is_cpu());
+    }
+}
+
+TEST(Device, EachRankSeeingOneGpuUsesItAndOtherwiseTheIndexMustExist) {
+  EXPECT_EQ(gpu_index_for(0, 1, 4), 1);
+  EXPECT_EQ(gpu_index_for(2, 1, 4), 3);
+  EXPECT_EQ(gpu_index_for(0, 3, 1), 0);   // --gpus-per-task=1: every rank sees its own as cuda:0
+  EXPECT_EQ(gpu_index_for(0, 2, 2), -1);  // two GPUs seen, a third rank: refused
+  EXPECT_EQ(gpu_index_for(1, 0, 1), -1);  // first_gpu_id past the only GPU
 }
 
 TEST(MemoryFormat, ChannelsLastPutsWeightsAndInputsInNhwcEvenWithOneChannel) {

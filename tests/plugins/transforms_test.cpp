@@ -95,6 +95,16 @@ TEST(Transforms, ColorImagesBecomeRgbAndGrayOnRequest) {
   EXPECT_EQ(apply_transforms(ramp(2, 2), rgb, 0).size(0), 3);
 }
 
+TEST(Transforms, TheCallersImageIsLeftAsItWas) {
+  cv::Mat bgr(4, 5, CV_8UC3, cv::Scalar(10, 20, 30));
+  TransformOptions o;
+  o.hflip = 1.0;
+  o.brightness = 0.5;
+  const at::Tensor first = apply_transforms(bgr, o, 3);
+  EXPECT_EQ(bgr.at<cv::Vec3b>(0, 0), cv::Vec3b(10, 20, 30));
+  EXPECT_TRUE(first.equal(apply_transforms(bgr, o, 3))) << "the same image gives the same tensor again";
+}
+
 TEST(Transforms, FullAugmentationIsDeterministicPerSeed) {
   TransformOptions o;
   o.color = "rgb";

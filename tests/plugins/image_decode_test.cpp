@@ -1,0 +1,134 @@
+// JPEG decode at the scale the crop needs: the header is read right, the
+// reduced decode takes the same region as the full one, and it is used only
+// where the crop still gets its output resolution.
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include <ATen/ATen.h>
+#include <opencv2/imgcodecs.hpp>
+#include <trainyard/error.h>
+
+#include "image_dataset.h"
+
+namespace image_datasets {
+namespace {
+
+// A colour photograph stand-in with structure at every scale: gradients
+// plus stripes, so a crop of another region would differ visibly.
+cv::Mat pattern(int rows, int cols) {
+  cv::Mat m(rows, cols, CV_8UC3);
+  for (int r = 0; r < rows; ++r)
+    for (int c = 0; c < cols; ++c)
+      m.at<cv::Vec3b>(r, c) = cv::Vec3b(uint8_t(255 * r / rows), uint8_t(255 * c / cols),
+                                        uint8_t(128 + 100 * std::sin(c / 23.0) * std::cos(r / 31.0)));
+  return m;
+}
+
+std::string jpeg(const cv::Mat& m, int quality = 92) {
+  std::vector<uchar> out;
+  cv::imencode(".jpg", m, out, {cv::IMWRITE_JPEG_QUALITY, quality});
+  return std::string(out.begin(), out.end());
+}
+
+// One JPEG as a dataset: the path every source (folder, LMDB) goes through.
+class OneJpeg : public ImageDataset {
+ public:
+  OneJpeg(std::string bytes, TransformOptions t) : ImageDataset(std::move(t)), bytes_(std::move(bytes)) {}
+  int64_t size() const override { return 1; }
+
+ protected:
+  LoadedSample load(int64_t) const override {
+    LoadedSample s;
+    s.inputs.push_back(SourceImage{bytes_, {}, "photo.jpg", {}});
+    s.label = at::scalar_tensor(0, at::kLong);
+    return s;
+  }
+
+ private:
+  std::string bytes_;
+};
+
+TransformOptions random_resized(int size, double min_scale) {
+  TransformOptions t;
+  t.crop = "random_resized";
+  t.crop_size = {size, size};
+  t.scale = {min_scale, 1.0};
+  return t;
+}
+
+TEST(ImageDecode, TheJpegHeaderGivesSizeAndComponentsAndNothingForOtherFiles) {
+  const std::string colour = jpeg(pattern(375, 500));
+  auto h = read_jpeg_header(colour.data(), colour.size());
+  ASSERT_TRUE(h.has_value());
+  EXPECT_EQ(h->size, cv::Size(500, 375));
+  EXPECT_EQ(h->components, 3);
+  cv::Mat grey;
+  cv::extractChannel(pattern(40, 30), grey, 0);
+  const std::string grey_jpeg = jpeg(grey);
+  h = read_jpeg_header(grey_jpeg.data(), grey_jpeg.size());
+  ASSERT_TRUE(h.has_value());
+  EXPECT_EQ(h->size, cv::Size(30, 40));
+  EXPECT_EQ(h->components, 1);
+  std::vector<uchar> png;
+  cv::imencode(".png", grey, png);
+  EXPECT_FALSE(read_jpeg_header(png.data(), png.size()).has_value());
+  EXPECT_FALSE(read_jpeg_header(colour.data(), 20).has_value()) << "cut before the frame header";
+  EXPECT_FALSE(read_jpeg_header("", 0).has_value());
+}
+
+TEST(ImageDecode, ReductionIsTheLargestThatStillGivesTheCropItsResolution) {
+  // Crops of at least 90% of a 1000x800 image: 1/4 gives >= 225 pixels a side.
+  EXPECT_EQ(decode_reduction({1000, 800}, random_resized(224, 0.9), 1), 2);
+  EXPECT_EQ(decode_reduction({1000, 800}, random_resized(100, 0.9), 1), 4);
+  EXPECT_EQ(decode_reduction({1000, 800}, random_resized(64, 0.9), 1), 8);
+  EXPECT_EQ(decode_reduction({300, 300}, random_resized(224, 0.9), 1), 1);
+  TransformOptions resize;
+  resize.load_size = {100, 120};
+  EXPECT_EQ(decode_reduction({500, 400}, resize, 1), 4);  // 125x100 >= 120x100
+  TransformOptions center;
+  center.crop = "center";
+  center.crop_size = {10, 10};
+  EXPECT_EQ(decode_reduction({500, 400}, center, 1), 1) << "a center crop keeps pixels 1:1";
+  TransformOptions rotated = random_resized(32, 0.9);
+  rotated.rotate_degrees = 10;
+  EXPECT_EQ(decode_reduction({500, 400}, rotated, 1), 1) << "a rotation samples outside the crop";
+}
+
+TEST(ImageDecode, AReducedDecodeTakesTheSameRegionAsTheFullOneForEverySeed) {
+  const cv::Mat original = pattern(768, 1024);
+  const std::string bytes = jpeg(original);
+  const TransformOptions t = random_resized(64, 0.2);
+  OneJpeg dataset(bytes, t);
+  const cv::Mat full = decode_image(bytes.data(), bytes.size(), "photo.jpg");
+  int reduced_seeds = 0;
+  for (uint64_t seed = 0; seed < 20; ++seed) {
+    const at::Tensor fast = dataset.get_seeded(0, seed).input;
+    ASSERT_EQ(fast.sizes(), (at::IntArrayRef{3, 64, 64}));
+    EXPECT_TRUE(fast.equal(dataset.get_seeded(0, seed).input)) << "deterministic per seed";
+    const at::Tensor exact = apply_transforms(full, t, seed);
+    // Scaled IDCT, area resampling and the region rounded to the reduced
+    // grid differ by a few levels; another region differs by far more.
+    EXPECT_LT((fast - exact).abs().mean().item<double>(), 0.03) << "seed " << seed;
+    const at::Tensor elsewhere = apply_transforms(full, t, seed + 100);
+    EXPECT_GT((fast - elsewhere).abs().mean().item<double>(), 0.06) << "seed " << seed;
+    reduced_seeds += decode_reduction(full.size(), t, seed) > 1;
+  }
+  EXPECT_GE(reduced_seeds, 15) << "most crops of a 1024x768 photo at 64x64 need a fraction of its pixels";
+}
+
+TEST(ImageDecode, ADamagedJpegIsABadRecordNamingTheFileAtAnyScale) {
+  const std::string bytes = jpeg(pattern(400, 400));
+  for (double min_scale : {0.9, 0.08}) {
+    OneJpeg dataset(bytes.substr(0, 200), random_resized(32, min_scale));
+    try {
+      dataset.get_seeded(0, 3);
+      ADD_FAILURE() << "a JPEG cut after 200 bytes decoded";
+    } catch (const trainyard::BadRecord& e) {
+      EXPECT_NE(std::string(e.what()).find("photo.jpg"), std::string::npos) << e.what();
+    }
+  }
+}
+
+}  // namespace
+}  // namespace image_datasets
