@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Photographs through the input pipeline, in one invocation: trainyard's
 # loader alone (JPEG decode at the scale the crop needs, RandomResizedCrop 224,
-# flip, normalization, batches of 256) from the photo set's folder and its
-# LMDB, with 1 and 2 decode threads (`trainyard iterate`), against PyTorch's
+# flip, normalization, batches of 256) from the photo set's folder, its
+# LMDB and its WebDataset shards, with 1 and 2 decode threads
+# (`trainyard iterate`), against PyTorch's
 # DataLoader with torchvision's ImageFolder and transforms.v2 (PIL decode)
 # with 1 and 2 worker processes; images/s, per decode thread or worker, and
 # peak RSS of each side. Both sides count from the first batch on (workers
@@ -16,7 +17,8 @@ bin=build/bin/trainyard
 [ -x "$bin" ] || { echo "error: build first: bash scripts/build.sh" >&2; exit 2; }
 set_dir="${PHOTO_SET:-data/photo-set}"
 batches="${BATCHES:-20}"
-[ -d "$set_dir/lmdb/val" ] || bash scripts/make-photo-set.sh "$set_dir" >&2
+[ -d "$set_dir/lmdb/val" ] && [ -d "$set_dir/shards/val" ] || bash scripts/make-photo-set.sh "$set_dir" >&2
+last_shard=$(ls "$set_dir/shards/train" | sed -n 's/^shard-\([0-9]*\)\.tar$/\1/p' | sort | tail -n1)
 exp=experiments/photo_set_resnet18.yaml
 echo "$("$bin" --version | grep "^LibTorch")"
 echo "torchvision: $("$TRAINYARD_PYTHON" -c 'import torchvision; print(torchvision.__version__)' 2>/dev/null); Pillow: $("$TRAINYARD_PYTHON" -c 'import PIL; print(PIL.__version__)')"
@@ -28,9 +30,12 @@ peak_mb() { awk '/Maximum resident set size/ { printf "%.0f", $NF / 1024 }' "$1"
 trainyard_rate() {  # SOURCE THREADS -> "images/s rss_mb"
   local sets=(--set loop.batch_per_device=256 --set loop.shuffle=true --set loop.decode_threads="$2"
               --set loop.prefetch_batches=2 --set distributed.threads_per_process=1)
-  if [ "$1" = lmdb ]; then  # the same transforms over the LMDB of the same JPEG bytes
-    sets+=(--set "dataset.train={plugin: lmdb, path: '$PWD/$set_dir/lmdb/train', color: rgb, crop: random_resized,
-      crop_size: [224, 224], hflip: 0.5, mean: [0.485, 0.456, 0.406], std: [0.229, 0.224, 0.225]}")
+  local transforms="color: rgb, crop: random_resized, crop_size: [224, 224], hflip: 0.5,
+    mean: [0.485, 0.456, 0.406], std: [0.229, 0.224, 0.225]"
+  if [ "$1" = lmdb ]; then  # the same transforms over the same JPEG bytes
+    sets+=(--set "dataset.train={plugin: lmdb, path: '$PWD/$set_dir/lmdb/train', $transforms}")
+  elif [ "$1" = shards ]; then
+    sets+=(--set "dataset.train={plugin: webdataset, urls: '$PWD/$set_dir/shards/train/shard-{000000..$last_shard}.tar', $transforms}")
   else
     sets+=(--set "dataset.train.root=$PWD/$set_dir/train")
   fi
@@ -52,7 +57,7 @@ for w in 1 2; do
   printf "| torchvision ImageFolder + v2, DataLoader | folder | %d | %.0f | %.0f | %s |\n" "$w" "$rate" "$(awk -v r="$rate" -v w="$w" 'BEGIN { print r / w }')" "$rss"
 done
 declare -A ours
-for src in folder lmdb; do
+for src in folder lmdb shards; do
   for t in 1 2; do
     read -r rate rss <<<"$(trainyard_rate "$src" "$t")"
     ours[$src$t]=$rate
@@ -60,7 +65,7 @@ for src in folder lmdb; do
   done
 done
 echo
-for src in folder lmdb; do
+for src in folder lmdb shards; do
   for t in 1 2; do
     printf "trainyard %s / torchvision, %d decode thread(s) vs %d worker(s): %.2fx\n" "$src" "$t" "$t" \
       "$(awk -v a="${ours[$src$t]}" -v b="${py[$t]}" 'BEGIN { print a / b }')"

@@ -2,7 +2,9 @@
 # Makes the photo set under OUT (default data/photo-set): ImageNet-layout
 # JPEGs cut from the photographs in scikit-image's wheel
 # (scripts/data/make_photo_set.py says how), and the same images as an LMDB
-# (OUT/lmdb/{train,val}, the JPEG bytes as they are). Needs a build and
+# (OUT/lmdb/{train,val}) and as WebDataset tar shards of 1,000 shuffled
+# samples (OUT/shards/{train,val}/shard-NNNNNN.tar), the JPEG bytes as they
+# are. Needs a build and
 # scripts/install-deps.sh (scikit-image is pinned there).
 #   bash scripts/make-photo-set.sh [OUT] [--train N] [--val N]
 set -euo pipefail
@@ -21,4 +23,9 @@ fi
 for split in train val; do
   if [ -e "$out/lmdb/$split" ]; then echo "make-photo-set: $out/lmdb/$split exists, kept"; continue; fi
   "$bin" convert --from folder --input "$out/$split" --output "$out/lmdb/$split" --encoding keep --quiet
+done
+for split in train val; do
+  if [ -e "$out/shards/$split" ]; then echo "make-photo-set: $out/shards/$split exists, kept"; continue; fi
+  "$bin" convert --from folder --input "$out/$split" --output "$out/shards/$split" --to webdataset --encoding keep \
+    --shuffle --seed 1 --shard-size 1000 --quiet
 done

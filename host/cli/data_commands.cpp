@@ -25,7 +25,7 @@ namespace trainyard::host {
 int convert_command(int argc, char** argv) {
   const std::string usage =
       "trainyard convert --from folder|csv|idx|parallel [--input PATH]... [--target DIR]... [--images F --labels F]"
-      " --output DIR [--encoding png|jpeg|raw|keep] [--quality Q] [--resize HxW] [--shuffle] [--seed S]"
+      " --output DIR [--to lmdb|webdataset] [--shard-size N] [--encoding png|jpeg|raw|keep] [--quality Q] [--resize HxW] [--shuffle] [--seed S]"
       " [--test-fraction F] [--limit N] [--overwrite]";
   po::options_description visible("convert options");
   ConvertOptions o;
@@ -38,7 +38,11 @@ int convert_command(int argc, char** argv) {
       "target", po::value<std::vector<std::string>>(&o.targets)->composing(), "parallel: target image folder (repeatable)")(
       "images", po::value<std::string>(&o.images), "idx: images file")("labels", po::value<std::string>(&o.labels),
                                                                          "idx: labels file")(
-      "output", po::value<std::string>(&o.output)->required(), "LMDB folder to create")(
+      "output", po::value<std::string>(&o.output)->required(), "folder to create: the LMDB, or the shards")(
+      "to", po::value<std::string>(&o.to)->default_value("lmdb"),
+      "lmdb (trainyard's records) or webdataset (tar shards: KEY.jpg|png + KEY.cls)")(
+      "shard-size", ranged<int64_t>("shard-size", 1, INT64_MAX, &o.shard_size)->default_value(1000),
+      "webdataset: samples per shard")(
       "encoding", po::value<std::string>(&o.encoding)->default_value("png"),
       "png, jpeg, raw, or keep (each file's own JPEG or PNG bytes, not re-encoded)")(
       "quality", ranged("quality", 1, 100, &o.quality)->default_value(95), "JPEG quality 1..100")(

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
@@ -284,6 +285,78 @@ void write_database(const std::string& dir, const Source& s, const std::vector<s
   lmdb_check(mdb_env_sync(env, 1), "sync");
 }
 
+// One tar member: a ustar header (mode 0644, owner 0, time 0, so the same
+// input gives the same bytes), the data, zeros to the next 512-byte block.
+void write_tar_member(std::ofstream& out, const std::string& name, const std::string& data) {
+  char h[512] = {};
+  std::memcpy(h, name.data(), std::min<size_t>(name.size(), 99));
+  std::snprintf(h + 100, 8, "%07o", 0644u);
+  std::snprintf(h + 108, 8, "%07o", 0u);
+  std::snprintf(h + 116, 8, "%07o", 0u);
+  std::snprintf(h + 124, 12, "%011llo", static_cast<unsigned long long>(data.size()));
+  std::snprintf(h + 136, 12, "%011o", 0u);
+  h[156] = '0';
+  std::memcpy(h + 257, "ustar", 6);
+  std::memcpy(h + 263, "00", 2);
+  std::memset(h + 148, ' ', 8);
+  unsigned sum = 0;
+  for (char c : h) sum += static_cast<unsigned char>(c);
+  std::snprintf(h + 148, 8, "%06o", sum);
+  h[155] = ' ';
+  out.write(h, sizeof h);
+  out.write(data.data(), static_cast<std::streamsize>(data.size()));
+  const size_t pad = (512 - data.size() % 512) % 512;
+  static const char zeros[512] = {};
+  out.write(zeros, static_cast<std::streamsize>(pad));
+}
+
+std::string shard_name(int64_t shard) {
+  char name[32];
+  std::snprintf(name, sizeof name, "shard-%06lld.tar", static_cast<long long>(shard));
+  return name;
+}
+
+// Writes records[order] as tar shards of o.shard_size samples under `dir`:
+// KEY.jpg|png (the image as encoded for an LMDB record) and KEY.cls (the
+// class index as text), KEY being the sample's position, zero-padded.
+std::string write_shards(const std::string& dir, const Source& s, const std::vector<size_t>& order,
+                         const ConvertOptions& o, Progress& progress, int64_t& done) {
+  fs::create_directories(dir);
+  std::ofstream out;
+  int64_t shard = -1;
+  for (size_t r = 0; r < order.size(); ++r) {
+    const Item& item = s.items[order[r]];
+    if (item.label < 0 || (item.idx_index < 0 && item.files.size() != 1))
+      throw ConfigError("convert --to webdataset: sample " + item.id + " is not one image with a class",
+                        "a folder, csv or idx source", "write an LMDB (--to lmdb) for parallel folders");
+    EncodedImage image;
+    if (item.idx_index >= 0) {
+      cv::Mat m(s.idx_rows, s.idx_cols, CV_8UC1,
+                const_cast<uint8_t*>(&s.idx_pixels[size_t(item.idx_index) * size_t(s.idx_rows * s.idx_cols)]));
+      image = encode(m, o, "sample " + item.id);
+    } else {
+      image = o.encoding == "keep" ? keep_file(item.files[0], o) : encode(load(item.files[0]), o, item.files[0]);
+    }
+    if (int64_t(r) / o.shard_size != shard) {
+      shard = int64_t(r) / o.shard_size;
+      if (out.is_open()) out.write(std::string(1024, '\0').data(), 1024), out.close();
+      out.open(dir + "/" + shard_name(shard), std::ios::binary);
+      if (!out) throw Error("convert: cannot create " + dir + "/" + shard_name(shard));
+    }
+    char key[32];
+    std::snprintf(key, sizeof key, "%09zu", r);
+    write_tar_member(out, std::string(key) + (image.encoding == ImageEncoding::png ? ".png" : ".jpg"), image.bytes);
+    write_tar_member(out, std::string(key) + ".cls", std::to_string(item.label));
+    progress.update(++done);
+  }
+  out.write(std::string(1024, '\0').data(), 1024);  // two zero blocks end a tar
+  out.close();
+  if (!out) throw Error("convert: cannot finish writing " + dir + "/" + shard_name(shard));
+  char last[16];
+  std::snprintf(last, sizeof last, "%06lld", static_cast<long long>(shard));
+  return "shard-{000000.." + std::string(last) + "}.tar";
+}
+
 }  // namespace
 
 ConvertResult convert(const ConvertOptions& o) {
@@ -294,6 +367,11 @@ ConvertResult convert(const ConvertOptions& o) {
                       did_you_mean(o.encoding, {"png", "jpeg", "raw", "keep"}));
   if (o.encoding == "keep" && o.from == "idx")
     throw ConfigError("convert --from idx --encoding keep", "expected keep with image files (idx holds pixels)", "choose png, jpeg or raw");
+  if (o.to != "lmdb" && o.to != "webdataset")
+    throw ConfigError("convert: --to '" + o.to + "'", "expected lmdb or webdataset", did_you_mean(o.to, {"lmdb", "webdataset"}));
+  if (o.to == "webdataset" && o.encoding == "raw")
+    throw ConfigError("convert --to webdataset --encoding raw", "expected png, jpeg or keep (shards hold image files)", "");
+  if (o.shard_size < 1) throw ConfigError("convert: --shard-size " + std::to_string(o.shard_size), "expected 1 or more", "");
   if (o.quality < 1 || o.quality > 100) throw ConfigError("convert: --quality " + std::to_string(o.quality), "expected 1..100", "");
   if (o.test_fraction < 0 || o.test_fraction >= 1)
     throw ConfigError("convert: --test-fraction " + std::to_string(o.test_fraction), "expected a fraction in [0, 1)", "");
@@ -318,15 +396,22 @@ ConvertResult convert(const ConvertOptions& o) {
   Progress progress(o.progress, int64_t(order.size()));
   int64_t done = 0;
   try {
+    // One output: an LMDB folder, or a folder of shards named by their pattern.
+    auto write = [&](const fs::path& at, const fs::path& final_at, const std::vector<size_t>& part) {
+      if (o.to == "lmdb") {
+        write_database(at.string(), source, part, o, progress, done);
+        result.databases.push_back(final_at.string());
+      } else {
+        result.databases.push_back((final_at / write_shards(at.string(), source, part, o, progress, done)).string());
+      }
+    };
     if (o.test_fraction > 0) {
       const size_t test = size_t(double(order.size()) * o.test_fraction + 0.5);
       std::vector<size_t> train_order(order.begin(), order.end() - long(test)), test_order(order.end() - long(test), order.end());
-      write_database((tmp / "train").string(), source, train_order, o, progress, done);
-      write_database((tmp / "test").string(), source, test_order, o, progress, done);
-      result.databases = {(final_path / "train").string(), (final_path / "test").string()};
+      write(tmp / "train", final_path / "train", train_order);
+      write(tmp / "test", final_path / "test", test_order);
     } else {
-      write_database(tmp.string(), source, order, o, progress, done);
-      result.databases = {final_path.string()};
+      write(tmp, final_path, order);
     }
   } catch (...) {
     fs::remove_all(tmp);

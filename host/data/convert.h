@@ -1,6 +1,7 @@
 #pragma once
 // `trainyard convert`: packs images and labels into an LMDB of trainyard
-// records (docs/lmdb-format.md).
+// records (docs/lmdb-format.md), or into tar shards in the WebDataset
+// convention (docs/data.md).
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -13,6 +14,8 @@ struct ConvertOptions {
   std::vector<std::string> targets;  ///< parallel: target folders
   std::string images, labels;        ///< idx files
   std::string output;
+  std::string to = "lmdb";           ///< lmdb | webdataset
+  int64_t shard_size = 1000;         ///< webdataset: samples per shard
   std::string encoding = "png";      ///< png | jpeg | raw
   int quality = 95;                  ///< JPEG quality
   int resize_h = 0, resize_w = 0;    ///< resize on the way in; 0: keep
@@ -26,7 +29,7 @@ struct ConvertOptions {
 
 struct ConvertResult {
   int64_t written = 0;
-  std::vector<std::string> databases;
+  std::vector<std::string> databases;  ///< LMDB folders, or shard patterns (OUT/shard-{000000..000009}.tar)
   double seconds = 0;
 };
 

@@ -74,6 +74,11 @@ trainyard::Schema lmdb_schema();
 std::shared_ptr<trainyard::Dataset> make_lmdb(const trainyard::Options& options);
 trainyard::Schema image_folder_schema();
 std::shared_ptr<trainyard::Dataset> make_image_folder(const trainyard::Options& options);
+trainyard::Schema webdataset_schema();
+std::shared_ptr<trainyard::Dataset> make_webdataset(const trainyard::Options& options);
+/// A WebDataset shard pattern's names: the first {A..B} (zero-padded to A's
+/// width) or {x,y} is expanded, then the rest: "s-{00..02}.tar" -> s-00.tar, s-01.tar, s-02.tar.
+std::vector<std::string> expand_braces(const std::string& pattern);
 trainyard::Schema csv_schema();
 std::shared_ptr<trainyard::Dataset> make_csv(const trainyard::Options& options);
 

@@ -227,22 +227,26 @@ TEST(Cli, HelpAndVersionWorkEverywhere) {
 
 TEST(Cli, EveryShippedExperimentAndRecipeValidates) {
   // What users copy from: experiments/*.yaml and experiments/recipes/*.yaml.
-  // Those reading the converted LMDB databases validate when they exist, and
-  // otherwise fail with one error line naming them.
+  // Those reading data a script makes (the converted LMDB databases, the
+  // photo set) validate when it exists, and otherwise fail with one error
+  // line naming it.
   const std::string root = source_dir() + "/experiments";
-  const bool have_lmdb = fs::exists(source_dir() + "/data/fashion_mnist_lmdb/train/data.mdb");
+  const std::vector<std::pair<std::string, std::string>> made_data = {
+      {"fashion_mnist_lmdb", "/data/fashion_mnist_lmdb/train/data.mdb"}, {"photo-set", "/data/photo-set/val"}};
   int checked = 0;
   for (const std::string& folder : {root, root + "/recipes"})
     for (const auto& f : fs::directory_iterator(folder)) {
       if (f.path().extension() != ".yaml") continue;
       ++checked;
-      const bool needs_lmdb = contains(read_file(f.path().string()), "fashion_mnist_lmdb");
+      std::string missing;
+      for (const auto& [name, marker] : made_data)
+        if (contains(read_file(f.path().string()), "data/" + name) && !fs::exists(source_dir() + marker)) missing = name;
       auto r = trainyard("validate " + f.path().string());
-      if (!needs_lmdb || have_lmdb) {
+      if (missing.empty()) {
         EXPECT_EQ(r.exit_code, 0) << f.path() << "\n" << r.err;
       } else {
         EXPECT_EQ(r.exit_code, 2) << f.path() << "\n" << r.err;
-        EXPECT_TRUE(contains(r.err, "fashion_mnist_lmdb")) << f.path() << "\n" << r.err;
+        EXPECT_TRUE(contains(r.err, missing)) << f.path() << "\n" << r.err;
       }
     }
   EXPECT_GE(checked, 8);

@@ -21,18 +21,6 @@ namespace test = trainyard::test;
 namespace image_datasets {
 namespace {
 
-// A small photo set (20 training JPEGs, damaged files), made once per test run.
-const std::string& photo_set() {
-  static const std::string dir = [] {
-    const std::string out = test::temp_dir("photo-set") + "/set";
-    auto r = test::run_command(std::string(TRAINYARD_PYTHON) + " " + test::source_dir() +
-                               "/scripts/data/make_photo_set.py " + out + " --train 20 --val 10");
-    EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
-    return out;
-  }();
-  return dir;
-}
-
 // What PIL gives for a file, as torchvision's ImageFolder loads it: an RGB
 // uint8 tensor {H, W, 3}; undefined when PIL cannot open it.
 at::Tensor pil_rgb(const std::string& file) {
@@ -65,7 +53,7 @@ class PhotoSetFile : public ::testing::TestWithParam<Damaged> {};
 
 TEST_P(PhotoSetFile, IsOneErrorNamingTheFileOrDecodesAsTorchvisionDoes) {
   const Damaged& d = GetParam();
-  const std::string file = photo_set() + "/damaged/" + d.file;
+  const std::string file = test::small_photo_set() + "/damaged/" + d.file;
   ASSERT_TRUE(fs::exists(file));
   if (!d.error.empty()) {
     const std::string bytes = test::read_file(file);
@@ -105,8 +93,8 @@ INSTANTIATE_TEST_SUITE_P(Damaged, PhotoSetFile,
 // damaged file added to a class.
 std::string experiment_with(const std::string& damaged, const std::string& name, const std::string& policy) {
   const std::string dir = test::temp_dir("folder-" + name), root = dir + "/train";
-  fs::copy(photo_set() + "/train", root, fs::copy_options::recursive);
-  fs::copy_file(photo_set() + "/damaged/" + damaged, root + "/coffee/" + damaged);
+  fs::copy(test::small_photo_set() + "/train", root, fs::copy_options::recursive);
+  fs::copy_file(test::small_photo_set() + "/damaged/" + damaged, root + "/coffee/" + damaged);
   const std::string exp = dir + "/exp.yaml";
   test::write_file(exp, "name: " + name + "\ndataset:\n  train:\n    plugin: image_folder\n    root: " + root +
                             "\n    color: rgb\n    crop: random_resized\n    crop_size: [64, 64]\n" + policy +
@@ -142,11 +130,11 @@ TEST(PhotoSet, WithOnBadRecordSkipTheDamagedFileIsSkippedAndCounted) {
 
 TEST(PhotoSet, ConvertKeepStoresEachJpegsOwnBytesAndTheLmdbTrainsLikeTheFolder) {
   const std::string dir = test::temp_dir("keep"), db = dir + "/train";
-  auto r = test::trainyard("convert --from folder --input " + photo_set() + "/train --output " + db +
+  auto r = test::trainyard("convert --from folder --input " + test::small_photo_set() + "/train --output " + db +
                            " --encoding keep --quiet");
   ASSERT_EQ(r.exit_code, 0) << r.err;
   uintmax_t jpeg_bytes = 0;
-  for (const auto& f : fs::recursive_directory_iterator(photo_set() + "/train"))
+  for (const auto& f : fs::recursive_directory_iterator(test::small_photo_set() + "/train"))
     if (f.is_regular_file()) jpeg_bytes += f.file_size();
   // Not re-encoded: the database holds the files' bytes plus a little framing.
   const uintmax_t db_bytes = fs::file_size(db + "/data.mdb");
@@ -163,7 +151,7 @@ TEST(PhotoSet, ConvertKeepStoresEachJpegsOwnBytesAndTheLmdbTrainsLikeTheFolder) 
 
   const std::string mixed = test::temp_dir("keep-mixed");
   fs::create_directories(mixed + "/in/cls");
-  fs::copy_file(photo_set() + "/damaged/not_an_image.jpg", mixed + "/in/cls/x.jpg");
+  fs::copy_file(test::small_photo_set() + "/damaged/not_an_image.jpg", mixed + "/in/cls/x.jpg");
   r = test::trainyard("convert --from folder --input " + mixed + "/in --output " + mixed + "/db --encoding keep --quiet");
   EXPECT_EQ(r.exit_code, 2) << r.err;
   EXPECT_TRUE(test::contains(r.err, "x.jpg")) << r.err;

@@ -26,23 +26,6 @@ std::string long_experiment(const std::string& name, const std::string& more = "
 
 std::string last_checkpoint(const std::string& run_dir) { return latest_checkpoint(run_dir); }
 
-// Starts `args` in the background, waits until `started` exists (training
-// has begun) and `delay_ms` more, sends `signal`, returns the exit code.
-CommandResult interrupted(const std::string& args, const std::string& started, int delay_ms, const std::string& signal,
-                          const std::string& environment = "") {
-  const std::string dir = temp_dir("interrupt");
-  write_file(dir + "/run.sh", environment + trainyard_binary() + " " + args + " >" + dir + "/out 2>" + dir + "/err &\npid=$!\n" +
-                                  "for i in $(seq 300); do [ -s " + started + " ] && break; sleep 0.02; done\n" +
-                                  "sleep " + std::to_string(delay_ms / 1000.0) + "\nkill -" + signal +
-                                  " $pid\nwait $pid\necho $? >" + dir + "/rc\n");
-  run_command("bash " + dir + "/run.sh");
-  CommandResult r;
-  r.exit_code = std::stoi(read_file(dir + "/rc"));
-  r.out = read_file(dir + "/out");
-  r.err = read_file(dir + "/err");
-  return r;
-}
-
 TEST(Signals, SigtermCheckpointsAndExitsResumableAndTheResumedRunIsExact) {
   const std::string exp = long_experiment("sig"), out = temp_dir("out");
   auto whole = trainyard("run " + exp + " --output-dir " + out + "/whole");

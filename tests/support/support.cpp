@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <filesystem>
+#include <stdexcept>
 #include <fstream>
 #include <sstream>
 
@@ -232,5 +233,31 @@ void put_lmdb_value(const std::string& db, const std::string& key, const std::st
   edit_lmdb(db, key, &value);
 }
 void delete_lmdb_key(const std::string& db, const std::string& key) { edit_lmdb(db, key, nullptr); }
+
+CommandResult interrupted(const std::string& args, const std::string& started, int delay_ms, const std::string& signal,
+                          const std::string& environment) {
+  const std::string dir = temp_dir("interrupt");
+  write_file(dir + "/run.sh", environment + trainyard_binary() + " " + args + " >" + dir + "/out 2>" + dir + "/err &\npid=$!\n" +
+                                  "for i in $(seq 300); do [ -s " + started + " ] && break; sleep 0.02; done\n" +
+                                  "sleep " + std::to_string(delay_ms / 1000.0) + "\nkill -" + signal +
+                                  " $pid\nwait $pid\necho $? >" + dir + "/rc\n");
+  run_command("bash " + dir + "/run.sh");
+  CommandResult r;
+  r.exit_code = std::stoi(read_file(dir + "/rc"));
+  r.out = read_file(dir + "/out");
+  r.err = read_file(dir + "/err");
+  return r;
+}
+
+const std::string& small_photo_set() {
+  static const std::string dir = [] {
+    const std::string out = temp_dir("small-photo-set") + "/set";
+    auto r = run_command(std::string(TRAINYARD_PYTHON) + " " + source_dir() + "/scripts/data/make_photo_set.py " + out +
+                         " --train 20 --val 10");
+    if (r.exit_code != 0) throw std::runtime_error("make_photo_set.py failed: " + r.out + r.err);
+    return out;
+  }();
+  return dir;
+}
 
 }  // namespace trainyard::test

@@ -20,6 +20,15 @@ CommandResult trainyard(const std::string& args);
 std::vector<std::string> nonempty_lines(const std::string& text);
 /// The same with environment settings first ("NAME=VALUE NAME2=VALUE2").
 CommandResult trainyard_with_env(const std::string& env, const std::string& args);
+/// A small photo set (20 training and 10 validation JPEGs in 10 classes, and
+/// the damaged files in damaged/) made by scripts/data/make_photo_set.py,
+/// once per test process; its folder.
+const std::string& small_photo_set();
+/// Starts trainyard with `args` in the background, waits until the file
+/// `started` exists (training has begun) and `delay_ms` more, sends `signal`
+/// (TERM, KILL, ...), and returns how it ended.
+CommandResult interrupted(const std::string& args, const std::string& started, int delay_ms, const std::string& signal,
+                          const std::string& environment = "");
 /// A new empty folder under the test temp root, unique per test.
 std::string temp_dir(const std::string& name);
 void write_file(const std::string& path, const std::string& content);
