@@ -173,22 +173,30 @@ EncodedImage encode(const cv::Mat& image, const ConvertOptions& o, const std::st
   return e;
 }
 
-cv::Mat load(const std::string& path) {
-  cv::Mat m = cv::imread(path, cv::IMREAD_UNCHANGED);
+std::string read_bytes(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+}
+
+// The image in a file's bytes, as a record stores it: 8-bit, BGR or gray.
+cv::Mat decode_file(const std::string& bytes, const std::string& path) {
+  cv::Mat m;
+  if (!bytes.empty()) m = cv::imdecode(cv::Mat(1, int(bytes.size()), CV_8U, const_cast<char*>(bytes.data())), cv::IMREAD_UNCHANGED);
   if (m.empty()) throw ConfigError("convert: " + path + ": cannot read or decode the image", "expected a PNG or JPEG file", "remove or fix the file");
   if (m.channels() == 4) cv::cvtColor(m, m, cv::COLOR_BGRA2BGR);
   if (m.depth() != CV_8U) m.convertTo(m, CV_8U, m.depth() == CV_16U ? 1.0 / 257 : 1.0);
   return m;
 }
 
+cv::Mat load(const std::string& path) { return decode_file(read_bytes(path), path); }
+
 // --encoding keep: the file's own bytes (a JPEG stays the JPEG it was: no
 // second lossy encode, and the reader can decode it at reduced scale).
 EncodedImage keep_file(const std::string& path, const ConvertOptions& o) {
   if (o.resize_h > 0) throw ConfigError("convert: --encoding keep with --resize", "expected one of them", "drop --resize, or choose png or jpeg");
-  const cv::Mat m = load(path);  // checks that it decodes, and gives the size the record states
-  std::ifstream in(path, std::ios::binary);
   EncodedImage e;
-  e.bytes.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+  e.bytes = read_bytes(path);
+  const cv::Mat m = decode_file(e.bytes, path);  // checks that it decodes, and gives the size the record states
   const auto starts = [&](const char* magic, size_t n) { return e.bytes.size() >= n && e.bytes.compare(0, n, magic, n) == 0; };
   if (starts("\xFF\xD8\xFF", 3)) e.encoding = ImageEncoding::jpeg;
   else if (starts("\x89PNG\r\n\x1A\n", 8)) e.encoding = ImageEncoding::png;
@@ -229,6 +237,20 @@ class Progress {
   int next_percent_ = 0;
 };
 
+// A sample's images as stored: the idx row's pixels, or each file, encoded
+// (or kept as it is, with --encoding keep).
+std::vector<EncodedImage> encode_images(const Source& s, const Item& item, const ConvertOptions& o) {
+  std::vector<EncodedImage> images;
+  if (item.idx_index >= 0) {
+    cv::Mat m(s.idx_rows, s.idx_cols, CV_8UC1,
+              const_cast<uint8_t*>(&s.idx_pixels[size_t(item.idx_index) * size_t(s.idx_rows * s.idx_cols)]));
+    images.push_back(encode(m, o, "sample " + item.id));
+  } else {
+    for (const auto& f : item.files) images.push_back(o.encoding == "keep" ? keep_file(f, o) : encode(load(f), o, f));
+  }
+  return images;
+}
+
 void lmdb_check(int rc, const std::string& what) {
   if (rc != 0) throw Error("convert: LMDB: " + what + ": " + mdb_strerror(rc));
 }
@@ -257,13 +279,7 @@ void write_database(const std::string& dir, const Source& s, const std::vector<s
   for (size_t r = 0; r < order.size(); ++r) {
     const Item& item = s.items[order[r]];
     Record record;
-    if (item.idx_index >= 0) {
-      cv::Mat m(s.idx_rows, s.idx_cols, CV_8UC1,
-                const_cast<uint8_t*>(&s.idx_pixels[size_t(item.idx_index) * size_t(s.idx_rows * s.idx_cols)]));
-      record.images.push_back(encode(m, o, "sample " + item.id));
-    } else {
-      for (const auto& f : item.files) record.images.push_back(o.encoding == "keep" ? keep_file(f, o) : encode(load(f), o, f));
-    }
+    record.images = encode_images(s, item, o);
     if (item.label >= 0) record.labels.push_back(Label::class_index(item.label));
     record.id = item.id;
     if (r == 0)
@@ -310,6 +326,12 @@ void write_tar_member(std::ofstream& out, const std::string& name, const std::st
   out.write(zeros, static_cast<std::streamsize>(pad));
 }
 
+void end_tar(std::ofstream& out) {
+  static const char zeros[1024] = {};
+  out.write(zeros, sizeof zeros);  // two zero blocks end a tar
+  out.close();
+}
+
 std::string shard_name(int64_t shard) {
   char name[32];
   std::snprintf(name, sizeof name, "shard-%06lld.tar", static_cast<long long>(shard));
@@ -329,17 +351,10 @@ std::string write_shards(const std::string& dir, const Source& s, const std::vec
     if (item.label < 0 || (item.idx_index < 0 && item.files.size() != 1))
       throw ConfigError("convert --to webdataset: sample " + item.id + " is not one image with a class",
                         "a folder, csv or idx source", "write an LMDB (--to lmdb) for parallel folders");
-    EncodedImage image;
-    if (item.idx_index >= 0) {
-      cv::Mat m(s.idx_rows, s.idx_cols, CV_8UC1,
-                const_cast<uint8_t*>(&s.idx_pixels[size_t(item.idx_index) * size_t(s.idx_rows * s.idx_cols)]));
-      image = encode(m, o, "sample " + item.id);
-    } else {
-      image = o.encoding == "keep" ? keep_file(item.files[0], o) : encode(load(item.files[0]), o, item.files[0]);
-    }
+    const EncodedImage image = std::move(encode_images(s, item, o).front());
     if (int64_t(r) / o.shard_size != shard) {
       shard = int64_t(r) / o.shard_size;
-      if (out.is_open()) out.write(std::string(1024, '\0').data(), 1024), out.close();
+      if (out.is_open()) end_tar(out);
       out.open(dir + "/" + shard_name(shard), std::ios::binary);
       if (!out) throw Error("convert: cannot create " + dir + "/" + shard_name(shard));
     }
@@ -349,8 +364,7 @@ std::string write_shards(const std::string& dir, const Source& s, const std::vec
     write_tar_member(out, std::string(key) + ".cls", std::to_string(item.label));
     progress.update(++done);
   }
-  out.write(std::string(1024, '\0').data(), 1024);  // two zero blocks end a tar
-  out.close();
+  end_tar(out);
   if (!out) throw Error("convert: cannot finish writing " + dir + "/" + shard_name(shard));
   char last[16];
   std::snprintf(last, sizeof last, "%06lld", static_cast<long long>(shard));
