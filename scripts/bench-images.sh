@@ -2,7 +2,8 @@
 # Photographs through the input pipeline, in one invocation: trainyard's
 # loader alone (JPEG decode at the scale the crop needs, RandomResizedCrop 224,
 # flip, normalization, batches of 256) from the photo set's folder, its
-# LMDB and its WebDataset shards, with 1 and 2 decode threads
+# LMDB and its WebDataset shards (indexed, and streamed through pipe:cat),
+# with 1 and 2 decode threads
 # (`trainyard iterate`), against PyTorch's
 # DataLoader with torchvision's ImageFolder and transforms.v2 (PIL decode)
 # with 1 and 2 worker processes; images/s, per decode thread or worker, and
@@ -23,7 +24,8 @@ exp=experiments/photo_set_resnet18.yaml
 echo "$("$bin" --version | grep "^LibTorch")"
 echo "torchvision: $("$TRAINYARD_PYTHON" -c 'import torchvision; print(torchvision.__version__)' 2>/dev/null); Pillow: $("$TRAINYARD_PYTHON" -c 'import PIL; print(PIL.__version__)')"
 source scripts/bench/cpu-header.sh && bench_cpu_header "$bin"
-echo "photo set: $(find "$set_dir/train" -name '*.jpg' | wc -l) training JPEGs, $(du -sh "$set_dir/train" | cut -f1) ($set_dir)"
+train_images=$(find "$set_dir/train" -name '*.jpg' | wc -l)
+echo "photo set: $train_images training JPEGs, $(du -sh "$set_dir/train" | cut -f1) ($set_dir)"
 echo
 
 peak_mb() { awk '/Maximum resident set size/ { printf "%.0f", $NF / 1024 }' "$1"; }
@@ -36,6 +38,9 @@ trainyard_rate() {  # SOURCE THREADS -> "images/s rss_mb"
     sets+=(--set "dataset.train={plugin: lmdb, path: '$PWD/$set_dir/lmdb/train', $transforms}")
   elif [ "$1" = shards ]; then
     sets+=(--set "dataset.train={plugin: webdataset, urls: '$PWD/$set_dir/shards/train/shard-{000000..$last_shard}.tar', $transforms}")
+  elif [ "$1" = pipe ]; then  # the same shards streamed through a command, as from object storage
+    sets+=(--set "dataset.train={plugin: webdataset, urls: 'pipe:cat $PWD/$set_dir/shards/train/shard-{000000..$last_shard}.tar',
+      size: $train_images, num_classes: 10, $transforms}")
   else
     sets+=(--set "dataset.train.root=$PWD/$set_dir/train")
   fi
@@ -57,7 +62,7 @@ for w in 1 2; do
   printf "| torchvision ImageFolder + v2, DataLoader | folder | %d | %.0f | %.0f | %s |\n" "$w" "$rate" "$(awk -v r="$rate" -v w="$w" 'BEGIN { print r / w }')" "$rss"
 done
 declare -A ours
-for src in folder lmdb shards; do
+for src in folder lmdb shards pipe; do
   for t in 1 2; do
     read -r rate rss <<<"$(trainyard_rate "$src" "$t")"
     ours[$src$t]=$rate
@@ -65,7 +70,7 @@ for src in folder lmdb shards; do
   done
 done
 echo
-for src in folder lmdb shards; do
+for src in folder lmdb shards pipe; do
   for t in 1 2; do
     printf "trainyard %s / torchvision, %d decode thread(s) vs %d worker(s): %.2fx\n" "$src" "$t" "$t" \
       "$(awk -v a="${ours[$src$t]}" -v b="${py[$t]}" 'BEGIN { print a / b }')"

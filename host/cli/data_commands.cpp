@@ -88,7 +88,7 @@ int iterate_command(int argc, char** argv) {
   auto dataset = std::get<Factory<Dataset>>(e.train_data.component->factory);
   auto data = guarded(e.train_data, "construction", [&] { return dataset(e.train_data.options, context); });
   const EpochPlan plan = make_epoch_plan(e, data->size(), context);
-  const LoaderOptions options = make_loader_options(e, e.train_data, e.loop.batch_per_device, context);
+  const LoaderOptions options = make_loader_options(e, e.train_data, *data, e.loop.batch_per_device, context);
   auto stats = std::make_shared<LoaderStats>();
   const int64_t limit = vm["batches"].as<int64_t>();
   const auto t0 = std::chrono::steady_clock::now();

@@ -27,6 +27,7 @@ bool parse_number(const std::string& s, double& out) {
 // the working directory, like every command-line path). Empty stays empty.
 std::string resolve_path(const Document& document, const std::string& key, const std::string& text) {
   if (text.empty()) return "";
+  if (text.rfind("pipe:", 0) == 0) return text;  // a command whose output is the file (WebDataset's convention)
   fs::path p = text;
   if (p.is_relative() && !document.set_on_command_line(key)) p = fs::path(document.folder()) / p;
   return fs::absolute(p).lexically_normal().string();

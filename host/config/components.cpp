@@ -88,15 +88,26 @@ struct ComponentReader {
         fail(source.where(kv.first, "dataset." + k), "unknown key under dataset",
              "expected train or test, got '" + k + "'", did_you_mean(k, {"train", "test"}));
     }
-    e.train_data = component(get(dataset, "train"), "dataset.train", Kind::dataset, {"on_bad_record"});
+    e.train_data = component(get(dataset, "train"), "dataset.train", Kind::dataset, {"on_bad_record", "max_bad_fraction"});
     if (get(dataset, "test").IsDefined())
-      e.test_data = component(get(dataset, "test"), "dataset.test", Kind::dataset, {"on_bad_record"});
+      e.test_data = component(get(dataset, "test"), "dataset.test", Kind::dataset, {"on_bad_record", "max_bad_fraction"});
     for (auto* d : {&e.train_data, &e.test_data}) {
       if (!d->component) continue;
-      YAML::Node policy = get(get(dataset, d->key.substr(8)), "on_bad_record");
-      if (!policy.IsDefined()) continue;
-      const OptionSpec spec = host_spec("on_bad_record", OptionType::string, {"error", "skip"});
-      d->skip_bad_records = std::get<std::string>(convert(source, spec, policy, d->key + ".on_bad_record")) == "skip";
+      const YAML::Node entry = get(dataset, d->key.substr(8));
+      YAML::Node policy = get(entry, "on_bad_record");
+      if (policy.IsDefined()) {
+        const OptionSpec spec = host_spec("on_bad_record", OptionType::string, {"error", "skip"});
+        d->skip_bad_records = std::get<std::string>(convert(source, spec, policy, d->key + ".on_bad_record")) == "skip";
+      }
+      YAML::Node cap = get(entry, "max_bad_fraction");
+      if (cap.IsDefined()) {
+        OptionSpec spec = host_spec("max_bad_fraction", OptionType::number);
+        spec.range(0.0, 1.0);
+        d->max_bad_fraction = std::get<double>(convert(source, spec, cap, d->key + ".max_bad_fraction"));
+        if (!d->skip_bad_records)
+          fail(source.where(cap, d->key + ".max_bad_fraction"), "max_bad_fraction without on_bad_record: skip",
+               "expected on_bad_record: skip beside it (without it the first bad record stops the run)", "");
+      }
     }
   }
 

@@ -3,6 +3,8 @@
 // entries are read in components.cpp.
 #include "config/experiment.h"
 
+#include <algorithm>
+#include <cctype>
 #include <filesystem>
 
 #include "config/detail/validation.h"
@@ -70,6 +72,13 @@ void read_sections(const Document& source, Experiment& e) {
          "expected a multiple of iter_size " + std::to_string(e.loop.iter_size) + ", got " +
              std::to_string(e.loop.checkpoint_every_iters),
          "");
+  {
+    const std::string& threads = e.loop.decode_threads;
+    const bool count = !threads.empty() && threads.size() <= 2 && std::all_of(threads.begin(), threads.end(), ::isdigit);
+    if (threads != "auto" && (!count || std::stoll(threads) > 64))
+      fail(source.where(root["loop"]["decode_threads"], "loop.decode_threads"), "not a thread count",
+           "expected auto or an integer from 0 to 64, got '" + threads + "'", "");
+  }
   e.stopping = stopping_section().bind(section(source, "stopping", stopping_schema()));
   if (e.stopping.patience > 0 && e.stopping.monitor.empty())
     fail(source.where(root["stopping"], "stopping.patience"), "patience needs a meter to watch",

@@ -63,6 +63,7 @@ struct ComponentConfig {
   /// before matching ({"module.": "", "fc.": "head."}), longest first.
   std::vector<std::pair<std::string, std::string>> pretrained_rename;
   bool skip_bad_records = false;                        ///< datasets: on_bad_record: skip
+  double max_bad_fraction = 0.05;                       ///< datasets: with skip, the share of an epoch that may be bad
   std::string trainable;                                ///< network: only names matching this regex train
   std::vector<std::string> freeze;                      ///< network: submodule paths kept fixed (and in eval mode)
   std::string memory_format = "contiguous";             ///< network: contiguous | channels_last (4-d weights and inputs)

@@ -52,7 +52,10 @@ ordered_json component_json(const ComponentConfig& c) {
     }
     n["param_groups"] = groups;
   }
-  if (c.kind == Kind::dataset) n["on_bad_record"] = c.skip_bad_records ? "skip" : "error";
+  if (c.kind == Kind::dataset) {
+    n["on_bad_record"] = c.skip_bad_records ? "skip" : "error";
+    if (c.skip_bad_records) n["max_bad_fraction"] = c.max_bad_fraction;
+  }
   for (const auto& [k, v] : c.options.values()) n[k] = to_json(v);
   return n;
 }

@@ -7,6 +7,11 @@
 
 namespace trainyard::host {
 
+std::optional<int64_t> LoopConfig::decode_thread_count() const {
+  if (decode_threads == "auto") return std::nullopt;
+  return std::stoll(decode_threads);  // checked by read_sections
+}
+
 const TypedSchema<LoopConfig>& loop_section() {
   static const TypedSchema<LoopConfig> schema = [] {
     using L = LoopConfig;
@@ -40,9 +45,10 @@ const TypedSchema<LoopConfig>& loop_section() {
           "scale gradients down to at most this global L2 norm; 0 does not clip")
         .min(0.0);
     s.add("clip_grad_value", &L::clip_grad_value, 0.0, "clamp every gradient to [-v, v]; 0 does not clip").min(0.0);
-    s.add("decode_threads", &L::decode_threads, 0,
-          "threads that read, decode and augment samples; 0 does it on the training thread")
-        .range(0, 64);
+    s.add("decode_threads", &L::decode_threads, "auto",
+          "threads per rank that read, decode and augment samples: auto (one per CPU this rank may use, from its "
+          "affinity mask, Slurm's cpus-per-task or threads_per_process and the ranks on its node, keeping one for "
+          "the training thread), or 0 to 64 (0 does it on the training thread)");
     s.add("prefetch_batches", &L::prefetch_batches, 4, "ready batches the decode threads keep ahead of training")
         .range(1, 1024);
     s.add("nonfinite", &L::nonfinite, "error",

@@ -4,6 +4,7 @@
 // mechanism plugins use. The schema validates the YAML and prints
 // `trainyard describe SECTION`; its binding fills the struct.
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -26,7 +27,9 @@ struct LoopConfig {
   int64_t iter_size = 1;                ///< batches accumulated per optimizer update
   double clip_grad_norm = 0;            ///< 0: no clipping by global norm
   double clip_grad_value = 0;           ///< 0: no clipping by value
-  int64_t decode_threads = 0;           ///< 0: decode on the training thread
+  /// "auto" (one per CPU this rank may use, but one: make_loader_options),
+  /// or a count as text ("0" decodes on the training thread): decode_thread_count().
+  std::string decode_threads = "auto";
   int64_t prefetch_batches = 4;
   std::string nonfinite = "error";      ///< error | skip | ignore: a NaN/inf loss or gradient
   int64_t nonfinite_max_skips = 10;     ///< skip: in a row, before stopping as with error
@@ -37,6 +40,8 @@ struct LoopConfig {
   std::string precision_used, precision_reason, precision_warning;
   /// The precision the loop runs in: the resolved one, else as written.
   const std::string& effective_precision() const { return precision_used.empty() ? precision : precision_used; }
+  /// decode_threads as a count; nothing for auto.
+  std::optional<int64_t> decode_thread_count() const;
   double stall_timeout_secs = 1800;     ///< the watchdog ends a run with no progress this long (exit 5); 0: off
   double stop_grace_secs = 60;          ///< after a stop signal, the time allowed to reach a boundary
 };

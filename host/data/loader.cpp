@@ -11,8 +11,10 @@
 #include <thread>
 
 #include "data/device_copy.h"
+#include "data/normalize.h"
 #include "trainyard/error.h"
 #include "trainyard/random.h"
+#include "util/json.h"
 #include "util/process.h"
 #include "util/shape.h"
 
@@ -100,12 +102,24 @@ void check_batch(const Batch& batch, const std::vector<int64_t>& ids, const Data
 // augments uses it), collate. A bad record makes it retry sample by sample.
 // An empty optional means every sample was a skipped bad record.
 std::optional<Batch> assemble_unchecked(const Dataset& dataset, const std::vector<int64_t>& ids, int64_t epoch,
-                                        const LoaderOptions& options, LoaderStats* stats) {
+                                        const LoaderOptions& options, LoaderStats* stats, int64_t epoch_samples) {
   auto bad = [&](int64_t index, const BadRecord& e) {
+    const std::string what = "sample " + std::to_string(index) + ": " + e.what();
     if (!options.skip_bad_records)
-      throw ConfigError("sample " + std::to_string(index) + ": " + e.what(), "expected a readable record",
+      throw ConfigError(what, "expected a readable record",
                         "fix the data, or set on_bad_record: skip on this dataset to skip and count such samples");
-    if (stats) ++stats->bad_records;
+    if (!stats) return;
+    const int64_t count = ++stats->bad_records;
+    stats->note_bad(what);
+    // Past the cap for the whole epoch, not for the samples seen so far: an
+    // early bad record in a small first batch is no reason to stop.
+    const auto allowed = static_cast<int64_t>(options.max_bad_fraction * static_cast<double>(epoch_samples));
+    if (count > allowed)
+      throw ConfigError(std::to_string(count) + " bad records in epoch " + std::to_string(epoch) + " (the last: " + what +
+                            ")",
+                        "at most max_bad_fraction " + json_number(options.max_bad_fraction) + " of the epoch's " +
+                            std::to_string(epoch_samples) + " samples (" + std::to_string(allowed) + ") skipped",
+                        "fix the data (the log names each one), or raise max_bad_fraction on this dataset");
   };
   std::vector<uint64_t> seeds;
   seeds.reserve(ids.size());
@@ -141,10 +155,11 @@ std::optional<Batch> assemble_unchecked(const Dataset& dataset, const std::vecto
 }
 
 std::optional<Batch> assemble(const Dataset& dataset, const std::vector<int64_t>& ids, int64_t epoch,
-                              const LoaderOptions& options, LoaderStats* stats, const DatasetInfo& info) {
+                              const LoaderOptions& options, LoaderStats* stats, const DatasetInfo& info,
+                              int64_t epoch_samples) {
   std::optional<Batch> batch;
   try {
-    batch = assemble_unchecked(dataset, ids, epoch, options, stats);
+    batch = assemble_unchecked(dataset, ids, epoch, options, stats, epoch_samples);
   } catch (const std::bad_alloc&) {
     throw ConfigError("a batch of " + std::to_string(ids.size()) + " samples (sample " + std::to_string(ids[0]) +
                           " on) does not fit in memory",
@@ -203,7 +218,8 @@ class Pipeline {
     std::exception_ptr error;
   };
 
-  // Memory format and device for a batch the copier did not move.
+  // Memory format and device for a batch the copier did not move, then
+  // 8-bit pixels to float on the device (after the copy: a quarter of the bytes).
   std::optional<Batch> finish(std::optional<Batch> batch) {
     if (!batch) return batch;
     if (options_.channels_last && batch->input.dim() == 4)  // to(): see the weights in train/components.cpp
@@ -212,6 +228,8 @@ class Pipeline {
       batch->input = batch->input.to(options_.device, /*non_blocking=*/true);
       batch->target = batch->target.to(options_.device, /*non_blocking=*/true);
     }
+    if (options_.normalization && batch->input.scalar_type() == at::kByte)
+      batch->input = normalize_pixels(batch->input, *options_.normalization);
     return batch;
   }
 
@@ -246,7 +264,7 @@ class Pipeline {
     const size_t end = std::min(order_.size(), start + static_cast<size_t>(options_.batch_size));
     std::vector<int64_t> ids(order_.begin() + static_cast<std::ptrdiff_t>(start),
                              order_.begin() + static_cast<std::ptrdiff_t>(end));
-    auto batch = assemble(dataset_, ids, epoch_, options_, stats_.get(), info_);
+    auto batch = assemble(dataset_, ids, epoch_, options_, stats_.get(), info_, static_cast<int64_t>(order_.size()));
     if (batch && copy_) pin(*batch);
     return batch;
   }
@@ -294,6 +312,22 @@ class Pipeline {
 
 }  // namespace
 
+std::string LoaderStats::first_bad() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return first_bad_;
+}
+
+void LoaderStats::note_bad(const std::string& reason) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (first_bad_.empty()) first_bad_ = reason;
+}
+
+void LoaderStats::reset() {
+  bad_records = 0;
+  std::lock_guard<std::mutex> lock(mutex_);
+  first_bad_.clear();
+}
+
 uint64_t sample_seed(uint64_t seed, int64_t epoch, int64_t index) {
   return mix(mix(mix(seed) ^ static_cast<uint64_t>(epoch)) ^ static_cast<uint64_t>(index));
 }
@@ -327,6 +361,11 @@ int64_t EpochPlan::batches_per_epoch() const {
 
 BatchStream batch_stream(const Dataset& dataset, std::vector<int64_t> indices, int64_t epoch, int64_t first_batch,
                          const LoaderOptions& options, std::shared_ptr<LoaderStats> stats) {
+  if (options.streamed) {
+    // The dataset orders and shards its stream itself: positions, not indices.
+    std::iota(indices.begin(), indices.end(), 0);
+    dataset.begin_pass(epoch, std::min<int64_t>(first_batch * options.batch_size, static_cast<int64_t>(indices.size())));
+  }
   auto pipeline = std::make_shared<Pipeline>(dataset, std::move(indices), epoch, first_batch, options, std::move(stats));
   return [pipeline]() { return pipeline->next(); };
 }

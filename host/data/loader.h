@@ -7,6 +7,9 @@
 #include <atomic>
 #include <cstdint>
 #include <memory>
+#include <mutex>
+#include <string>
+#include <optional>
 #include <vector>
 
 #include <c10/core/Device.h>
@@ -39,13 +42,31 @@ struct LoaderOptions {
   int prefetch = 4;     ///< ready batches kept ahead of the consumer
   uint64_t seed = 0;    ///< experiment seed, for per-sample augmentation seeds
   bool skip_bad_records = false;
+  /// With skip_bad_records: the share of an epoch's samples (this rank's)
+  /// that may be skipped; one more stops with ConfigError.
+  double max_bad_fraction = 1.0;
   c10::Device device = c10::Device(c10::DeviceType::CPU);  ///< CUDA: pinned, copied on a side stream (DeviceCopy)
   bool channels_last = false;  ///< 4-d inputs in channels-last memory format (network.memory_format)
   const char* owner = nullptr;  ///< the dataset entry's crash label, for crash reports from decode threads
+  /// The dataset's Dataset::input_normalization (SDK 1.2 plugins): uint8
+  /// inputs become float on `device`, once per batch, as the consumer takes it.
+  std::optional<InputNormalization> normalization;
+  /// The dataset is read in order (Dataset::streamed, SDK 1.2): the indices
+  /// given are only counted, this rank's positions 0..n-1 are asked for, and
+  /// begin_pass(epoch, first position) comes first.
+  bool streamed = false;
 };
 
 struct LoaderStats {
   std::atomic<int64_t> bad_records{0};
+  /// The first skipped record's reason since the last reset(), for the report.
+  std::string first_bad() const;
+  void note_bad(const std::string& reason);
+  void reset();
+
+ private:
+  mutable std::mutex mutex_;
+  std::string first_bad_;
 };
 
 /// The augmentation seed of one sample: a hash of (seed, epoch, index).

@@ -166,6 +166,7 @@ int64_t predict(const Experiment& e, const Registry& registry, const PredictRequ
   LoaderOptions lo;
   lo.batch_size = e.loop.test_batch_per_device > 0 ? e.loop.test_batch_per_device : e.loop.batch_per_device;
   lo.device = context.device;
+  lo.normalization = input_normalization(e.test_data.component ? e.test_data : e.train_data, *dataset, &component);
   BatchStream batches = batch_stream(*dataset, order, 0, 0, lo, std::make_shared<LoaderStats>());
   const auto& names = m.context.dataset.class_names;
   const int64_t k = std::max<int64_t>(1, std::min<int64_t>(request.topk, m.context.dataset.num_classes));

@@ -341,6 +341,11 @@ RunOutcome Runner::run() {
   InfoLine() << "trainyard: " << e_.name << ": network " << e_.network.plugin << " (" << params << " parameters, "
             << trainable << " trainable), " << count_of(at::get_num_threads(), "thread") << ", run directory " << run_dir_ << "\n";
   if (context.rank == 0) announce_precision(e_);
+  {
+    const DecodeThreads threads = decode_threads(e_.loop);
+    InfoLine() << "trainyard: data: " << count_of(threads.count, "decode thread") << " per rank ("
+               << (threads.how == "set" ? "loop.decode_threads" : threads.how) << ")\n";
+  }
   if (!resumed_from_.empty()) {
     auto at = trainer->position_state();
     InfoLine() << "trainyard: resuming from " << resumed_from_ << " (epoch " << at.epoch << " done, iteration "

@@ -204,6 +204,23 @@ void check_network_settings(const ComponentConfig& net, Network& network) {
   restore();
 }
 
+std::optional<InputNormalization> input_normalization(const ComponentConfig& config, const Dataset& dataset,
+                                                      const Component* plugin) {
+  if (!plugin) plugin = config.component;
+  if (!plugin || !plugin->library) return std::nullopt;  // built in by a test, not loaded from a library
+  const LibraryInfo& library = *plugin->library;
+  if (library.api_major != TRAINYARD_API_MAJOR || library.api_minor < 2) return std::nullopt;
+  return guarded(config, "input_normalization", [&] { return dataset.input_normalization(); });
+}
+
+bool dataset_streamed(const ComponentConfig& config, const Dataset& dataset) {
+  const Component* plugin = config.component;
+  if (!plugin || !plugin->library) return false;
+  const LibraryInfo& library = *plugin->library;
+  if (library.api_major != TRAINYARD_API_MAJOR || library.api_minor < 2) return false;
+  return guarded(config, "streamed", [&] { return dataset.streamed(); });
+}
+
 Components build_components(const Experiment& e, Context& context) {
   Components c;
   c.train_data = make<Dataset>(e.train_data, context);

@@ -1,6 +1,7 @@
 #pragma once
 // Building every component of an experiment from its validated options.
 #include <memory>
+#include <optional>
 #include <vector>
 
 #include "config/experiment.h"
@@ -51,6 +52,15 @@ Components build_components(const Experiment& experiment, Context& context);
 /// Checks network.trainable and network.freeze against a built network
 /// without changing it (a later stage's settings, before the first trains).
 void check_network_settings(const ComponentConfig& network_config, Network& network);
+
+/// The dataset's Dataset::input_normalization(), asked only of a plugin built
+/// with SDK 1.2 or later (an older one has no such virtual function to call);
+/// `plugin` is the dataset's plugin when it is not `config`'s (predict's input).
+std::optional<InputNormalization> input_normalization(const ComponentConfig& config, const Dataset& dataset,
+                                                      const Component* plugin = nullptr);
+
+/// The dataset's Dataset::streamed() (false for plugins before SDK 1.2).
+bool dataset_streamed(const ComponentConfig& config, const Dataset& dataset);
 
 /// Parameters the network has: {count, trainable}.
 std::pair<int64_t, int64_t> parameter_count(Network& network);

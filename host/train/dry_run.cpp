@@ -82,7 +82,7 @@ std::string dry_run_report(const Experiment& e, Components& c, const Context& co
   auto stats = std::make_shared<LoaderStats>();
   BatchStream train = guarded(*c.train_data.config, "get_batch", [&] {
     return batch_stream(*c.train_data.object, plan.indices(0), 0, 0,
-                        make_loader_options(e, *c.train_data.config, plan.batch_size, context), stats);
+                        make_loader_options(e, *c.train_data.config, *c.train_data.object, plan.batch_size, context), stats);
   });
   std::optional<Batch> batch = guarded(*c.train_data.config, "get_batch", train);
   const double data_ms = ms_since(t0);
@@ -118,7 +118,7 @@ std::string dry_run_report(const Experiment& e, Components& c, const Context& co
       const int64_t bs = e.loop.test_batch_per_device > 0 ? e.loop.test_batch_per_device : e.loop.batch_per_device;
       for (int64_t i = 0; i < std::min(bs, c.test_data.object->size()); ++i) order.push_back(i);
       return batch_stream(*c.test_data.object, std::move(order), 0, 0,
-                          make_loader_options(e, *c.test_data.config, bs, context), stats);
+                          make_loader_options(e, *c.test_data.config, *c.test_data.object, bs, context), stats);
     });
     std::optional<Batch> tb = guarded(*c.test_data.config, "get_batch", test);
     if (tb) {

@@ -7,10 +7,12 @@
 #include <filesystem>
 
 #include <ATen/ATen.h>
+#include <ATen/Parallel.h>
 #include <torch/optim/optimizer.h>
 
 #include "config/snapshot.h"
 #include "distributed/communicator.h"
+#include "log/log.h"
 #include "train/guard.h"
 #include "train/nonfinite.h"
 #include "train/precision.h"
@@ -42,18 +44,40 @@ EpochPlan make_epoch_plan(const Experiment& e, int64_t dataset_size, const Conte
   return plan;
 }
 
-LoaderOptions make_loader_options(const Experiment& e, const ComponentConfig& data, int64_t batch_size,
-                                  const Context& context) {
+namespace {
+// Skipped records, once per epoch or test pass, with the first one's reason
+// (each rank its own: each reads its own shard).
+void report_bad_records(const ComponentConfig& data, const LoaderStats& stats, const std::string& when) {
+  const int64_t count = stats.bad_records.load();
+  if (count == 0) return;
+  log_warning("warning: " + data.key + ": skipped " + count_of(count, "bad record") + " in " + when +
+              " (on_bad_record: skip, at most max_bad_fraction " + json_number(data.max_bad_fraction) +
+              "); the first: " + stats.first_bad());
+}
+}  // namespace
+
+DecodeThreads decode_threads(const LoopConfig& loop) {
+  if (auto set = loop.decode_thread_count()) return {static_cast<int>(*set), "set"};
+  const int cpus = at::get_num_threads();
+  if (cpus <= 1) return {1, "auto: 1 CPU for this rank, shared with the training thread"};
+  return {cpus - 1, "auto: " + std::to_string(cpus) + " CPUs for this rank, one kept for the training thread"};
+}
+
+LoaderOptions make_loader_options(const Experiment& e, const ComponentConfig& data, const Dataset& dataset,
+                                  int64_t batch_size, const Context& context) {
   LoaderOptions o;
   o.batch_size = batch_size;
   o.drop_last = data.key == "dataset.train" && e.loop.drop_last;
-  o.threads = static_cast<int>(e.loop.decode_threads);
+  o.threads = decode_threads(e.loop).count;
   o.prefetch = static_cast<int>(e.loop.prefetch_batches);
   o.seed = e.seed;
   o.skip_bad_records = data.skip_bad_records;
+  o.max_bad_fraction = data.max_bad_fraction;
   o.device = context.device;
   o.channels_last = e.network.memory_format == "channels_last";
   o.owner = data.crash_label.empty() ? nullptr : data.crash_label.c_str();
+  o.normalization = input_normalization(data, dataset);
+  o.streamed = dataset_streamed(data, dataset);
   return o;
 }
 
@@ -233,7 +257,7 @@ bool Trainer::default_should_continue() {
 BatchStream Trainer::default_train_batches(int64_t epoch) {
   BatchStream inner = guarded(*c_.train_data.config, "get_batch", [&] {
     return batch_stream(*c_.train_data.object, plan_.indices(epoch), epoch, at_.position,
-                        make_loader_options(e_, *c_.train_data.config, plan_.batch_size, context_), train_stats_);
+                        make_loader_options(e_, *c_.train_data.config, *c_.train_data.object, plan_.batch_size, context_), train_stats_);
   });
   const ComponentConfig& who = *c_.train_data.config;
   return [inner, &who] { return guarded(who, "get_batch", inner); };
@@ -291,7 +315,7 @@ void Trainer::default_epoch(int64_t epoch) {
   each_callback("before_epoch", [&](Callback& cb) { cb.before_epoch(*this); });
   if (at_.position == 0) {
     for (auto& m : c_.train_meters) guarded(*m.config, "reset", [&] { m.object->reset(); });
-    train_stats_->bad_records = 0;  // counted per epoch
+    train_stats_->reset();  // counted per epoch
   }
 
   BatchStream batches = stages_.train_batches(epoch);
@@ -382,6 +406,7 @@ void Trainer::default_epoch(int64_t epoch) {
   if (c_.train_data.config->skip_bad_records) {
     values_["train_bad_records"] = static_cast<double>(train_stats_->bad_records.load());
     v["train_bad_records"] = values_["train_bad_records"];
+    report_bad_records(*c_.train_data.config, *train_stats_, "epoch " + std::to_string(at_.epoch));
   }
   v["lr"] = updater_.lr();
   v["grad_norm"] = updater_.grad_norm();
@@ -417,7 +442,7 @@ MeterValues Trainer::test_pass() {
     throw LocatedConfigError(e_.path + ": dataset.test: the experiment has no test dataset",
                              "expected dataset.test: {plugin: ...}", "");
   for (auto& m : c_.test_meters) guarded(*m.config, "reset", [&] { m.object->reset(); });
-  test_stats_->bad_records = 0;  // counted per test pass
+  test_stats_->reset();  // counted per test pass
   Network& net = *c_.network.object;
   if (comm_) comm_->broadcast_buffers(net);  // every rank tests the model rank 0 saves
   net.eval();
@@ -431,7 +456,7 @@ MeterValues Trainer::test_pass() {
     // Test samples are decoded as in epoch 0: the same pass every time.
     BatchStream batches = guarded(*c_.test_data.config, "get_batch", [&] {
       return batch_stream(*c_.test_data.object, std::move(order), 0, 0,
-                          make_loader_options(e_, *c_.test_data.config, batch_size, context_), test_stats_);
+                          make_loader_options(e_, *c_.test_data.config, *c_.test_data.object, batch_size, context_), test_stats_);
     });
     const int64_t total = (static_cast<int64_t>(count - context_.rank + context_.world_size - 1) / context_.world_size +
                            batch_size - 1) / batch_size;
@@ -448,7 +473,10 @@ MeterValues Trainer::test_pass() {
   }
   net.train();
   MeterValues v = meter_values(c_.test_meters, "test_");
-  if (c_.test_data.config->skip_bad_records) v["test_bad_records"] = static_cast<double>(test_stats_->bad_records.load());
+  if (c_.test_data.config->skip_bad_records) {
+    v["test_bad_records"] = static_cast<double>(test_stats_->bad_records.load());
+    report_bad_records(*c_.test_data.config, *test_stats_, "the test pass");
+  }
   return v;
 }
 

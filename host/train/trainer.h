@@ -27,8 +27,18 @@ namespace trainyard::host {
 /// The training split's epoch plan and a split's loader settings, as the
 /// experiment says (shared by the trainer and `trainyard iterate`).
 EpochPlan make_epoch_plan(const Experiment& experiment, int64_t dataset_size, const Context& context);
-LoaderOptions make_loader_options(const Experiment& experiment, const ComponentConfig& data, int64_t batch_size,
-                                  const Context& context);
+LoaderOptions make_loader_options(const Experiment& experiment, const ComponentConfig& data, const Dataset& dataset,
+                                  int64_t batch_size, const Context& context);
+
+/// loop.decode_threads as a count, and how auto chose it: one thread per CPU
+/// this rank may use but one, the training thread's. The CPUs are the intra-op
+/// threads make_context set (affinity mask or Slurm's cpus-per-task, divided
+/// by the ranks on this node, or distributed.threads_per_process).
+struct DecodeThreads {
+  int count = 0;
+  std::string how;  ///< "set" or "auto: ..."
+};
+DecodeThreads decode_threads(const LoopConfig& loop);
 
 /// Where a stage of a multi-stage run sits in it.
 struct StageInfo {

@@ -54,6 +54,9 @@ void check_split(Components& c, const Experiment& e, const Context& context, con
   options.batch_size = n;
   options.seed = e.seed;
   options.skip_bad_records = data.config->skip_bad_records;
+  options.max_bad_fraction = 1.0;  // a probe of a few samples says nothing about the epoch's share
+  options.normalization = input_normalization(*data.config, *data.object);
+  options.streamed = dataset_streamed(*data.config, *data.object);  // then the first n positions
   BatchStream stream = batch_stream(*data.object, ids, 0, 0, options);
   std::optional<Batch> batch = guarded(*data.config, "get_batch", stream);
   if (!batch) return;  // every sample a skipped bad record: training will say so

@@ -47,7 +47,8 @@ at::Tensor transformed(const SourceImage& image, const TransformOptions& t, uint
   if (header && (header->components == 1 || header->components == 3)) {
     check_size(header->size, image);
     const int reduction = decode_reduction(header->size, t, seed);
-    if (auto m = decode_jpeg(image.bytes.data(), image.bytes.size(), reduction, image.what))
+    const cv::Rect region = decode_region(header->size, t, seed);
+    if (auto m = decode_jpeg(image.bytes.data(), image.bytes.size(), reduction, image.what, region))
       return apply_transforms(*m, t, seed, header->size, reduction);
   }
   const cv::Mat m = decode_image(image.bytes.data(), image.bytes.size(), image.what);  // PNG, CMYK JPEG, ...
@@ -66,7 +67,12 @@ at::Tensor stack_channels(const std::vector<SourceImage>& images, const Transfor
 trainyard::Example ImageDataset::get_seeded(int64_t index, uint64_t seed) const {
   LoadedSample s = load(index);
   at::Tensor input = stack_channels(s.inputs, transforms_, seed);
-  at::Tensor target = s.targets.empty() ? s.label : stack_channels(s.targets, transforms_, seed);
+  at::Tensor target = s.label;
+  if (!s.targets.empty()) {  // image targets: float as before (the host normalizes inputs only)
+    TransformOptions as_float = transforms_;
+    as_float.output = "float";
+    target = stack_channels(s.targets, as_float, seed);
+  }
   return {input, target};
 }
 
@@ -77,10 +83,16 @@ std::optional<std::map<std::string, trainyard::Value>> ImageDataset::image_prepr
   return std::map<std::string, trainyard::Value>{
       {"color", t.color},
       {"load_size", t.load_size},
+      {"resize_short", t.resize_short},
       {"crop", t.crop == "none" || t.crop_size.empty() ? std::string("none") : std::string("center")},
       {"crop_size", t.crop_size},
       {"mean", t.mean},
       {"std", t.std}};
+}
+
+std::optional<trainyard::InputNormalization> ImageDataset::input_normalization() const {
+  if (transforms_.output != "uint8") return std::nullopt;
+  return trainyard::InputNormalization{transforms_.mean, transforms_.std};
 }
 
 void ImageDataset::describe(int64_t num_classes, std::vector<std::string> class_names) {

@@ -41,6 +41,8 @@ class ImageDataset : public trainyard::Dataset {
   trainyard::DatasetInfo info() const override;
   /// The deterministic part of the transforms (random crops become center crops).
   std::optional<std::map<std::string, trainyard::Value>> image_preprocessing() const override;
+  /// output: uint8 (the default): mean and std, for the host to apply per batch.
+  std::optional<trainyard::InputNormalization> input_normalization() const override;
 
  protected:
   /// Reads and decodes sample `index`. Throws trainyard::BadRecord naming the record.
@@ -75,7 +77,10 @@ std::shared_ptr<trainyard::Dataset> make_lmdb(const trainyard::Options& options)
 trainyard::Schema image_folder_schema();
 std::shared_ptr<trainyard::Dataset> make_image_folder(const trainyard::Options& options);
 trainyard::Schema webdataset_schema();
-std::shared_ptr<trainyard::Dataset> make_webdataset(const trainyard::Options& options);
+/// Local shards (indexed), or `pipe:` urls (streamed: make_streamed_webdataset).
+std::shared_ptr<trainyard::Dataset> make_webdataset(const trainyard::Options& options, const trainyard::Context& context);
+std::shared_ptr<trainyard::Dataset> make_streamed_webdataset(const trainyard::Options& options,
+                                                             const trainyard::Context& context);
 /// A WebDataset shard pattern's names: the first {A..B} (zero-padded to A's
 /// width) or {x,y} is expanded, then the rest: "s-{00..02}.tar" -> s-00.tar, s-01.tar, s-02.tar.
 std::vector<std::string> expand_braces(const std::string& pattern);

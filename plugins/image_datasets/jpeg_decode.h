@@ -16,6 +16,18 @@ namespace image_datasets {
 /// path does not take (CMYK, a header libjpeg refuses): decode it with
 /// OpenCV. Throws trainyard::BadRecord naming `what` for data libjpeg cannot
 /// decode past its header.
-std::optional<cv::Mat> decode_jpeg(const void* data, size_t size, int reduction, const std::string& what);
+///
+/// `region` (full-size coordinates; empty: all): only the rows and columns
+/// around it are decoded (libjpeg-turbo's jpeg_skip_scanlines and
+/// jpeg_crop_scanline skip the inverse DCT, upsampling and colour conversion
+/// elsewhere, and rows below it are not read at all). The image keeps its
+/// full reduced size; pixels more than kRegionMargin outside the region are
+/// left unset. Inside, they are the whole decode's.
+std::optional<cv::Mat> decode_jpeg(const void* data, size_t size, int reduction, const std::string& what,
+                                   cv::Rect region = {});
+
+/// Decoded pixels around a region, on each side: upsampling reads
+/// neighbours, and the region's edges are rounded to the reduced grid.
+constexpr int kRegionMargin = 16;
 
 }  // namespace image_datasets

@@ -22,13 +22,18 @@ void register_components(trainyard::Registrar& r) {
                 image_datasets::lmdb_schema(), factory(image_datasets::make_lmdb));
   r.add_dataset("image_folder", "image files in one sub-folder per class", image_datasets::image_folder_schema(),
                 factory(image_datasets::make_image_folder));
-  r.add_dataset("webdataset", "tar shards in the WebDataset convention (KEY.jpg|png + KEY.cls|json), indexed and read by offset",
-                image_datasets::webdataset_schema(), factory(image_datasets::make_webdataset));
+  r.add_dataset("webdataset",
+                "tar shards in the WebDataset convention (KEY.jpg|png + KEY.cls|json): local files indexed and read by "
+                "offset, or pipe:COMMAND streams with shard shuffling and a shuffle buffer",
+                image_datasets::webdataset_schema(), [](const trainyard::Options& o, const trainyard::Context& c) {
+                  cv::setNumThreads(0);
+                  return image_datasets::make_webdataset(o, c);
+                });
   r.add_dataset("csv", "image files listed in a CSV of path,label lines", image_datasets::csv_schema(),
                 factory(image_datasets::make_csv));
 }
 
 }  // namespace
 
-TRAINYARD_PLUGIN("image_datasets", "1.1.0", "LMDB, image-folder, WebDataset-shard and CSV image datasets with OpenCV transforms",
+TRAINYARD_PLUGIN("image_datasets", "1.2.0", "LMDB, image-folder, WebDataset-shard and CSV image datasets with OpenCV transforms",
                  register_components)

@@ -26,6 +26,10 @@ struct TransformOptions {
   double brightness = 0, contrast = 0, saturation = 0;  ///< jitter factors uniform in [1-x, 1+x]
   double lighting = 0;                 ///< std of AlexNet-style PCA lighting noise (RGB only)
   std::vector<double> mean, std;       ///< per channel, on [0, 1] values; empty: no normalization
+  /// uint8 (the datasets' default option): inputs leave as 8-bit pixels and
+  /// the host normalizes them per batch on the network's device
+  /// (Dataset::input_normalization); float: normalized here, per sample.
+  std::string output = "float";
 };
 
 /// Declares the transform options in a dataset's schema.
@@ -46,8 +50,9 @@ class Draws {
 };
 
 /// Applies the transforms to an 8-bit image as OpenCV decoded it (HWC, BGR or
-/// gray) and returns a float tensor {C, H, W}: RGB order, values in [0, 1]
-/// then normalized by mean and std.
+/// gray) and returns a tensor {C, H, W} in RGB order: uint8 pixels when
+/// `options.output` is uint8 (mean and std are then the host's to apply),
+/// else float values in [0, 1] normalized by mean and std.
 ///
 /// `reduction` > 1: `image` was decoded at 1/reduction of `full` (its size in
 /// the file); every random draw is made on the full size, so the sample's
@@ -61,5 +66,10 @@ at::Tensor apply_transforms(const cv::Mat& image, const TransformOptions& option
 /// for load_size. 1 for every other crop, or when rotations or translations
 /// follow (they sample the image outside the crop).
 int decode_reduction(cv::Size full, const TransformOptions& options, uint64_t seed);
+
+/// The part of an image of `full` size that the transforms read for this
+/// seed: a random_resized crop's region, a center crop's rectangle, else
+/// the whole image. A JPEG decoder may leave everything outside it undecoded.
+cv::Rect decode_region(cv::Size full, const TransformOptions& options, uint64_t seed);
 
 }  // namespace image_datasets

@@ -9,8 +9,8 @@
 // name kept per sample), and each
 // sample is read by offset with pread: the loader's per-epoch shuffle,
 // rank split and exact resume work as for any indexed dataset, and memory
-// does not grow with the data. Streamed shards (`pipe:COMMAND`) are not read
-// yet.
+// does not grow with the data. Streamed shards (`pipe:COMMAND`):
+// webdataset_stream.cpp.
 #include <fcntl.h>
 #include <unistd.h>
 
@@ -20,10 +20,10 @@
 #include <regex>
 
 #include <ATen/ATen.h>
-#include <nlohmann/json.hpp>
 #include <trainyard/error.h>
 
 #include "image_dataset.h"
+#include "tar.h"
 
 namespace fs = std::filesystem;
 
@@ -69,22 +69,7 @@ namespace {
 using trainyard::BadRecord;
 using trainyard::ConfigError;
 
-constexpr size_t kBlock = 512;
-
-// A tar header's numeric field: octal text, or base-256 when its high bit is set.
-uint64_t tar_number(const char* field, size_t width) {
-  const auto* p = reinterpret_cast<const unsigned char*>(field);
-  uint64_t v = 0;
-  if (p[0] & 0x80) {
-    for (size_t i = 1; i < width; ++i) v = (v << 8) | p[i];
-    return v;
-  }
-  for (size_t i = 0; i < width && p[i]; ++i)
-    if (p[i] >= '0' && p[i] <= '7') v = v * 8 + (p[i] - '0');
-  return v;
-}
-
-std::string tar_text(const char* field, size_t width) { return std::string(field, strnlen(field, width)); }
+using tar::kBlock;
 
 struct Member {
   std::string path;
@@ -103,29 +88,21 @@ std::vector<Member> list_members(int fd, const std::string& shard) {
     if (pread(fd, h, kBlock, static_cast<off_t>(at)) != static_cast<ssize_t>(kBlock))
       throw ConfigError("shard " + shard + ": cannot read the header at byte " + std::to_string(at), "a readable tar", "");
     if (std::all_of(h, h + kBlock, [](char c) { return c == 0; })) break;  // end-of-archive blocks
-    uint64_t stored = 0;
-    for (size_t i = 0; i < kBlock; ++i) stored += (i >= 148 && i < 156) ? ' ' : static_cast<unsigned char>(h[i]);
-    if (stored != tar_number(h + 148, 8))
+    if (!tar::checksum_ok(h))
       throw ConfigError("shard " + shard + ": the header at byte " + std::to_string(at) + " has a wrong checksum",
                         "a tar file (WebDataset shard)", "check the shard; is it a tar at all?");
-    const uint64_t size = tar_number(h + 124, 12), data = at + kBlock;
+    const uint64_t size = tar::number(h + 124, 12), data = at + kBlock;
     if (data + size > file_size)
       throw ConfigError("shard " + shard + ": member at byte " + std::to_string(at) + " runs past the end (" +
                             std::to_string(size) + " bytes, " + std::to_string(file_size - data) + " left)",
                         "a complete tar", "the shard is truncated: copy it again");
     const char type = h[156];
-    std::string path = tar_text(h, 100);
-    if (std::memcmp(h + 257, "ustar", 5) == 0 && h[345]) path = tar_text(h + 345, 155) + "/" + path;
+    const std::string path = tar::header_path(h);
     if (type == 'L' || type == 'x') {  // the next member's name (GNU) or pax records ("LEN path=NAME\n")
       std::string body(size, '\0');
       if (pread(fd, body.data(), size, static_cast<off_t>(data)) != static_cast<ssize_t>(size))
         throw ConfigError("shard " + shard + ": cannot read the member at byte " + std::to_string(at), "a readable tar", "");
-      if (type == 'L') {
-        long_name = body.c_str();
-      } else {
-        const size_t p = body.find(" path=");
-        if (p != std::string::npos) long_name = body.substr(p + 6, body.find('\n', p) - p - 6);
-      }
+      long_name = tar::long_name(type, body);
     } else if (type == '0' || type == '\0') {
       members.push_back({long_name.empty() ? path : long_name, data, size});
       long_name.clear();
@@ -140,16 +117,6 @@ std::vector<Member> list_members(int fd, const std::string& shard) {
   return members;
 }
 
-// "dir/n01440764_10026.JPEG" -> key "dir/n01440764_10026", extension "jpeg" (lower case).
-std::pair<std::string, std::string> key_and_extension(const std::string& path) {
-  const size_t slash = path.rfind('/');
-  const size_t dot = path.find('.', slash == std::string::npos ? 0 : slash + 1);
-  if (dot == std::string::npos) return {path, ""};
-  std::string ext = path.substr(dot + 1);
-  std::transform(ext.begin(), ext.end(), ext.begin(), [](unsigned char c) { return std::tolower(c); });
-  return {path.substr(0, dot), ext};
-}
-
 struct Sample {
   uint32_t shard = 0;
   uint64_t offset = 0, size = 0;  ///< the image member's bytes
@@ -161,10 +128,6 @@ class Shards : public ImageDataset {
  public:
   explicit Shards(const trainyard::Options& o) : ImageDataset(transform_options(o)) {
     const std::string pattern = o.get<std::string>("urls");
-    if (pattern.rfind("pipe:", 0) == 0)
-      throw ConfigError("urls: '" + pattern + "': pipe: sources are not read yet",
-                        "local shard files (a brace pattern such as data/train-{000000..000146}.tar)",
-                        "copy the shards to a local disk first");
     paths_ = expand_braces(pattern);
     for (size_t s = 0; s < paths_.size(); ++s) index_shard(s);
     if (samples_.empty())
@@ -209,14 +172,14 @@ class Shards : public ImageDataset {
     const std::vector<Member> members = list_members(fd, path);
     // Consecutive members with one key form a sample.
     for (size_t i = 0; i < members.size();) {
-      const std::string key = key_and_extension(members[i].path).first;
+      const std::string key = tar::key_and_extension(members[i].path).first;
       Sample sample;
       sample.shard = static_cast<uint32_t>(s);
       bool image = false;
-      for (; i < members.size() && key_and_extension(members[i].path).first == key; ++i) {
+      for (; i < members.size() && tar::key_and_extension(members[i].path).first == key; ++i) {
         const auto& m = members[i];
-        const std::string ext = key_and_extension(m.path).second;
-        if (!image && (ext == "jpg" || ext == "jpeg" || ext == "png" || ext == "webp")) {
+        const std::string ext = tar::key_and_extension(m.path).second;
+        if (!image && tar::is_image_extension(ext)) {
           sample.offset = m.offset, sample.size = m.size, sample.member = m.path, image = true;
         } else if (ext == "cls" || ext == "json") {
           sample.label = read_label(fd, m, path, ext);
@@ -234,21 +197,7 @@ class Shards : public ImageDataset {
     std::string text(std::min<uint64_t>(m.size, 1 << 20), '\0');
     if (pread(fd, text.data(), text.size(), static_cast<off_t>(m.offset)) != static_cast<ssize_t>(text.size()))
       throw ConfigError("shard " + shard + ": cannot read " + m.path, "a readable tar", "");
-    const std::string where = "shard " + shard + ", member " + m.path;
-    if (ext == "cls") {
-      try {
-        size_t used = 0;
-        const long long v = std::stoll(text, &used);
-        if (v >= 0 && text.find_first_not_of(" \t\r\n", used) == std::string::npos) return v;
-      } catch (const std::exception&) {
-      }
-      throw ConfigError(where + ": '" + text.substr(0, 40) + "'", "a class index: a non-negative decimal integer", "");
-    }
-    const auto j = nlohmann::json::parse(text, nullptr, false);
-    for (const char* field : {"label", "cls"})
-      if (j.is_object() && j.contains(field) && j[field].is_number_integer() && j[field].get<int64_t>() >= 0)
-        return j[field].get<int64_t>();
-    throw ConfigError(where + ": '" + text.substr(0, 60) + "'", "a JSON object with a non-negative integer \"label\" (or \"cls\")", "");
+    return tar::parse_label(text, ext, "shard " + shard + ", member " + m.path);
   }
 
   std::vector<std::string> paths_;
@@ -261,13 +210,21 @@ class Shards : public ImageDataset {
 trainyard::Schema webdataset_schema() {
   trainyard::Schema s;
   s.require("urls", trainyard::OptionType::path,
-            "shard files: a path or brace pattern such as data/train-{000000..000146}.tar; relative to the experiment file");
-  s.add("num_classes", 0, "number of classes; 0: the largest label + 1").min(0);
+            "shard files: a path or brace pattern such as data/train-{000000..000146}.tar (relative to the experiment "
+            "file; indexed, read by offset), or pipe:COMMAND such as 'pipe:curl -sf https://host/train-{000000..000146}.tar' "
+            "(streamed from the command's standard output, run by /bin/sh in trainyard's working directory)");
+  s.add("num_classes", 0, "number of classes; 0: the largest label + 1 (local shards only; pipe: needs it)").min(0);
+  s.add("size", 0, "pipe: only: samples in one epoch over all ranks (a stream does not say its length)").min(0);
+  s.add("shuffle_buffer", 1000, "pipe: only: samples held to shuffle among (0: shard order); memory is this many "
+        "encoded images plus read_ahead").range(0, 1000000);
+  s.add("shuffle_shards", true, "pipe: only: shuffle the shard order every epoch (from seed and epoch)");
+  s.add("read_ahead", 1024, "pipe: only: samples read ahead of the decode threads").range(1, 1000000);
   add_transform_options(s);
   return s;
 }
 
-std::shared_ptr<trainyard::Dataset> make_webdataset(const trainyard::Options& options) {
+std::shared_ptr<trainyard::Dataset> make_webdataset(const trainyard::Options& options, const trainyard::Context& context) {
+  if (options.get<std::string>("urls").rfind("pipe:", 0) == 0) return make_streamed_webdataset(options, context);
   return std::make_shared<Shards>(options);
 }
 

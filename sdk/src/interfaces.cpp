@@ -68,6 +68,12 @@ Example Dataset::get_seeded(int64_t index, uint64_t /*seed*/) const { return get
 
 std::optional<std::map<std::string, Value>> Dataset::image_preprocessing() const { return std::nullopt; }
 
+std::optional<InputNormalization> Dataset::input_normalization() const { return std::nullopt; }
+
+bool Dataset::streamed() const { return false; }
+
+void Dataset::begin_pass(int64_t /*epoch*/, int64_t /*first*/) const {}
+
 namespace {
 std::string shape_text(at::IntArrayRef shape) {
   std::string s = "[";

@@ -12,7 +12,9 @@
 #include <nlohmann/json.hpp>
 #include <trainyard/error.h>
 
+#include "data/loader.h"
 #include "image_dataset.h"
+#include "plugins/registry.h"
 #include "support/support.h"
 
 namespace fs = std::filesystem;
@@ -155,6 +157,50 @@ TEST(PhotoSet, ConvertKeepStoresEachJpegsOwnBytesAndTheLmdbTrainsLikeTheFolder) 
   r = test::trainyard("convert --from folder --input " + mixed + "/in --output " + mixed + "/db --encoding keep --quiet");
   EXPECT_EQ(r.exit_code, 2) << r.err;
   EXPECT_TRUE(test::contains(r.err, "x.jpg")) << r.err;
+}
+
+// The photo experiment's training split made both ways: 8-bit samples the
+// host normalizes per batch (output: uint8, the default) and floats the
+// decode threads normalize (output: float) are the same batches.
+TEST(PhotoSet, EightBitSamplesNormalizedByTheHostEqualTheFloatSamples) {
+  const trainyard::host::Component& c = test::builtin_registry().get(trainyard::host::Kind::dataset, "image_folder");
+  auto make = [&](const std::string& output) {
+    std::map<std::string, trainyard::Value> o{{"root", test::small_photo_set() + "/train"},
+                                              {"color", std::string("rgb")},
+                                              {"crop", std::string("random_resized")},
+                                              {"crop_size", std::vector<int64_t>{64, 64}},
+                                              {"hflip", 0.5},
+                                              {"mean", std::vector<double>{0.485, 0.456, 0.406}},
+                                              {"std", std::vector<double>{0.229, 0.224, 0.225}},
+                                              {"output", output}};
+    for (const auto& spec : c.schema.specs())
+      if (!o.count(spec.key) && spec.default_value) o[spec.key] = *spec.default_value;
+    return std::get<trainyard::Factory<trainyard::Dataset>>(c.factory)(trainyard::Options(o), trainyard::Context{});
+  };
+  const auto pixels = make("uint8"), floats = make("float");
+  EXPECT_EQ(pixels->get_seeded(0, 7).input.scalar_type(), at::kByte);
+  EXPECT_EQ(floats->get_seeded(0, 7).input.scalar_type(), at::kFloat);
+  ASSERT_TRUE(pixels->input_normalization().has_value());
+  EXPECT_FALSE(floats->input_normalization().has_value());
+  std::vector<int64_t> order(static_cast<size_t>(pixels->size()));
+  for (size_t i = 0; i < order.size(); ++i) order[i] = static_cast<int64_t>(i);
+  trainyard::host::LoaderOptions o;
+  o.batch_size = 8;
+  o.threads = 2;
+  o.seed = 5;
+  auto theirs = trainyard::host::batch_stream(*floats, order, 1, 0, o);
+  o.normalization = pixels->input_normalization();
+  auto ours = trainyard::host::batch_stream(*pixels, order, 1, 0, o);
+  int64_t rows = 0;
+  while (auto a = ours()) {
+    auto b = theirs();
+    ASSERT_TRUE(b.has_value());
+    ASSERT_EQ(a->input.scalar_type(), at::kFloat);
+    EXPECT_LT((a->input - b->input).abs().max().item<double>(), 1e-5);
+    rows += a->size();
+  }
+  EXPECT_FALSE(theirs().has_value());
+  EXPECT_EQ(rows, pixels->size());
 }
 
 }  // namespace

@@ -6,6 +6,7 @@
 #include <set>
 
 #include "data/loader.h"
+#include "data/normalize.h"
 #include "trainyard/error.h"
 
 namespace trainyard::host {
@@ -140,6 +141,84 @@ TEST(Loader, SkippedBadRecordsAreCountedAndLeftOut) {
   }
   EXPECT_EQ(samples, 40 - 9);
   EXPECT_EQ(stats->bad_records.load(), 9);
+}
+
+TEST(Loader, MoreBadRecordsThanMaxBadFractionAllowsStopTheEpochWithANamedError) {
+  const std::set<int64_t> bad = {3, 4, 5, 6, 7, 8, 9, 10, 30};  // 9 of 40
+  Numbers data(40, bad);
+  LoaderOptions o = options(2);
+  o.skip_bad_records = true;
+  o.max_bad_fraction = 0.1;  // 4 of the epoch's 40
+  try {
+    read_all(batch_stream(data, plan(40).indices(0), 0, 0, o, std::make_shared<LoaderStats>()));
+    FAIL() << "9 bad records of 40 passed a cap of 10%";
+  } catch (const ConfigError& e) {
+    const std::string what = e.what();
+    EXPECT_NE(what.find("bad records in epoch 0"), std::string::npos) << what;
+    EXPECT_NE(what.find("max_bad_fraction 0.1 of the epoch's 40 samples (4)"), std::string::npos) << what;
+  }
+  o.max_bad_fraction = 0.25;  // 10: the 9 are skipped
+  auto stats = std::make_shared<LoaderStats>();
+  int64_t samples = 0;
+  BatchStream stream = batch_stream(data, plan(40).indices(0), 0, 0, o, stats);
+  while (auto batch = stream()) samples += batch->size();
+  EXPECT_EQ(samples, 40 - 9);
+  EXPECT_EQ(stats->bad_records.load(), 9);
+  EXPECT_NE(stats->first_bad().find("cannot decode png image 0"), std::string::npos) << stats->first_bad();
+}
+
+// Sample i: 8-bit pixels {3, 4, 5}, value (i * 37 + c * 11 + k) % 256.
+class Pixels : public Dataset {
+ public:
+  int64_t size() const override { return 21; }
+  Example get(int64_t i) const override {
+    at::Tensor p = (at::arange(60, at::kLong) + i * 37).view({3, 4, 5});
+    p += at::arange(3, at::kLong).view({3, 1, 1}) * 11;
+    return {p.remainder(256).to(at::kByte), at::scalar_tensor(i % 2, at::kLong)};
+  }
+  DatasetInfo info() const override { return {21, 2, {3, 4, 5}, {}}; }
+};
+
+TEST(Loader, EightBitInputsBecomeNormalizedFloatsAsTheConsumerTakesThem) {
+  Pixels data;
+  const InputNormalization imagenet{{0.485, 0.456, 0.406}, {0.229, 0.224, 0.225}};
+  const at::Tensor mean = at::tensor(imagenet.mean, at::kDouble).view({3, 1, 1});
+  const at::Tensor std = at::tensor(imagenet.std, at::kDouble).view({3, 1, 1});
+  for (bool channels_last : {false, true}) {
+    LoaderOptions o = options(2);
+    o.normalization = imagenet;
+    o.channels_last = channels_last;
+    int64_t rows = 0;
+    BatchStream stream = batch_stream(data, plan(21).indices(0), 0, 0, o);
+    while (auto b = stream()) {
+      ASSERT_EQ(b->input.scalar_type(), at::kFloat);
+      EXPECT_EQ(b->input.is_contiguous(at::MemoryFormat::ChannelsLast), channels_last);
+      for (int64_t k = 0; k < b->size(); ++k) {
+        const at::Tensor expected = (data.get(b->indices[size_t(k)]).input.to(at::kDouble) / 255 - mean) / std;
+        EXPECT_LT((b->input[k].to(at::kDouble) - expected).abs().max().item<double>(), 1e-5);
+      }
+      rows += b->size();
+    }
+    EXPECT_EQ(rows, 21);
+  }
+  // Without mean and std: values / 255. Not contiguous: ATen's kernels, same values.
+  const at::Tensor batch = at::stack({data.get(0).input, data.get(1).input});
+  const at::Tensor plain = normalize_pixels(batch, {});
+  EXPECT_LT((plain - batch.to(at::kFloat) / 255).abs().max().item<double>(), 1e-6);
+  const at::Tensor strided = batch.transpose(2, 3);
+  EXPECT_TRUE(normalize_pixels(strided, {}).allclose(strided.to(at::kFloat) / 255));
+}
+
+TEST(Loader, NormalizationStatisticsForAnotherChannelCountAreANamedError) {
+  Pixels data;
+  LoaderOptions o = options(0);
+  o.normalization = InputNormalization{{0.5}, {0.25}};  // one channel's, for three
+  try {
+    read_all(batch_stream(data, plan(21).indices(0), 0, 0, o));
+    FAIL();
+  } catch (const ConfigError& e) {
+    EXPECT_NE(std::string(e.what()).find("1 means and 1 stds for inputs of 3 channels"), std::string::npos) << e.what();
+  }
 }
 
 }  // namespace

@@ -10,6 +10,7 @@
 #include <trainyard/error.h>
 
 #include "image_dataset.h"
+#include "jpeg_decode.h"
 
 namespace image_datasets {
 namespace {
@@ -126,6 +127,28 @@ TEST(ImageDecode, ADamagedJpegIsABadRecordNamingTheFileAtAnyScale) {
       ADD_FAILURE() << "a JPEG cut after 200 bytes decoded";
     } catch (const trainyard::BadRecord& e) {
       EXPECT_NE(std::string(e.what()).find("photo.jpg"), std::string::npos) << e.what();
+    }
+  }
+}
+
+TEST(ImageDecode, ARegionDecodeGivesTheWholeDecodesPixelsInsideTheRegion) {
+  const std::string bytes = jpeg(pattern(768, 1024));  // 4:2:0, as most photographs
+  const std::vector<cv::Rect> regions = {{300, 200, 240, 180}, {0, 0, 100, 90}, {900, 650, 124, 118},
+                                         {17, 333, 1007, 101}, {0, 0, 1024, 768}};
+  for (int reduction : {1, 2, 4, 8}) {
+    const cv::Mat whole = *decode_jpeg(bytes.data(), bytes.size(), reduction, "photo.jpg");
+    for (const cv::Rect& region : regions) {
+      const cv::Mat part = *decode_jpeg(bytes.data(), bytes.size(), reduction, "photo.jpg", region);
+      ASSERT_EQ(part.size(), whole.size()) << "the reduced image keeps its size";
+      const cv::Rect inside = cv::Rect(region.x / reduction, region.y / reduction,
+                                       (region.x + region.width + reduction - 1) / reduction - region.x / reduction,
+                                       (region.y + region.height + reduction - 1) / reduction - region.y / reduction) &
+                              cv::Rect(0, 0, whole.cols, whole.rows);
+      cv::Mat difference;
+      cv::absdiff(part(inside), whole(inside), difference);
+      double most = 0;
+      cv::minMaxLoc(difference.reshape(1), nullptr, &most);
+      EXPECT_EQ(most, 0) << "1/" << reduction << " region " << region;
     }
   }
 }

@@ -43,6 +43,13 @@
 
 namespace trainyard {
 
+/// Per-channel statistics on pixel values scaled to [0, 1]; both empty: the
+/// host only scales by 1/255. (Dataset::input_normalization)
+struct InputNormalization {
+  std::vector<double> mean;
+  std::vector<double> std;
+};
+
 class Dataset {
  public:
   virtual ~Dataset();
@@ -66,6 +73,36 @@ class Dataset {
   /// predict refuses rather than guess. Since SDK 1.1: a host calls it only
   /// on plugins built with SDK 1.1 or later.
   virtual std::optional<std::map<std::string, Value>> image_preprocessing() const;
+  /// For a dataset whose inputs are 8-bit pixels (uint8, {C, H, W} per
+  /// sample): how the host makes them the network's float inputs, once per
+  /// batch on the device that runs the network (on a GPU after the pinned,
+  /// non-blocking copy, which then moves a quarter of the bytes):
+  ///   input = (uint8 / 255 - mean[c]) / std[c]
+  /// Decode threads stay in uint8 (a 256-image 224x224 batch is 38 MB, not
+  /// 154 MB). std::nullopt (the default): inputs reach the network as the
+  /// dataset returns them. Since SDK 1.2: a host calls it only on plugins
+  /// built with SDK 1.2 or later.
+  ///
+  /// Example (ImageNet statistics):
+  ///   std::optional<trainyard::InputNormalization> input_normalization() const override {
+  ///     return trainyard::InputNormalization{{0.485, 0.456, 0.406}, {0.229, 0.224, 0.225}};
+  ///   }
+  virtual std::optional<InputNormalization> input_normalization() const;
+
+  /// Since SDK 1.2: true for a dataset read in order rather than by index
+  /// (tar shards streamed through a pipe from object storage). The host then
+  /// asks each rank for its positions 0, 1, 2, ... of a pass, in order (in
+  /// batches, from several decode threads: get_batch() and get_seeded() with
+  /// the position as the index), and neither permutes nor shards them: the
+  /// dataset decides which samples a rank's positions are, from its Context
+  /// (rank, world_size, seed) and the epoch. size() is the samples of one
+  /// epoch over all ranks. Default: false (indexed).
+  virtual bool streamed() const;
+  /// Streamed datasets only: called before each pass (a training epoch; a
+  /// test pass is epoch 0), from one thread while no get runs. The pass
+  /// starts at this rank's position `first`: a resumed epoch must give
+  /// positions first, first + 1, ... exactly as an uninterrupted pass would.
+  virtual void begin_pass(int64_t epoch, int64_t first) const;
 };
 
 }  // namespace trainyard

@@ -1,0 +1,73 @@
+#include "tar.h"
+
+#include <algorithm>
+#include <cctype>
+#include <cstring>
+
+#include <nlohmann/json.hpp>
+#include <trainyard/error.h>
+
+namespace image_datasets::tar {
+
+uint64_t number(const char* field, size_t width) {
+  const auto* p = reinterpret_cast<const unsigned char*>(field);
+  uint64_t v = 0;
+  if (p[0] & 0x80) {
+    for (size_t i = 1; i < width; ++i) v = (v << 8) | p[i];
+    return v;
+  }
+  for (size_t i = 0; i < width && p[i]; ++i)
+    if (p[i] >= '0' && p[i] <= '7') v = v * 8 + (p[i] - '0');
+  return v;
+}
+
+std::string text(const char* field, size_t width) { return std::string(field, strnlen(field, width)); }
+
+bool checksum_ok(const char* h) {
+  uint64_t stored = 0;
+  for (size_t i = 0; i < kBlock; ++i) stored += (i >= 148 && i < 156) ? ' ' : static_cast<unsigned char>(h[i]);
+  return stored == number(h + 148, 8);
+}
+
+std::string header_path(const char* h) {
+  std::string path = text(h, 100);
+  if (std::memcmp(h + 257, "ustar", 5) == 0 && h[345]) path = text(h + 345, 155) + "/" + path;
+  return path;
+}
+
+std::string long_name(char type, const std::string& body) {
+  if (type == 'L') return body.c_str();
+  const size_t p = body.find(" path=");
+  return p == std::string::npos ? std::string() : body.substr(p + 6, body.find('\n', p) - p - 6);
+}
+
+std::pair<std::string, std::string> key_and_extension(const std::string& path) {
+  const size_t slash = path.rfind('/');
+  const size_t dot = path.find('.', slash == std::string::npos ? 0 : slash + 1);
+  if (dot == std::string::npos) return {path, ""};
+  std::string ext = path.substr(dot + 1);
+  std::transform(ext.begin(), ext.end(), ext.begin(), [](unsigned char c) { return std::tolower(c); });
+  return {path.substr(0, dot), ext};
+}
+
+bool is_image_extension(const std::string& ext) { return ext == "jpg" || ext == "jpeg" || ext == "png" || ext == "webp"; }
+
+int64_t parse_label(const std::string& body, const std::string& ext, const std::string& where) {
+  using trainyard::ConfigError;
+  if (ext == "cls") {
+    try {
+      size_t used = 0;
+      const long long v = std::stoll(body, &used);
+      if (v >= 0 && body.find_first_not_of(" \t\r\n", used) == std::string::npos) return v;
+    } catch (const std::exception&) {
+    }
+    throw ConfigError(where + ": '" + body.substr(0, 40) + "'", "a class index: a non-negative decimal integer", "");
+  }
+  const auto j = nlohmann::json::parse(body, nullptr, false);
+  for (const char* field : {"label", "cls"})
+    if (j.is_object() && j.contains(field) && j[field].is_number_integer() && j[field].get<int64_t>() >= 0)
+      return j[field].get<int64_t>();
+  throw ConfigError(where + ": '" + body.substr(0, 60) + "'", "a JSON object with a non-negative integer \"label\" (or \"cls\")", "");
+}
+
+}  // namespace image_datasets::tar

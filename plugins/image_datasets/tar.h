@@ -1,0 +1,35 @@
+#pragma once
+// The pieces of the tar format and the WebDataset convention that both
+// ways of reading shards use: indexed local files (webdataset.cpp) and
+// streams from a pipe (webdataset_stream.cpp).
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <utility>
+
+namespace image_datasets::tar {
+
+constexpr size_t kBlock = 512;
+
+/// A header's numeric field: octal text, or base-256 when its high bit is set.
+uint64_t number(const char* field, size_t width);
+/// A header's text field, up to its first NUL.
+std::string text(const char* field, size_t width);
+/// True when the header's stored checksum matches its bytes.
+bool checksum_ok(const char* header);
+/// The member's path from a ustar header (prefix + name).
+std::string header_path(const char* header);
+/// The next member's path from a GNU long-name body ('L') or pax records
+/// ("LEN path=NAME\n", 'x'); empty when a pax header names none.
+std::string long_name(char type, const std::string& body);
+
+/// "dir/n01440764_10026.JPEG" -> {"dir/n01440764_10026", "jpeg"}: the key is
+/// the path up to the first dot of the file name, the extension lower case.
+std::pair<std::string, std::string> key_and_extension(const std::string& path);
+/// True for the image members of a sample: jpg, jpeg, png, webp.
+bool is_image_extension(const std::string& ext);
+/// A label member's class: KEY.cls (a decimal integer) or KEY.json (an
+/// object with "label" or "cls"). Throws ConfigError naming `where`.
+int64_t parse_label(const std::string& body, const std::string& ext, const std::string& where);
+
+}  // namespace image_datasets::tar
