@@ -8,7 +8,9 @@
 # DataLoader with torchvision's ImageFolder and transforms.v2 (PIL decode)
 # with 1 and 2 worker processes; images/s, per decode thread or worker, and
 # peak RSS of each side. Both sides count from the first batch on (workers
-# and decode threads started), over the same number of batches.
+# and decode threads started), over the same number of batches. Queue
+# depth: the DataLoader keeps prefetch_factor 2 batches per worker in flight
+# (2 and 4); trainyard one per decode thread plus prefetch_batches 2 (3 and 4).
 # Knobs: BATCHES (default 20 batches of 256 after a warm-up), PHOTO_SET
 # (default data/photo-set; made by scripts/make-photo-set.sh when missing).
 set -euo pipefail

@@ -49,7 +49,7 @@ const TypedSchema<LoopConfig>& loop_section() {
           "threads per rank that read, decode and augment samples: auto (one per CPU this rank may use, from its "
           "affinity mask, Slurm's cpus-per-task or threads_per_process and the ranks on its node, keeping one for "
           "the training thread), or 0 to 64 (0 does it on the training thread)");
-    s.add("prefetch_batches", &L::prefetch_batches, 4, "ready batches the decode threads keep ahead of training")
+    s.add("prefetch_batches", &L::prefetch_batches, 4, "batches kept ahead of training besides the one each decode thread is making")
         .range(1, 1024);
     s.add("nonfinite", &L::nonfinite, "error",
           "a NaN or infinite loss or gradient: error (stop before the update, checkpoint, name the cause), skip "

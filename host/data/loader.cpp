@@ -172,7 +172,9 @@ std::optional<Batch> assemble(const Dataset& dataset, const std::vector<int64_t>
 }
 
 // Decode threads fill a map of batch number -> result, at most `prefetch`
-// batches ahead of the consumer, who takes them strictly in order.
+// plus one per thread batches ahead of the consumer, who takes them strictly
+// in order. (One per thread: each needs a batch of its own to work on; with
+// a smaller window, threads idle while the slowest finishes.)
 class Pipeline {
  public:
   Pipeline(const Dataset& dataset, std::vector<int64_t> order, int64_t epoch, int64_t first_batch,
@@ -276,7 +278,7 @@ class Pipeline {
       {
         std::unique_lock<std::mutex> lock(mutex_);
         space_.wait(lock, [&] {
-          return stopping_ || next_claim_ >= total_ || next_claim_ < next_take_ + options_.prefetch;
+          return stopping_ || next_claim_ >= total_ || next_claim_ < next_take_ + options_.prefetch + options_.threads;
         });
         if (stopping_ || next_claim_ >= total_) return;
         b = next_claim_++;

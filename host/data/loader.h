@@ -39,7 +39,7 @@ struct LoaderOptions {
   int64_t batch_size = 1;
   bool drop_last = false;
   int threads = 0;      ///< decode threads; 0 decodes on the calling thread
-  int prefetch = 4;     ///< ready batches kept ahead of the consumer
+  int prefetch = 4;     ///< batches kept ahead of the consumer besides one per decode thread
   uint64_t seed = 0;    ///< experiment seed, for per-sample augmentation seeds
   bool skip_bad_records = false;
   /// With skip_bad_records: the share of an epoch's samples (this rank's)
