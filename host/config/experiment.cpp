@@ -3,8 +3,6 @@
 // entries are read in components.cpp.
 #include "config/experiment.h"
 
-#include <algorithm>
-#include <cctype>
 #include <filesystem>
 
 #include "config/detail/validation.h"
@@ -74,8 +72,8 @@ void read_sections(const Document& source, Experiment& e) {
          "");
   {
     const std::string& threads = e.loop.decode_threads;
-    const bool count = !threads.empty() && threads.size() <= 2 && std::all_of(threads.begin(), threads.end(), ::isdigit);
-    if (threads != "auto" && (!count || std::stoll(threads) > 64))
+    int64_t count = -1;
+    if (threads != "auto" && (!parse_integer(threads, count) || count < 0 || count > 64))
       fail(source.where(root["loop"]["decode_threads"], "loop.decode_threads"), "not a thread count",
            "expected auto or an integer from 0 to 64, got '" + threads + "'", "");
   }

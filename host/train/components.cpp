@@ -204,20 +204,23 @@ void check_network_settings(const ComponentConfig& net, Network& network) {
   restore();
 }
 
+namespace {
+// True when `plugin` was built with SDK 1.`minor` or later: its vtable has
+// that minor's virtual functions. False for components built in by a test.
+bool has_sdk_minor(const Component* plugin, unsigned minor) {
+  return plugin && plugin->library && plugin->library->api_major == TRAINYARD_API_MAJOR &&
+         plugin->library->api_minor >= minor;
+}
+}  // namespace
+
 std::optional<InputNormalization> input_normalization(const ComponentConfig& config, const Dataset& dataset,
                                                       const Component* plugin) {
-  if (!plugin) plugin = config.component;
-  if (!plugin || !plugin->library) return std::nullopt;  // built in by a test, not loaded from a library
-  const LibraryInfo& library = *plugin->library;
-  if (library.api_major != TRAINYARD_API_MAJOR || library.api_minor < 2) return std::nullopt;
+  if (!has_sdk_minor(plugin ? plugin : config.component, 2)) return std::nullopt;
   return guarded(config, "input_normalization", [&] { return dataset.input_normalization(); });
 }
 
 bool dataset_streamed(const ComponentConfig& config, const Dataset& dataset) {
-  const Component* plugin = config.component;
-  if (!plugin || !plugin->library) return false;
-  const LibraryInfo& library = *plugin->library;
-  if (library.api_major != TRAINYARD_API_MAJOR || library.api_minor < 2) return false;
+  if (!has_sdk_minor(config.component, 2)) return false;
   return guarded(config, "streamed", [&] { return dataset.streamed(); });
 }
 

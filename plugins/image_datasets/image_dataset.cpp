@@ -68,11 +68,7 @@ trainyard::Example ImageDataset::get_seeded(int64_t index, uint64_t seed) const 
   LoadedSample s = load(index);
   at::Tensor input = stack_channels(s.inputs, transforms_, seed);
   at::Tensor target = s.label;
-  if (!s.targets.empty()) {  // image targets: float as before (the host normalizes inputs only)
-    TransformOptions as_float = transforms_;
-    as_float.output = "float";
-    target = stack_channels(s.targets, as_float, seed);
-  }
+  if (!s.targets.empty()) target = stack_channels(s.targets, target_transforms_, seed);
   return {input, target};
 }
 

@@ -34,7 +34,8 @@ struct LoadedSample {
 
 class ImageDataset : public trainyard::Dataset {
  public:
-  explicit ImageDataset(TransformOptions transforms) : transforms_(std::move(transforms)) {}
+  explicit ImageDataset(TransformOptions transforms)
+      : transforms_(std::move(transforms)), target_transforms_(as_float(transforms_)) {}
   /// Without a seed: the sample as with seed 0.
   trainyard::Example get(int64_t index) const override { return get_seeded(index, 0); }
   trainyard::Example get_seeded(int64_t index, uint64_t seed) const override;
@@ -51,7 +52,12 @@ class ImageDataset : public trainyard::Dataset {
   void describe(int64_t num_classes, std::vector<std::string> class_names);
 
  private:
+  static TransformOptions as_float(TransformOptions t) {
+    t.output = "float";  // image targets stay float: the host normalizes inputs only
+    return t;
+  }
   TransformOptions transforms_;
+  TransformOptions target_transforms_;  ///< transforms_ with float output
   trainyard::DatasetInfo info_;
 };
 
