@@ -28,6 +28,9 @@ refused data distributed/communicator.h
 refused distributed train/trainer.h
 refused report train/trainer.h
 refused train run/runner.h
+refused distributed config/experiment.h
+refused cli train/trainer.h
+refused cli distributed/world.h
 refused run cli/commands.h
 refused run sweep/sweep_run.h
 refused scaffold run/runner.h
@@ -40,6 +43,7 @@ visible train config
 visible train data
 visible run train
 visible cli run
+visible cli config
 
 # yaml-cpp is config/'s private business.
 if grep -rlE '#include <yaml-cpp|YAML::' "$src/host" --include=*.cpp --include=*.h | grep -v "^$src/host/config/"; then

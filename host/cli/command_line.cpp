@@ -3,10 +3,8 @@
 #include <cstdlib>
 #include <iostream>
 
-#include "distributed/launcher.h"
-#include "distributed/world.h"
 #include "trainyard/error.h"
-#include "run/session.h"
+#include "run/experiment_file.h"
 #include "trainyard/version.h"
 
 namespace trainyard::host {
@@ -110,59 +108,15 @@ Experiment load_experiment(const po::variables_map& vm, Registry& registry) {
                          many<std::string>(vm, "plugin-dir"), registry);
 }
 
-std::optional<int> launch_if_asked(const po::variables_map& vm, const Experiment& e, int argc, char** argv) {
-  // Who starts the ranks: one launcher, never two, never silently ignored.
-  const bool flag = vm.count("nproc-per-node") > 0;
-  const int devices = static_cast<int>(e.distributed.num_gpus > 0 ? e.distributed.num_gpus : e.distributed.num_cpus);
-  const int wanted = flag ? vm["nproc-per-node"].as<int>() : devices;
-  if (const char* world_size = std::getenv("WORLD_SIZE")) {
-    // Started as a rank by torchrun or another launcher (ours strips its flags).
-    if (flag)
-      throw ConfigError("command line: --nproc-per-node " + std::to_string(wanted) +
-                            " in a process already started as a rank (WORLD_SIZE=" + world_size + ")",
-                        "expected one launcher to start the ranks: torchrun or --nproc-per-node, not both",
-                        "drop --nproc-per-node; torchrun's own --nproc-per-node says how many ranks per node");
-    return std::nullopt;
-  }
-  LaunchOptions launch;
-  launch.nproc_per_node = wanted;
-  launch.nnodes = vm["nnodes"].as<int>();
-  launch.node_rank = vm["node-rank"].as<int>();
-  launch.master_addr = vm["master-addr"].as<std::string>();
-  launch.master_port = vm["master-port"].as<int>();
-  if (const std::optional<SlurmStep> step = slurm_step()) {
-    if (step->tasks > step->nodes) {
-      // srun started several tasks on a node: they are the ranks.
-      if (flag)
-        throw ConfigError("command line: --nproc-per-node " + std::to_string(wanted) + " inside a Slurm step of " +
-                              std::to_string(step->tasks) + " tasks on " + std::to_string(step->nodes) +
-                              " node(s): srun already started the ranks",
-                          "expected srun to start the ranks (srun -n N trainyard run ...) or one task per node "
-                          "that starts them (srun --ntasks-per-node=1 trainyard run ... --nproc-per-node N)",
-                          "drop --nproc-per-node, or run one task per node");
-      return std::nullopt;
-    }
-    if (wanted <= 1) return std::nullopt;  // one rank per node: srun's tasks
-    // One task per node, which starts the node's ranks: the nodes, this
-    // node's place and rank 0's address come from Slurm unless given.
-    if (vm["nnodes"].defaulted()) launch.nnodes = step->nodes;
-    if (vm["node-rank"].defaulted()) launch.node_rank = step->node_id;
-    if (launch.nnodes > 1 && vm["master-addr"].defaulted() && !step->first_host.empty())
-      launch.master_addr = step->first_host;
-    if (launch.nnodes > 1 && launch.master_port == 0 && step->job_id > 0) launch.master_port = slurm_port(step->job_id);
-    std::cout << "trainyard: Slurm step of " << step->tasks << " task(s): starting " << wanted
-              << " ranks on this node (node " << launch.node_rank << " of " << launch.nnodes << ")" << std::endl;
-  } else if (!flag && devices <= 1) {
-    return std::nullopt;
-  }
-  if (launch.nproc_per_node < 1 || launch.nnodes < 1 || launch.node_rank < 0 || launch.node_rank >= launch.nnodes)
-    throw ConfigError("command line: --nproc-per-node " + std::to_string(launch.nproc_per_node) + ", --nnodes " +
-                          std::to_string(launch.nnodes) + ", --node-rank " + std::to_string(launch.node_rank),
-                      "expected N >= 1, M >= 1 and 0 <= R < M", "");
-  if (launch.nnodes > 1 && launch.master_port == 0)
-    throw ConfigError("command line: --nnodes " + std::to_string(launch.nnodes) + " without --master-port",
-                      "expected the same --master-addr and --master-port on every node", "");
-  return launch_workers(launch, worker_arguments(argc, argv));
+LaunchRequest launch_request(const po::variables_map& vm, int argc, char** argv) {
+  LaunchRequest request;
+  request.nproc_per_node = maybe<int>(vm, "nproc-per-node");
+  if (!vm["nnodes"].defaulted()) request.nnodes = vm["nnodes"].as<int>();
+  if (!vm["node-rank"].defaulted()) request.node_rank = vm["node-rank"].as<int>();
+  if (!vm["master-addr"].defaulted()) request.master_addr = vm["master-addr"].as<std::string>();
+  request.master_port = vm["master-port"].as<int>();
+  request.worker_arguments = worker_arguments(argc, argv);
+  return request;
 }
 
 }  // namespace trainyard::host

@@ -12,6 +12,7 @@
 
 #include "config/experiment.h"
 #include "plugins/registry.h"
+#include "run/launch.h"
 #include "trainyard/error.h"
 #include "util/json.h"
 
@@ -67,9 +68,9 @@ std::optional<T> maybe(const po::variables_map& vm, const char* key) {
 /// The experiment of a command's EXP.yaml, --set and --plugin-dir.
 Experiment load_experiment(const po::variables_map& vm, Registry& registry);
 
-/// Starts the worker processes when asked (--nproc-per-node, or the
-/// experiment's num_gpus/num_cpus above 1) and this process is not a worker
-/// already; returns the launcher's exit code then, nullopt otherwise.
-std::optional<int> launch_if_asked(const po::variables_map& vm, const Experiment& experiment, int argc, char** argv);
+/// The launcher's flags (--nproc-per-node and friends) as a request for
+/// run/launch.h's launch_if_asked, with the worker's command line: argv
+/// without those flags.
+LaunchRequest launch_request(const po::variables_map& vm, int argc, char** argv);
 
 }  // namespace trainyard::host

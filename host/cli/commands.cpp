@@ -10,10 +10,10 @@
 #include <c10/util/Exception.h>
 #include <torch/version.h>
 
-#include "distributed/device.h"
 #include "log/log.h"
 #include "run/provenance.h"
-#include "train/guard.h"
+#include "plugins/component_failure.h"
+#include "trainyard/context.h"
 #include "trainyard/error.h"
 #include "trainyard/version.h"
 #include "util/process.h"
@@ -96,8 +96,7 @@ int command_main(int argc, char** argv) {
   if (command == "--version") {
     std::cout << "trainyard " << TRAINYARD_VERSION << " (SDK API " << sdk_api_version() << ", "
               << TRAINYARD_FINGERPRINT << ")\n"
-              << "LibTorch " << TORCH_VERSION << " (BLAS: " << loaded_blas() << "); " << cuda_summary() << "\n"
-              << "cpu: " << cpu_facts().describe() << "\n";
+              << runtime_summary();
     return 0;
   }
   try {

@@ -15,7 +15,7 @@
 #include "cli/command_line.h"
 #include "cli/commands.h"
 #include "plugins/loader.h"
-#include "run/session.h"
+#include "run/experiment_file.h"
 #include "trainyard/error.h"
 #include "util/text.h"
 

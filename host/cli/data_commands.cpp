@@ -10,9 +10,8 @@
 #include "cli/command_line.h"
 #include "cli/commands.h"
 #include "data/convert.h"
-#include "run/session.h"
-#include "train/guard.h"
-#include "train/trainer.h"
+#include "run/experiment_file.h"
+#include "run/inspect.h"
 #include "trainyard/error.h"
 #include "util/files.h"
 #include "util/json.h"
@@ -84,31 +83,11 @@ int iterate_command(int argc, char** argv) {
   if (!parse_command_line(argc, argv, usage, visible, "experiment", vm)) return 0;
   Registry registry;
   Experiment e = load_experiment(vm, registry);
-  Context context = make_context(e);
-  auto dataset = std::get<Factory<Dataset>>(e.train_data.component->factory);
-  auto data = guarded(e.train_data, "construction", [&] { return dataset(e.train_data.options, context); });
-  const EpochPlan plan = make_epoch_plan(e, data->size(), context);
-  const LoaderOptions options = make_loader_options(e, e.train_data, *data, e.loop.batch_per_device, context);
-  auto stats = std::make_shared<LoaderStats>();
-  const int64_t limit = vm["batches"].as<int64_t>();
-  const auto t0 = std::chrono::steady_clock::now();
-  BatchStream stream = batch_stream(*data, plan.indices(0), 0, 0, options, stats);
-  int64_t batches = 0, samples = 0, first_batch = 0;
-  auto t1 = t0;  // when the first batch arrived: the steady rate counts from there (threads started, caches warm)
-  while (limit == 0 || batches < limit) {
-    auto batch = guarded(e.train_data, "get_batch", stream);
-    if (!batch) break;
-    ++batches;
-    samples += batch->size();
-    if (batches == 1) t1 = std::chrono::steady_clock::now(), first_batch = samples;
-  }
-  const auto t2 = std::chrono::steady_clock::now();
-  const double seconds = std::chrono::duration<double>(t2 - t0).count();
-  const double steady_seconds = std::chrono::duration<double>(t2 - t1).count();
-  std::cout << "iterate: " << samples << " samples in " << batches << " batches, " << json_number(seconds)
-            << " s, samples_per_sec " << json_number(samples / seconds);
-  if (batches > 1) std::cout << ", steady_samples_per_sec " << json_number((samples - first_batch) / steady_seconds);
-  std::cout << ", decode_threads " << options.threads << ", bad_records " << stats->bad_records.load() << "\n";
+  const IterateResult r = iterate(e, vm["batches"].as<int64_t>());
+  std::cout << "iterate: " << r.samples << " samples in " << r.batches << " batches, " << json_number(r.seconds)
+            << " s, samples_per_sec " << json_number(r.samples / r.seconds);
+  if (r.batches > 1) std::cout << ", steady_samples_per_sec " << json_number(r.steady_samples / r.steady_seconds);
+  std::cout << ", decode_threads " << r.decode_threads << ", bad_records " << r.bad_records << "\n";
   return 0;
 }
 

@@ -2,15 +2,11 @@
 #include <filesystem>
 #include <iostream>
 
-#include <torch/utils.h>
 
 #include "cli/command_line.h"
 #include "cli/commands.h"
-#include "report/svg_chart.h"
-#include "run/session.h"
-#include "train/lr_finder.h"
-#include "train/wiring_check.h"
-#include "train/trainer.h"
+#include "run/experiment_file.h"
+#include "run/lr_finder.h"
 #include "trainyard/error.h"
 #include "util/files.h"
 #include "util/json.h"
@@ -41,25 +37,6 @@ LrFinderOptions finder_options(const po::variables_map& vm) {
   return o;
 }
 
-void write_results(const std::string& out, const LrFinderResult& result, const std::string& title, const std::string& mode) {
-  fs::create_directories(out);
-  write_file_atomic((fs::path(out) / "lr_finder.csv").string(), lr_finder_csv(result));
-  write_file_atomic((fs::path(out) / "lr_finder.svg").string(), svg_line_chart(lr_finder_chart(result, title)));
-  nlohmann::ordered_json j;
-  j["mode"] = mode;
-  j["suggestion"] = result.suggestion ? json_value(*result.suggestion) : nlohmann::ordered_json(nullptr);
-  j["rule"] = result.rule;
-  j["problem"] = result.problem;
-  j["diverged"] = result.diverged;
-  // The first rate that diverged: the finder tried nothing higher.
-  for (const auto& p : result.points)
-    if (p.diverged) {
-      j["diverged_at_lr"] = json_value(p.lr);
-      break;
-    }
-  write_file_atomic((fs::path(out) / "lr_finder.json").string(), json_text(j) + "\n");
-}
-
 }  // namespace
 
 int find_lr_command(int argc, char** argv) {
@@ -87,23 +64,10 @@ int find_lr_command(int argc, char** argv) {
   Experiment e = load_experiment(vm, registry);
   const std::string out = maybe<std::string>(vm, "output").value_or((fs::path(e.output.dir) / (e.name + "-lr-finder")).string());
   check_output_folder(out, vm.count("output") ? "command line: --output " + out : e.where("output.dir"));
-  if (auto launched = launch_if_asked(vm, e, argc, argv)) return *launched;
-  // The run directory is never touched: the finder trains a copy of the start state and writes only `out`.
-  Session session(e, registry, out);
-  torch::manual_seed(e.seed);
-  Components components = build_components(e, session.context);
-  check_wiring(components, e, session.context);
-  Trainer trainer(e, std::move(components), session.context, RunPaths(out));
-  trainer.set_communicator(session.comm.get());
-  if (session.comm) session.comm->broadcast_module(*trainer.network_module());
-  const bool rank0 = session.context.rank == 0;
-  if (rank0)
-    std::cout << "find-lr: " << e.name << ": " << o.mode << " over [" << json_number(o.min_lr) << ", "
-              << json_number(o.max_lr) << "], optimizer " << e.optimizer.plugin << ", batch "
-              << e.loop.batch_per_device << " x " << session.context.world_size << " rank(s)\n" << std::flush;
-  LrFinderResult result = find_learning_rate(trainer, session.comm.get(), o, rank0);
-  if (!rank0) return 0;
-  write_results(out, result, e.name + ": loss against learning rate (" + o.mode + ")", o.mode);
+  if (auto launched = launch_if_asked(launch_request(vm, argc, argv), e)) return *launched;
+  const std::optional<LrFinderResult> found = find_lr(e, registry, o, out);
+  if (!found) return 0;  // not rank 0
+  const LrFinderResult& result = *found;
   if (result.suggestion)
     std::cout << "find-lr: suggested learning rate " << json_number(*result.suggestion) << " (" << result.rule << ")\n";
   else

@@ -8,8 +8,7 @@
 #include "cli/commands.h"
 #include "plugins/loader.h"
 #include "run/inspect.h"
-#include "run/session.h"
-#include "train/wiring_check.h"
+#include "run/experiment_file.h"
 #include "trainyard/error.h"
 #include "trainyard/version.h"
 #include "util/text.h"
@@ -54,36 +53,7 @@ int validate_command(int argc, char** argv) {
   if (!parse_command_line(argc, argv, usage, visible, "experiment", vm)) return 0;
   Registry registry;
   Experiment e = load_experiment(vm, registry);
-  Context context = make_context(e);
-  announce_precision(e);
-  torch::manual_seed(e.seed);
-  Components c = build_components(e, context);
-  check_wiring(c, e, context);
-  const auto [params, trainable] = parameter_count(*c.network.object);
-  std::cout << "ok: " << e.path << " (" << e.name << "): dataset " << e.train_data.plugin << " ("
-            << c.train_data.object->size() << " train"
-            << (c.test_data.object ? ", " + std::to_string(c.test_data.object->size()) + " test" : std::string())
-            << " samples), network " << e.network.plugin << " (" << params << " parameters, " << trainable
-            << " trainable), loss " << e.loss.plugin << ", optimizer " << e.optimizer.plugin << ", "
-            << e.meters.size() << " meters, " << e.callbacks.size() << " callbacks, " << e.overrides.size()
-            << " overrides\n";
-  if (e.stages.empty()) std::cout << describe_groups(c, e, "");
-  // Each stage built as it will be: its optimizer, groups and freezing.
-  for (size_t k = 0; k < e.stages.size(); ++k) {
-    const Experiment& s = e.stages[k];
-    torch::manual_seed(s.seed);
-    Components built;
-    try {
-      built = build_components(s, context);
-      check_wiring(built, s, context);
-    } catch (const ConfigError& err) {
-      throw ConfigError("stage " + std::to_string(k + 1) + " '" + s.stage_name + "': " + err.what());
-    }
-    std::cout << "stage " << k + 1 << " '" << s.stage_name << "': " << s.loop.epochs << " epochs, batch "
-              << s.loop.batch_per_device << ", optimizer " << s.optimizer.plugin << ", schedule " << s.schedule.policy
-              << ", " << parameter_count(*built.network.object).second << " trainable parameters\n"
-              << describe_groups(built, s, "  ");
-  }
+  validate(e, std::cout);
   return 0;
 }
 

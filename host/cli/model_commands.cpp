@@ -6,7 +6,7 @@
 #include "cli/commands.h"
 #include "formats/metrics.h"
 #include "run/model.h"
-#include "run/session.h"
+#include "run/experiment_file.h"
 #include "trainyard/error.h"
 #include "util/files.h"
 #include "util/json.h"
@@ -27,8 +27,7 @@ int eval_command(int argc, char** argv) {
   Experiment e = load_experiment(vm, registry);
   const std::string checkpoint =
       checkpoint_to_read(maybe<std::string>(vm, "checkpoint"), e, maybe<std::string>(vm, "output-dir").value_or(""));
-  LoadedModel m = load_model(e, checkpoint);
-  const MeterValues values = m.trainer->test_pass();
+  const MeterValues values = evaluate(e, checkpoint);
   std::cout << "eval: " << checkpoint << ":";
   for (const auto& [k, v] : values) std::cout << " " << k << "=" << json_number(v);
   std::cout << "\n";

@@ -5,9 +5,10 @@
 
 #include "cli/command_line.h"
 #include "cli/commands.h"
+#include "formats/run_paths.h"
 #include "log/log.h"
 #include "run/runner.h"
-#include "run/session.h"
+#include "run/experiment_file.h"
 #include "run/inspect.h"
 #include "util/files.h"
 #include "util/json.h"
@@ -44,7 +45,7 @@ int run_command(int argc, char** argv) {
     check_output_folder(vm["output-dir"].as<std::string>(), "command line: --output-dir " + vm["output-dir"].as<std::string>());
   else
     check_output_folder(e.output.dir, e.where("output.dir"));
-  if (auto launched = launch_if_asked(vm, e, argc, argv)) return *launched;
+  if (auto launched = launch_if_asked(launch_request(vm, argc, argv), e)) return *launched;
   // Start-up (building components, loading data) has no boundary to stop at:
   // until the loop begins, a stop signal ends the process at once.
   install_startup_stop_signals(e.loop.stop_signals);

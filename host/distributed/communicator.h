@@ -47,7 +47,7 @@ class GradientReducer {
 };
 
 /// Where trainyard would set what LibTorch's NCCL backend reads from the
-/// environment (main() calls it first, before any thread exists); today it
+/// environment (main() calls it first, through run/launch.h, before any thread exists); today it
 /// keeps LibTorch's defaults (no blocking wait): docs/distributed.md says why.
 void configure_nccl_environment();
 

@@ -22,40 +22,6 @@
 
 namespace trainyard::host {
 
-c10::Device rank_device(const Experiment& e, const World& world) {
-  if (e.distributed.num_gpus <= 0) return c10::Device(c10::DeviceType::CPU);
-  const std::string where = e.where("distributed.num_gpus");
-  const int64_t visible = torch::cuda::is_available() ? static_cast<int64_t>(torch::cuda::device_count()) : 0;
-  if (visible == 0)
-    throw ConfigError(where + ": GPUs requested but " +
-                          (std::string(TRAINYARD_CUDA) == "none" ? "this LibTorch has no CUDA"
-                                                                  : "this process sees no CUDA device"),
-                      "expected num_gpus: 0 on this machine, got " + std::to_string(e.distributed.num_gpus),
-                      "set distributed.num_gpus: 0 to train on the CPU");
-  const int64_t index = gpu_index_for(e.distributed.first_gpu_id, world.local_rank, visible);
-  if (index < 0)
-    throw ConfigError(e.where("distributed.first_gpu_id") +
-                          ": local rank " + std::to_string(world.local_rank) +
-                          " would use GPU " + std::to_string(e.distributed.first_gpu_id + world.local_rank),
-                      "expected first_gpu_id + local rank < " + std::to_string(visible) + " (the GPUs visible here)",
-                      "start at most " + std::to_string(std::max<int64_t>(visible - e.distributed.first_gpu_id, 0)) +
-                          " processes per node, or check CUDA_VISIBLE_DEVICES");
-#ifdef TRAINYARD_WITH_CUDA
-  // bfloat16 arithmetic needs compute capability 8.0 (Ampere) or newer.
-  const cudaDeviceProp* props = at::cuda::getDeviceProperties(static_cast<c10::DeviceIndex>(index));
-  std::vector<const Experiment*> all{&e};
-  for (const auto& stage : e.stages) all.push_back(&stage);
-  for (const Experiment* x : all)
-    if (x->loop.effective_precision() == "bf16-mixed" && props->major < 8)
-      throw ConfigError(e.where("loop.precision") +
-                            ": bf16-mixed needs a GPU of compute capability 8.0 or newer (native bfloat16)",
-                        "expected fp32 or fp16-mixed on GPU " + std::to_string(index) + " (" + props->name + ", " +
-                            std::to_string(props->major) + "." + std::to_string(props->minor) + "), got bf16-mixed",
-                        "use precision: fp16-mixed on this GPU");
-#endif
-  return c10::Device(c10::DeviceType::CUDA, static_cast<c10::DeviceIndex>(index));
-}
-
 int64_t gpu_index_for(int64_t first_gpu_id, int64_t local_rank, int64_t visible) {
   const int64_t index = first_gpu_id + local_rank;
   if (index < visible) return index;

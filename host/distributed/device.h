@@ -9,11 +9,6 @@
 
 namespace trainyard::host {
 
-/// This rank's training device: cuda:(distributed.first_gpu_id + local rank)
-/// when the experiment trains on GPUs, else the CPU. Throws ConfigError when
-/// LibTorch has no CUDA or the index is past the GPUs this process sees.
-c10::Device rank_device(const Experiment& e, const World& world);
-
 /// Where a collective's tensors must live: NCCL takes only tensors on the
 /// rank's own GPU, Gloo takes CPU tensors. The Communicator builds every flag,
 /// sum and barrier tensor here, and the NCCL path asks the same function.

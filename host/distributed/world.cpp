@@ -98,12 +98,12 @@ std::optional<SlurmStep> slurm_step() {
   return step;
 }
 
-World detect_world(const Experiment& e) {
+World detect_world(const StoreSettings& store) {
   World w;
-  w.master_addr = e.distributed.master_addr;
-  w.master_port = static_cast<int>(e.distributed.master_port);
-  w.rendezvous = e.distributed.rendezvous;
-  w.rendezvous_file = e.distributed.rendezvous_file;
+  w.master_addr = store.master_addr;
+  w.master_port = store.master_port;
+  w.rendezvous = store.rendezvous;
+  w.rendezvous_file = store.rendezvous_file;
   if (env_int("WORLD_SIZE", w.world_size)) {
     if (!env_int("RANK", w.rank)) throw ConfigError("environment: WORLD_SIZE is set but RANK is not", "expected both", "");
     env_int("LOCAL_RANK", w.local_rank);
@@ -156,7 +156,7 @@ World detect_world(const Experiment& e) {
     throw ConfigError("environment: rank " + std::to_string(w.rank) + " of world size " + std::to_string(w.world_size),
                       "expected 0 <= rank < world size", "check how the processes were launched");
   if (w.rendezvous == "file" && w.rendezvous_file.empty())
-    throw ConfigError(e.where("distributed.rendezvous_file") +
+    throw ConfigError(store.rendezvous_file_where +
                           ": rendezvous: file needs a file",
                       "expected distributed.rendezvous_file: a path all ranks can reach", "");
   return w;

@@ -1,10 +1,10 @@
 #pragma once
 // Which process of a run this is, and how to reach the others.
+#include <cstdint>
 #include <optional>
 #include <string>
 #include <vector>
 
-#include "config/experiment.h"
 
 namespace trainyard::host {
 
@@ -30,17 +30,28 @@ struct World {
   bool distributed() const { return world_size > 1; }
 };
 
+/// Where rank 0's store is when the environment does not say: the
+/// experiment's distributed section (run/ fills it in).
+struct StoreSettings {
+  std::string master_addr = "127.0.0.1";
+  int master_port = 29500;
+  std::string rendezvous = "tcp";  ///< tcp or file
+  std::string rendezvous_file;
+  /// Where the rendezvous file is set, as errors name it ("exp.yaml:12: distributed.rendezvous_file").
+  std::string rendezvous_file_where = "distributed.rendezvous_file";
+};
+
 /// From the environment: RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE,
 /// MASTER_ADDR, MASTER_PORT (trainyard's launcher, torchrun --no-python), or
 /// SLURM_PROCID, SLURM_NTASKS, SLURM_LOCALID in an srun step (rank 0's
 /// address from the node list, a port from the job id); MASTER_ADDR and
-/// MASTER_PORT from the environment win, else the experiment's distributed
-/// section. A Slurm job's batch script with several tasks but no srun step
-/// is refused (ConfigError): its one process is not a rank.
+/// MASTER_PORT from the environment win, else `store`. A Slurm job's batch
+/// script with several tasks but no srun step is refused (ConfigError): its
+/// one process is not a rank.
 /// Under torchrun, TORCHELASTIC_USE_AGENT_STORE=True with MASTER_ADDR and
 /// MASTER_PORT set means the agent hosts the store (agent_store).
 /// Throws ConfigError for malformed values.
-World detect_world(const Experiment& experiment);
+World detect_world(const StoreSettings& store);
 
 /// A task of an srun step (SLURM_STEP_ID set): how many tasks and nodes
 /// the step has, this task's node, the step's first host and the job.

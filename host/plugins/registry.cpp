@@ -3,6 +3,7 @@
 #include <filesystem>
 
 #include "trainyard/error.h"
+#include "trainyard/version.h"
 #include "util/text.h"
 
 namespace trainyard::host {
@@ -22,6 +23,17 @@ const char* kind_name(Kind kind) {
 
 std::string kind_plural(Kind kind) {
   return kind == Kind::loss ? "losses" : std::string(kind_name(kind)) + "s";
+}
+
+bool LibraryInfo::supports(SdkFeature feature) const {
+  unsigned since = 0;  // the API minor that added the feature
+  switch (feature) {
+    case SdkFeature::test_batch_callback:
+    case SdkFeature::image_preprocessing: since = 1; break;
+    case SdkFeature::input_normalization:
+    case SdkFeature::streamed_data: since = 2; break;
+  }
+  return api_major == TRAINYARD_API_MAJOR && api_minor >= since;
 }
 
 std::string Component::label() const {

@@ -18,6 +18,18 @@ const char* kind_name(Kind kind);
 /// "datasets", ..., "additional_overrides": for "(known networks: ...)".
 std::string kind_plural(Kind kind);
 
+/// What an SDK minor added to the component interfaces. A plugin built
+/// against an older minor has no such virtual function in its vtable, so the
+/// host must not call it: the registry answers, from the library's API
+/// number, once per question (docs/sdk-changes.md, "Adding to the SDK").
+/// No other part of the host reads an API minor.
+enum class SdkFeature {
+  test_batch_callback,  ///< 1.1: Callback::after_test_batch
+  image_preprocessing,  ///< 1.1: Dataset::image_preprocessing
+  input_normalization,  ///< 1.2: Dataset::input_normalization
+  streamed_data,        ///< 1.2: Dataset::streamed and begin_pass
+};
+
 /// Where a component came from.
 struct LibraryInfo {
   std::string path;
@@ -26,6 +38,8 @@ struct LibraryInfo {
   std::string description;
   std::string fingerprint;
   unsigned api_major = 0, api_minor = 0;
+  /// Whether this library's components have `feature`'s functions.
+  bool supports(SdkFeature feature) const;
 };
 
 struct Component {
@@ -39,6 +53,9 @@ struct Component {
       factory;
   /// "network 'mlp' (libmlp.so)": how errors name a component.
   std::string label() const;
+  /// Whether the component's library supports `feature`; false for a
+  /// component without a library (one a test built in).
+  bool supports(SdkFeature feature) const { return library && library->supports(feature); }
 };
 
 class Registry {

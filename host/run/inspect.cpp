@@ -1,23 +1,24 @@
 #include "run/inspect.h"
 
+#include <chrono>
 #include <sstream>
 
 #include <torch/utils.h>
 
+#include "run/assembly.h"
+#include "run/experiment_file.h"
 #include "run/session.h"
 #include "train/dry_run.h"
+#include "train/guard.h"
+#include "train/trainer.h"
 #include "util/json.h"
 #include "util/text.h"
 
 namespace trainyard::host {
 
-std::string dry_run(const Experiment& e) {
-  Context context = make_context(e);
-  torch::manual_seed(e.seed);
-  Components built = build_components(e, context);
-  return dry_run_report(e, built, context) + describe_groups(built, e, "");
-}
-
+namespace {
+// Which parameters fell in which optimizer group, and what is frozen; each
+// line starts with `indent`.
 std::string describe_groups(const Components& built, const Experiment& e, const std::string& indent) {
   std::ostringstream out;
   out << indent << "parameter groups:\n";
@@ -27,6 +28,71 @@ std::string describe_groups(const Components& built, const Experiment& e, const 
         << join(g.parameters) << "\n";
   if (!built.frozen.empty()) out << indent << "frozen: " << join(e.network.freeze) << "\n";
   return out.str();
+}
+}  // namespace
+
+std::string dry_run(const Experiment& e) {
+  Context context = make_context(e);
+  torch::manual_seed(e.seed);
+  Components built = build_components(e, context);
+  return dry_run_report(e, built, context) + describe_groups(built, e, "");
+}
+
+void validate(const Experiment& e, std::ostream& out) {
+  Context context = make_context(e);
+  announce_precision(e);
+  Components c = build_checked(e, context);
+  const auto [params, trainable] = parameter_count(*c.network.object);
+  out << "ok: " << e.path << " (" << e.name << "): dataset " << e.train_data.plugin << " ("
+      << c.train_data.object->size() << " train"
+      << (c.test_data.object ? ", " + std::to_string(c.test_data.object->size()) + " test" : std::string())
+      << " samples), network " << e.network.plugin << " (" << params << " parameters, " << trainable
+      << " trainable), loss " << e.loss.plugin << ", optimizer " << e.optimizer.plugin << ", "
+      << e.meters.size() << " meters, " << e.callbacks.size() << " callbacks, " << e.overrides.size()
+      << " overrides\n";
+  if (e.stages.empty()) out << describe_groups(c, e, "");
+  // Each stage built as it will be: its optimizer, groups and freezing.
+  for (size_t k = 0; k < e.stages.size(); ++k) {
+    const Experiment& s = e.stages[k];
+    Components built;
+    try {
+      built = build_checked(s, context);
+    } catch (const ConfigError& err) {
+      throw ConfigError("stage " + std::to_string(k + 1) + " '" + s.stage_name + "': " + err.what());
+    }
+    out << "stage " << k + 1 << " '" << s.stage_name << "': " << s.loop.epochs << " epochs, batch "
+        << s.loop.batch_per_device << ", optimizer " << s.optimizer.plugin << ", schedule " << s.schedule.policy
+        << ", " << parameter_count(*built.network.object).second << " trainable parameters\n"
+        << describe_groups(built, s, "  ");
+  }
+}
+
+IterateResult iterate(const Experiment& e, int64_t batch_limit) {
+  Context context = make_context(e);
+  auto dataset = std::get<Factory<Dataset>>(e.train_data.component->factory);
+  auto data = guarded(e.train_data, "construction", [&] { return dataset(e.train_data.options, context); });
+  const EpochPlan plan = make_epoch_plan(e, data->size(), context);
+  const LoaderOptions options = make_loader_options(e, e.train_data, *data, e.loop.batch_per_device, context);
+  auto stats = std::make_shared<LoaderStats>();
+  const auto t0 = std::chrono::steady_clock::now();
+  BatchStream stream = batch_stream(*data, plan.indices(0), 0, 0, options, stats);
+  IterateResult r;
+  int64_t first_batch = 0;
+  auto t1 = t0;  // when the first batch arrived: the steady rate counts from there (threads started, caches warm)
+  while (batch_limit == 0 || r.batches < batch_limit) {
+    auto batch = guarded(e.train_data, "get_batch", stream);
+    if (!batch) break;
+    ++r.batches;
+    r.samples += batch->size();
+    if (r.batches == 1) t1 = std::chrono::steady_clock::now(), first_batch = r.samples;
+  }
+  const auto t2 = std::chrono::steady_clock::now();
+  r.seconds = std::chrono::duration<double>(t2 - t0).count();
+  r.steady_samples = r.samples - first_batch;
+  r.steady_seconds = std::chrono::duration<double>(t2 - t1).count();
+  r.decode_threads = options.threads;
+  r.bad_records = stats->bad_records.load();
+  return r;
 }
 
 }  // namespace trainyard::host

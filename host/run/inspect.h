@@ -1,10 +1,11 @@
 #pragma once
 // Looking at an experiment without training it: `run --dry-run` and what
 // `validate` prints about the built components.
+#include <cstdint>
+#include <ostream>
 #include <string>
 
 #include "config/experiment.h"
-#include "train/components.h"
 
 namespace trainyard::host {
 
@@ -12,8 +13,24 @@ namespace trainyard::host {
 /// train and one test batch run; the report and the parameter groups.
 std::string dry_run(const Experiment& experiment);
 
-/// Which parameters fell in which optimizer group, and what is frozen; each
-/// line starts with `indent`.
-std::string describe_groups(const Components& built, const Experiment& experiment, const std::string& indent);
+/// `trainyard validate`: builds every stage as a run would (components and
+/// one batch through them) and writes what it built to `out`: datasets and
+/// their sizes, the network's parameters, each stage's optimizer groups and
+/// what is frozen. Throws ConfigError naming the stage that failed.
+void validate(const Experiment& experiment, std::ostream& out);
+
+/// What `trainyard iterate` measured: the training split's input pipeline
+/// alone (decode threads, loader), no network.
+struct IterateResult {
+  int64_t samples = 0, batches = 0;
+  double seconds = 0;         ///< from the loader's start to its last batch
+  int64_t steady_samples = 0;  ///< after the first batch (threads started, caches warm)
+  double steady_seconds = 0;
+  int64_t decode_threads = 0;
+  int64_t bad_records = 0;
+};
+/// Draws epoch 0's training batches as a run would, `batch_limit` of them
+/// (0: the whole epoch).
+IterateResult iterate(const Experiment& experiment, int64_t batch_limit);
 
 }  // namespace trainyard::host

@@ -13,7 +13,8 @@
 #include "formats/state_dict.h"
 #include "run/session.h"
 #include "train/checkpoint_store.h"
-#include "train/wiring_check.h"
+#include "run/assembly.h"
+#include "train/trainer.h"
 #include "util/shape.h"
 #include "train/guard.h"
 #include "trainyard/labeled_files.h"
@@ -26,6 +27,49 @@
 namespace fs = std::filesystem;
 
 namespace trainyard::host {
+namespace {
+
+/// The components of the stage a checkpoint belongs to, its weights loaded.
+struct LoadedModel {
+  Context context;
+  const Experiment* stage = nullptr;
+  std::unique_ptr<Trainer> trainer;
+  /// How the evaluation split (test, else train) turns an image file into a
+  /// sample (Dataset::image_preprocessing), and which entry said so.
+  std::optional<std::map<std::string, Value>> image_preprocessing;
+  std::string evaluation_split;  ///< "dataset.test (dataset 'fashion_mnist' from ...)"
+};
+LoadedModel load_model(const Experiment& experiment, const std::string& checkpoint);
+
+LoadedModel load_model(const Experiment& e, const std::string& checkpoint) {
+  LoadedModel m;
+  CheckpointState peeked;
+  try {
+    verify_checkpoint(checkpoint);  // a truncated or damaged file is named before anything is built
+    peeked = peek_checkpoint(checkpoint);
+  } catch (const ConfigError&) {
+    throw;
+  } catch (const Error& err) {
+    throw ConfigError(err.what(), "expected a complete checkpoint written by trainyard run", "");
+  }
+  m.stage = e.stages.empty() ? &e : &e.stages.at(static_cast<size_t>(std::max<int64_t>(0, peeked.stage)));
+  m.context = make_context(*m.stage);
+  m.trainer = assemble_stage(*m.stage, m.context, nullptr, RunPaths(""));
+  const Components& c = m.trainer->components();
+  const Built<Dataset>& split = c.test_data.object ? c.test_data : c.train_data;
+  m.evaluation_split = split.config->key + " (" + split.config->component->label() + ")";
+  if (split.config->component->supports(SdkFeature::image_preprocessing))
+    m.image_preprocessing = guarded(*split.config, "image_preprocessing", [&] { return split.object->image_preprocessing(); });
+  try {
+    load_checkpoint(checkpoint, m.trainer->network(), m.trainer->optimizer(), Verify::already_done);
+  } catch (const Error& err) {
+    throw ConfigError(err.what(), "expected a checkpoint of this experiment's network", "");
+  }
+  return m;
+}
+
+}  // namespace
+
 
 std::string checkpoint_to_read(const std::optional<std::string>& explicit_path, const Experiment& e,
                                const std::string& output_dir) {
@@ -42,35 +86,8 @@ std::string checkpoint_to_read(const std::optional<std::string>& explicit_path, 
   return all.back();
 }
 
-LoadedModel load_model(const Experiment& e, const std::string& checkpoint) {
-  LoadedModel m;
-  CheckpointState peeked;
-  try {
-    verify_checkpoint(checkpoint);  // a truncated or damaged file is named before anything is built
-    peeked = peek_checkpoint(checkpoint);
-  } catch (const ConfigError&) {
-    throw;
-  } catch (const Error& err) {
-    throw ConfigError(err.what(), "expected a complete checkpoint written by trainyard run", "");
-  }
-  m.stage = e.stages.empty() ? &e : &e.stages.at(static_cast<size_t>(std::max<int64_t>(0, peeked.stage)));
-  m.context = make_context(*m.stage);
-  torch::manual_seed(m.stage->seed);
-  Components c = build_components(*m.stage, m.context);
-  check_wiring(c, *m.stage, m.context);
-  const Built<Dataset>& split = c.test_data.object ? c.test_data : c.train_data;
-  m.evaluation_split = split.config->key + " (" + split.config->component->label() + ")";
-  // A plugin built before SDK 1.1 has no such virtual function to call.
-  const LibraryInfo& library = *split.config->component->library;
-  if (library.api_major == TRAINYARD_API_MAJOR && library.api_minor >= 1)
-    m.image_preprocessing = guarded(*split.config, "image_preprocessing", [&] { return split.object->image_preprocessing(); });
-  m.trainer = std::make_unique<Trainer>(*m.stage, std::move(c), m.context, RunPaths(""));
-  try {
-    load_checkpoint(checkpoint, m.trainer->network(), m.trainer->optimizer(), Verify::already_done);
-  } catch (const Error& err) {
-    throw ConfigError(err.what(), "expected a checkpoint of this experiment's network", "");
-  }
-  return m;
+MeterValues evaluate(const Experiment& e, const std::string& checkpoint) {
+  return load_model(e, checkpoint).trainer->test_pass();
 }
 
 size_t export_model(const Experiment& e, const ExportRequest& request) {

@@ -6,7 +6,7 @@
 #include <string>
 
 #include "config/experiment.h"
-#include "train/trainer.h"
+#include "trainyard/loop.h"
 
 namespace trainyard::host {
 
@@ -16,17 +16,9 @@ namespace trainyard::host {
 std::string checkpoint_to_read(const std::optional<std::string>& explicit_path, const Experiment& experiment,
                                const std::string& output_dir);
 
-/// The components of the stage a checkpoint belongs to, its weights loaded.
-struct LoadedModel {
-  Context context;
-  const Experiment* stage = nullptr;
-  std::unique_ptr<Trainer> trainer;
-  /// How the evaluation split (test, else train) turns an image file into a
-  /// sample (Dataset::image_preprocessing), and which entry said so.
-  std::optional<std::map<std::string, Value>> image_preprocessing;
-  std::string evaluation_split;  ///< "dataset.test (dataset 'fashion_mnist' from ...)"
-};
-LoadedModel load_model(const Experiment& experiment, const std::string& checkpoint);
+/// `trainyard eval`: the test meters over the test split (else the train
+/// split) on the checkpoint's weights, in the stage the checkpoint belongs to.
+MeterValues evaluate(const Experiment& experiment, const std::string& checkpoint);
 
 struct ExportRequest {
   std::string checkpoint;

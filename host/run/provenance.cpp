@@ -115,4 +115,9 @@ void record_provenance(const std::string& run_dir, const nlohmann::ordered_json&
   append_line((fs::path(run_dir) / "provenance.jsonl").string(), json_text(record));
 }
 
+std::string runtime_summary() {
+  return "LibTorch " TORCH_VERSION " (BLAS: " + loaded_blas() + "); " + cuda_summary() + "\n" +
+         "cpu: " + cpu_facts().describe() + "\n";
+}
+
 }  // namespace trainyard::host

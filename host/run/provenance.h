@@ -30,4 +30,8 @@ void record_provenance(const std::string& run_dir, const nlohmann::ordered_json&
 /// libblas.so.3), or "unknown".
 std::string loaded_blas();
 
+/// What `trainyard --version` says of the machine, two lines: "LibTorch 2.15.0
+/// (BLAS: ...); CUDA ..." and "cpu: AMD EPYC; AVX2 yes, ...".
+std::string runtime_summary();
+
 }  // namespace trainyard::host

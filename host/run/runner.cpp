@@ -16,6 +16,11 @@
 #include "formats/metrics.h"
 #include "log/log.h"
 #include "report/report.h"
+#include "run/assembly.h"
+#include "run/experiment_file.h"
+#include "run/session.h"
+#include "train/checkpoint_store.h"
+#include "train/trainer.h"
 #include "train/wiring_check.h"
 #include "run/provenance.h"
 #include "trainyard/error.h"
@@ -93,19 +98,17 @@ Runner::Runner(const Experiment& experiment, const Registry& registry, RunReques
       registry_(registry),
       request_(std::move(request)),
       run_dir_(run_dir_of(e_, request_)),
-      store_(RunPaths(run_dir_).checkpoints, e_.output.keep_checkpoints),
-      session_(e_, registry_, run_dir_) {}
+      store_(std::make_shared<CheckpointStore>(RunPaths(run_dir_).checkpoints, e_.output.keep_checkpoints)),
+      session_(std::make_unique<Session>(e_, registry_, run_dir_)) {}
+
+const Context& Runner::context() const { return session_->context; }
 
 Runner::~Runner() = default;
 
 std::unique_ptr<Trainer> Runner::make_trainer(size_t k) {
   const Experiment& ek = stage_experiment(k);
-  torch::manual_seed(ek.seed);  // the same initial weights (and generator state) whichever way a stage starts
-  Components components = build_components(ek, session_.context);
-  // Every stage (the first before anything is written): one batch through the components.
-  check_wiring(components, ek, session_.context);
-  auto t = std::make_unique<Trainer>(ek, std::move(components), session_.context, RunPaths(run_dir_));
-  t->set_communicator(session_.comm.get());
+  // Every stage (the first before anything is written) seeded and checked with one batch.
+  std::unique_ptr<Trainer> t = assemble_stage(ek, session_->context, session_->comm.get(), RunPaths(run_dir_), store_);
   t->set_debug(request_.debug);
   StageInfo info;
   info.index = static_cast<int64_t>(k);
@@ -117,14 +120,14 @@ std::unique_ptr<Trainer> Runner::make_trainer(size_t k) {
 }
 
 std::unique_ptr<Trainer> Runner::resume() {
-  const Context& context = session_.context;
+  const Context& context = session_->context;
   if (context.rank == 0) {
-    auto stale = store_.remove_stale_temporaries();
+    auto stale = store_->remove_stale_temporaries();
     if (!stale.empty())
       InfoLine() << "trainyard: removed " << stale.size() << " leftover file(s) of an interrupted checkpoint write: "
                 << join(stale) << "\n";
   }
-  const auto checkpoints = store_.list();
+  const auto checkpoints = store_->list();
   std::vector<std::string> unverified, failures;
   // Warnings are printed only when the run goes on: a refusal is one error line.
   std::vector<std::string> skipped;
@@ -134,7 +137,7 @@ std::unique_ptr<Trainer> Runner::resume() {
   for (auto it = checkpoints.rbegin(); it != checkpoints.rend(); ++it) {
     // An incomplete or damaged checkpoint is skipped for the next older one.
     try {
-      store_.verify(*it);
+      store_->verify(*it);
     } catch (const Error& err) {
       unverified.push_back(*it);
       skipped.push_back(err.what());
@@ -163,7 +166,7 @@ std::unique_ptr<Trainer> Runner::resume() {
   // Starting over is right only for a run killed while writing its first
   // checkpoint; progress that evidently existed is never dropped silently.
   if (unverified.size() > 1 || evidently_complete(unverified.front()))
-    throw ConfigError(store_.dir() + ": " + std::to_string(unverified.size()) +
+    throw ConfigError(store_->dir() + ": " + std::to_string(unverified.size()) +
                           " checkpoint(s), none with a valid manifest (newest: " + skipped.front() + ")",
                       "expected each checkpoint with its manifest (NAME.pt.manifest.json), as trainyard writes "
                       "them; starting over would lose the run's progress",
@@ -175,7 +178,7 @@ std::unique_ptr<Trainer> Runner::resume() {
 }
 
 std::unique_ptr<Trainer> Runner::resume_unverified(const std::vector<std::string>& newest_first) {
-  const Context& context = session_.context;
+  const Context& context = session_->context;
   std::vector<std::string> failures;
   for (const auto& path : newest_first) {
     try {
@@ -188,13 +191,13 @@ std::unique_ptr<Trainer> Runner::resume_unverified(const std::vector<std::string
       failures.push_back(err.what());
     }
   }
-  throw ConfigError(store_.dir() + ": none of the " + std::to_string(newest_first.size()) +
+  throw ConfigError(store_->dir() + ": none of the " + std::to_string(newest_first.size()) +
                         " unverified checkpoint(s) loads (" + failures.front() + ")",
                     "expected at least one loadable checkpoint", "run with --fresh to start over");
 }
 
 std::unique_ptr<Trainer> Runner::load_from(const std::string& checkpoint) {
-  const CheckpointState peeked = store_.peek(checkpoint);  // which stage to build
+  const CheckpointState peeked = store_->peek(checkpoint);  // which stage to build
   if (peeked.stage < 0 || peeked.stage >= static_cast<int64_t>(stage_count()))
     throw Error(checkpoint + ": checkpoint of stage " + std::to_string(peeked.stage + 1) + ", but the experiment has " +
                 std::to_string(stage_count()));
@@ -207,7 +210,7 @@ std::unique_ptr<Trainer> Runner::load_from(const std::string& checkpoint) {
 }
 
 bool Runner::refused_changes(const std::vector<ConfigChange>& changes, const std::string& since) const {
-  if (!changes.empty() && session_.context.rank == 0)
+  if (!changes.empty() && session_->context.rank == 0)
     InfoLine() << "trainyard: the experiment " << since << ":\n" << describe_changes(changes);
   const bool refused = std::any_of(changes.begin(), changes.end(), [](const auto& c) { return !c.allowed; });
   return refused && !request_.allow_config_change;
@@ -236,7 +239,7 @@ bool Runner::check_checkpoint_belongs(const std::string& checkpoint, size_t stag
   // loop.precision auto may choose otherwise on this machine: allowed, and said.
   const auto& was = recorded.config["resolved_precision"];
   if (now.contains("resolved_precision") && was.is_object() && was.value("precision", "") != now["resolved_precision"]["precision"] &&
-      session_.context.rank == 0)
+      session_->context.rank == 0)
     InfoLine() << "trainyard: loop.precision auto: " << fs::path(checkpoint).filename().string() << " was trained in "
                << was.value("precision", "") << "; this machine resumes in "
                << now["resolved_precision"]["precision"].get<std::string>() << " ("
@@ -288,7 +291,7 @@ void Runner::write_run_directory() const {
   fs::create_directories(run_dir_);
   write_file_atomic((fs::path(run_dir_) / "config.yaml").string(), resolved_yaml(e_));
   write_file_atomic((fs::path(run_dir_) / "config.json").string(), resolved_json(e_));
-  nlohmann::ordered_json provenance = provenance_json(request_.command_line, registry_, session_.world.world_size);
+  nlohmann::ordered_json provenance = provenance_json(request_.command_line, registry_, session_->world.world_size);
   provenance["precision"] = {{"requested", e_.loop.precision},
                              {"used", e_.loop.effective_precision()},
                              {"reason", e_.loop.precision_reason.empty() ? "as written" : e_.loop.precision_reason}};
@@ -304,9 +307,9 @@ void Runner::announce_stage(Trainer& trainer) const {
 }
 
 RunOutcome Runner::run() {
-  const Context& context = session_.context;
-  const World& world = session_.world;
-  Communicator* comm = session_.comm.get();
+  const Context& context = session_->context;
+  const World& world = session_->world;
+  Communicator* comm = session_->comm.get();
   // A write past a file size limit fails with EFBIG (and is reported) instead of killing the process.
   ::signal(SIGXFSZ, SIG_IGN);
   if (comm) check_shared_output(*comm, context.rank, fs::path(run_dir_).parent_path());

@@ -11,11 +11,14 @@
 #include "config/config_diff.h"
 #include "config/experiment.h"
 #include "plugins/registry.h"
-#include "run/session.h"
-#include "train/checkpoint_store.h"
-#include "train/trainer.h"
+#include "trainyard/context.h"
+#include "trainyard/loop.h"
 
 namespace trainyard::host {
+
+class CheckpointStore;
+class Trainer;
+struct Session;
 
 struct RunRequest {
   std::string output_dir;                 ///< folder of run directories; "" for output.dir
@@ -49,7 +52,7 @@ class Runner {
   RunOutcome run();
 
   const std::string& run_dir() const { return run_dir_; }
-  const Context& context() const { return session_.context; }
+  const Context& context() const;
 
  private:
   const Experiment& stage_experiment(size_t k) const { return e_.stages.empty() ? e_ : e_.stages[k]; }
@@ -86,8 +89,8 @@ class Runner {
   const Registry& registry_;
   RunRequest request_;
   std::string run_dir_;
-  CheckpointStore store_;
-  Session session_;
+  std::shared_ptr<CheckpointStore> store_;  ///< the run's checkpoints, shared with its trainers
+  std::unique_ptr<Session> session_;        ///< this rank's place in the run
   std::string resumed_from_;
   bool compare_saved_config_ = false;  ///< the resumed checkpoint records no configuration
   size_t stage_ = 0;

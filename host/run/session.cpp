@@ -6,6 +6,7 @@
 #include <thread>
 
 #include <ATen/Parallel.h>
+#include <torch/cuda.h>
 
 #include <unistd.h>
 
@@ -17,6 +18,7 @@
 #include "plugins/loader.h"
 #include "train/precision.h"
 #include "trainyard/error.h"
+#include "trainyard/version.h"
 #include "util/text.h"
 
 namespace trainyard::host {
@@ -52,33 +54,53 @@ void check_one_gpu_per_rank(Communicator& comm, const World& world, c10::Device 
 
 }  // namespace
 
-void resolve_precision(Experiment& e) {
-  std::optional<GpuFacts> gpu;
-  if (e.distributed.num_gpus > 0) {
-    gpu = gpu_facts(e.distributed.first_gpu_id);
-    if (!gpu) gpu = gpu_facts(0);  // one GPU per rank (rank_device picks it)
+namespace {
+// This rank's training device: cuda:(distributed.first_gpu_id + local rank)
+// when the experiment trains on GPUs, else the CPU. Throws ConfigError when
+// LibTorch has no CUDA, the index is past the GPUs this process sees, or a
+// stage asks bf16 of a GPU without native bfloat16.
+c10::Device rank_device(const Experiment& e, const World& world) {
+  if (e.distributed.num_gpus <= 0) return c10::Device(c10::DeviceType::CPU);
+  const std::string where = e.where("distributed.num_gpus");
+  const int64_t visible = torch::cuda::is_available() ? static_cast<int64_t>(torch::cuda::device_count()) : 0;
+  if (visible == 0)
+    throw ConfigError(where + ": GPUs requested but " +
+                          (std::string(TRAINYARD_CUDA) == "none" ? "this LibTorch has no CUDA"
+                                                                  : "this process sees no CUDA device"),
+                      "expected num_gpus: 0 on this machine, got " + std::to_string(e.distributed.num_gpus),
+                      "set distributed.num_gpus: 0 to train on the CPU");
+  const int64_t index = gpu_index_for(e.distributed.first_gpu_id, world.local_rank, visible);
+  if (index < 0)
+    throw ConfigError(e.where("distributed.first_gpu_id") +
+                          ": local rank " + std::to_string(world.local_rank) +
+                          " would use GPU " + std::to_string(e.distributed.first_gpu_id + world.local_rank),
+                      "expected first_gpu_id + local rank < " + std::to_string(visible) + " (the GPUs visible here)",
+                      "start at most " + std::to_string(std::max<int64_t>(visible - e.distributed.first_gpu_id, 0)) +
+                          " processes per node, or check CUDA_VISIBLE_DEVICES");
+  // bfloat16 arithmetic needs compute capability 8.0 (Ampere) or newer.
+  if (const std::optional<GpuFacts> gpu = gpu_facts(index)) {
+    std::vector<const Experiment*> all{&e};
+    for (const auto& stage : e.stages) all.push_back(&stage);
+    for (const Experiment* x : all)
+      if (x->loop.effective_precision() == "bf16-mixed" && gpu->major < 8)
+        throw ConfigError(e.where("loop.precision") +
+                              ": bf16-mixed needs a GPU of compute capability 8.0 or newer (native bfloat16)",
+                          "expected fp32 or fp16-mixed on GPU " + std::to_string(index) + " (" + gpu->name + ", " +
+                              std::to_string(gpu->major) + "." + std::to_string(gpu->minor) + "), got bf16-mixed",
+                          "use precision: fp16-mixed on this GPU");
   }
-  auto resolve = [&](Experiment& x) {
-    const PrecisionChoice c = choose_precision(x.loop.precision, cpu_facts(), x.distributed.num_gpus > 0, gpu);
-    x.loop.precision_used = c.precision;
-    x.loop.precision_reason = c.reason;
-    x.loop.precision_warning = c.warning;
-  };
-  resolve(e);
-  for (auto& stage : e.stages) resolve(stage);
+  return c10::Device(c10::DeviceType::CUDA, static_cast<c10::DeviceIndex>(index));
 }
+}  // namespace
 
-void announce_precision(const Experiment& e) {
-  std::set<std::string> said;  // stages usually agree: each line once
-  auto announce = [&](const Experiment& x) {
-    const LoopConfig& loop = x.loop;
-    if (loop.precision == "auto" && said.insert(loop.precision_used + loop.precision_reason).second)
-      log_info("trainyard: loop.precision auto: " + loop.effective_precision() + " (" + loop.precision_reason + ")");
-    if (!loop.precision_warning.empty() && said.insert(loop.precision_warning).second)
-      log_warning("warning: " + loop.precision_warning);
-  };
-  announce(e);
-  for (const auto& stage : e.stages) announce(stage);
+StoreSettings store_settings(const Experiment& e) {
+  StoreSettings store;
+  store.master_addr = e.distributed.master_addr;
+  store.master_port = static_cast<int>(e.distributed.master_port);
+  store.rendezvous = e.distributed.rendezvous;
+  store.rendezvous_file = e.distributed.rendezvous_file;
+  store.rendezvous_file_where = e.where("distributed.rendezvous_file");
+  return store;
 }
 
 Context make_context(const Experiment& e, const World& world) {
@@ -97,7 +119,7 @@ Context make_context(const Experiment& e, const World& world) {
 // make_context picks the rank's device and makes it current, before anything
 // touches CUDA (NCCL's group included).
 Session::Session(const Experiment& e, const Registry& registry, const std::string& run_dir)
-    : world(detect_world(e)), context(make_context(e, world)) {
+    : world(detect_world(store_settings(e))), context(make_context(e, world)) {
   set_log_rank(world.rank, world.world_size);
   if (world.distributed()) {
     comm = std::make_unique<Communicator>(world, std::chrono::seconds(e.distributed.timeout_secs), context.device);
@@ -119,15 +141,6 @@ Session::Session(const Experiment& e, const Registry& registry, const std::strin
   context.run_dir = run_dir;
   context.collectives = comm ? &comm->collectives() : nullptr;
   context.sync_batch_norm = e.distributed.sync_batch_norm;
-}
-
-Experiment load_experiment(const std::string& file, const std::vector<std::string>& sets,
-                           const std::vector<std::string>& plugin_dirs, Registry& registry) {
-  ExperimentSource source = read_experiment(file, sets);
-  load_plugin_folders(plugin_search_path(experiment_plugin_dirs(source), plugin_dirs), registry);
-  Experiment e = validate_experiment(std::move(source), registry);
-  resolve_precision(e);
-  return e;
 }
 
 }  // namespace trainyard::host

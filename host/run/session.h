@@ -16,6 +16,10 @@ namespace trainyard::host {
 /// rank's device picked and made current, intra-op threads sized.
 Context make_context(const Experiment& experiment, const World& world = World());
 
+/// The experiment's distributed section as the world's defaults for rank 0's
+/// store (the environment overrides them).
+StoreSettings store_settings(const Experiment& experiment);
+
 struct Session {
   World world;
   std::unique_ptr<Communicator> comm;  ///< null in a single-process run
@@ -25,20 +29,5 @@ struct Session {
   /// checks that every rank runs the same experiment with the same plugins.
   Session(const Experiment& experiment, const Registry& registry, const std::string& run_dir);
 };
-
-/// Resolves loop.precision on this machine (the experiment's and each
-/// stage's): `auto` becomes a precision, a written one may get a warning
-/// (choose_precision()). load_experiment() calls it.
-void resolve_precision(Experiment& experiment);
-
-/// Says what auto chose and why, and warns about a precision that is slow
-/// here: at validate and at a run's start (rank 0).
-void announce_precision(const Experiment& experiment);
-
-/// Reads the experiment, loads the plugin folders it and `plugin_dirs` name
-/// (the built-in folder last), validates it and resolves its precision.
-/// Throws ConfigError.
-Experiment load_experiment(const std::string& file, const std::vector<std::string>& sets,
-                           const std::vector<std::string>& plugin_dirs, Registry& registry);
 
 }  // namespace trainyard::host

@@ -11,7 +11,7 @@
 #include <thread>
 
 #include "report/report.h"
-#include "run/session.h"
+#include "run/experiment_file.h"
 #include "trainyard/error.h"
 #include "util/files.h"
 #include "util/json.h"

@@ -204,23 +204,15 @@ void check_network_settings(const ComponentConfig& net, Network& network) {
   restore();
 }
 
-namespace {
-// True when `plugin` was built with SDK 1.`minor` or later: its vtable has
-// that minor's virtual functions. False for components built in by a test.
-bool has_sdk_minor(const Component* plugin, unsigned minor) {
-  return plugin && plugin->library && plugin->library->api_major == TRAINYARD_API_MAJOR &&
-         plugin->library->api_minor >= minor;
-}
-}  // namespace
-
 std::optional<InputNormalization> input_normalization(const ComponentConfig& config, const Dataset& dataset,
                                                       const Component* plugin) {
-  if (!has_sdk_minor(plugin ? plugin : config.component, 2)) return std::nullopt;
+  const Component* from = plugin ? plugin : config.component;
+  if (!from || !from->supports(SdkFeature::input_normalization)) return std::nullopt;
   return guarded(config, "input_normalization", [&] { return dataset.input_normalization(); });
 }
 
 bool dataset_streamed(const ComponentConfig& config, const Dataset& dataset) {
-  if (!has_sdk_minor(config.component, 2)) return false;
+  if (!config.component || !config.component->supports(SdkFeature::streamed_data)) return false;
   return guarded(config, "streamed", [&] { return dataset.streamed(); });
 }
 

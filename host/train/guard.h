@@ -7,16 +7,11 @@
 #include <c10/util/Exception.h>
 
 #include "config/experiment.h"
+#include "plugins/component_failure.h"
 #include "trainyard/error.h"
 #include "util/process.h"
 
 namespace trainyard::host {
-
-/// A component threw while the loop ran (exit code 1).
-class ComponentFailure : public Error {
- public:
-  using Error::Error;
-};
 
 /// A ConfigError that already names its entry and file position. An enclosing
 /// guarded() (an override's stage wrapped around a default stage that calls a

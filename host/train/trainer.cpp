@@ -31,57 +31,8 @@ double seconds_since(std::chrono::steady_clock::time_point t0) {
 
 }  // namespace
 
-EpochPlan make_epoch_plan(const Experiment& e, int64_t dataset_size, const Context& context) {
-  EpochPlan plan;
-  plan.dataset_size = dataset_size;
-  plan.samples_per_epoch = e.loop.train_samples_per_epoch;
-  plan.batch_size = e.loop.batch_per_device;
-  plan.shuffle = e.loop.shuffle;
-  plan.drop_last = e.loop.drop_last;
-  plan.seed = e.seed;
-  plan.rank = context.rank;
-  plan.world_size = context.world_size;
-  return plan;
-}
-
-namespace {
-// Skipped records, once per epoch or test pass, with the first one's reason
-// (each rank its own: each reads its own shard).
-void report_bad_records(const ComponentConfig& data, const LoaderStats& stats, const std::string& when) {
-  const int64_t count = stats.bad_records.load();
-  if (count == 0) return;
-  log_warning("warning: " + data.key + ": skipped " + count_of(count, "bad record") + " in " + when +
-              " (on_bad_record: skip, at most max_bad_fraction " + json_number(data.max_bad_fraction) +
-              "); the first: " + stats.first_bad());
-}
-}  // namespace
-
-DecodeThreads decode_threads(const LoopConfig& loop) {
-  if (auto set = loop.decode_thread_count()) return {static_cast<int>(*set), "set"};
-  const int cpus = at::get_num_threads();
-  if (cpus <= 1) return {1, "auto: 1 CPU for this rank, shared with the training thread"};
-  return {cpus - 1, "auto: " + std::to_string(cpus) + " CPUs for this rank, one kept for the training thread"};
-}
-
-LoaderOptions make_loader_options(const Experiment& e, const ComponentConfig& data, const Dataset& dataset,
-                                  int64_t batch_size, const Context& context) {
-  LoaderOptions o;
-  o.batch_size = batch_size;
-  o.drop_last = data.key == "dataset.train" && e.loop.drop_last;
-  o.threads = decode_threads(e.loop).count;
-  o.prefetch = static_cast<int>(e.loop.prefetch_batches);
-  o.seed = e.seed;
-  o.skip_bad_records = data.skip_bad_records;
-  o.max_bad_fraction = data.max_bad_fraction;
-  o.device = context.device;
-  o.channels_last = e.network.memory_format == "channels_last";
-  o.owner = data.crash_label.empty() ? nullptr : data.crash_label.c_str();
-  o.normalization = input_normalization(data, dataset);
-  o.streamed = dataset_streamed(data, dataset);
-  return o;
-}
-
-Trainer::Trainer(const Experiment& experiment, Components components, Context context, RunPaths paths)
+Trainer::Trainer(const Experiment& experiment, Components components, Context context, RunPaths paths,
+                 std::shared_ptr<CheckpointStore> store)
     : e_(experiment),
       c_(std::move(components)),
       context_(std::move(context)),
@@ -92,7 +43,8 @@ Trainer::Trainer(const Experiment& experiment, Components components, Context co
                   return e_.where("stopping." + key);
                 }),
       log_(paths_, context_.rank),
-      store_(paths_.checkpoints, e_.output.keep_checkpoints) {
+      store_(store ? std::move(store)
+                   : std::make_shared<CheckpointStore>(paths_.checkpoints, e_.output.keep_checkpoints)) {
   plan_ = make_epoch_plan(e_, c_.train_data.object->size(), context_);
   config_resolved_ = e_.resolved();
   config_hash_ = resolved_sha256(config_resolved_);
@@ -106,6 +58,7 @@ Trainer::Trainer(const Experiment& experiment, Components components, Context co
   stages_.schedule = [this](int64_t step, int64_t total) {
     return schedule_factor(e_.schedule, step, total, updater_.base_lr());
   };
+  for (const auto& cb : c_.callbacks) hooks_.add(callback_hook(cb), cb.config->priority);
 }
 
 void Trainer::set_communicator(Communicator* comm) {
@@ -126,7 +79,7 @@ const Dataset& Trainer::test_dataset() const {
 }
 
 void Trainer::resume(const std::string& checkpoint, Verify verify) {
-  CheckpointState state = store_.load(checkpoint, *c_.network.object, *c_.optimizer, verify);
+  CheckpointState state = store_->load(checkpoint, *c_.network.object, *c_.optimizer, verify);
   if (state.stage != stage_.index)
     throw Error(checkpoint + ": checkpoint of stage " + std::to_string(state.stage + 1) + ", not of stage " +
                 std::to_string(stage_.index + 1));
@@ -183,11 +136,6 @@ void Trainer::continue_from(Trainer& previous) {
   for (auto& b : c_.network.object->named_buffers()) b.value().copy_(from_buffers[b.key()]);
 }
 
-template <class F>
-void Trainer::each_callback(const char* stage, F&& f) {
-  for (auto& cb : c_.callbacks) guarded(*cb.config, stage, [&] { f(*cb.object); });
-}
-
 void Trainer::install_overrides() {
   // Each override's replacement runs under its name, so a failure inside it
   // (but not inside a default it calls) is reported against it.
@@ -222,9 +170,9 @@ void Trainer::run() {
 }
 
 void Trainer::default_run() {
-  each_callback("before_run", [&](Callback& cb) { cb.before_run(*this); });
+  hooks_.each([&](HostHook& h) { h.before_run(*this); });
   while (stages_.should_continue()) stages_.epoch(at_.epoch);
-  each_callback("after_run", [&](Callback& cb) { cb.after_run(*this); });
+  hooks_.each([&](HostHook& h) { h.after_run(*this); });
 }
 
 void Trainer::mark_progress() const {
@@ -275,9 +223,21 @@ StepResult Trainer::default_train_step(const Batch& batch) {
   updater_.begin_batch();
   at::Tensor output = forward(batch);
   at::Tensor loss = guarded(*c_.loss.config, "compute", [&] { return c_.loss.object->compute(output, batch); });
-  updater_.backward(loss, batch, output, clock(), stages_);
-  if (updater_.due()) updater_.finish(clock(), stages_, values_);
+  updater_.backward(loss, batch, output, clock());
+  if (updater_.due()) finish_update();
   return {batch, output.detach(), loss.detach()};
+}
+
+void Trainer::finish_update() {
+  const UpdateOutcome outcome = updater_.finish(clock(), stages_.schedule);
+  if (outcome.loss_scale) values_["loss_scale"] = *outcome.loss_scale;
+  if (outcome.scaler_skipped_updates) values_["scaler_skipped_updates"] = *outcome.scaler_skipped_updates;
+  if (outcome.skipped_updates) values_["skipped_updates"] = *outcome.skipped_updates;
+  if (!outcome.stop.empty()) {
+    stages_.checkpoint();  // the last good update's weights, at this batch
+    throw NonFiniteStop(outcome.stop);
+  }
+  if (outcome.stepped) hooks_.each([&](HostHook& h) { h.after_update(*this, outcome); });
 }
 
 void Trainer::empty_step() {
@@ -291,7 +251,7 @@ void Trainer::empty_step() {
     at::Tensor output = forward(empty);  // in the run's precision, as the other ranks' forward
     guarded(*c_.network.config, "backward", [&] { (output.sum() * 0).backward(); });
   });
-  if (updater_.due()) updater_.finish(clock(), stages_, values_);  // steps with the other ranks' gradients
+  if (updater_.due()) finish_update();  // steps with the other ranks' gradients
 }
 
 MeterValues Trainer::meter_values(const std::vector<Built<Meter>>& meters, const std::string& prefix) {
@@ -312,7 +272,7 @@ MeterValues Trainer::meter_values(const std::vector<Built<Meter>>& meters, const
 }
 
 void Trainer::default_epoch(int64_t epoch) {
-  each_callback("before_epoch", [&](Callback& cb) { cb.before_epoch(*this); });
+  hooks_.each([&](HostHook& h) { h.before_epoch(*this); });
   if (at_.position == 0) {
     for (auto& m : c_.train_meters) guarded(*m.config, "reset", [&] { m.object->reset(); });
     train_stats_->reset();  // counted per epoch
@@ -355,7 +315,7 @@ void Trainer::default_epoch(int64_t epoch) {
       }
     }
     if (!batch) break;
-    each_callback("before_train_iter", [&](Callback& cb) { cb.before_train_iter(*this, *batch); });
+    hooks_.each([&](HostHook& h) { h.before_train_iter(*this, *batch); });
     StepResult result = stages_.train_step(*batch);
     ++at_.position;
     ++at_.iteration;
@@ -363,23 +323,11 @@ void Trainer::default_epoch(int64_t epoch) {
       guarded(*m.config, "update", [&] { m.object->update({result.batch, result.output, result.loss}); });
     train_seconds += seconds_since(t0);
     train_samples += batch->size();
-    each_callback("after_train_iter", [&](Callback& cb) { cb.after_train_iter(*this, result); });
-
-    if (at_.iteration % e_.loop.log_every_iters == 0) {
-      MeterValues v = meter_values(c_.train_meters, "train_");
-      take_meter_values(v, at_.epoch, at_.iteration, values_, readings_);
-      v["lr"] = updater_.lr();
-      v["grad_norm"] = updater_.grad_norm();
-      log("train", v);
-    }
-    if (e_.loop.test_every_iters > 0 && at_.iteration % e_.loop.test_every_iters == 0) {
-      take_meter_values(stages_.test(), at_.epoch, at_.iteration, values_, readings_);
-      tested_at_ = at_.iteration;
-    }
-    if (e_.loop.checkpoint_every_iters > 0 && at_.iteration % e_.loop.checkpoint_every_iters == 0)
-      stages_.checkpoint();
+    // The users' callbacks, then the periodic train log, test and checkpoint
+    // (add_builtin_hooks()).
+    hooks_.each([&](HostHook& h) { h.after_train_iter(*this, result); });
   }
-  if (updater_.pending()) updater_.finish(clock(), stages_, values_);  // the epoch ended inside an accumulation
+  if (updater_.pending()) finish_update();  // the epoch ended inside an accumulation
   if (stop_requested()) {
     // Keep the place in the epoch so that the next run resumes here.
     stages_.checkpoint();
@@ -413,27 +361,19 @@ void Trainer::default_epoch(int64_t epoch) {
   log("train", v);
   if (tested_at_ != at_.iteration)  // the periodic test may have just run on this state
     take_meter_values(stages_.test(), at_.epoch, at_.iteration, values_, readings_);
-  const bool best = judge_epoch();
+  epoch_improved_ = judge_epoch();
   stages_.checkpoint();
-  // The best epoch stays, whatever the rotation of checkpoints deletes.
-  if (best && e_.stopping.keep_best) {
-    auto keep = [&] {
-      if (writes_files()) store_.keep_as_best(at_);
-    };
-    if (comm_) comm_->rank0_work("copy of the best checkpoint", rank0_io_limit(e_.loop.stall_timeout_secs), keep);
-    else keep();
-  }
-  each_callback("after_epoch", [&](Callback& cb) { cb.after_epoch(*this); });
+  // The best checkpoint kept, then the users' callbacks (add_builtin_hooks()).
+  hooks_.each([&](HostHook& h) { h.after_epoch(*this); });
 }
 
 MeterValues Trainer::default_test() {
   if (!c_.test_data.object) return {};
-  each_callback("before_test", [&](Callback& cb) { cb.before_test(*this); });
+  hooks_.each([&](HostHook& h) { h.before_test(*this); });
   MeterValues v = test_pass();
-  write_meter_results(c_.test_meters, paths_.run_dir, at_.epoch, at_.position, at_.iteration,
-                      comm_ ? SumOverRanks([this](const std::vector<double>& a) { return comm_->sum(a); }) : nullptr, writes_files());
   log("test", v);
-  each_callback("after_test", [&](Callback& cb) { cb.after_test(*this, v); });
+  // The meters' result files, then the users' callbacks (add_builtin_hooks()).
+  hooks_.each([&](HostHook& h) { h.after_test(*this, v); });
   return v;
 }
 
@@ -466,9 +406,7 @@ MeterValues Trainer::test_pass() {
       at::Tensor output = forward(*batch);
       at::Tensor loss = guarded(*c_.loss.config, "compute", [&] { return c_.loss.object->compute(output, *batch); });
       for (auto& m : c_.test_meters) guarded(*m.config, "update", [&] { m.object->update({*batch, output, loss}); });
-      for (auto& cb : c_.callbacks)  // an SDK 1.0 callback has no such function
-        if (cb.config->component->library->api_minor >= 1)
-          guarded(*cb.config, "after_test_batch", [&] { cb.object->after_test_batch(*this, done, total); });
+      hooks_.each([&](HostHook& h) { h.after_test_batch(*this, done, total); });
     }
   }
   net.train();
@@ -481,7 +419,7 @@ MeterValues Trainer::test_pass() {
 }
 
 void Trainer::default_checkpoint() {
-  each_callback("before_checkpoint", [&](Callback& cb) { cb.before_checkpoint(*this); });
+  hooks_.each([&](HostHook& h) { h.before_checkpoint(*this); });
   CheckpointState state;
   state.at = at_;
   state.best = stopping_.progress().best;
@@ -502,16 +440,20 @@ void Trainer::default_checkpoint() {
   }
   state.config_hash = config_hash_;
   state.config = config_resolved_;
-  const std::string path = store_.path_of(at_);
+  const std::string path = store_->path_of(at_);
   last_checkpoint_ = std::chrono::steady_clock::now();
   // The ranks hold the same weights: rank 0 writes them while the others wait
   // as long as a stalled write would be tolerated, not the collective timeout.
   auto save = [&] {
-    if (writes_files()) store_.save(*c_.network.object, *c_.optimizer, state);
+    if (writes_files()) store_->save(*c_.network.object, *c_.optimizer, state);
   };
   if (comm_) comm_->rank0_work("checkpoint write", rank0_io_limit(e_.loop.stall_timeout_secs), save);
   else save();
-  each_callback("after_checkpoint", [&](Callback& cb) { cb.after_checkpoint(*this, path); });
+  hooks_.each([&](HostHook& h) { h.after_checkpoint(*this, path); });
+}
+
+void Trainer::take_values(const MeterValues& values) {
+  take_meter_values(values, at_.epoch, at_.iteration, values_, readings_);
 }
 
 bool Trainer::judge_epoch() {

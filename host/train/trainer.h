@@ -12,6 +12,8 @@
 #include "formats/run_paths.h"
 #include "train/checkpoint_store.h"
 #include "train/components.h"
+#include "train/hooks.h"
+#include "train/loader_settings.h"
 #include "train/run_log.h"
 #include "train/stopping.h"
 #include "train/update.h"
@@ -23,22 +25,6 @@ class GradientReducer;
 }
 
 namespace trainyard::host {
-
-/// The training split's epoch plan and a split's loader settings, as the
-/// experiment says (shared by the trainer and `trainyard iterate`).
-EpochPlan make_epoch_plan(const Experiment& experiment, int64_t dataset_size, const Context& context);
-LoaderOptions make_loader_options(const Experiment& experiment, const ComponentConfig& data, const Dataset& dataset,
-                                  int64_t batch_size, const Context& context);
-
-/// loop.decode_threads as a count, and how auto chose it: one thread per CPU
-/// this rank may use but one, the training thread's. The CPUs are the intra-op
-/// threads make_context set (affinity mask or Slurm's cpus-per-task, divided
-/// by the ranks on this node, or distributed.threads_per_process).
-struct DecodeThreads {
-  int count = 0;
-  std::string how;  ///< "set" or "auto: ..."
-};
-DecodeThreads decode_threads(const LoopConfig& loop);
 
 /// Where a stage of a multi-stage run sits in it.
 struct StageInfo {
@@ -53,7 +39,10 @@ struct StageInfo {
 /// stop, the StoppingRule's; the files, the RunLog's and the CheckpointStore's.
 class Trainer final : public Loop {
  public:
-  Trainer(const Experiment& experiment, Components components, Context context, RunPaths paths);
+  /// `store`: the run's checkpoints (one store per run, shared with the
+  /// Runner); null makes one over paths.checkpoints.
+  Trainer(const Experiment& experiment, Components components, Context context, RunPaths paths,
+          std::shared_ptr<CheckpointStore> store = nullptr);
   Trainer(const Trainer&) = delete;
   Trainer& operator=(const Trainer&) = delete;
 
@@ -69,6 +58,8 @@ class Trainer final : public Loop {
   /// fp32: what training, testing and prediction all call.
   at::Tensor forward(const Batch& batch);
   std::shared_ptr<Network> network_module() { return c_.network.object; }
+  /// What the loop runs: the built components and the configs they came from.
+  const Components& components() const { return c_; }
   torch::optim::Optimizer& optimizer() override { return *c_.optimizer; }
   const Dataset& train_dataset() const override { return *c_.train_data.object; }
   const Dataset& test_dataset() const override;
@@ -115,6 +106,28 @@ class Trainer final : public Loop {
   /// stops agreed over ranks; only rank 0 writes files.
   void set_communicator(Communicator* comm);
 
+  // For hooks (train/builtin_hooks.h and later ones): what the loop holds.
+  /// The loop's listeners: the users' callbacks (added here, at their
+  /// priority) and what the assembler adds (add_builtin_hooks()).
+  Hooks& hooks() { return hooks_; }
+  const Experiment& experiment() const { return e_; }
+  const RunPaths& paths() const { return paths_; }
+  /// Null in a single-process run.
+  Communicator* communicator() const { return comm_; }
+  CheckpointStore& checkpoints() { return *store_; }
+  /// Rank 0 writes the run's files; the other ranks write nothing.
+  bool writes_files() const { return context_.rank == 0; }
+  /// The epoch that just ended improved the stopping rule's monitored value.
+  bool epoch_improved() const { return epoch_improved_; }
+  /// The train meters' values over all ranks, named train_*.
+  MeterValues train_meter_values() { return meter_values(c_.train_meters, "train_"); }
+  /// Makes `values` the latest of values() (and meter_readings(), at this epoch and iteration).
+  void take_values(const MeterValues& values);
+  /// A test ran at this iteration: the epoch's end does not test the same state again.
+  void mark_tested() { tested_at_ = at_.iteration; }
+  double lr() const { return updater_.lr(); }
+  double grad_norm() const { return updater_.grad_norm(); }
+
  private:
   void default_run();
   bool default_should_continue();
@@ -125,10 +138,9 @@ class Trainer final : public Loop {
   void default_checkpoint();
 
   void install_overrides();
-  template <class F>
-  void each_callback(const char* stage, F&& f);
   MeterValues meter_values(const std::vector<Built<Meter>>& meters, const std::string& prefix);
-  bool writes_files() const { return context_.rank == 0; }
+  /// Ends the update (Updater::finish) and tells the hooks when it stepped.
+  void finish_update();
   /// This rank's shard ran out before another's: take part in the update with zeros.
   void empty_step();
   UpdateClock clock() const;
@@ -148,9 +160,10 @@ class Trainer final : public Loop {
   EpochPlan plan_;
   Stages stages_;
   Updater updater_;
+  Hooks hooks_;
   StoppingRule stopping_;
   RunLog log_;
-  CheckpointStore store_;
+  std::shared_ptr<CheckpointStore> store_;
 
   LoopPosition at_;
   MeterValues values_;
@@ -158,6 +171,7 @@ class Trainer final : public Loop {
   std::string stop_reason_;
   int64_t tested_at_ = -1;        ///< iteration of the last periodic test
   bool criterion_stop_ = false;   ///< the stop came from `stopping:` (ends the stage only)
+  bool epoch_improved_ = false;   ///< the last judged epoch was the best so far
   StageInfo stage_;
   bool debug_ = false;
   bool signal_stop_ = false;

@@ -39,15 +39,14 @@ void Updater::begin_batch() {
   if (reducer_) reducer_->prepare();
 }
 
-void Updater::backward(const at::Tensor& loss, const Batch& batch, const at::Tensor& output, const UpdateClock& clock,
-                       Stages& stages) {
+void Updater::backward(const at::Tensor& loss, const Batch& batch, const at::Tensor& output, const UpdateClock& clock) {
   if (debug_ || e_.loop.nonfinite != "ignore") {
     batch_ = &batch;
     if (!std::isfinite(loss.item<double>())) {
       loss_finite_ = false;
       last_output_ = output.detach();
-      MeterValues unused;
-      if (debug_ && !fixed_lr_) handle_nonfinite(clock, stages, unused);  // stops here, before backward
+      UpdateOutcome unused;
+      if (debug_ && !fixed_lr_) handle_nonfinite(clock, unused);  // throws here, before backward
     }
   }
   // Accumulating k batches: each contributes 1/k, so the update is that of one k-times larger batch.
@@ -72,7 +71,7 @@ void Updater::set_fixed_lr(std::optional<double> lr) {
     for (size_t i = 0; i < groups.size() && i < base_lrs_.size(); ++i) groups[i].options().set_lr(base_lrs_[i]);
 }
 
-void Updater::apply_schedule(const UpdateClock& clock, Stages& stages) {
+void Updater::apply_schedule(const UpdateClock& clock, const ScheduleFactor& schedule) {
   auto& groups = c_.optimizer->param_groups();
   if (fixed_lr_) {
     const double first = base_lr();
@@ -86,7 +85,7 @@ void Updater::apply_schedule(const UpdateClock& clock, Stages& stages) {
   const int64_t step = per_epoch ? clock.at.epoch - clock.stage_first_epoch
                                  : (clock.at.iteration - clock.stage_first_iteration) / iter_size_;
   const int64_t total = per_epoch ? e_.loop.epochs : e_.loop.epochs * updates_per_epoch;
-  const double factor = stages.schedule(step, total);
+  const double factor = schedule(step, total);
   for (size_t i = 0; i < groups.size() && i < base_lrs_.size(); ++i) groups[i].options().set_lr(base_lrs_[i] * factor);
 }
 
@@ -96,7 +95,8 @@ void Updater::drop_update(std::vector<at::Tensor>& grads) {
   loss_finite_ = true;
 }
 
-void Updater::finish(const UpdateClock& clock, Stages& stages, MeterValues& values) {
+UpdateOutcome Updater::finish(const UpdateClock& clock, const ScheduleFactor& schedule) {
+  UpdateOutcome outcome;
   if (reducer_) reducer_->finish();  // averaged over ranks, mostly while backward ran
   std::vector<at::Tensor> grads;
   grads.reserve(parameters_.size());
@@ -117,11 +117,11 @@ void Updater::finish(const UpdateClock& clock, Stages& stages, MeterValues& valu
     const bool by_value = loop.clip_grad_value > 0;
     const double norm = clip_gradients(grads, 0, by_value ? 0 : loop.clip_grad_norm);
     const bool step = scaler_.update(std::isfinite(norm));
-    values["loss_scale"] = scaler_.scale;
+    outcome.loss_scale = scaler_.scale;
     if (!step) {
       drop_update(grads);
-      values["scaler_skipped_updates"] = static_cast<double>(scaler_.skipped);
-      return;
+      outcome.scaler_skipped_updates = static_cast<double>(scaler_.skipped);
+      return outcome;
     }
     grad_norm_ = by_value ? clip_gradients(grads, loop.clip_grad_value, loop.clip_grad_norm) : norm;
   } else {
@@ -135,15 +135,16 @@ void Updater::finish(const UpdateClock& clock, Stages& stages, MeterValues& valu
     // find-lr holds the rate: a diverging rate is its result, not a failure
     // (no checkpoint, no stop); the finder sees the non-finite loss.
     drop_update(grads);
-    return;
+    return outcome;
   }
-  if (bad && (debug_ || loop.nonfinite != "ignore") && handle_nonfinite(clock, stages, values)) {
-    drop_update(grads);
-    return;
+  if (bad && (debug_ || loop.nonfinite != "ignore")) {
+    handle_nonfinite(clock, outcome);
+    if (outcome.stop.empty()) drop_update(grads);  // skipped; a stop keeps the state as it is for the checkpoint
+    return outcome;
   }
   if (!bad) skipped_in_a_row_ = 0;
   loss_finite_ = true;
-  apply_schedule(clock, stages);
+  apply_schedule(clock, schedule);
   guarded(*c_.optimizer_plugin.config, "step", [&] { c_.optimizer->step(); });
   micro_ = 0;
   if (debug_) {
@@ -153,9 +154,13 @@ void Updater::finish(const UpdateClock& clock, Stages& stages, MeterValues& valu
                           " made parameters non-finite (finite gradients, global norm " + json_number(grad_norm_) +
                           ", lr " + json_number(lr()) + "): " + join(broken));
   }
+  outcome.stepped = true;
+  outcome.grad_norm = grad_norm_;
+  outcome.lr = lr();
+  return outcome;
 }
 
-bool Updater::handle_nonfinite(const UpdateClock& clock, Stages& stages, MeterValues& values) {
+void Updater::handle_nonfinite(const UpdateClock& clock, UpdateOutcome& outcome) {
   Network& net = *c_.network.object;
   std::string cause;
   if (!loss_finite_ && batch_) {
@@ -174,17 +179,16 @@ bool Updater::handle_nonfinite(const UpdateClock& clock, Stages& stages, MeterVa
   const auto& loop = e_.loop;
   if (!debug_ && loop.nonfinite == "skip" && ++skipped_in_a_row_ < loop.nonfinite_max_skips) {
     ++skipped_updates_;
-    values["skipped_updates"] = static_cast<double>(skipped_updates_);
+    outcome.skipped_updates = static_cast<double>(skipped_updates_);
     context_.log("skipped the update at " + step + ": " + cause);
-    return true;
+    return;
   }
   if (debug_) throw NonFiniteStop("debug: stopped at " + step + ": " + cause);
-  // The weights are still those of the last good update: keep them, at this batch.
-  stages.checkpoint();
-  throw NonFiniteStop("stopped at " + step + ": " + cause +
+  // The weights are still those of the last good update: the caller keeps them, at this batch.
+  outcome.stop = "stopped at " + step + ": " + cause +
                       (loop.nonfinite == "skip" ? " (" + std::to_string(skipped_in_a_row_) + " updates in a row)" : "") +
                       "; the last good state is checkpointed at this batch (set loop.nonfinite: skip to drop such "
-                      "updates, or lower the learning rate and resume, allowing that config change)");
+                      "updates, or lower the learning rate and resume, allowing that config change)";
 }
 
 }  // namespace trainyard::host

@@ -2,8 +2,12 @@
 // One optimizer update, from the backward passes it accumulates to the
 // optimizer's step: gradients averaged over ranks, rescaled for a short
 // accumulation, unscaled (fp16-mixed's loss scaler), clipped, checked for
-// NaN/inf under loop.nonfinite, the schedule's rate set, one step.
+// NaN/inf under loop.nonfinite, the schedule's rate set, one step. It knows
+// nothing of the loop: finish() returns what happened and the Trainer acts.
+#include <cstdint>
+#include <functional>
 #include <optional>
+#include <string>
 #include <vector>
 
 #include <ATen/core/Tensor.h>
@@ -29,6 +33,24 @@ struct UpdateClock {
   int64_t batches_per_epoch = 0;  ///< of the epoch plan
 };
 
+/// What an optimizer update did (Updater::finish): the caller applies it to
+/// the loop (values, hooks, a stop), so the Updater needs nothing of the loop.
+struct UpdateOutcome {
+  bool stepped = false;  ///< false: skipped (fp16 overflow, a non-finite update under nonfinite: skip, find-lr)
+  double grad_norm = 0;  ///< global gradient norm before clipping
+  double lr = 0;         ///< the first group's rate the step used
+  std::optional<double> loss_scale;              ///< fp16-mixed: the scale after this update
+  std::optional<double> scaler_skipped_updates;  ///< fp16-mixed: overflowed updates so far, when this one overflowed
+  std::optional<double> skipped_updates;         ///< nonfinite: skip: non-finite updates dropped so far
+  /// Not empty: a non-finite update the policy does not skip. The weights are
+  /// still the last good update's: the caller checkpoints them at this batch
+  /// and stops with this message (NonFiniteStop).
+  std::string stop;
+};
+
+/// The learning-rate factor at an update: the loop's `schedule` stage.
+using ScheduleFactor = std::function<double(int64_t step, int64_t total)>;
+
 class Updater {
  public:
   Updater(const Experiment& experiment, Components& components, const Context& context);
@@ -43,15 +65,15 @@ class Updater {
   /// Backward of one batch's loss, weighted 1/iter_size (and scaled for
   /// fp16). A non-finite loss is remembered for the policy; under --debug it
   /// stops here, naming the operation that made it.
-  void backward(const at::Tensor& loss, const Batch& batch, const at::Tensor& output, const UpdateClock& clock,
-                Stages& stages);
+  void backward(const at::Tensor& loss, const Batch& batch, const at::Tensor& output, const UpdateClock& clock);
   /// A rank with no batch left takes part with zero gradients: `backward`
   /// runs whatever the network needs (e.g. synchronized batch norm's collectives).
   void backward_nothing(const std::function<void()>& backward);
   bool due() const { return micro_ == iter_size_; }  ///< iter_size batches accumulated
   bool pending() const { return micro_ > 0; }        ///< an accumulation is under way
-  /// Ends the update. `values` receives loss_scale and skipped-update counts.
-  void finish(const UpdateClock& clock, Stages& stages, MeterValues& values);
+  /// Ends the update: gradients reduced, unscaled, clipped and checked, the
+  /// rate from `schedule`, the optimizer's step.
+  UpdateOutcome finish(const UpdateClock& clock, const ScheduleFactor& schedule);
 
   double grad_norm() const { return grad_norm_; }  ///< before clipping, at the last update
   double lr() const;                               ///< the first group's current rate
@@ -63,9 +85,10 @@ class Updater {
   double base_lr() const { return base_lrs_.empty() ? 0 : base_lrs_[0]; }
 
  private:
-  void apply_schedule(const UpdateClock& clock, Stages& stages);
-  /// A non-finite loss or gradient: skip the update (true), or stop naming the cause.
-  bool handle_nonfinite(const UpdateClock& clock, Stages& stages, MeterValues& values);
+  void apply_schedule(const UpdateClock& clock, const ScheduleFactor& schedule);
+  /// A non-finite loss or gradient: the update skipped (outcome.skipped_updates
+  /// set), or why to stop (outcome.stop); under --debug, throws NonFiniteStop.
+  void handle_nonfinite(const UpdateClock& clock, UpdateOutcome& outcome);
   void drop_update(std::vector<at::Tensor>& grads);
 
   const Experiment& e_;

@@ -198,22 +198,36 @@ class Console : public trainyard::Callback {
   std::string last_test_;
 };
 
-}  // namespace
+struct ConsoleOptions {
+  double refresh_secs = 0;
+  std::string progress;
+  double plain_every_secs = 0;
+};
 
-trainyard::Schema schema() {
-  trainyard::Schema s;
-  s.add("refresh_secs", 0.5, "how often the live line is redrawn on a terminal").min(0.0);
-  s.add("progress", "auto", "the live line: auto (only on a terminal), always, never").one_of({"auto", "always", "never"});
-  s.add("plain_every_secs", 30.0, "without the live line: a plain progress line this often; 0: none").min(0.0);
+const trainyard::TypedSchema<ConsoleOptions>& typed_schema() {
+  static const trainyard::TypedSchema<ConsoleOptions> s = [] {
+    using O = ConsoleOptions;
+    trainyard::TypedSchema<O> t;
+    t.add("refresh_secs", &O::refresh_secs, 0.5, "how often the live line is redrawn on a terminal").min(0.0);
+    t.add("progress", &O::progress, "auto", "the live line: auto (only on a terminal), always, never")
+        .one_of({"auto", "always", "never"});
+    t.add("plain_every_secs", &O::plain_every_secs, 30.0,
+          "without the live line: a plain progress line this often; 0: none")
+        .min(0.0);
+    return t;
+  }();
   return s;
 }
 
+}  // namespace
+
+trainyard::Schema schema() { return typed_schema().schema(); }
+
 std::shared_ptr<trainyard::Callback> make(const trainyard::Options& options, const trainyard::Context& context) {
-  const auto& mode = options.get<std::string>("progress");
-  bool live = mode == "always" || (mode == "auto" && ::isatty(STDOUT_FILENO));
+  const ConsoleOptions o = typed_schema().bind(options);
+  bool live = o.progress == "always" || (o.progress == "auto" && ::isatty(STDOUT_FILENO));
   // Other ranks would repeat rank 0's lines (the ranks agree on every value).
-  return std::make_shared<Console>(options.get<double>("refresh_secs"), live, options.get<double>("plain_every_secs"),
-                                   context.rank != 0);
+  return std::make_shared<Console>(o.refresh_secs, live, o.plain_every_secs, context.rank != 0);
 }
 
 }  // namespace console

@@ -15,9 +15,42 @@
 namespace convnet {
 namespace {
 
+// The options, bound to the schema below (which holds their defaults).
+struct ConvNetOptions {
+  std::vector<int64_t> channels;
+  int64_t convs_per_block = 0;
+  int64_t kernel_size = 0;
+  bool batch_norm = false;
+  double bn_epsilon = 0, bn_momentum = 0;
+  std::string pool;
+  double dropout = 0;
+  int64_t hidden = 0;
+};
+
+const trainyard::TypedSchema<ConvNetOptions>& typed_schema() {
+  static const trainyard::TypedSchema<ConvNetOptions> s = [] {
+    using O = ConvNetOptions;
+    trainyard::TypedSchema<O> t;
+    t.add("channels", &O::channels, {32, 64}, "output channels of each block; each block halves the size").min(1);
+    t.add("convs_per_block", &O::convs_per_block, 1, "convolutions in each block").range(1, 8);
+    t.add("kernel_size", &O::kernel_size, 3, "convolution kernel size; odd, so that padding keeps the size")
+        .range(1, 11);
+    t.add("batch_norm", &O::batch_norm, true, "batch norm after each convolution");
+    t.add("bn_epsilon", &O::bn_epsilon, 1e-5, "batch norm epsilon").range(0.0, 1.0);
+    t.add("bn_momentum", &O::bn_momentum, 0.1,
+          "batch norm running-statistics momentum (PyTorch's convention: weight of the new batch)")
+        .range(0.0, 1.0);
+    t.add("pool", &O::pool, "max", "pooling at the end of each block").one_of({"max", "avg"});
+    t.add("dropout", &O::dropout, 0.25, "dropout before the classifier").range(0.0, 0.99);
+    t.add("hidden", &O::hidden, 128, "hidden units in the classifier; 0 for a linear classifier").min(0);
+    return t;
+  }();
+  return s;
+}
+
 class ConvNet : public trainyard::Network {
  public:
-  ConvNet(const trainyard::Options& o, const trainyard::Context& c) {
+  ConvNet(const ConvNetOptions& o, const trainyard::Context& c) {
     const auto& shape = c.dataset.sample_shape;
     if (shape.size() != 3)
       throw trainyard::ConfigError("convnet needs image inputs",
@@ -27,16 +60,16 @@ class ConvNet : public trainyard::Network {
     if (c.dataset.num_classes <= 0)
       throw trainyard::ConfigError("the dataset reports no classes", "expected a classification dataset", "");
     int64_t channels = shape[0], h = shape[1], w = shape[2];
-    const int64_t k = o.get<int64_t>("kernel_size");
+    const int64_t k = o.kernel_size;
     if (k % 2 == 0)
       throw trainyard::ConfigError("kernel_size " + std::to_string(k) + " is even",
                                    "expected an odd kernel size (padding k/2 keeps the image size)",
                                    "use 3, 5 or 7");
-    const bool bn = o.get<bool>("batch_norm");
-    const double eps = o.get<double>("bn_epsilon"), momentum = o.get<double>("bn_momentum");
-    const bool max_pool = o.get<std::string>("pool") == "max";
-    for (int64_t out : o.get<std::vector<int64_t>>("channels")) {
-      for (int64_t i = 0; i < o.get<int64_t>("convs_per_block"); ++i) {
+    const bool bn = o.batch_norm;
+    const double eps = o.bn_epsilon, momentum = o.bn_momentum;
+    const bool max_pool = o.pool == "max";
+    for (int64_t out : o.channels) {
+      for (int64_t i = 0; i < o.convs_per_block; ++i) {
         features_->push_back(torch::nn::Conv2d(torch::nn::Conv2dOptions(channels, out, k).padding(k / 2).bias(!bn)));
         if (bn && c.sync_batch_norm && c.collectives)
           features_->push_back(trainyard::SyncBatchNorm2d(out, c.collectives, eps, momentum));
@@ -54,11 +87,11 @@ class ConvNet : public trainyard::Network {
       h /= 2, w /= 2;
     }
     int64_t width = channels * h * w;
-    if (o.get<double>("dropout") > 0) classifier_->push_back(torch::nn::Dropout(o.get<double>("dropout")));
-    if (o.get<int64_t>("hidden") > 0) {
-      classifier_->push_back(torch::nn::Linear(width, o.get<int64_t>("hidden")));
+    if (o.dropout > 0) classifier_->push_back(torch::nn::Dropout(o.dropout));
+    if (o.hidden > 0) {
+      classifier_->push_back(torch::nn::Linear(width, o.hidden));
       classifier_->push_back(torch::nn::ReLU());
-      width = o.get<int64_t>("hidden");
+      width = o.hidden;
     }
     classifier_->push_back(torch::nn::Linear(width, c.dataset.num_classes));
     register_module("features", features_);
@@ -74,23 +107,10 @@ class ConvNet : public trainyard::Network {
 
 }  // namespace
 
-trainyard::Schema schema() {
-  trainyard::Schema s;
-  s.add("channels", std::vector<int64_t>{32, 64}, "output channels of each block; each block halves the size").min(1);
-  s.add("convs_per_block", 1, "convolutions in each block").range(1, 8);
-  s.add("kernel_size", 3, "convolution kernel size; odd, so that padding keeps the size").range(1, 11);
-  s.add("batch_norm", true, "batch norm after each convolution");
-  s.add("bn_epsilon", 1e-5, "batch norm epsilon").range(0.0, 1.0);
-  s.add("bn_momentum", 0.1, "batch norm running-statistics momentum (PyTorch's convention: weight of the new batch)")
-      .range(0.0, 1.0);
-  s.add("pool", "max", "pooling at the end of each block").one_of({"max", "avg"});
-  s.add("dropout", 0.25, "dropout before the classifier").range(0.0, 0.99);
-  s.add("hidden", 128, "hidden units in the classifier; 0 for a linear classifier").min(0);
-  return s;
-}
+trainyard::Schema schema() { return typed_schema().schema(); }
 
 std::shared_ptr<trainyard::Network> make(const trainyard::Options& options, const trainyard::Context& context) {
-  return std::make_shared<ConvNet>(options, context);
+  return std::make_shared<ConvNet>(typed_schema().bind(options), context);
 }
 
 }  // namespace convnet

@@ -15,10 +15,28 @@
 
 namespace {
 
+struct CsvLoggerOptions {
+  std::string file;
+  int64_t every_iters = 0;
+};
+
+const trainyard::TypedSchema<CsvLoggerOptions>& typed_schema() {
+  static const trainyard::TypedSchema<CsvLoggerOptions> s = [] {
+    using O = CsvLoggerOptions;
+    trainyard::TypedSchema<O> t;
+    t.add("file", &O::file, "", "the CSV file; empty: RUN_DIR/metrics.csv");
+    t.add("every_iters", &O::every_iters, 50,
+          "a train_step row (batch_loss, lr, samples_per_sec) every N iterations; 0: never")
+        .min(0);
+    return t;
+  }();
+  return s;
+}
+
 class CsvLogger : public trainyard::Callback {
  public:
-  CsvLogger(const trainyard::Options& o, const trainyard::Context& c)
-      : path_(o.get<std::string>("file")), every_(o.get<int64_t>("every_iters")), rank_(c.rank) {
+  CsvLogger(const CsvLoggerOptions& o, const trainyard::Context& c)
+      : path_(o.file), every_(o.every_iters), rank_(c.rank) {
     if (path_.empty()) path_ = (std::filesystem::path(c.run_dir) / "metrics.csv").string();
   }
   void before_run(trainyard::Loop& loop) override {
@@ -49,14 +67,11 @@ class CsvLogger : public trainyard::Callback {
 };
 
 void register_components(trainyard::Registrar& r) {
-  trainyard::Schema s;
-  s.add("file", "", "the CSV file; empty: RUN_DIR/metrics.csv");
-  s.add("every_iters", 50, "a train_step row (batch_loss, lr, samples_per_sec) every N iterations; 0: never").min(0);
   r.add_callback("csv_logger",
                  "every logged value in one CSV: a row per event (phase, epoch, iteration, then a column per value "
                  "name, empty where a row has none)",
-                 s, [](const trainyard::Options& o, const trainyard::Context& c) {
-                   return std::make_shared<CsvLogger>(o, c);
+                 typed_schema().schema(), [](const trainyard::Options& o, const trainyard::Context& c) {
+                   return std::make_shared<CsvLogger>(typed_schema().bind(o), c);
                  });
 }
 

@@ -45,20 +45,29 @@ class OverfitBatches : public trainyard::AdditionalOverride {
   int64_t batches_;
 };
 
+struct OverfitOptions {
+  int64_t batches = 0;
+};
+
+const trainyard::TypedSchema<OverfitOptions>& overfit_typed_schema() {
+  static const trainyard::TypedSchema<OverfitOptions> s = [] {
+    trainyard::TypedSchema<OverfitOptions> t;
+    t.add("batches", &OverfitOptions::batches, 1, "how many batches to train on, every epoch").min(1);
+    return t;
+  }();
+  return s;
+}
+
 }  // namespace
 
 std::shared_ptr<trainyard::AdditionalOverride> make_no_test_no_checkpoint() {
   return std::make_shared<NoTestNoCheckpoint>();
 }
 
-trainyard::Schema overfit_schema() {
-  trainyard::Schema s;
-  s.add("batches", 1, "how many batches to train on, every epoch").min(1);
-  return s;
-}
+trainyard::Schema overfit_schema() { return overfit_typed_schema().schema(); }
 
 std::shared_ptr<trainyard::AdditionalOverride> make_overfit(const trainyard::Options& options) {
-  return std::make_shared<OverfitBatches>(options.get<int64_t>("batches"));
+  return std::make_shared<OverfitBatches>(overfit_typed_schema().bind(options).batches);
 }
 
 }  // namespace debug_overrides

@@ -23,15 +23,40 @@ std::string find_file(const std::string& dir, const std::string& stem) {
   return (std::filesystem::path(dir) / (stem + ".gz")).string();
 }
 
+// The options, bound to the schema below (which holds their defaults).
+struct FashionMnistOptions {
+  std::string directory;  // absolute: the host resolves it against the experiment file's folder
+  std::string split;
+  bool normalize = false;
+  double mean = 0, std = 0;
+  int64_t limit = 0;
+};
+
+const trainyard::TypedSchema<FashionMnistOptions>& typed_schema() {
+  static const trainyard::TypedSchema<FashionMnistOptions> s = [] {
+    using O = FashionMnistOptions;
+    trainyard::TypedSchema<O> t;
+    t.add_path("directory", &O::directory, "/usr/share/datasets/fashion-mnist",
+               "folder with the idx files (.gz or uncompressed); relative to the experiment file");
+    t.add("split", &O::split, "train", "which files to read").one_of({"train", "test"});
+    t.add("normalize", &O::normalize, true, "subtract mean and divide by std after scaling pixels to [0, 1]");
+    t.add("mean", &O::mean, 0.2860, "pixel mean used by normalize (Fashion-MNIST train set)");
+    t.add("std", &O::std, 0.3530, "pixel standard deviation used by normalize").min(1e-6);
+    t.add("limit", &O::limit, 0, "use only the first N samples; 0 uses all").min(0);
+    return t;
+  }();
+  return s;
+}
+
 class FashionMnist : public trainyard::Dataset {
  public:
-  explicit FashionMnist(const trainyard::Options& o) {
-    const auto& dir = o.get<std::string>("directory");
+  explicit FashionMnist(const FashionMnistOptions& o) {
+    const std::string& dir = o.directory;
     if (!std::filesystem::is_directory(dir))
       throw trainyard::ConfigError("directory '" + dir + "' does not exist",
                                    "expected a folder holding the Fashion-MNIST idx files",
                                    "install the dataset-fashion-mnist package or set the directory option");
-    const std::string prefix = o.get<std::string>("split") == "train" ? "train" : "t10k";
+    const std::string prefix = o.split == "train" ? "train" : "t10k";
     IdxArray images = read_idx(find_file(dir, prefix + "-images-idx3-ubyte"), 3);
     IdxArray labels = read_idx(find_file(dir, prefix + "-labels-idx1-ubyte"), 1);
     if (images.dims[0] != labels.dims[0])
@@ -40,16 +65,16 @@ class FashionMnist : public trainyard::Dataset {
                                        " labels for " + std::to_string(images.dims[0]) + " images",
                                    "reinstall the dataset");
     int64_t n = images.dims[0];
-    if (o.get<int64_t>("limit") > 0) n = std::min(n, o.get<int64_t>("limit"));
+    if (o.limit > 0) n = std::min(n, o.limit);
     const int64_t h = images.dims[1], w = images.dims[2];
     // Pixels to floats in one pass through a table of the 256 byte values
     // (scaled to [0, 1], then normalized, by the same ATen operations as the
     // batches would see): start-up time, not per-step time (docs/performance.md).
     at::Tensor table = at::arange(256, at::kFloat).div_(255.0);
-    if (o.get<bool>("normalize")) {
-      table.sub_(o.get<double>("mean")).div_(o.get<double>("std"));
-      mean_ = {o.get<double>("mean")};
-      std_ = {o.get<double>("std")};
+    if (o.normalize) {
+      table.sub_(o.mean).div_(o.std);
+      mean_ = {o.mean};
+      std_ = {o.std};
     }
     images_ = at::empty({n, 1, h, w}, at::kFloat);
     const uint8_t* from = images.data.const_data_ptr<uint8_t>();
@@ -91,19 +116,10 @@ class FashionMnist : public trainyard::Dataset {
 
 }  // namespace
 
-trainyard::Schema schema() {
-  trainyard::Schema s;
-  s.add_path("directory", "/usr/share/datasets/fashion-mnist", "folder with the idx files (.gz or uncompressed); relative to the experiment file");
-  s.add("split", "train", "which files to read").one_of({"train", "test"});
-  s.add("normalize", true, "subtract mean and divide by std after scaling pixels to [0, 1]");
-  s.add("mean", 0.2860, "pixel mean used by normalize (Fashion-MNIST train set)");
-  s.add("std", 0.3530, "pixel standard deviation used by normalize").min(1e-6);
-  s.add("limit", 0, "use only the first N samples; 0 uses all").min(0);
-  return s;
-}
+trainyard::Schema schema() { return typed_schema().schema(); }
 
 std::shared_ptr<trainyard::Dataset> make(const trainyard::Options& options) {
-  return std::make_shared<FashionMnist>(options);
+  return std::make_shared<FashionMnist>(typed_schema().bind(options));
 }
 
 }  // namespace fashion_mnist

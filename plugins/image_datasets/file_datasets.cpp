@@ -17,8 +17,8 @@ using trainyard::ConfigError;
 
 class Files : public ImageDataset {
  public:
-  Files(const trainyard::Options& o, trainyard::LabeledFiles files)
-      : ImageDataset(transform_options(o)), files_(std::move(files)) {
+  Files(const PathDatasetOptions& o, trainyard::LabeledFiles files)
+      : ImageDataset(checked_transforms(o)), files_(std::move(files)) {
     describe(static_cast<int64_t>(files_.class_names.size()), files_.class_names);
   }
   int64_t size() const override { return static_cast<int64_t>(files_.paths.size()); }
@@ -37,17 +37,26 @@ class Files : public ImageDataset {
   trainyard::LabeledFiles files_;
 };
 
-}  // namespace
-
-trainyard::Schema image_folder_schema() {
-  trainyard::Schema s;
-  s.require("root", trainyard::OptionType::path, "folder with one sub-folder of images per class; relative to the experiment file");
-  add_transform_options(s);
+const trainyard::TypedSchema<PathDatasetOptions>& image_folder_typed_schema() {
+  static const auto s = path_dataset_schema(
+      "root", "folder with one sub-folder of images per class; relative to the experiment file");
   return s;
 }
 
-std::shared_ptr<trainyard::Dataset> make_image_folder(const trainyard::Options& o) {
-  const auto& root = o.get<std::string>("root");
+const trainyard::TypedSchema<PathDatasetOptions>& csv_typed_schema() {
+  static const auto s = path_dataset_schema(
+      "file", "CSV of path,label lines (a header line is allowed; relative image paths are taken from the CSV's "
+              "folder); relative to the experiment file");
+  return s;
+}
+
+}  // namespace
+
+trainyard::Schema image_folder_schema() { return image_folder_typed_schema().schema(); }
+
+std::shared_ptr<trainyard::Dataset> make_image_folder(const trainyard::Options& options) {
+  const PathDatasetOptions o = image_folder_typed_schema().bind(options);
+  const std::string& root = o.path;
   if (!fs::is_directory(root))
     throw ConfigError("root '" + root + "' is not a folder", "expected ROOT/<class>/<image files>", "check the path");
   trainyard::LabeledFiles files = trainyard::list_class_folders(root);
@@ -56,15 +65,11 @@ std::shared_ptr<trainyard::Dataset> make_image_folder(const trainyard::Options& 
   return std::make_shared<Files>(o, std::move(files));
 }
 
-trainyard::Schema csv_schema() {
-  trainyard::Schema s;
-  s.require("file", trainyard::OptionType::path, "CSV of path,label lines (a header line is allowed; relative image paths are taken from the CSV's folder); relative to the experiment file");
-  add_transform_options(s);
-  return s;
-}
+trainyard::Schema csv_schema() { return csv_typed_schema().schema(); }
 
-std::shared_ptr<trainyard::Dataset> make_csv(const trainyard::Options& o) {
-  return std::make_shared<Files>(o, trainyard::read_path_label_csv(o.get<std::string>("file")));
+std::shared_ptr<trainyard::Dataset> make_csv(const trainyard::Options& options) {
+  const PathDatasetOptions o = csv_typed_schema().bind(options);
+  return std::make_shared<Files>(o, trainyard::read_path_label_csv(o.path));
 }
 
 }  // namespace image_datasets

@@ -169,4 +169,11 @@ std::optional<JpegHeader> read_jpeg_header(const void* data, size_t size) {
   return std::nullopt;
 }
 
+trainyard::TypedSchema<PathDatasetOptions> path_dataset_schema(const std::string& key, const std::string& description) {
+  trainyard::TypedSchema<PathDatasetOptions> s;
+  s.require_path(key, &PathDatasetOptions::path, description);
+  add_transform_options(s);
+  return s;
+}
+
 }  // namespace image_datasets

@@ -78,6 +78,24 @@ struct JpegHeader {
 };
 std::optional<JpegHeader> read_jpeg_header(const void* data, size_t size);
 
+/// The options of lmdb, image_folder and csv: the one path each reads (lmdb's
+/// path, image_folder's root, csv's file), then the transforms.
+struct PathDatasetOptions : TransformOptions {
+  std::string path;  ///< absolute: the host resolves it against the experiment file's folder
+};
+/// Their schema: `key`, a required path option bound to `path`, then the transform options.
+trainyard::TypedSchema<PathDatasetOptions> path_dataset_schema(const std::string& key, const std::string& description);
+
+/// webdataset's options: local shards use urls and num_classes, pipe: streams all.
+struct WebDatasetOptions : TransformOptions {
+  std::string urls;
+  int64_t num_classes = 0;
+  int64_t size = 0;
+  int64_t shuffle_buffer = 0;
+  bool shuffle_shards = false;
+  int64_t read_ahead = 0;
+};
+
 trainyard::Schema lmdb_schema();
 std::shared_ptr<trainyard::Dataset> make_lmdb(const trainyard::Options& options);
 trainyard::Schema image_folder_schema();
@@ -85,7 +103,7 @@ std::shared_ptr<trainyard::Dataset> make_image_folder(const trainyard::Options& 
 trainyard::Schema webdataset_schema();
 /// Local shards (indexed), or `pipe:` urls (streamed: make_streamed_webdataset).
 std::shared_ptr<trainyard::Dataset> make_webdataset(const trainyard::Options& options, const trainyard::Context& context);
-std::shared_ptr<trainyard::Dataset> make_streamed_webdataset(const trainyard::Options& options,
+std::shared_ptr<trainyard::Dataset> make_streamed_webdataset(const WebDatasetOptions& options,
                                                              const trainyard::Context& context);
 /// A WebDataset shard pattern's names: the first {A..B} (zero-padded to A's
 /// width) or {x,y} is expanded, then the rest: "s-{00..02}.tar" -> s-00.tar, s-01.tar, s-02.tar.

@@ -18,7 +18,7 @@ using trainyard::ConfigError;
 
 class Lmdb : public ImageDataset {
  public:
-  Lmdb(const trainyard::Options& o) : ImageDataset(transform_options(o)), path_(o.get<std::string>("path")) {
+  explicit Lmdb(const PathDatasetOptions& o) : ImageDataset(checked_transforms(o)), path_(o.path) {
     if (!std::filesystem::exists(path_))
       throw ConfigError("database '" + path_ + "' does not exist", "expected an LMDB folder made by trainyard convert",
                         "run: trainyard convert --from idx ... --output " + path_);
@@ -131,17 +131,18 @@ class Lmdb : public ImageDataset {
   trainyard::DatasetMetadata meta_;
 };
 
-}  // namespace
-
-trainyard::Schema lmdb_schema() {
-  trainyard::Schema s;
-  s.require("path", trainyard::OptionType::path, "LMDB folder written by 'trainyard convert'; relative to the experiment file");
-  add_transform_options(s);
+const trainyard::TypedSchema<PathDatasetOptions>& lmdb_typed_schema() {
+  static const auto s =
+      path_dataset_schema("path", "LMDB folder written by 'trainyard convert'; relative to the experiment file");
   return s;
 }
 
+}  // namespace
+
+trainyard::Schema lmdb_schema() { return lmdb_typed_schema().schema(); }
+
 std::shared_ptr<trainyard::Dataset> make_lmdb(const trainyard::Options& options) {
-  return std::make_shared<Lmdb>(options);
+  return std::make_shared<Lmdb>(lmdb_typed_schema().bind(options));
 }
 
 }  // namespace image_datasets

@@ -10,53 +10,8 @@
 
 namespace image_datasets {
 
-void add_transform_options(trainyard::Schema& s) {
-  s.add("color", "keep", "keep (as decoded), gray (1 channel) or rgb (3 channels)").one_of({"keep", "gray", "rgb"});
-  s.add("load_size", std::vector<int64_t>{}, "[height, width] to resize to before cropping; [] keeps the size").range(1, 16384);
-  s.add("resize_short", 0, "resize so the short side has this many pixels, keeping the aspect ratio "
-                                   "(ImageNet validation: 256, then crop: center, crop_size: [224, 224]); 0 keeps the size")
-      .range(0, 16384);
-  s.add("crop", "none", "none, center, random, or random_resized (scale jitter)")
-      .one_of({"none", "center", "random", "random_resized"});
-  s.add("crop_size", std::vector<int64_t>{}, "[height, width] of the crop").range(1, 16384);
-  s.add("scale", std::vector<double>{0.08, 1.0}, "random_resized: range of the crop's area fraction").range(0.0, 1.0);
-  s.add("ratio", std::vector<double>{0.75, 4.0 / 3.0}, "random_resized: range of the crop's aspect ratio").min(0.01);
-  s.add("hflip", 0.0, "probability of a horizontal flip").range(0.0, 1.0);
-  s.add("vflip", 0.0, "probability of a vertical flip").range(0.0, 1.0);
-  s.add("rotate_degrees", 0.0, "rotation by an angle uniform in [-r, r] degrees").range(0.0, 180.0);
-  s.add("translate", 0.0, "translation by up to this fraction of the size, per axis").range(0.0, 0.5);
-  s.add("brightness", 0.0, "brightness factor uniform in [1-x, 1+x]").range(0.0, 1.0);
-  s.add("contrast", 0.0, "contrast factor uniform in [1-x, 1+x]").range(0.0, 1.0);
-  s.add("saturation", 0.0, "saturation factor uniform in [1-x, 1+x] (color images)").range(0.0, 1.0);
-  s.add("lighting", 0.0, "std of PCA lighting noise (AlexNet's ImageNet eigenvectors; color images)").range(0.0, 1.0);
-  s.add("mean", std::vector<double>{}, "per-channel mean subtracted from [0, 1] values; [] for none");
-  s.add("std", std::vector<double>{}, "per-channel std divided by; [] for none").min(1e-6);
-  s.add("output", "uint8",
-        "uint8: samples stay 8-bit pixels and trainyard converts and normalizes each batch on the network's "
-        "device (a quarter of the memory and of the host-to-GPU bytes); float: normalized per sample while decoding")
-      .one_of({"uint8", "float"});
-}
-
-TransformOptions transform_options(const trainyard::Options& o) {
-  TransformOptions t;
-  t.color = o.get<std::string>("color");
-  t.load_size = o.get<std::vector<int64_t>>("load_size");
-  t.resize_short = o.get<int64_t>("resize_short");
-  t.crop = o.get<std::string>("crop");
-  t.crop_size = o.get<std::vector<int64_t>>("crop_size");
-  t.scale = o.get<std::vector<double>>("scale");
-  t.ratio = o.get<std::vector<double>>("ratio");
-  t.hflip = o.get<double>("hflip");
-  t.vflip = o.get<double>("vflip");
-  t.rotate_degrees = o.get<double>("rotate_degrees");
-  t.translate = o.get<double>("translate");
-  t.brightness = o.get<double>("brightness");
-  t.contrast = o.get<double>("contrast");
-  t.saturation = o.get<double>("saturation");
-  t.lighting = o.get<double>("lighting");
-  t.mean = o.get<std::vector<double>>("mean");
-  t.std = o.get<std::vector<double>>("std");
-  t.output = o.get<std::string>("output");
+TransformOptions checked_transforms(const TransformOptions& options) {
+  TransformOptions t = options;
   using trainyard::ConfigError;
   if (!t.load_size.empty() && t.load_size.size() != 2)
     throw ConfigError("load_size has " + std::to_string(t.load_size.size()) + " values", "expected [height, width]", "");

@@ -3,6 +3,7 @@
 // sample: the same (options, seed, image) always gives the same tensor.
 #include <cstdint>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include <ATen/core/Tensor.h>
@@ -32,10 +33,50 @@ struct TransformOptions {
   std::string output = "float";
 };
 
-/// Declares the transform options in a dataset's schema.
-void add_transform_options(trainyard::Schema& schema);
-/// Reads them back; throws ConfigError for inconsistent values.
-TransformOptions transform_options(const trainyard::Options& options);
+/// Declares the transform options in the schema of a dataset whose options
+/// struct T derives from TransformOptions: bind() fills them with the rest.
+template <class T>
+void add_transform_options(trainyard::TypedSchema<T>& s) {
+  static_assert(std::is_base_of_v<TransformOptions, T>, "a dataset's options derive from TransformOptions");
+  // A TransformOptions field as a field of T (the schema binds T's fields).
+  const auto in_t = []<class F>(F TransformOptions::*field) -> F T::* { return field; };
+  using O = TransformOptions;
+  s.add("color", in_t(&O::color), "keep", "keep (as decoded), gray (1 channel) or rgb (3 channels)")
+      .one_of({"keep", "gray", "rgb"});
+  s.add("load_size", in_t(&O::load_size), {}, "[height, width] to resize to before cropping; [] keeps the size")
+      .range(1, 16384);
+  s.add("resize_short", in_t(&O::resize_short), 0,
+        "resize so the short side has this many pixels, keeping the aspect ratio "
+        "(ImageNet validation: 256, then crop: center, crop_size: [224, 224]); 0 keeps the size")
+      .range(0, 16384);
+  s.add("crop", in_t(&O::crop), "none", "none, center, random, or random_resized (scale jitter)")
+      .one_of({"none", "center", "random", "random_resized"});
+  s.add("crop_size", in_t(&O::crop_size), {}, "[height, width] of the crop").range(1, 16384);
+  s.add("scale", in_t(&O::scale), {0.08, 1.0}, "random_resized: range of the crop's area fraction").range(0.0, 1.0);
+  s.add("ratio", in_t(&O::ratio), {0.75, 4.0 / 3.0}, "random_resized: range of the crop's aspect ratio").min(0.01);
+  s.add("hflip", in_t(&O::hflip), 0.0, "probability of a horizontal flip").range(0.0, 1.0);
+  s.add("vflip", in_t(&O::vflip), 0.0, "probability of a vertical flip").range(0.0, 1.0);
+  s.add("rotate_degrees", in_t(&O::rotate_degrees), 0.0, "rotation by an angle uniform in [-r, r] degrees")
+      .range(0.0, 180.0);
+  s.add("translate", in_t(&O::translate), 0.0, "translation by up to this fraction of the size, per axis")
+      .range(0.0, 0.5);
+  s.add("brightness", in_t(&O::brightness), 0.0, "brightness factor uniform in [1-x, 1+x]").range(0.0, 1.0);
+  s.add("contrast", in_t(&O::contrast), 0.0, "contrast factor uniform in [1-x, 1+x]").range(0.0, 1.0);
+  s.add("saturation", in_t(&O::saturation), 0.0, "saturation factor uniform in [1-x, 1+x] (color images)")
+      .range(0.0, 1.0);
+  s.add("lighting", in_t(&O::lighting), 0.0,
+        "std of PCA lighting noise (AlexNet's ImageNet eigenvectors; color images)")
+      .range(0.0, 1.0);
+  s.add("mean", in_t(&O::mean), {}, "per-channel mean subtracted from [0, 1] values; [] for none");
+  s.add("std", in_t(&O::std), {}, "per-channel std divided by; [] for none").min(1e-6);
+  s.add("output", in_t(&O::output), "uint8",
+        "uint8: samples stay 8-bit pixels and trainyard converts and normalizes each batch on the network's "
+        "device (a quarter of the memory and of the host-to-GPU bytes); float: normalized per sample while decoding")
+      .one_of({"uint8", "float"});
+}
+/// The transform options of a dataset's bound options, checked together;
+/// throws ConfigError for inconsistent values.
+TransformOptions checked_transforms(const TransformOptions& options);
 
 /// A deterministic generator: draws depend only on the seed.
 class Draws {

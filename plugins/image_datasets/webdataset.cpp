@@ -126,14 +126,14 @@ struct Sample {
 
 class Shards : public ImageDataset {
  public:
-  explicit Shards(const trainyard::Options& o) : ImageDataset(transform_options(o)) {
-    const std::string pattern = o.get<std::string>("urls");
+  explicit Shards(const WebDatasetOptions& o) : ImageDataset(checked_transforms(o)) {
+    const std::string pattern = o.urls;
     paths_ = expand_braces(pattern);
     for (size_t s = 0; s < paths_.size(); ++s) index_shard(s);
     if (samples_.empty())
       throw ConfigError("urls: '" + pattern + "': " + std::to_string(paths_.size()) + " shards hold no samples",
                         "members KEY.jpg|png with KEY.cls or KEY.json", "");
-    int64_t classes = o.get<int64_t>("num_classes");
+    int64_t classes = o.num_classes;
     int64_t top = 0;
     for (const auto& s : samples_) top = std::max(top, s.label);
     if (classes == 0) classes = top + 1;
@@ -205,27 +205,42 @@ class Shards : public ImageDataset {
   std::vector<Sample> samples_;
 };
 
-}  // namespace
-
-trainyard::Schema webdataset_schema() {
-  trainyard::Schema s;
-  s.require("urls", trainyard::OptionType::path,
-            "shard files: a path or brace pattern such as data/train-{000000..000146}.tar (relative to the experiment "
-            "file; indexed, read by offset), or pipe:COMMAND such as 'pipe:curl -sf https://host/train-{000000..000146}.tar' "
-            "(streamed from the command's standard output, run by /bin/sh in trainyard's working directory)");
-  s.add("num_classes", 0, "number of classes; 0: the largest label + 1 (local shards only; pipe: needs it)").min(0);
-  s.add("size", 0, "pipe: only: samples in one epoch over all ranks (a stream does not say its length)").min(0);
-  s.add("shuffle_buffer", 1000, "pipe: only: samples held to shuffle among (0: shard order); memory is this many "
-        "encoded images plus read_ahead").range(0, 1000000);
-  s.add("shuffle_shards", true, "pipe: only: shuffle the shard order every epoch (from seed and epoch)");
-  s.add("read_ahead", 1024, "pipe: only: samples read ahead of the decode threads").range(1, 1000000);
-  add_transform_options(s);
+const trainyard::TypedSchema<WebDatasetOptions>& webdataset_typed_schema() {
+  static const trainyard::TypedSchema<WebDatasetOptions> s = [] {
+    using O = WebDatasetOptions;
+    trainyard::TypedSchema<O> t;
+    t.require_path(
+        "urls", &O::urls,
+        "shard files: a path or brace pattern such as data/train-{000000..000146}.tar (relative to the experiment "
+        "file; indexed, read by offset), or pipe:COMMAND such as 'pipe:curl -sf https://host/train-{000000..000146}.tar' "
+        "(streamed from the command's standard output, run by /bin/sh in trainyard's working directory)");
+    t.add("num_classes", &O::num_classes, 0,
+          "number of classes; 0: the largest label + 1 (local shards only; pipe: needs it)")
+        .min(0);
+    t.add("size", &O::size, 0, "pipe: only: samples in one epoch over all ranks (a stream does not say its length)")
+        .min(0);
+    t.add("shuffle_buffer", &O::shuffle_buffer, 1000,
+          "pipe: only: samples held to shuffle among (0: shard order); memory is this many "
+          "encoded images plus read_ahead")
+        .range(0, 1000000);
+    t.add("shuffle_shards", &O::shuffle_shards, true,
+          "pipe: only: shuffle the shard order every epoch (from seed and epoch)");
+    t.add("read_ahead", &O::read_ahead, 1024, "pipe: only: samples read ahead of the decode threads")
+        .range(1, 1000000);
+    add_transform_options(t);
+    return t;
+  }();
   return s;
 }
 
+}  // namespace
+
+trainyard::Schema webdataset_schema() { return webdataset_typed_schema().schema(); }
+
 std::shared_ptr<trainyard::Dataset> make_webdataset(const trainyard::Options& options, const trainyard::Context& context) {
-  if (options.get<std::string>("urls").rfind("pipe:", 0) == 0) return make_streamed_webdataset(options, context);
-  return std::make_shared<Shards>(options);
+  const WebDatasetOptions o = webdataset_typed_schema().bind(options);
+  if (o.urls.rfind("pipe:", 0) == 0) return make_streamed_webdataset(o, context);
+  return std::make_shared<Shards>(o);
 }
 
 }  // namespace image_datasets

@@ -143,17 +143,17 @@ class Command {
 
 class StreamedShards : public ImageDataset {
  public:
-  StreamedShards(const trainyard::Options& o, const trainyard::Context& context)
-      : ImageDataset(transform_options(o)),
+  StreamedShards(const WebDatasetOptions& o, const trainyard::Context& context)
+      : ImageDataset(checked_transforms(o)),
         seed_(context.seed),
         rank_(context.rank),
         world_(std::max(1, context.world_size)),
-        size_(o.get<int64_t>("size")),
-        buffer_(static_cast<size_t>(o.get<int64_t>("shuffle_buffer"))),
-        read_ahead_(static_cast<size_t>(o.get<int64_t>("read_ahead"))),
-        shuffle_shards_(o.get<bool>("shuffle_shards")),
-        classes_(o.get<int64_t>("num_classes")) {
-    const std::string pattern = o.get<std::string>("urls");
+        size_(o.size),
+        buffer_(static_cast<size_t>(o.shuffle_buffer)),
+        read_ahead_(static_cast<size_t>(o.read_ahead)),
+        shuffle_shards_(o.shuffle_shards),
+        classes_(o.num_classes) {
+    const std::string pattern = o.urls;
     for (const auto& url : expand_braces(pattern)) {
       if (url.rfind("pipe:", 0) != 0)
         throw ConfigError("urls: '" + pattern + "': '" + url + "' is not a pipe: source",
@@ -441,7 +441,7 @@ class StreamedShards : public ImageDataset {
 
 }  // namespace
 
-std::shared_ptr<trainyard::Dataset> make_streamed_webdataset(const trainyard::Options& options,
+std::shared_ptr<trainyard::Dataset> make_streamed_webdataset(const WebDatasetOptions& options,
                                                              const trainyard::Context& context) {
   return std::make_shared<StreamedShards>(options, context);
 }

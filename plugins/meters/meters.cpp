@@ -209,6 +209,19 @@ class ConfusionMatrix : public trainyard::Meter {
   mutable at::Tensor cells_;            ///< int64 {n * n} on the output's device, not yet in counts_
 };
 
+struct TopkOptions {
+  std::vector<int64_t> k;
+};
+
+const trainyard::TypedSchema<TopkOptions>& topk_typed_schema() {
+  static const trainyard::TypedSchema<TopkOptions> s = [] {
+    trainyard::TypedSchema<TopkOptions> t;
+    t.add("k", &TopkOptions::k, {1}, "report accuracy_topK for each k").min(1);
+    return t;
+  }();
+  return s;
+}
+
 }  // namespace
 
 trainyard::Schema confusion_schema() { return trainyard::Schema(); }
@@ -227,14 +240,10 @@ trainyard::Schema loss_schema() { return trainyard::Schema(); }
 
 std::shared_ptr<trainyard::Meter> make_loss(const trainyard::Options&) { return std::make_shared<LossMeter>(); }
 
-trainyard::Schema topk_schema() {
-  trainyard::Schema s;
-  s.add("k", std::vector<int64_t>{1}, "report accuracy_topK for each k").min(1);
-  return s;
-}
+trainyard::Schema topk_schema() { return topk_typed_schema().schema(); }
 
 std::shared_ptr<trainyard::Meter> make_topk(const trainyard::Options& options, const trainyard::Context& context) {
-  auto ks = options.get<std::vector<int64_t>>("k");
+  std::vector<int64_t> ks = topk_typed_schema().bind(options).k;
   if (ks.empty()) throw trainyard::ConfigError("k is empty", "expected at least one k, e.g. [1, 5]", "");
   return std::make_shared<TopkAccuracy>(ks, context.dataset.num_classes);
 }

@@ -33,12 +33,35 @@ std::string newest_checkpoint(const fs::path& folder) {
   return newest;
 }
 
+struct MlflowOptions {
+  std::string tracking_uri;
+  std::string experiment;
+  int64_t every_iters = 0;
+  bool log_checkpoint = false;
+};
+
+const trainyard::TypedSchema<MlflowOptions>& typed_schema() {
+  static const trainyard::TypedSchema<MlflowOptions> s = [] {
+    using O = MlflowOptions;
+    trainyard::TypedSchema<O> t;
+    t.add("tracking_uri", &O::tracking_uri, "",
+          "a tracking server (http://host:5000) or a file store (a folder, or file:PATH); empty: MLFLOW_TRACKING_URI, "
+          "else OUTPUT_DIR/mlruns next to the run directories");
+    t.add("experiment", &O::experiment, "", "MLflow experiment name; empty: the trainyard experiment's name");
+    t.add("every_iters", &O::every_iters, 50,
+          "train/lr, train/batch_loss and train/samples_per_sec every N iterations; 0: never")
+        .min(0);
+    t.add("log_checkpoint", &O::log_checkpoint, true, "copy the final checkpoint into the run's artifacts");
+    return t;
+  }();
+  return s;
+}
+
 class MlflowLogger : public trainyard::Callback {
  public:
-  MlflowLogger(const trainyard::Options& o, const trainyard::Context& c)
-      : uri_(o.get<std::string>("tracking_uri")), experiment_(o.get<std::string>("experiment")),
-        every_(o.get<int64_t>("every_iters")), checkpoint_(o.get<bool>("log_checkpoint")), run_dir_(c.run_dir),
-        rank_(c.rank) {
+  MlflowLogger(const MlflowOptions& o, const trainyard::Context& c)
+      : uri_(o.tracking_uri), experiment_(o.experiment), every_(o.every_iters), checkpoint_(o.log_checkpoint),
+        run_dir_(c.run_dir), rank_(c.rank) {
     // As MLflow's own client: the option, else MLFLOW_TRACKING_URI, else a
     // file store next to the run directories.
     if (uri_.empty() && std::getenv("MLFLOW_TRACKING_URI")) uri_ = std::getenv("MLFLOW_TRACKING_URI");
@@ -118,18 +141,11 @@ class MlflowLogger : public trainyard::Callback {
 };
 
 void register_components(trainyard::Registrar& r) {
-  trainyard::Schema s;
-  s.add("tracking_uri", "",
-        "a tracking server (http://host:5000) or a file store (a folder, or file:PATH); empty: MLFLOW_TRACKING_URI, "
-        "else OUTPUT_DIR/mlruns next to the run directories");
-  s.add("experiment", "", "MLflow experiment name; empty: the trainyard experiment's name");
-  s.add("every_iters", 50, "train/lr, train/batch_loss and train/samples_per_sec every N iterations; 0: never").min(0);
-  s.add("log_checkpoint", true, "copy the final checkpoint into the run's artifacts");
   r.add_callback("mlflow_logger",
                  "the run in MLflow (a file store or a tracking server): the resolved experiment as params, meters as metrics, tags, and "
                  "report, config and final checkpoint as artifacts (read with MLFLOW_ALLOW_FILE_STORE=true)",
-                 s, [](const trainyard::Options& o, const trainyard::Context& c) {
-                   return std::make_shared<MlflowLogger>(o, c);
+                 typed_schema().schema(), [](const trainyard::Options& o, const trainyard::Context& c) {
+                   return std::make_shared<MlflowLogger>(typed_schema().bind(o), c);
                  });
 }
 

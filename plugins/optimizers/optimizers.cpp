@@ -95,15 +95,92 @@ class FusedSgd : public torch::optim::SGD {
   }
 };
 
+// The options of all four optimizers: each schema below binds the fields it
+// declares (with their defaults); an optimizer reads only its own.
+struct OptimizerOptions {
+  double lr = 0;
+  double weight_decay = 0;
+  double momentum = 0;          // sgd, rmsprop
+  double eps = 0;               // adam, adamw, rmsprop
+  double dampening = 0;         // sgd
+  bool nesterov = false;        // sgd
+  bool fused = false;           // sgd
+  double beta1 = 0, beta2 = 0;  // adam, adamw
+  bool amsgrad = false;         // adam, adamw
+  double decay = 0;             // rmsprop
+  bool centered = false;        // rmsprop
+};
+using OptimizerSchema = trainyard::TypedSchema<OptimizerOptions>;
+
+// The keys several optimizers share, declared once; only lr's default differs.
+void add_lr(OptimizerSchema& t, double default_lr) {
+  t.add("lr", &OptimizerOptions::lr, default_lr, "learning rate").min(0.0);
+}
+void add_momentum(OptimizerSchema& t) {
+  t.add("momentum", &OptimizerOptions::momentum, 0.0, "momentum factor").range(0.0, 1.0);
+}
+void add_eps(OptimizerSchema& t) {
+  t.add("eps", &OptimizerOptions::eps, 1e-8, "term added to the denominator").min(0.0);
+}
+void add_weight_decay(OptimizerSchema& t) {
+  t.add("weight_decay", &OptimizerOptions::weight_decay, 0.0, "L2 penalty").min(0.0);
+}
+
+const OptimizerSchema& sgd_typed_schema() {
+  static const OptimizerSchema s = [] {
+    OptimizerSchema t;
+    add_lr(t, 0.01);
+    add_momentum(t);
+    t.add("dampening", &OptimizerOptions::dampening, 0.0, "dampening of the momentum").range(0.0, 1.0);
+    t.add("nesterov", &OptimizerOptions::nesterov, false, "Nesterov momentum (needs momentum > 0, dampening 0)");
+    add_weight_decay(t);
+    t.add("fused", &OptimizerOptions::fused, true,
+          "update with ATen's fused kernel (same arithmetic, one call for all parameters; false: LibTorch's "
+          "per-parameter SGD::step)");
+    return t;
+  }();
+  return s;
+}
+
+// Adam's and AdamW's: AdamW decouples weight_decay, with the same options.
+const OptimizerSchema& adam_typed_schema() {
+  static const OptimizerSchema s = [] {
+    OptimizerSchema t;
+    add_lr(t, 0.001);
+    t.add("beta1", &OptimizerOptions::beta1, 0.9, "decay of the first moment estimate").range(0.0, 0.999999);
+    t.add("beta2", &OptimizerOptions::beta2, 0.999, "decay of the second moment estimate").range(0.0, 0.999999);
+    add_eps(t);
+    add_weight_decay(t);
+    t.add("amsgrad", &OptimizerOptions::amsgrad, false, "use the AMSGrad variant");
+    return t;
+  }();
+  return s;
+}
+
+const OptimizerSchema& rmsprop_typed_schema() {
+  static const OptimizerSchema s = [] {
+    OptimizerSchema t;
+    add_lr(t, 0.01);
+    t.add("decay", &OptimizerOptions::decay, 0.99, "decay of the running average of squared gradients (alpha)")
+        .range(0.0, 1.0);
+    add_momentum(t);
+    add_eps(t);
+    add_weight_decay(t);
+    t.add("centered", &OptimizerOptions::centered, false, "normalize by an estimate of the gradient's variance");
+    return t;
+  }();
+  return s;
+}
+
 class Sgd : public trainyard::Optimizer {
  public:
-  explicit Sgd(const trainyard::Options& o)
-      : options_(torch::optim::SGDOptions(o.get<double>("lr"))
-                     .momentum(o.get<double>("momentum"))
-                     .dampening(o.get<double>("dampening"))
-                     .weight_decay(o.get<double>("weight_decay"))
-                     .nesterov(o.get<bool>("nesterov"))),
-        fused_(o.get<bool>("fused")) {
+  explicit Sgd(const OptimizerOptions& o)
+      : options_(torch::optim::SGDOptions(o.lr)
+                     .momentum(o.momentum)
+                     .dampening(o.dampening)
+                     .weight_decay(o.weight_decay)
+                     .nesterov(o.nesterov)),
+        fused_(o.fused) {
     if (options_.nesterov() && (options_.momentum() <= 0 || options_.dampening() != 0))
       throw trainyard::ConfigError("nesterov needs momentum and no dampening",
                                    "expected momentum > 0 and dampening 0, got momentum " +
@@ -123,12 +200,12 @@ class Sgd : public trainyard::Optimizer {
 
 class Adam : public trainyard::Optimizer {
  public:
-  explicit Adam(const trainyard::Options& o)
-      : options_(torch::optim::AdamOptions(o.get<double>("lr"))
-                     .betas({o.get<double>("beta1"), o.get<double>("beta2")})
-                     .eps(o.get<double>("eps"))
-                     .weight_decay(o.get<double>("weight_decay"))
-                     .amsgrad(o.get<bool>("amsgrad"))) {}
+  explicit Adam(const OptimizerOptions& o)
+      : options_(torch::optim::AdamOptions(o.lr)
+                     .betas({o.beta1, o.beta2})
+                     .eps(o.eps)
+                     .weight_decay(o.weight_decay)
+                     .amsgrad(o.amsgrad)) {}
   std::unique_ptr<torch::optim::Optimizer> build(std::vector<torch::optim::OptimizerParamGroup> groups) override {
     return std::make_unique<torch::optim::Adam>(std::move(groups), options_);
   }
@@ -139,12 +216,12 @@ class Adam : public trainyard::Optimizer {
 
 class AdamW : public trainyard::Optimizer {
  public:
-  explicit AdamW(const trainyard::Options& o)
-      : options_(torch::optim::AdamWOptions(o.get<double>("lr"))
-                     .betas({o.get<double>("beta1"), o.get<double>("beta2")})
-                     .eps(o.get<double>("eps"))
-                     .weight_decay(o.get<double>("weight_decay"))
-                     .amsgrad(o.get<bool>("amsgrad"))) {}
+  explicit AdamW(const OptimizerOptions& o)
+      : options_(torch::optim::AdamWOptions(o.lr)
+                     .betas({o.beta1, o.beta2})
+                     .eps(o.eps)
+                     .weight_decay(o.weight_decay)
+                     .amsgrad(o.amsgrad)) {}
   std::unique_ptr<torch::optim::Optimizer> build(std::vector<torch::optim::OptimizerParamGroup> groups) override {
     return std::make_unique<torch::optim::AdamW>(std::move(groups), options_);
   }
@@ -155,13 +232,13 @@ class AdamW : public trainyard::Optimizer {
 
 class RmsProp : public trainyard::Optimizer {
  public:
-  explicit RmsProp(const trainyard::Options& o)
-      : options_(torch::optim::RMSpropOptions(o.get<double>("lr"))
-                     .alpha(o.get<double>("decay"))
-                     .eps(o.get<double>("eps"))
-                     .momentum(o.get<double>("momentum"))
-                     .weight_decay(o.get<double>("weight_decay"))
-                     .centered(o.get<bool>("centered"))) {}
+  explicit RmsProp(const OptimizerOptions& o)
+      : options_(torch::optim::RMSpropOptions(o.lr)
+                     .alpha(o.decay)
+                     .eps(o.eps)
+                     .momentum(o.momentum)
+                     .weight_decay(o.weight_decay)
+                     .centered(o.centered)) {}
   std::unique_ptr<torch::optim::Optimizer> build(std::vector<torch::optim::OptimizerParamGroup> groups) override {
     return std::make_unique<torch::optim::RMSprop>(std::move(groups), options_);
   }
@@ -172,57 +249,28 @@ class RmsProp : public trainyard::Optimizer {
 
 }  // namespace
 
-trainyard::Schema adamw_schema() { return adam_schema(); }
-
-std::shared_ptr<trainyard::Optimizer> make_adamw(const trainyard::Options& options) {
-  return std::make_shared<AdamW>(options);
-}
-
-trainyard::Schema rmsprop_schema() {
-  trainyard::Schema s;
-  s.add("lr", 0.01, "learning rate").min(0.0);
-  s.add("decay", 0.99, "decay of the running average of squared gradients (alpha)").range(0.0, 1.0);
-  s.add("momentum", 0.0, "momentum factor").range(0.0, 1.0);
-  s.add("eps", 1e-8, "term added to the denominator").min(0.0);
-  s.add("weight_decay", 0.0, "L2 penalty").min(0.0);
-  s.add("centered", false, "normalize by an estimate of the gradient's variance");
-  return s;
-}
-
-std::shared_ptr<trainyard::Optimizer> make_rmsprop(const trainyard::Options& options) {
-  return std::make_shared<RmsProp>(options);
-}
-
-trainyard::Schema sgd_schema() {
-  trainyard::Schema s;
-  s.add("lr", 0.01, "learning rate").min(0.0);
-  s.add("momentum", 0.0, "momentum factor").range(0.0, 1.0);
-  s.add("dampening", 0.0, "dampening of the momentum").range(0.0, 1.0);
-  s.add("nesterov", false, "Nesterov momentum (needs momentum > 0, dampening 0)");
-  s.add("weight_decay", 0.0, "L2 penalty").min(0.0);
-  s.add("fused", true,
-        "update with ATen's fused kernel (same arithmetic, one call for all parameters; false: LibTorch's "
-        "per-parameter SGD::step)");
-  return s;
-}
+trainyard::Schema sgd_schema() { return sgd_typed_schema().schema(); }
 
 std::shared_ptr<trainyard::Optimizer> make_sgd(const trainyard::Options& options) {
-  return std::make_shared<Sgd>(options);
+  return std::make_shared<Sgd>(sgd_typed_schema().bind(options));
 }
 
-trainyard::Schema adam_schema() {
-  trainyard::Schema s;
-  s.add("lr", 0.001, "learning rate").min(0.0);
-  s.add("beta1", 0.9, "decay of the first moment estimate").range(0.0, 0.999999);
-  s.add("beta2", 0.999, "decay of the second moment estimate").range(0.0, 0.999999);
-  s.add("eps", 1e-8, "term added to the denominator").min(0.0);
-  s.add("weight_decay", 0.0, "L2 penalty").min(0.0);
-  s.add("amsgrad", false, "use the AMSGrad variant");
-  return s;
-}
+trainyard::Schema adam_schema() { return adam_typed_schema().schema(); }
 
 std::shared_ptr<trainyard::Optimizer> make_adam(const trainyard::Options& options) {
-  return std::make_shared<Adam>(options);
+  return std::make_shared<Adam>(adam_typed_schema().bind(options));
+}
+
+trainyard::Schema adamw_schema() { return adam_typed_schema().schema(); }
+
+std::shared_ptr<trainyard::Optimizer> make_adamw(const trainyard::Options& options) {
+  return std::make_shared<AdamW>(adam_typed_schema().bind(options));
+}
+
+trainyard::Schema rmsprop_schema() { return rmsprop_typed_schema().schema(); }
+
+std::shared_ptr<trainyard::Optimizer> make_rmsprop(const trainyard::Options& options) {
+  return std::make_shared<RmsProp>(rmsprop_typed_schema().bind(options));
 }
 
 }  // namespace optimizers

@@ -109,9 +109,49 @@ std::vector<int64_t> imagenet_blocks(int64_t depth) {
   }
 }
 
+// The options, bound to the schema below (which holds their defaults).
+struct ResNetOptions {
+  int64_t depth = 0;
+  int64_t width = 0;
+  bool small_input = false;
+  std::string shortcut;
+  double bn_epsilon = 0, bn_momentum = 0;
+  double bn_init_gamma = 0;
+  double dropout = 0;
+};
+
+const trainyard::TypedSchema<ResNetOptions>& typed_schema() {
+  static const trainyard::TypedSchema<ResNetOptions> s = [] {
+    using O = ResNetOptions;
+    trainyard::TypedSchema<O> t;
+    t.add("depth", &O::depth, 20,
+          "18, 34, 50, 101, 152 (ImageNet-style) or 6n+2 such as 20, 32, 44, 56, 110 (CIFAR-style)")
+        .min(8);
+    t.add("width", &O::width, 0,
+          "channels of the first stage, doubled at each stage; 0: 64 ImageNet-style, 16 CIFAR-style")
+        .min(0);
+    t.add("small_input", &O::small_input, false,
+          "ImageNet-style depths: a 3x3 stride-1 stem without max pooling, for 28-64 px images");
+    t.add("shortcut", &O::shortcut, "auto",
+          "where the shape changes: projection (1x1 conv + batch norm), pad (subsample, zero "
+          "channels; no parameters), auto (pad CIFAR-style, projection ImageNet-style)")
+        .one_of({"auto", "projection", "pad"});
+    t.add("bn_epsilon", &O::bn_epsilon, 1e-5, "batch norm epsilon").range(0.0, 1.0);
+    t.add("bn_momentum", &O::bn_momentum, 0.1,
+          "batch norm running-statistics momentum (PyTorch's convention: weight of the new batch)")
+        .range(0.0, 1.0);
+    t.add("bn_init_gamma", &O::bn_init_gamma, 1.0,
+          "initial scale of the last batch norm in each residual block; 0 starts blocks as "
+          "the identity (zero-gamma init)");
+    t.add("dropout", &O::dropout, 0.0, "dropout before the classifier").range(0.0, 0.99);
+    return t;
+  }();
+  return s;
+}
+
 class ResNet : public trainyard::Network {
  public:
-  ResNet(const trainyard::Options& o, const trainyard::Context& c) {
+  ResNet(const ResNetOptions& o, const trainyard::Context& c) {
     const auto& shape = c.dataset.sample_shape;
     if (shape.size() != 3)
       throw trainyard::ConfigError("resnet needs image inputs",
@@ -120,7 +160,7 @@ class ResNet : public trainyard::Network {
                                    "use a network like mlp for flat inputs");
     if (c.dataset.num_classes <= 0)
       throw trainyard::ConfigError("the dataset reports no classes", "expected a classification dataset", "");
-    const int64_t depth = o.get<int64_t>("depth");
+    const int64_t depth = o.depth;
     const bool imagenet = std::count(kImageNetDepths.begin(), kImageNetDepths.end(), depth) > 0;
     if (!imagenet && (depth < 8 || (depth - 2) % 6 != 0))
       throw trainyard::ConfigError("resnet depth " + std::to_string(depth) + " is not a known depth",
@@ -128,17 +168,17 @@ class ResNet : public trainyard::Network {
                                    "44, 56, 110, ...)",
                                    "network.depth: 20");
     NormSettings ns;
-    ns.eps = o.get<double>("bn_epsilon");
-    ns.momentum = o.get<double>("bn_momentum");
+    ns.eps = o.bn_epsilon;
+    ns.momentum = o.bn_momentum;
     if (c.sync_batch_norm && c.collectives) ns.sync = c.collectives;
-    const double gamma = o.get<double>("bn_init_gamma");
-    const std::string shortcut_name = o.get<std::string>("shortcut");
+    const double gamma = o.bn_init_gamma;
+    const std::string& shortcut_name = o.shortcut;
     const Shortcut shortcut = shortcut_name == "projection" || (shortcut_name == "auto" && imagenet)
                                   ? Shortcut::projection
                                   : Shortcut::pad;
-    int64_t width = o.get<int64_t>("width");
+    int64_t width = o.width;
     if (width == 0) width = imagenet ? 64 : 16;
-    const bool small = !imagenet || o.get<bool>("small_input");
+    const bool small = !imagenet || o.small_input;
     const bool bottleneck = imagenet && depth >= 50;
 
     // Stem: 7x7 stride 2 and max pooling for large images, 3x3 stride 1 for small ones.
@@ -160,7 +200,7 @@ class ResNet : public trainyard::Network {
       }
       layers_.push_back(register_module("layer" + std::to_string(stage + 1), layer));
     }
-    if (o.get<double>("dropout") > 0) dropout_ = register_module("dropout", torch::nn::Dropout(o.get<double>("dropout")));
+    if (o.dropout > 0) dropout_ = register_module("dropout", torch::nn::Dropout(o.dropout));
     fc_ = register_module("fc", torch::nn::Linear(in, c.dataset.num_classes));
 
     // He initialization for convolutions (fan out, as torchvision does).
@@ -189,25 +229,10 @@ class ResNet : public trainyard::Network {
 
 }  // namespace
 
-trainyard::Schema schema() {
-  trainyard::Schema s;
-  s.add("depth", 20, "18, 34, 50, 101, 152 (ImageNet-style) or 6n+2 such as 20, 32, 44, 56, 110 (CIFAR-style)").min(8);
-  s.add("width", 0, "channels of the first stage, doubled at each stage; 0: 64 ImageNet-style, 16 CIFAR-style").min(0);
-  s.add("small_input", false, "ImageNet-style depths: a 3x3 stride-1 stem without max pooling, for 28-64 px images");
-  s.add("shortcut", "auto", "where the shape changes: projection (1x1 conv + batch norm), pad (subsample, zero "
-                            "channels; no parameters), auto (pad CIFAR-style, projection ImageNet-style)")
-      .one_of({"auto", "projection", "pad"});
-  s.add("bn_epsilon", 1e-5, "batch norm epsilon").range(0.0, 1.0);
-  s.add("bn_momentum", 0.1, "batch norm running-statistics momentum (PyTorch's convention: weight of the new batch)")
-      .range(0.0, 1.0);
-  s.add("bn_init_gamma", 1.0, "initial scale of the last batch norm in each residual block; 0 starts blocks as "
-                              "the identity (zero-gamma init)");
-  s.add("dropout", 0.0, "dropout before the classifier").range(0.0, 0.99);
-  return s;
-}
+trainyard::Schema schema() { return typed_schema().schema(); }
 
 std::shared_ptr<trainyard::Network> make(const trainyard::Options& options, const trainyard::Context& context) {
-  return std::make_shared<ResNet>(options, context);
+  return std::make_shared<ResNet>(typed_schema().bind(options), context);
 }
 
 }  // namespace resnet

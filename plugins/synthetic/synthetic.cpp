@@ -9,20 +9,46 @@
 namespace synthetic {
 namespace {
 
+// The options, bound to the schema below (which holds their defaults).
+struct SyntheticOptions {
+  int64_t size = 0;
+  int64_t num_classes = 0;
+  std::vector<int64_t> shape;
+  double noise = 0;
+  int64_t seed = 0;
+  int64_t prototype_seed = 0;
+};
+
+const trainyard::TypedSchema<SyntheticOptions>& typed_schema() {
+  static const trainyard::TypedSchema<SyntheticOptions> s = [] {
+    using O = SyntheticOptions;
+    trainyard::TypedSchema<O> t;
+    t.add("size", &O::size, 1024, "number of samples").min(1);
+    t.add("num_classes", &O::num_classes, 10, "number of classes; sample i has class i % num_classes").min(1);
+    t.add("shape", &O::shape, {1, 8, 8}, "shape of one input").min(1);
+    t.add("noise", &O::noise, 0.5, "standard deviation of the noise added to the class prototype").min(0.0);
+    t.add("seed", &O::seed, 1, "seed of the noise (use different seeds for train and test)").min(0);
+    t.add("prototype_seed", &O::prototype_seed, 1234, "seed of the class prototypes (keep equal for train and test)")
+        .min(0);
+    return t;
+  }();
+  return s;
+}
+
 class Synthetic : public trainyard::Dataset {
  public:
-  explicit Synthetic(const trainyard::Options& o) : shape_(o.get<std::vector<int64_t>>("shape")) {
-    const int64_t n = o.get<int64_t>("size"), classes = o.get<int64_t>("num_classes");
+  explicit Synthetic(const SyntheticOptions& o) : shape_(o.shape) {
+    const int64_t n = o.size, classes = o.num_classes;
     classes_ = classes;
     std::vector<int64_t> full = {n};
     full.insert(full.end(), shape_.begin(), shape_.end());
     std::vector<int64_t> protos = {classes};
     protos.insert(protos.end(), shape_.begin(), shape_.end());
-    auto proto_gen = at::make_generator<at::CPUGeneratorImpl>(static_cast<uint64_t>(o.get<int64_t>("prototype_seed")));
-    auto noise_gen = at::make_generator<at::CPUGeneratorImpl>(static_cast<uint64_t>(o.get<int64_t>("seed")));
+    auto proto_gen = at::make_generator<at::CPUGeneratorImpl>(static_cast<uint64_t>(o.prototype_seed));
+    auto noise_gen = at::make_generator<at::CPUGeneratorImpl>(static_cast<uint64_t>(o.seed));
     at::Tensor prototypes = at::randn(protos, proto_gen, at::kFloat);
     labels_ = at::arange(n, at::kLong).remainder(classes);
-    inputs_ = prototypes.index_select(0, labels_) + o.get<double>("noise") * at::randn(full, noise_gen, at::kFloat);
+    inputs_ = prototypes.index_select(0, labels_) + o.noise * at::randn(full, noise_gen, at::kFloat);
   }
   int64_t size() const override { return inputs_.size(0); }
   trainyard::Example get(int64_t i) const override { return {inputs_[i], labels_[i]}; }
@@ -41,19 +67,10 @@ class Synthetic : public trainyard::Dataset {
 
 }  // namespace
 
-trainyard::Schema schema() {
-  trainyard::Schema s;
-  s.add("size", 1024, "number of samples").min(1);
-  s.add("num_classes", 10, "number of classes; sample i has class i % num_classes").min(1);
-  s.add("shape", std::vector<int64_t>{1, 8, 8}, "shape of one input").min(1);
-  s.add("noise", 0.5, "standard deviation of the noise added to the class prototype").min(0.0);
-  s.add("seed", 1, "seed of the noise (use different seeds for train and test)").min(0);
-  s.add("prototype_seed", 1234, "seed of the class prototypes (keep equal for train and test)").min(0);
-  return s;
-}
+trainyard::Schema schema() { return typed_schema().schema(); }
 
 std::shared_ptr<trainyard::Dataset> make(const trainyard::Options& options) {
-  return std::make_shared<Synthetic>(options);
+  return std::make_shared<Synthetic>(typed_schema().bind(options));
 }
 
 }  // namespace synthetic

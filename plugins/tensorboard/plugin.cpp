@@ -27,11 +27,33 @@ std::map<std::string, double> grouped(const trainyard::MeterValues& values, cons
   return out;
 }
 
+struct TensorBoardOptions {
+  std::string dir;
+  int64_t every_iters = 0;
+  bool hparams = false, histograms = false;
+};
+
+const trainyard::TypedSchema<TensorBoardOptions>& typed_schema() {
+  static const trainyard::TypedSchema<TensorBoardOptions> s = [] {
+    using O = TensorBoardOptions;
+    trainyard::TypedSchema<O> t;
+    t.add("dir", &O::dir, "", "folder for the event files; empty: RUN_DIR/tensorboard");
+    t.add("every_iters", &O::every_iters, 50,
+          "train/batch_loss and train/samples_per_sec every N iterations; 0: never")
+        .min(0);
+    t.add("hparams", &O::hparams, true,
+          "record the run's hyper-parameters (its resolved experiment) for the HPARAMS tab");
+    t.add("histograms", &O::histograms, false, "histograms of every parameter at each test pass (parameters/NAME)");
+    return t;
+  }();
+  return s;
+}
+
 class TensorBoard : public trainyard::Callback {
  public:
-  TensorBoard(const trainyard::Options& o, const trainyard::Context& c)
-      : dir_(o.get<std::string>("dir")), run_dir_(c.run_dir), every_(o.get<int64_t>("every_iters")),
-        hparams_(o.get<bool>("hparams")), histograms_(o.get<bool>("histograms")), rank_(c.rank) {
+  TensorBoard(const TensorBoardOptions& o, const trainyard::Context& c)
+      : dir_(o.dir), run_dir_(c.run_dir), every_(o.every_iters), hparams_(o.hparams), histograms_(o.histograms),
+        rank_(c.rank) {
     if (dir_.empty()) dir_ = (std::filesystem::path(c.run_dir) / "tensorboard").string();
   }
   ~TensorBoard() override {
@@ -110,16 +132,11 @@ class TensorBoard : public trainyard::Callback {
 };
 
 void register_components(trainyard::Registrar& r) {
-  trainyard::Schema s;
-  s.add("dir", "", "folder for the event files; empty: RUN_DIR/tensorboard");
-  s.add("every_iters", 50, "train/batch_loss and train/samples_per_sec every N iterations; 0: never").min(0);
-  s.add("hparams", true, "record the run's hyper-parameters (its resolved experiment) for the HPARAMS tab");
-  s.add("histograms", false, "histograms of every parameter at each test pass (parameters/NAME)");
   r.add_callback("tensorboard",
                  "TensorBoard event files: meters as train/... and test/..., the learning rate every iteration, "
                  "loss and throughput every N iterations, hyper-parameters, optional parameter histograms",
-                 s, [](const trainyard::Options& o, const trainyard::Context& c) {
-                   return std::make_shared<TensorBoard>(o, c);
+                 typed_schema().schema(), [](const trainyard::Options& o, const trainyard::Context& c) {
+                   return std::make_shared<TensorBoard>(typed_schema().bind(o), c);
                  });
 }
 

@@ -12,9 +12,15 @@
 
 namespace {
 
+// The options as a struct; the TypedSchema below binds each field to its key.
+struct StopOnFreshMeterOptions {
+  std::string meter;
+  double target = 0;
+};
+
 class StopOnFreshMeter : public trainyard::Callback {
  public:
-  StopOnFreshMeter(std::string meter, double target) : meter_(std::move(meter)), target_(target) {}
+  explicit StopOnFreshMeter(const StopOnFreshMeterOptions& o) : meter_(o.meter), target_(o.target) {}
   void after_epoch(trainyard::Loop& loop) override {
     const auto& readings = loop.meter_readings();
     auto it = readings.find(meter_);
@@ -35,12 +41,13 @@ class StopOnFreshMeter : public trainyard::Callback {
 };
 
 void register_components(trainyard::Registrar& r) {
-  trainyard::Schema schema;
-  schema.add("meter", "test_accuracy_top1", "meter to watch, phase-prefixed");
-  schema.add("target", 0.95, "stop when a fresh value reaches this");
+  using O = StopOnFreshMeterOptions;
+  trainyard::TypedSchema<O> schema;
+  schema.add("meter", &O::meter, "test_accuracy_top1", "meter to watch, phase-prefixed");
+  schema.add("target", &O::target, 0.95, "stop when a fresh value reaches this");
   r.add_callback("stop_on_fresh_meter", "stops when a freshly computed meter value reaches a target (trainyard example)",
-                 schema, [](const trainyard::Options& o, const trainyard::Context&) {
-                   return std::make_shared<StopOnFreshMeter>(o.get<std::string>("meter"), o.get<double>("target"));
+                 schema.schema(), [schema](const trainyard::Options& o, const trainyard::Context&) {
+                   return std::make_shared<StopOnFreshMeter>(schema.bind(o));
                  });
 }
 

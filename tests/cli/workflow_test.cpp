@@ -2,11 +2,13 @@
 #include <gtest/gtest.h>
 
 #include <filesystem>
+#include <regex>
 
 #include <opencv2/imgcodecs.hpp>
 #include <yaml-cpp/yaml.h>
 
 #include "config/config_diff.h"
+#include "scaffold/scaffold.h"
 #include "support/support.h"
 #include "sweep/sweep.h"
 #include "trainyard/error.h"
@@ -461,6 +463,41 @@ TEST(Console, PlainProgressLinesOffATerminalAndALiveBarOnOne) {
   ASSERT_EQ(t.exit_code, 0) << t.out << t.err;
   EXPECT_TRUE(test::contains(t.out, "\r\033[Kepoch 1/2 [")) << t.out;
   EXPECT_TRUE(test::contains(t.out, "\r\033[Kepoch 1/2 testing [")) << "test progress with a count and ETA\n" << t.out;
+}
+
+TEST(NewPlugin, EveryKindBindsItsOptionsToAStructAndEveryPlaceholderIsFilled) {
+  // The build tree's host reads host/scaffold/templates/ in the source tree.
+  for (const auto& kind : scaffold_kinds()) {
+    const auto files = plugin_project("my_thing", kind);
+    ASSERT_EQ(files.size(), 3u) << kind;
+    const std::string& source = files.at("my_thing.cpp");
+    EXPECT_TRUE(test::contains(source, "trainyard::TypedSchema<")) << kind << "\n" << source;
+    EXPECT_TRUE(test::contains(source, "schema.bind(o)")) << kind << "\n" << source;
+    const std::regex read_by_string(R"(get<[^>]*>\(")");  // o.get<double>("lr"), not std::get<0>(tuple)
+    EXPECT_FALSE(std::regex_search(source, read_by_string)) << kind << ": an option read by string\n" << source;
+    const std::string entry = "TRAINYARD_PLUGIN(\"my_thing\", \"0.1.0\", \"my_thing (" + kind + ")\"";
+    EXPECT_TRUE(test::contains(source, entry)) << source;
+    EXPECT_TRUE(test::contains(files.at("README.md"), "plugin: my_thing")) << files.at("README.md");
+    const std::string sdk = std::to_string(TRAINYARD_VERSION_MAJOR) + "." + std::to_string(TRAINYARD_VERSION_MINOR);
+    EXPECT_TRUE(test::contains(files.at("CMakeLists.txt"), "find_package(Trainyard " + sdk + " REQUIRED)"));
+    for (const auto& [file, text] : files)
+      for (const char* left : {"@", "NAME", "KIND"}) EXPECT_FALSE(test::contains(text, left)) << file << ": " << left;
+  }
+}
+
+TEST(NewPlugin, AMissingTemplateFolderIsOneErrorNamingItAndWritesNothing) {
+  const std::string missing = test::temp_dir("scaffold") + "/nowhere", out = test::temp_dir("new") + "/my_net";
+  auto r = test::trainyard_with_env("TRAINYARD_SCAFFOLD_DIR=" + missing,
+                                    "new-plugin my_net --kind network --output " + out);
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  const auto lines = test::nonempty_lines(r.err);
+  ASSERT_EQ(lines.size(), 1u) << r.err;
+  EXPECT_EQ(lines[0].rfind("error: new-plugin: template folder " + missing + " (TRAINYARD_SCAFFOLD_DIR) does not exist; "
+                           "expected the project templates there: CMakeLists.txt.in, plugin.cpp.in",
+                           0),
+            0u)
+      << lines[0];
+  EXPECT_FALSE(fs::exists(out));
 }
 
 }  // namespace

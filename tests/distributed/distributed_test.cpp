@@ -237,7 +237,7 @@ TEST(SlurmEnvironment, SrunWithoutTasksPerNodeStillSharesTheNodesCores) {
                         "SLURM_STEP_NODELIST", "SLURM_CPUS_PER_TASK", "TORCHELASTIC_USE_AGENT_STORE",
                         "SLURM_STEP_NUM_TASKS", "SLURM_CPU_BIND_TYPE"})
     ::unsetenv(k);
-  trainyard::host::Experiment e;
+  const trainyard::host::StoreSettings e;  // the distributed section's defaults
   const trainyard::host::World w = trainyard::host::detect_world(e);
   EXPECT_EQ(w.world_size, 2);
   EXPECT_EQ(w.rank, 1);

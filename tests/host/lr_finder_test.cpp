@@ -10,7 +10,7 @@
 #include "plugins/loader.h"
 #include "support/support.h"
 #include "train/components.h"
-#include "train/lr_finder.h"
+#include "run/lr_finder.h"
 #include "train/trainer.h"
 
 namespace trainyard::host {

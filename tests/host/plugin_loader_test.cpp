@@ -1,6 +1,8 @@
 // Loading plugin libraries: the built-in ones, and every way a library can be refused.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 #include "plugins/loader.h"
 #include "support/support.h"
 #include "trainyard/error.h"
@@ -155,6 +157,50 @@ TEST(PluginSearchPath, OrderIsBuiltinUserEnvExperimentCommandLine) {
   EXPECT_EQ(folders[4].path, "/yaml/dir");
   EXPECT_EQ(folders[5].path, "/cli/dir");
 }
+
+// Plugins built with the headers SDK 1.0 and 1.1 shipped (fixtures/sdk-1.X),
+// unrebuilt: today's host loads them, trains with their dataset and calls
+// their callback, never a function their SDK did not have (a 1.0 callback's
+// vtable ends before 1.1's after_test_batch).
+class OlderSdk : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(OlderSdk, APluginBuiltWithItsHeadersLoadsTrainsAndHearsOnlyItsOwnEvents) {
+  const std::string minor = GetParam();  // "0" or "1"
+  const std::string suffix = "_1_" + minor;
+  const std::string dir = test::temp_dir("older-sdk" + suffix);
+  const std::string events = dir + "/events.txt", exp = dir + "/exp.yaml";
+  test::write_file(exp, "name: older" + suffix + "\n"
+                        "dataset:\n"
+                        "  train: {plugin: tiny" + suffix + ", size: 64}\n"
+                        "  test: {plugin: tiny" + suffix + ", size: 32}\n"
+                        "network: {plugin: mlp, hidden_sizes: [8]}\n"
+                        "loss: {plugin: cross_entropy}\n"
+                        "optimizer: {plugin: sgd, lr: 0.1}\n"
+                        "meters: [{plugin: loss}]\n"
+                        "callbacks: [{plugin: events" + suffix + ", path: " + events + "}]\n"
+                        "loop: {epochs: 2, batch_per_device: 16, test_batch_per_device: 16}\n"
+                        "distributed: {threads_per_process: 1}\n");
+  const auto plugins = test::trainyard("plugins --plugin-dir " FIXTURE_DIR "/older_sdk");
+  ASSERT_EQ(plugins.exit_code, 0) << plugins.err;
+  EXPECT_TRUE(contains(plugins.out, "older_sdk" + suffix + " 1." + minor + ".0 (API 1." + minor + ")")) << plugins.out;
+
+  const auto run = test::trainyard("run " + exp + " --plugin-dir " FIXTURE_DIR "/older_sdk --output-dir " + dir + "/out");
+  ASSERT_EQ(run.exit_code, 0) << run.out << run.err;
+  const std::string heard = test::read_file(events);
+  EXPECT_TRUE(contains(heard, "before_run\n")) << heard;
+  EXPECT_TRUE(contains(heard, "after_test test_loss=yes\nafter_epoch 1\n")) << heard;
+  EXPECT_TRUE(contains(heard, "after_epoch 2\nafter_run\n")) << heard;
+  // 32 test samples in batches of 16: two per pass, two passes.
+  if (minor == "1") {
+    EXPECT_EQ(std::count(heard.begin(), heard.end(), '/'), 4) << heard;
+    EXPECT_TRUE(contains(heard, "after_test_batch 2/2\n")) << heard;
+  } else {
+    EXPECT_FALSE(contains(heard, "after_test_batch")) << heard;
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Sdk, OlderSdk, ::testing::Values("0", "1"),
+                         [](const ::testing::TestParamInfo<std::string>& info) { return "Minor" + info.param; });
 
 }  // namespace
 }  // namespace trainyard::host

@@ -9,19 +9,25 @@
 /// an Options holding exactly the declared keys. YAML types never cross the
 /// plugin boundary.
 ///
-/// Example:
-///   trainyard::Schema schema;
-///   schema.add("hidden_sizes", std::vector<int64_t>{256, 128}, "hidden layer widths").min(1);
-///   schema.add("activation", "relu", "activation function").one_of({"relu", "tanh", "gelu"});
-///   schema.add("dropout", 0.0, "dropout probability after each hidden layer").range(0.0, 1.0);
-///   schema.require("lr", trainyard::OptionType::number, "learning rate").above(0.0);
-///   schema.add("momentum", 0.9, "momentum").min(0.0).below(1.0);  // 0 <= momentum < 1
-///   schema.add_path("vocabulary", "", "word list, relative to the experiment file");
-///   ...
-///   auto sizes = options.get<std::vector<int64_t>>("hidden_sizes");
+/// A component declares its options one way: a TypedSchema (below) binds
+/// each option to a field of the component's options struct, and bind()
+/// fills the struct; no key is read by string.
 ///
-/// Or typed, with the options struct's fields bound to the schema (see
-/// TypedSchema below): then no key is read by string.
+/// Example:
+///   struct SgdOptions {
+///     double lr = 0, momentum = 0;
+///     std::string vocabulary;
+///   };
+///   trainyard::TypedSchema<SgdOptions> schema;
+///   schema.require("lr", &SgdOptions::lr, "learning rate").above(0.0);
+///   schema.add("momentum", &SgdOptions::momentum, 0.9, "momentum").min(0.0).below(1.0);  // 0 <= momentum < 1
+///   schema.add_path("vocabulary", &SgdOptions::vocabulary, "", "word list, relative to the experiment file");
+///   ...
+///   SgdOptions o = schema.bind(options);
+///
+/// Compatibility: Schema::add and Options::get<T>("key") read by string, as
+/// plugins written against SDK 1.0 and 1.1 do; they keep working, and new
+/// code does not use them (docs/sdk-changes.md).
 
 #include <cstdint>
 #include <functional>
@@ -103,7 +109,8 @@ class Schema {
   std::vector<OptionSpec> specs_;
 };
 
-/// Validated values for every key of a component's schema.
+/// Validated values for every key of a component's schema. A component
+/// reads them through TypedSchema::bind(); get() is the compatibility path.
 class Options {
  public:
   Options() = default;
@@ -233,9 +240,10 @@ class TypedSchema {
   std::vector<Field> fields_;
 };
 
-/// Free-form user keys from the experiment's `extra:` section, flattened to
-/// dotted paths ("augment.flip": "true"). Components read what they know and
-/// ignore the rest; the host does not validate them.
+/// Compatibility: free-form user keys from the experiment's `extra:` section,
+/// flattened to dotted paths ("augment.flip": "true"), unvalidated. Plugins
+/// written against SDK 1.0 and 1.1 may read them; new code declares its
+/// options in its schema, where the host checks them.
 ///
 /// Example:
 ///   double scale = context.extra.get_number("my_net.init_scale", 1.0);

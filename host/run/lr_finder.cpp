@@ -1,4 +1,4 @@
-#include "train/lr_finder.h"
+#include "run/lr_finder.h"
 
 #include <ATen/ATen.h>
 #include <ATen/CPUGeneratorImpl.h>
@@ -7,12 +7,16 @@
 #include <torch/serialize/output-archive.h>
 
 #include <cmath>
+#include <filesystem>
 #include <iostream>
 #include <mutex>
 #include <sstream>
 
 #include "distributed/communicator.h"
+#include "run/assembly.h"
+#include "run/session.h"
 #include "train/trainer.h"
+#include "util/files.h"
 #include "util/json.h"
 #include "trainyard/error.h"
 #include "util/text.h"
@@ -250,6 +254,48 @@ Chart lr_finder_chart(const LrFinderResult& r, const std::string& title) {
     c.marker_label = "suggested " + lr_text(*r.suggestion);
   }
   return c;
+}
+
+
+namespace {
+namespace fs = std::filesystem;
+
+void write_results(const std::string& out, const LrFinderResult& result, const std::string& title, const std::string& mode) {
+  fs::create_directories(out);
+  write_file_atomic((fs::path(out) / "lr_finder.csv").string(), lr_finder_csv(result));
+  write_file_atomic((fs::path(out) / "lr_finder.svg").string(), svg_line_chart(lr_finder_chart(result, title)));
+  nlohmann::ordered_json j;
+  j["mode"] = mode;
+  j["suggestion"] = result.suggestion ? json_value(*result.suggestion) : nlohmann::ordered_json(nullptr);
+  j["rule"] = result.rule;
+  j["problem"] = result.problem;
+  j["diverged"] = result.diverged;
+  // The first rate that diverged: the finder tried nothing higher.
+  for (const auto& p : result.points)
+    if (p.diverged) {
+      j["diverged_at_lr"] = json_value(p.lr);
+      break;
+    }
+  write_file_atomic((fs::path(out) / "lr_finder.json").string(), json_text(j) + "\n");
+}
+
+}  // namespace
+
+std::optional<LrFinderResult> find_lr(const Experiment& e, const Registry& registry, const LrFinderOptions& o,
+                                      const std::string& out) {
+  // The run directory is never touched: the finder trains a copy of the start state and writes only `out`.
+  Session session(e, registry, out);
+  std::unique_ptr<Trainer> trainer = assemble_stage(e, session.context, session.comm.get(), RunPaths(out));
+  if (session.comm) session.comm->broadcast_module(*trainer->network_module());
+  const bool rank0 = session.context.rank == 0;
+  if (rank0)
+    std::cout << "find-lr: " << e.name << ": " << o.mode << " over [" << json_number(o.min_lr) << ", "
+              << json_number(o.max_lr) << "], optimizer " << e.optimizer.plugin << ", batch "
+              << e.loop.batch_per_device << " x " << session.context.world_size << " rank(s)\n" << std::flush;
+  LrFinderResult result = find_learning_rate(*trainer, session.comm.get(), o, rank0);
+  if (!rank0) return std::nullopt;
+  write_results(out, result, e.name + ": loss against learning rate (" + o.mode + ")", o.mode);
+  return result;
 }
 
 }  // namespace trainyard::host

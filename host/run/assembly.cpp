@@ -1,0 +1,26 @@
+#include "run/assembly.h"
+
+#include <torch/utils.h>
+
+#include "train/builtin_hooks.h"
+#include "train/trainer.h"
+#include "train/wiring_check.h"
+
+namespace trainyard::host {
+
+Components build_checked(const Experiment& stage, Context& context) {
+  torch::manual_seed(stage.seed);
+  Components components = build_components(stage, context);
+  check_wiring(components, stage, context);
+  return components;
+}
+
+std::unique_ptr<Trainer> assemble_stage(const Experiment& stage, Context& context, Communicator* comm,
+                                        const RunPaths& paths, std::shared_ptr<CheckpointStore> store) {
+  auto trainer = std::make_unique<Trainer>(stage, build_checked(stage, context), context, paths, std::move(store));
+  trainer->set_communicator(comm);
+  add_builtin_hooks(*trainer);
+  return trainer;
+}
+
+}  // namespace trainyard::host

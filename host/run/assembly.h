@@ -1,0 +1,31 @@
+#pragma once
+// The one place a stage is put together: components, the wiring check, the
+// loop. Every mode (train, validate, eval, predict, export, find-lr) goes
+// through it, so a new mode (embed, search, averaged weights) is not a new
+// copy of the sequence. Internal to run/: the CLI sees the modes, not this.
+#include <memory>
+
+#include "config/experiment.h"
+#include "formats/run_paths.h"
+#include "train/components.h"
+
+namespace trainyard::host {
+
+class CheckpointStore;
+class Communicator;
+class Trainer;
+
+/// The stage's components, built after seeding with the stage's seed (the
+/// same initial weights whichever way a stage starts: fresh, resumed,
+/// evaluated), with one batch put through them (check_wiring) before
+/// anything is written. Throws ConfigError for bad input.
+Components build_checked(const Experiment& stage, Context& context);
+
+/// The loop over build_checked()'s components, joined to `comm`'s ranks
+/// (null: one process), writing under `paths` (empty: nowhere), with the
+/// host's own hooks added (train/builtin_hooks.h). `store`: the run's
+/// checkpoints (null: the trainer makes its own over paths.checkpoints).
+std::unique_ptr<Trainer> assemble_stage(const Experiment& stage, Context& context, Communicator* comm,
+                                        const RunPaths& paths, std::shared_ptr<CheckpointStore> store = nullptr);
+
+}  // namespace trainyard::host

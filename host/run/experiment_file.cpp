@@ -1,0 +1,51 @@
+#include "run/experiment_file.h"
+
+#include <optional>
+#include <set>
+
+#include "distributed/device.h"
+#include "log/log.h"
+#include "plugins/loader.h"
+#include "train/precision.h"
+
+namespace trainyard::host {
+
+void resolve_precision(Experiment& e) {
+  std::optional<GpuFacts> gpu;
+  if (e.distributed.num_gpus > 0) {
+    gpu = gpu_facts(e.distributed.first_gpu_id);
+    if (!gpu) gpu = gpu_facts(0);  // one GPU per rank (rank_device picks it)
+  }
+  auto resolve = [&](Experiment& x) {
+    const PrecisionChoice c = choose_precision(x.loop.precision, cpu_facts(), x.distributed.num_gpus > 0, gpu);
+    x.loop.precision_used = c.precision;
+    x.loop.precision_reason = c.reason;
+    x.loop.precision_warning = c.warning;
+  };
+  resolve(e);
+  for (auto& stage : e.stages) resolve(stage);
+}
+
+void announce_precision(const Experiment& e) {
+  std::set<std::string> said;  // stages usually agree: each line once
+  auto announce = [&](const Experiment& x) {
+    const LoopConfig& loop = x.loop;
+    if (loop.precision == "auto" && said.insert(loop.precision_used + loop.precision_reason).second)
+      log_info("trainyard: loop.precision auto: " + loop.effective_precision() + " (" + loop.precision_reason + ")");
+    if (!loop.precision_warning.empty() && said.insert(loop.precision_warning).second)
+      log_warning("warning: " + loop.precision_warning);
+  };
+  announce(e);
+  for (const auto& stage : e.stages) announce(stage);
+}
+
+Experiment load_experiment(const std::string& file, const std::vector<std::string>& sets,
+                           const std::vector<std::string>& plugin_dirs, Registry& registry) {
+  ExperimentSource source = read_experiment(file, sets);
+  load_plugin_folders(plugin_search_path(experiment_plugin_dirs(source), plugin_dirs), registry);
+  Experiment e = validate_experiment(std::move(source), registry);
+  resolve_precision(e);
+  return e;
+}
+
+}  // namespace trainyard::host

@@ -1,0 +1,35 @@
+#pragma once
+// What the experiment says about reading data: the training split's epoch
+// plan, a split's loader settings, the decode threads, and the end-of-pass
+// report of skipped records. Shared by the loop, the dry run and `iterate`.
+#include <cstdint>
+#include <string>
+
+#include "config/experiment.h"
+#include "data/loader.h"
+#include "trainyard/context.h"
+#include "trainyard/dataset.h"
+
+namespace trainyard::host {
+
+/// The training split's epoch plan and a split's loader settings, as the
+/// experiment says (shared by the trainer and `trainyard iterate`).
+EpochPlan make_epoch_plan(const Experiment& experiment, int64_t dataset_size, const Context& context);
+LoaderOptions make_loader_options(const Experiment& experiment, const ComponentConfig& data, const Dataset& dataset,
+                                  int64_t batch_size, const Context& context);
+
+/// loop.decode_threads as a count, and how auto chose it: one thread per CPU
+/// this rank may use but one, the training thread's. The CPUs are the intra-op
+/// threads make_context set (affinity mask or Slurm's cpus-per-task, divided
+/// by the ranks on this node, or distributed.threads_per_process).
+struct DecodeThreads {
+  int count = 0;
+  std::string how;  ///< "set" or "auto: ..."
+};
+DecodeThreads decode_threads(const LoopConfig& loop);
+
+/// Skipped records, once per epoch or test pass, with the first one's reason
+/// (each rank its own: each reads its own shard). Nothing when none.
+void report_bad_records(const ComponentConfig& data, const LoaderStats& stats, const std::string& when);
+
+}  // namespace trainyard::host
