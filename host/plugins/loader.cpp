@@ -146,13 +146,19 @@ void load_plugin_folders(const std::vector<PluginFolder>& folders, Registry& reg
   for (const auto& folder : folders) {
     if (!fs::is_directory(folder.path) && folder.if_missing == PluginFolder::IfMissing::skip) continue;
     if (!fs::is_directory(folder.path) && folder.if_missing == PluginFolder::IfMissing::warn) {
-      log_warning("warning: " + folder.path + ": plugin folder does not exist (named by " + folder.origin + "); skipped");
+      log_warning("warning: " + folder.path + (fs::exists(folder.path) ? ": is a file, not a plugin folder" : ": plugin folder does not exist") +
+                  " (named by " + folder.origin + "); skipped");
       continue;
     }
     if (!fs::is_directory(folder.path)) {
-      ConfigError error(folder.path + ": plugin folder does not exist (named by " + folder.origin + ")",
+      // A library named where its folder belongs is the usual slip: say so, and which folder.
+      const bool file = fs::exists(folder.path);
+      const std::string parent = fs::path(folder.path).parent_path().string();
+      ConfigError error(folder.path + (file ? ": is a file, not a plugin folder" : ": plugin folder does not exist") +
+                            " (named by " + folder.origin + ")",
                         "expected a folder holding plugin libraries (*.so)",
-                        "create it or remove it from " + folder.origin);
+                        file ? "name the folder that holds it (" + (parent.empty() ? std::string(".") : parent) + ")"
+                             : "create it or remove it from " + folder.origin);
       if (!refused) throw error;
       refused->push_back(error.what());
       continue;

@@ -90,6 +90,11 @@ TEST(Cli, BadInputExitsTwoWithOneLineAndWritesNothing) {
   expect_bad_input(exp + " --set optimizer.lrr=0.1", "--set optimizer.lrr=0.1");
   expect_bad_input(exp + " --set nosuch.key=1", "key 'nosuch' does not exist");
   expect_bad_input(exp + " --plugin-dir /nonexistent/folder", "/nonexistent/folder: plugin folder does not exist");
+  // A library named where its folder belongs: said to be a file, with the folder to name instead.
+  const std::string library = fixture_dir("wrong_major") + "/libwrong_major.so";
+  expect_bad_input(exp + " --plugin-dir " + library,
+                   library + ": is a file, not a plugin folder (named by --plugin-dir); expected a folder holding "
+                             "plugin libraries (*.so); name the folder that holds it (" + fixture_dir("wrong_major") + ")");
   expect_bad_input(exp + " --plugin-dir " + fixture_dir("wrong_major"), "SDK API major version differs");
   expect_bad_input(exp + " --plugin-dir " + fixture_dir("bad_fingerprint"), "build fingerprint differs");
   expect_bad_input(exp + " --plugin-dir " + fixture_dir("no_entry"), "no 'trainyard_plugin_entry' entry point");
