@@ -33,7 +33,10 @@ std::vector<std::string> worker_arguments(int argc, char** argv) {
 po::options_description plugin_options() {
   po::options_description d("plugin options");
   d.add_options()("plugin-dir", po::value<std::vector<std::string>>()->composing(),
-                  "also load plugins from this folder (repeatable)");
+                  "also load plugins from this folder (repeatable)")(
+      "allow-insecure-plugins",
+      "load plugin libraries and TorchScript files that others than you or root could change (also "
+      "TRAINYARD_ALLOW_INSECURE_PLUGINS=1)");
   return d;
 }
 
@@ -82,6 +85,8 @@ bool parse_command_line(int argc, char** argv, const std::string& usage, const p
   try {
     po::store(po::command_line_parser(argc - 1, argv + 1).options(all).positional(positional).run(), vm);
     if (!vm.count("help") && !vm.count("version")) po::notify(vm);
+    // Through the environment: plugins (a TorchScript network) and worker processes read it too.
+    if (vm.count("allow-insecure-plugins")) ::setenv("TRAINYARD_ALLOW_INSECURE_PLUGINS", "1", 1);
   } catch (const po::error& e) {
     throw ConfigError(std::string("command line: ") + e.what(), "expected " + usage, "see trainyard " +
                       std::string(argv[1]) + " --help");

@@ -20,12 +20,13 @@ namespace trainyard::host {
 int run_command(int argc, char** argv) {
   const std::string usage =
       "trainyard run EXP.yaml [--set KEY=VALUE]... [--output-dir DIR] [--fresh] [--allow-config-change] "
-      "[--accept-unverified-checkpoints] [--plugin-dir DIR]... "
+      "[--allow-plugin-change] [--accept-unverified-checkpoints] [--plugin-dir DIR]... "
       "[--nproc-per-node N [--nnodes M --node-rank R --master-addr A --master-port P]]";
   po::options_description own("run options");
   own.add_options()("output-dir", po::value<std::string>(), "folder for run directories (default: output.dir)")(
       "fresh", "start over instead of resuming; the old run directory is kept, renamed")(
       "allow-config-change", "resume even though settings other than the loop's length changed")(
+      "allow-plugin-change", "resume even though a plugin library the run uses changed content since it started")(
       "accept-unverified-checkpoints",
       "resume from checkpoints whose manifests are missing or damaged, once one of them loads")(
       "dry-run", "build everything, run one train and one test batch, print the network and timings; write nothing")(
@@ -54,6 +55,7 @@ int run_command(int argc, char** argv) {
   request.output_dir = maybe<std::string>(vm, "output-dir").value_or("");
   request.fresh = vm.count("fresh") != 0;
   request.allow_config_change = vm.count("allow-config-change") != 0;
+  request.allow_plugin_change = vm.count("allow-plugin-change") != 0;
   request.accept_unverified = vm.count("accept-unverified-checkpoints") != 0;
   request.debug = vm.count("debug") != 0;
   request.command_line.assign(argv, argv + argc);

@@ -9,6 +9,7 @@
 #include <boost/dll/shared_library.hpp>
 
 #include "log/log.h"
+#include "trainyard/trusted_code.h"
 #include "trainyard/error.h"
 #include "util/text.h"
 
@@ -180,6 +181,8 @@ void load_plugin_folders(const std::vector<PluginFolder>& folders, Registry& reg
 
 void load_plugin_library(const std::string& path, Registry& registry) {
   namespace mode = boost::dll::load_mode;
+  // Before a byte of it runs: a library others can replace is their code in this job.
+  if (const std::string warning = check_trusted_code(path, "plugin library"); !warning.empty()) log_warning(warning);
   auto* library = new boost::dll::shared_library();
   try {
     library->load(path, mode::rtld_now | mode::rtld_local);

@@ -7,13 +7,17 @@
 #include <unistd.h>
 
 #include <ctime>
+#include <algorithm>
 #include <filesystem>
+#include <fstream>
+#include <map>
 
 #include <ATen/Parallel.h>
 #include <torch/version.h>
 
 #include "build_info.h"  // generated at every build: TRAINYARD_GIT_COMMIT
 #include "distributed/device.h"
+#include "config/experiment.h"
 #include "plugins/registry.h"
 #include "trainyard/version.h"
 #include "util/files.h"
@@ -113,6 +117,50 @@ nlohmann::ordered_json provenance_json(const std::vector<std::string>& argv, con
 void record_provenance(const std::string& run_dir, const nlohmann::ordered_json& record) {
   write_file_atomic((fs::path(run_dir) / "provenance.json").string(), json_text(record, true) + "\n");
   append_line((fs::path(run_dir) / "provenance.jsonl").string(), json_text(record));
+}
+
+std::vector<std::string> changed_plugin_libraries(const std::string& run_dir, const Experiment& experiment) {
+  const fs::path recorded_file = fs::path(run_dir) / "provenance.json";
+  if (!fs::exists(recorded_file)) return {};
+  std::map<std::string, std::string> recorded;  // library name -> SHA-256
+  try {
+    std::ifstream in(recorded_file);
+    const auto record = parse_json(std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>()));
+    if (record.contains("plugins") && record["plugins"].is_array())
+      for (const auto& p : record["plugins"])
+        if (p.is_object()) recorded[p.value("name", "")] = p.value("sha256", "");
+  } catch (const std::exception&) {
+    return {};  // an unreadable record says nothing about the plugins
+  }
+  std::vector<const LibraryInfo*> used;
+  auto note = [&](const ComponentConfig& c) {
+    if (c.component && c.component->library &&
+        std::find(used.begin(), used.end(), c.component->library.get()) == used.end())
+      used.push_back(c.component->library.get());
+  };
+  auto note_all = [&](const Experiment& e) {
+    for (const auto* c : {&e.train_data, &e.test_data, &e.network, &e.loss, &e.optimizer}) note(*c);
+    for (const auto* list : {&e.meters, &e.callbacks, &e.overrides})
+      for (const auto& c : *list) note(c);
+  };
+  note_all(experiment);
+  for (const auto& stage : experiment.stages) note_all(stage);
+  std::vector<std::string> changed;
+  for (const LibraryInfo* lib : used) {
+    const auto it = recorded.find(lib->name);
+    if (it == recorded.end() || it->second.empty() || it->second == "unreadable") continue;
+    std::string now;
+    try {
+      now = sha256_file(lib->path);
+    } catch (const std::exception&) {
+      now = "unreadable";
+    }
+    if (now != it->second)
+      changed.push_back(fs::path(lib->path).filename().string() + " (" + lib->name + " " + lib->version +
+                        "): SHA-256 " + it->second.substr(0, 12) + " when the run started, " + now.substr(0, 12) +
+                        " now");
+  }
+  return changed;
 }
 
 std::string runtime_summary() {

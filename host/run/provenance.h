@@ -9,6 +9,7 @@
 namespace trainyard::host {
 
 class Registry;
+struct Experiment;
 
 struct BuildInfo {
   std::string version;     ///< TRAINYARD_VERSION
@@ -25,6 +26,14 @@ nlohmann::ordered_json provenance_json(const std::vector<std::string>& argv, con
 /// Writes provenance.json (atomically) and appends the same record, on one
 /// line, to provenance.jsonl.
 void record_provenance(const std::string& run_dir, const nlohmann::ordered_json& record);
+
+/// The plugin libraries providing the experiment's components (every stage)
+/// whose content differs from what the run directory's provenance.json
+/// recorded for a library of the same name: "libmlp.so (mlp 1.0.0): SHA-256
+/// 3f2a9c41d0e7 when the run started, 9b01c2d3e4f5 now". Empty when nothing
+/// changed or nothing was recorded. The build fingerprint says the ABI
+/// matches; the hash says whether the code is the same.
+std::vector<std::string> changed_plugin_libraries(const std::string& run_dir, const Experiment& experiment);
 
 /// The shared library providing BLAS to this process (the real file behind
 /// libblas.so.3), or "unknown".

@@ -23,6 +23,7 @@
 #include "train/trainer.h"
 #include "train/wiring_check.h"
 #include "run/provenance.h"
+#include "run/run_lock.h"
 #include "trainyard/error.h"
 #include "util/files.h"
 #include "util/json.h"
@@ -85,6 +86,40 @@ void check_shared_output(Communicator& comm, int rank, const fs::path& folder) {
                         "expected one output folder shared by every rank: rank 0 writes the run directory and "
                         "checkpoints, and every rank resumes from them",
                         "point --output-dir (or output.dir) at a folder every machine mounts, e.g. on NFS");
+}
+
+// Rank 0 takes the run's lock; the others learn whether it did, and check
+// that they see the lock it holds (the same host and PID in the record).
+std::unique_ptr<RunLock> take_run_lock(Communicator* comm, int rank, const std::string& run_dir) {
+  std::unique_ptr<RunLock> lock;
+  std::string refusal;
+  if (rank == 0) {
+    try {
+      lock = RunLock::acquire(run_dir);
+    } catch (const ConfigError& e) {
+      refusal = e.what();
+    }
+  }
+  if (!comm) {
+    if (!refusal.empty()) throw ConfigError(refusal);
+    return lock;
+  }
+  auto who = [](const LockHolder& h) { return h.host + ":" + std::to_string(h.pid); };
+  const std::string zero =
+      comm->exchange(rank != 0 ? "" : refusal.empty() ? "held\n" + who(lock->holder()) : "refused\n" + refusal)[0];
+  const size_t newline = zero.find('\n');
+  if (zero.substr(0, newline) == "refused") throw ConfigError(zero.substr(newline + 1));
+  std::string seen = "ok";
+  if (rank != 0 && who(read_lock_holder(run_lock_path(run_dir))) != zero.substr(newline + 1))
+    seen = "its " + run_lock_path(run_dir) + " does not name rank 0's process " + zero.substr(newline + 1);
+  const std::vector<std::string> seen_by = comm->exchange(seen);
+  for (size_t r = 1; r < seen_by.size(); ++r)
+    if (seen_by[r] != "ok")
+      throw ConfigError(run_dir + ": rank " + std::to_string(r) + " does not see the run lock rank 0 holds (" +
+                            seen_by[r] + ")",
+                        "expected every rank to see one run directory and its lock",
+                        "point --output-dir (or output.dir) at a folder every machine mounts");
+  return lock;
 }
 
 std::string run_dir_of(const Experiment& e, const RunRequest& request) {
@@ -281,6 +316,19 @@ void Runner::check_config_changes() const {
                       "run with --allow-config-change to resume anyway, or --fresh to start over");
 }
 
+void Runner::check_plugin_changes() const {
+  if (resumed_from_.empty()) return;
+  const std::vector<std::string> changed = changed_plugin_libraries(run_dir_, e_);
+  if (changed.empty()) return;
+  if (!request_.allow_plugin_change)
+    throw ConfigError(run_dir_ + "/provenance.json: resuming with plugin code that changed since the run started (" +
+                          join(changed) + ")",
+                      "expected the plugin libraries the run started with (same build fingerprint and same content)",
+                      "run with --allow-plugin-change to resume with the new code, or --fresh to start over");
+  if (session_->context.rank == 0)
+    for (const auto& c : changed) log_warning("warning: --allow-plugin-change: resuming with changed plugin code: " + c);
+}
+
 void Runner::write_run_directory() const {
   if (request_.fresh && fs::exists(run_dir_)) {
     std::string kept = run_dir_ + ".replaced-" + timestamp();
@@ -313,6 +361,8 @@ RunOutcome Runner::run() {
   // A write past a file size limit fails with EFBIG (and is reported) instead of killing the process.
   ::signal(SIGXFSZ, SIG_IGN);
   if (comm) check_shared_output(*comm, context.rank, fs::path(run_dir_).parent_path());
+  // One run per run directory, held until this run ends (a second one stops here).
+  const std::unique_ptr<RunLock> lock = take_run_lock(comm, context.rank, run_dir_);
   // Resume before writing anything: a checkpoint that does not fit is bad input.
   std::unique_ptr<Trainer> trainer = request_.fresh ? nullptr : resume();
   if (!trainer) stage_ = 0, trainer = make_trainer(0);
@@ -328,6 +378,7 @@ RunOutcome Runner::run() {
     comm->broadcast_module(*trainer->network_module());
   }
   check_config_changes();
+  check_plugin_changes();
   if (comm) comm->rank0_work("run directory", rank0_io_limit(e_.loop.stall_timeout_secs), [&] { write_run_directory(); });
   else write_run_directory();
   // Every rank's whole log, in the run directory (the console shows rank 0's).

@@ -27,6 +27,9 @@ struct RunRequest {
   /// Resume from checkpoints whose manifests are missing or unreadable, once
   /// one of them loads (otherwise such checkpoints are refused, never dropped).
   bool accept_unverified = false;
+  /// Resume although a plugin library the run uses changed content since the
+  /// run started (its SHA-256 in provenance.json differs).
+  bool allow_plugin_change = false;
   bool debug = false;                     ///< stop at the first non-finite value, naming where it came from
   std::vector<std::string> command_line;  ///< for provenance.json
 };
@@ -72,6 +75,7 @@ class Runner {
   /// The run directory's config.yaml against the experiment (checkpoints
   /// that record no configuration).
   void check_config_changes() const;
+  void check_plugin_changes() const;
   /// Whether an unverified checkpoint was evidently complete: its manifest
   /// exists (damaged), or metrics.jsonl shows training went on after it.
   bool evidently_complete(const std::string& checkpoint) const;

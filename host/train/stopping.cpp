@@ -3,6 +3,7 @@
 #include "train/guard.h"
 #include "trainyard/error.h"
 #include "util/json.h"
+#include "util/text.h"
 
 namespace trainyard::host {
 
@@ -24,19 +25,29 @@ std::optional<std::string> StoppingRule::target_reached(const MeterValues& value
          json_number(s.target);
 }
 
+namespace {
+std::vector<std::string> names_of(const MeterValues& values) {
+  std::vector<std::string> names;
+  for (const auto& [name, value] : values) names.push_back(name);
+  return names;
+}
+}  // namespace
+
 StoppingRule::Verdict StoppingRule::judge_epoch(const MeterValues& values) {
   const auto& s = config_;
   Verdict verdict;
   if (!s.target_meter.empty()) {
     auto reached = target_reached(values);
     if (!reached) throw LocatedConfigError(where_("target_meter") + ": no meter value '" + s.target_meter + "'",
-                                           "expected one of the run's values, e.g. test_accuracy_top1", "");
+                                           "expected one of the run's values (" + join(names_of(values)) + ")",
+                                           did_you_mean(s.target_meter, names_of(values)));
     if (!reached->empty()) verdict.stops.push_back(*reached);
   }
   if (s.monitor.empty()) return verdict;
   auto it = values.find(s.monitor);
   if (it == values.end()) throw LocatedConfigError(where_("monitor") + ": no meter value '" + s.monitor + "'",
-                                                   "expected one of the run's values, e.g. test_loss", "");
+                                                   "expected one of the run's values (" + join(names_of(values)) + ")",
+                                                   did_you_mean(s.monitor, names_of(values)));
   const double v = it->second;
   auto& p = progress_;
   const double gain = minimized(s.monitor) ? p.best - v : v - p.best;

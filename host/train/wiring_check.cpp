@@ -3,9 +3,12 @@
 #include <ATen/ATen.h>
 #include <ATen/CPUGeneratorImpl.h>
 
+#include <algorithm>
+
 #include "data/loader.h"
 #include "train/guard.h"
 #include "util/shape.h"
+#include "util/text.h"
 
 namespace trainyard::host {
 namespace {
@@ -42,8 +45,27 @@ auto on_probe_batch(const std::string& shapes, F&& f) -> decltype(f()) {
   }
 }
 
+// A dataset that holds every label (SDK 1.3's AllLabels) has them all
+// checked now, before anything is written, not when a batch reaches a bad one.
+void check_all_labels(const Built<Dataset>& data, int64_t num_classes) {
+  const auto* known = dynamic_cast<const AllLabels*>(data.object.get());
+  if (!known || num_classes <= 0) return;
+  const at::Tensor labels = guarded(*data.config, "all_labels", [&] { return known->all_labels(); });
+  if (!labels.defined() || labels.dim() != 1 || at::isFloatingType(labels.scalar_type())) return;  // not class indices
+  const at::Tensor bad = ((labels < 0) | (labels >= num_classes)).nonzero();
+  if (bad.numel() == 0) return;
+  const int64_t k = bad[0][0].item<int64_t>();
+  misfit(*data.config,
+         "sample " + std::to_string(k) + " has label " + std::to_string(labels[k].item<int64_t>()) + " (" +
+             std::to_string(bad.size(0)) + " of its " + std::to_string(labels.numel()) +
+             " labels are out of range; all checked before training)",
+         "expected a class index from 0 to " + std::to_string(num_classes - 1) + " (the training dataset has " +
+             std::to_string(num_classes) + " classes)",
+         "check the labels, or the dataset's class count");
+}
+
 void check_split(Components& c, const Experiment& e, const Context& context, const Built<Dataset>& data,
-                 const std::vector<Built<Meter>>& meters, const char* split) {
+                 const std::vector<Built<Meter>>& meters, const char* split, std::vector<std::string>& value_names) {
   // Spread over the split (first, ..., last): sorted datasets (image
   // folders, class by class) show their variety, not one class's.
   const int64_t size = data.object->size();
@@ -57,6 +79,7 @@ void check_split(Components& c, const Experiment& e, const Context& context, con
   options.max_bad_fraction = 1.0;  // a probe of a few samples says nothing about the epoch's share
   options.normalization = input_normalization(*data.config, *data.object);
   options.streamed = dataset_streamed(*data.config, *data.object);  // then the first n positions
+  check_all_labels(data, context.dataset.num_classes);
   BatchStream stream = batch_stream(*data.object, ids, 0, 0, options);
   std::optional<Batch> batch = guarded(*data.config, "get_batch", stream);
   if (!batch) return;  // every sample a skipped bad record: training will say so
@@ -112,11 +135,40 @@ void check_split(Components& c, const Experiment& e, const Context& context, con
            "expected one floating-point value (the batch's mean loss)");
 
   // Meters see the batch too; their sums are put back as they were.
+  const char* meter_phase = std::string(split) == "test" ? "test" : "train";
   for (const auto& m : meters) {
     const std::vector<double> before = guarded(*m.config, "accumulators", [&] { return m.object->accumulators(); });
     guarded(*m.config, "update", [&] { m.object->update({*batch, output, loss}); });
-    guarded(*m.config, "values", [&] { return m.object->values(); });
+    const auto values = guarded(*m.config, "values", [&] { return m.object->values(); });
+    for (const auto& [name, value] : values) value_names.push_back(std::string(meter_phase) + "_" + name);
     guarded(*m.config, "set_accumulators", [&] { m.object->set_accumulators(before); });
+  }
+}
+
+// The values the loop adds to the meters' (train/trainer.cpp).
+const std::vector<std::string> kLoopValueNames = {
+    "lr", "grad_norm", "loss_scale", "scaler_skipped_updates", "skipped_updates", "secs_per_train", "samples_per_sec",
+    "input_wait_secs", "input_wait_share", "comm_secs", "comm_share", "train_bad_records", "test_bad_records"};
+
+// A name that refers to a meter value (stopping.monitor, stopping.target_meter,
+// a plot's ys)
+// and is a likely misspelling of one the check's batch produced is refused
+// now, before anything is written. A name close to none is left to the
+// first test, which sees every value (a meter may add one later).
+void check_value_names(const Experiment& e, std::vector<std::string> names) {
+  names.insert(names.end(), kLoopValueNames.begin(), kLoopValueNames.end());
+  std::sort(names.begin(), names.end());
+  names.erase(std::unique(names.begin(), names.end()), names.end());
+  std::vector<std::pair<std::string, std::string>> referring{{"stopping.monitor", e.stopping.monitor},
+                                                             {"stopping.target_meter", e.stopping.target_meter}};
+  for (size_t i = 0; i < e.output.plots.size(); ++i)
+    for (const auto& y : e.output.plots[i].ys) referring.emplace_back("output.plots[" + std::to_string(i) + "].ys", y);
+  for (const auto& [key, name] : referring) {
+    if (name.empty() || std::binary_search(names.begin(), names.end(), name)) continue;
+    const std::string hint = did_you_mean(name, names);
+    if (hint.empty()) continue;
+    throw LocatedConfigError(e.where(key) + ": no meter value '" + name + "'",
+                             "expected one of the run's values (" + join(names) + ")", hint);
   }
 }
 
@@ -129,8 +181,10 @@ void check_wiring(Components& c, const Experiment& e, const Context& context) {
     std::lock_guard<std::mutex> lock(cpu.mutex());
     rng_state = cpu.get_state();
   }
-  check_split(c, e, context, c.train_data, c.train_meters, "training");
-  if (c.test_data.object) check_split(c, e, context, c.test_data, c.test_meters, "test");
+  std::vector<std::string> value_names;
+  check_split(c, e, context, c.train_data, c.train_meters, "training", value_names);
+  if (c.test_data.object) check_split(c, e, context, c.test_data, c.test_meters, "test", value_names);
+  check_value_names(e, value_names);
   std::lock_guard<std::mutex> lock(cpu.mutex());
   cpu.set_state(rng_state);
 }

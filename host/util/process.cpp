@@ -71,13 +71,34 @@ void on_fatal_signal(int signo) {
 
 volatile sig_atomic_t g_stop_signal = 0;
 
+// Paths the start-up stop handler removes (set_startup_leftovers).
+char g_leftovers[4][4096];
+volatile sig_atomic_t g_leftover_count = 0;
+
 void on_startup_stop_signal(int signo) {
+  for (int i = 0; i < g_leftover_count; ++i)
+    if (unlink(g_leftovers[i]) != 0) rmdir(g_leftovers[i]);  // both async-signal-safe
   say("trainyard: ");
   say(sigabbrev_np(signo) ? "SIG" : "a signal");
   say(sigabbrev_np(signo));
   say(" during start-up: stopped before training began; run the same command to start again\n");
   _exit(kExitStoppedResumable);
 }
+
+}  // namespace
+
+void set_startup_leftovers(const std::vector<std::string>& paths) {
+  g_leftover_count = 0;
+  int n = 0;
+  for (const auto& p : paths) {
+    if (n == 4 || p.size() >= sizeof g_leftovers[0]) break;
+    memcpy(g_leftovers[n], p.c_str(), p.size() + 1);
+    ++n;
+  }
+  g_leftover_count = n;
+}
+
+namespace {
 
 // Stack traces: the watchdog writes a header, signals one thread, and waits
 // for its handler to write that thread's frames.

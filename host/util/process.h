@@ -24,6 +24,11 @@ void install_stop_signals(const std::vector<std::string>& names);
 /// (exit kExitStoppedResumable, one line saying nothing was written), since
 /// start-up (plugins, data loading) has no boundary to stop at.
 void install_startup_stop_signals(const std::vector<std::string>& names);
+/// What a stop signal during start-up removes before the process ends, so
+/// that it leaves nothing behind (the run lock, a folder made only for it):
+/// at most 4 paths, in order; a file is unlinked, a folder removed if empty.
+/// An empty list clears them.
+void set_startup_leftovers(const std::vector<std::string>& paths);
 /// The first stop signal received, or 0.
 int stop_signal_received();
 /// "SIGTERM".

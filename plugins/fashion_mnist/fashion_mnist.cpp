@@ -48,7 +48,7 @@ const trainyard::TypedSchema<FashionMnistOptions>& typed_schema() {
   return s;
 }
 
-class FashionMnist : public trainyard::Dataset {
+class FashionMnist : public trainyard::Dataset, public trainyard::AllLabels {
  public:
   explicit FashionMnist(const FashionMnistOptions& o) {
     const std::string& dir = o.directory;
@@ -60,7 +60,7 @@ class FashionMnist : public trainyard::Dataset {
     IdxArray images = read_idx(find_file(dir, prefix + "-images-idx3-ubyte"), 3);
     IdxArray labels = read_idx(find_file(dir, prefix + "-labels-idx1-ubyte"), 1);
     if (images.dims[0] != labels.dims[0])
-      throw trainyard::ConfigError(dir + ": " + prefix + " images and labels disagree",
+      throw trainyard::DataError(dir + ": " + prefix + " images and labels disagree",
                                    "expected as many labels as images, got " + std::to_string(labels.dims[0]) +
                                        " labels for " + std::to_string(images.dims[0]) + " images",
                                    "reinstall the dataset");
@@ -86,12 +86,13 @@ class FashionMnist : public trainyard::Dataset {
     labels_ = labels.data.narrow(0, 0, n).to(at::kLong);
     int64_t max_label = labels_.max().item<int64_t>();
     if (max_label >= 10)
-      throw trainyard::ConfigError(dir + ": label " + std::to_string(max_label) + " out of range",
+      throw trainyard::DataError(dir + ": label " + std::to_string(max_label) + " out of range",
                                    "expected classes 0..9", "reinstall the dataset");
     shape_ = {1, h, w};
   }
 
   int64_t size() const override { return images_.size(0); }
+  at::Tensor all_labels() const override { return labels_; }
   trainyard::Example get(int64_t i) const override { return {images_[i], labels_[i]}; }
   // In memory, no augmentation: one gather, the seeds unused.
   trainyard::Batch get_batch(const std::vector<int64_t>& indices, const std::vector<uint64_t>&) const override {

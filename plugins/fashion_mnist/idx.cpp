@@ -61,17 +61,24 @@ int64_t big_endian(const uint8_t* b) { return (int64_t(b[0]) << 24) | (int64_t(b
 // The dimension sizes from the first `available` bytes of a file (magic
 // bytes, then one size per dimension), or the error naming what is wrong.
 std::vector<int64_t> parse_header(const uint8_t* b, size_t available, const std::string& path, int rank) {
-  using trainyard::ConfigError;
+  using trainyard::DataError;
   if (available < 4 || b[0] != 0 || b[1] != 0)
-    throw ConfigError(path + ": not an idx file", "expected the magic bytes 00 00 08 NN", "check the file");
+    throw DataError(path + ": not an idx file", "expected the magic bytes 00 00 08 NN", "check the file");
   if (b[2] != 0x08 || b[3] != rank)
-    throw ConfigError(path + ": unexpected idx type",
+    throw DataError(path + ": unexpected idx type",
                       "expected unsigned bytes with " + std::to_string(rank) + " dimensions, got type " +
                           std::to_string(b[2]) + " with " + std::to_string(b[3]),
                       "images need 3 dimensions, labels 1");
-  if (available < header_size(rank)) throw ConfigError(path + ": truncated header", "expected dimension sizes", "");
+  if (available < header_size(rank)) throw DataError(path + ": truncated header", "expected dimension sizes", "");
   std::vector<int64_t> dims;
   for (int i = 0; i < rank; ++i) dims.push_back(big_endian(b + 4 + 4 * i));
+  // Checked here: an empty array would fail later inside a reduction, as if the code were wrong.
+  for (int i = 0; i < rank; ++i)
+    if (dims[i] == 0)
+      throw DataError(path + ": its header gives dimension " + std::to_string(i) + " a size of 0" +
+                          (i == 0 ? " (no " + std::string(rank == 1 ? "labels" : "images") + ")" : ""),
+                      "expected at least one " + std::string(rank == 1 ? "label" : "image") + " of at least 1x1",
+                      "the file is empty or damaged; reinstall the dataset");
   return dims;
 }
 
@@ -83,7 +90,7 @@ size_t element_count(const std::vector<int64_t>& dims) {
 
 void check_length(const std::string& path, size_t total, size_t got) {
   if (got < total)
-    throw trainyard::ConfigError(path + ": truncated",
+    throw trainyard::DataError(path + ": truncated",
                                  "expected " + std::to_string(total) + " data bytes, got " + std::to_string(got),
                                  "the file is damaged; reinstall the dataset");
 }

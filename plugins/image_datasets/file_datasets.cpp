@@ -14,14 +14,16 @@ namespace image_datasets {
 namespace {
 
 using trainyard::ConfigError;
+using trainyard::DataError;
 
-class Files : public ImageDataset {
+class Files : public ImageDataset, public trainyard::AllLabels {
  public:
-  Files(const PathDatasetOptions& o, trainyard::LabeledFiles files)
+  Files(const PathDatasetOptions& o, trainyard::LabeledFiles files, const std::string& source)
       : ImageDataset(checked_transforms(o)), files_(std::move(files)) {
-    describe(static_cast<int64_t>(files_.class_names.size()), files_.class_names);
+    describe(static_cast<int64_t>(files_.class_names.size()), files_.class_names, source);
   }
   int64_t size() const override { return static_cast<int64_t>(files_.paths.size()); }
+  at::Tensor all_labels() const override { return at::tensor(files_.labels, at::kLong); }
 
  protected:
   LoadedSample load(int64_t index) const override {
@@ -61,15 +63,15 @@ std::shared_ptr<trainyard::Dataset> make_image_folder(const trainyard::Options& 
     throw ConfigError("root '" + root + "' is not a folder", "expected ROOT/<class>/<image files>", "check the path");
   trainyard::LabeledFiles files = trainyard::list_class_folders(root);
   if (files.paths.empty())
-    throw ConfigError("root '" + root + "' holds no images", "expected ROOT/<class>/*.png|jpg", "check the path");
-  return std::make_shared<Files>(o, std::move(files));
+    throw DataError("root '" + root + "' holds no images", "expected ROOT/<class>/*.png|jpg", "check the path");
+  return std::make_shared<Files>(o, std::move(files), "root '" + root + "'");
 }
 
 trainyard::Schema csv_schema() { return csv_typed_schema().schema(); }
 
 std::shared_ptr<trainyard::Dataset> make_csv(const trainyard::Options& options) {
   const PathDatasetOptions o = csv_typed_schema().bind(options);
-  return std::make_shared<Files>(o, trainyard::read_path_label_csv(o.path));
+  return std::make_shared<Files>(o, trainyard::read_path_label_csv(o.path), "CSV '" + o.path + "'");
 }
 
 }  // namespace image_datasets

@@ -91,13 +91,21 @@ std::optional<trainyard::InputNormalization> ImageDataset::input_normalization()
   return trainyard::InputNormalization{transforms_.mean, transforms_.std};
 }
 
-void ImageDataset::describe(int64_t num_classes, std::vector<std::string> class_names) {
+void ImageDataset::describe(int64_t num_classes, std::vector<std::string> class_names, const std::string& source) {
   info_.size = size();
   info_.num_classes = num_classes;
   info_.class_names = std::move(class_names);
   if (size() > 0) {
-    const trainyard::Example first = get_seeded(0, 0);  // alive while its sizes are read
-    info_.sample_shape = first.input.sizes().vec();
+    try {
+      const trainyard::Example first = get_seeded(0, 0);  // alive while its sizes are read
+      info_.sample_shape = first.input.sizes().vec();
+    } catch (const trainyard::BadRecord& e) {
+      // Read while the dataset is built, before on_bad_record applies: the data is wrong.
+      throw trainyard::DataError(source + ": the first sample, read to learn the input shape, is unreadable: " +
+                                     e.what(),
+                                 "expected a readable first sample",
+                                 "check the data or convert it again");
+    }
   }
 }
 

@@ -48,8 +48,9 @@ class ImageDataset : public trainyard::Dataset {
  protected:
   /// Reads and decodes sample `index`. Throws trainyard::BadRecord naming the record.
   virtual LoadedSample load(int64_t index) const = 0;
-  /// Call at the end of the constructor: fills info() from sample 0.
-  void describe(int64_t num_classes, std::vector<std::string> class_names);
+  /// Call at the end of the constructor: fills info() from sample 0. An
+  /// unreadable sample 0 is a DataError naming `source` ("database 'db'").
+  void describe(int64_t num_classes, std::vector<std::string> class_names, const std::string& source);
 
  private:
   static TransformOptions as_float(TransformOptions t) {

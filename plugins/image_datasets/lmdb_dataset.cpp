@@ -15,6 +15,7 @@ namespace image_datasets {
 namespace {
 
 using trainyard::ConfigError;
+using trainyard::DataError;
 
 class Lmdb : public ImageDataset {
  public:
@@ -34,7 +35,7 @@ class Lmdb : public ImageDataset {
     if (rc == 0) rc = mdb_get(txn, dbi_, &key, &value);
     if (rc != 0) {
       mdb_txn_abort(txn);
-      throw ConfigError("database '" + path_ + "' has no trainyard metadata entry (" + mdb_strerror(rc) + ")",
+      throw DataError("database '" + path_ + "' has no trainyard metadata entry (" + mdb_strerror(rc) + ")",
                         "expected a database written by trainyard convert", "convert the data with trainyard convert");
     }
     std::string text(static_cast<const char*>(value.mv_data), value.mv_size);
@@ -48,7 +49,7 @@ class Lmdb : public ImageDataset {
       last_key = trainyard::record_key(std::max<int64_t>(0, meta_.count - 1));
     } catch (const trainyard::Error& e) {
       mdb_txn_abort(txn);
-      throw ConfigError("database '" + path_ + "': bad metadata: " + e.what(), "expected format version " +
+      throw DataError("database '" + path_ + "': bad metadata: " + e.what(), "expected format version " +
                         std::to_string(trainyard::kRecordFormatVersion), "convert the data again");
     }
     MDB_val last{last_key.size(), last_key.data()};
@@ -56,15 +57,15 @@ class Lmdb : public ImageDataset {
     mdb_txn_abort(txn);
     const int64_t records = stat_rc == 0 ? static_cast<int64_t>(stat.ms_entries) - 1 : -1;  // less the metadata entry
     if (meta_.count <= 0)
-      throw ConfigError("database '" + path_ + "' holds no samples (its metadata says " +
+      throw DataError("database '" + path_ + "' holds no samples (its metadata says " +
                             std::to_string(meta_.count) + ")",
                         "expected at least one record", "convert the data again");
     if ((records >= 0 && records < meta_.count) || !last_found)
-      throw ConfigError("database '" + path_ + "': its metadata says " + std::to_string(meta_.count) +
+      throw DataError("database '" + path_ + "': its metadata says " + std::to_string(meta_.count) +
                             " records, but " + (last_found ? "it holds " + std::to_string(records)
                                                            : "record " + last_key + " is missing"),
                         "expected every record the metadata counts", "the database is incomplete: convert the data again");
-    describe(static_cast<int64_t>(meta_.class_names.size()), meta_.class_names);
+    describe(static_cast<int64_t>(meta_.class_names.size()), meta_.class_names, "database '" + path_ + "'");
   }
   ~Lmdb() override {
     if (env_) mdb_env_close(env_);

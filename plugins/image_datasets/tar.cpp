@@ -53,7 +53,7 @@ std::pair<std::string, std::string> key_and_extension(const std::string& path) {
 bool is_image_extension(const std::string& ext) { return ext == "jpg" || ext == "jpeg" || ext == "png" || ext == "webp"; }
 
 int64_t parse_label(const std::string& body, const std::string& ext, const std::string& where) {
-  using trainyard::ConfigError;
+  using trainyard::DataError;
   if (ext == "cls") {
     try {
       size_t used = 0;
@@ -61,13 +61,13 @@ int64_t parse_label(const std::string& body, const std::string& ext, const std::
       if (v >= 0 && body.find_first_not_of(" \t\r\n", used) == std::string::npos) return v;
     } catch (const std::exception&) {
     }
-    throw ConfigError(where + ": '" + body.substr(0, 40) + "'", "a class index: a non-negative decimal integer", "");
+    throw DataError(where + ": '" + body.substr(0, 40) + "'", "a class index: a non-negative decimal integer", "");
   }
   const auto j = nlohmann::json::parse(body, nullptr, false);
   for (const char* field : {"label", "cls"})
     if (j.is_object() && j.contains(field) && j[field].is_number_integer() && j[field].get<int64_t>() >= 0)
       return j[field].get<int64_t>();
-  throw ConfigError(where + ": '" + body.substr(0, 60) + "'", "a JSON object with a non-negative integer \"label\" (or \"cls\")", "");
+  throw DataError(where + ": '" + body.substr(0, 60) + "'", "a JSON object with a non-negative integer \"label\" (or \"cls\")", "");
 }
 
 }  // namespace image_datasets::tar

@@ -68,6 +68,7 @@ namespace {
 
 using trainyard::BadRecord;
 using trainyard::ConfigError;
+using trainyard::DataError;
 
 using tar::kBlock;
 
@@ -86,14 +87,14 @@ std::vector<Member> list_members(int fd, const std::string& shard) {
   char h[kBlock];
   while (at + kBlock <= file_size) {
     if (pread(fd, h, kBlock, static_cast<off_t>(at)) != static_cast<ssize_t>(kBlock))
-      throw ConfigError("shard " + shard + ": cannot read the header at byte " + std::to_string(at), "a readable tar", "");
+      throw DataError("shard " + shard + ": cannot read the header at byte " + std::to_string(at), "a readable tar", "");
     if (std::all_of(h, h + kBlock, [](char c) { return c == 0; })) break;  // end-of-archive blocks
     if (!tar::checksum_ok(h))
-      throw ConfigError("shard " + shard + ": the header at byte " + std::to_string(at) + " has a wrong checksum",
+      throw DataError("shard " + shard + ": the header at byte " + std::to_string(at) + " has a wrong checksum",
                         "a tar file (WebDataset shard)", "check the shard; is it a tar at all?");
     const uint64_t size = tar::number(h + 124, 12), data = at + kBlock;
     if (data + size > file_size)
-      throw ConfigError("shard " + shard + ": member at byte " + std::to_string(at) + " runs past the end (" +
+      throw DataError("shard " + shard + ": member at byte " + std::to_string(at) + " runs past the end (" +
                             std::to_string(size) + " bytes, " + std::to_string(file_size - data) + " left)",
                         "a complete tar", "the shard is truncated: copy it again");
     const char type = h[156];
@@ -101,7 +102,7 @@ std::vector<Member> list_members(int fd, const std::string& shard) {
     if (type == 'L' || type == 'x') {  // the next member's name (GNU) or pax records ("LEN path=NAME\n")
       std::string body(size, '\0');
       if (pread(fd, body.data(), size, static_cast<off_t>(data)) != static_cast<ssize_t>(size))
-        throw ConfigError("shard " + shard + ": cannot read the member at byte " + std::to_string(at), "a readable tar", "");
+        throw DataError("shard " + shard + ": cannot read the member at byte " + std::to_string(at), "a readable tar", "");
       long_name = tar::long_name(type, body);
     } else if (type == '0' || type == '\0') {
       members.push_back({long_name.empty() ? path : long_name, data, size});
@@ -112,7 +113,7 @@ std::vector<Member> list_members(int fd, const std::string& shard) {
     at = data + (size + kBlock - 1) / kBlock * kBlock;
   }
   if (at < file_size && at + kBlock > file_size)
-    throw ConfigError("shard " + shard + ": ends inside a member header at byte " + std::to_string(at),
+    throw DataError("shard " + shard + ": ends inside a member header at byte " + std::to_string(at),
                       "a complete tar", "the shard is truncated: copy it again");
   return members;
 }
@@ -131,7 +132,7 @@ class Shards : public ImageDataset {
     paths_ = expand_braces(pattern);
     for (size_t s = 0; s < paths_.size(); ++s) index_shard(s);
     if (samples_.empty())
-      throw ConfigError("urls: '" + pattern + "': " + std::to_string(paths_.size()) + " shards hold no samples",
+      throw DataError("urls: '" + pattern + "': " + std::to_string(paths_.size()) + " shards hold no samples",
                         "members KEY.jpg|png with KEY.cls or KEY.json", "");
     int64_t classes = o.num_classes;
     int64_t top = 0;
@@ -140,7 +141,7 @@ class Shards : public ImageDataset {
     if (top >= classes)
       throw ConfigError("num_classes: " + std::to_string(classes) + ", but the shards hold label " + std::to_string(top),
                         "labels 0.." + std::to_string(classes - 1), "raise num_classes or set it to 0 (the largest label + 1)");
-    describe(classes, {});
+    describe(classes, {}, "urls '" + pattern + "'");
   }
   ~Shards() override {
     for (int fd : fds_) ::close(fd);
@@ -187,8 +188,8 @@ class Shards : public ImageDataset {
       }
       if (!image && sample.label < 0) continue;  // e.g. a __meta__ member: not a sample
       const std::string where = "shard " + path + ", sample '" + key + "'";
-      if (!image) throw ConfigError(where + " has no image member", "KEY.jpg, KEY.jpeg, KEY.png or KEY.webp", "");
-      if (sample.label < 0) throw ConfigError(where + " has no label member", "KEY.cls or KEY.json with \"label\"", "");
+      if (!image) throw DataError(where + " has no image member", "KEY.jpg, KEY.jpeg, KEY.png or KEY.webp", "");
+      if (sample.label < 0) throw DataError(where + " has no label member", "KEY.cls or KEY.json with \"label\"", "");
       samples_.push_back(sample);
     }
   }
@@ -196,7 +197,7 @@ class Shards : public ImageDataset {
   static int64_t read_label(int fd, const Member& m, const std::string& shard, const std::string& ext) {
     std::string text(std::min<uint64_t>(m.size, 1 << 20), '\0');
     if (pread(fd, text.data(), text.size(), static_cast<off_t>(m.offset)) != static_cast<ssize_t>(text.size()))
-      throw ConfigError("shard " + shard + ": cannot read " + m.path, "a readable tar", "");
+      throw DataError("shard " + shard + ": cannot read " + m.path, "a readable tar", "");
     return tar::parse_label(text, ext, "shard " + shard + ", member " + m.path);
   }
 

@@ -48,6 +48,7 @@ namespace {
 
 using trainyard::BadRecord;
 using trainyard::ConfigError;
+using trainyard::DataError;
 
 // A shell command whose standard output is read through a pipe. Killed on
 // destruction if still running (a pass stopped early, or the dataset freed).
@@ -91,7 +92,7 @@ class Command {
       if (r < 0) throw ConfigError(name() + ": read failed: " + std::strerror(errno), "", "");
       if (r == 0) {
         if (got == 0) return false;
-        throw ConfigError(name() + ": the stream ends inside " + what + " (" + std::to_string(got) + " of " +
+        throw DataError(name() + ": the stream ends inside " + what + " (" + std::to_string(got) + " of " +
                               std::to_string(n) + " bytes)",
                           "a complete tar on the command's standard output", "check the command and the shard");
       }
@@ -104,7 +105,7 @@ class Command {
     while (n > 0) {
       const size_t chunk = static_cast<size_t>(std::min<uint64_t>(n, sizeof scratch));
       if (!read(scratch, chunk, what))
-        throw ConfigError(name() + ": the stream ends inside " + what, "a complete tar on the command's standard output",
+        throw DataError(name() + ": the stream ends inside " + what, "a complete tar on the command's standard output",
                           "check the command and the shard");
       n -= chunk;
     }
@@ -172,7 +173,7 @@ class StreamedShards : public ImageDataset {
                             std::to_string(world_) + " ranks",
                         "at least one shard per rank (each rank reads its own shards)", "split the data into more shards");
     try {
-      describe(classes_, {});  // reads position 0 of epoch 0
+      describe(classes_, {}, "urls '" + pattern + "'");  // reads position 0 of epoch 0
     } catch (...) {
       stop();  // no destructor runs for a constructor that throws: join the reader here
       throw;
@@ -326,7 +327,7 @@ class StreamedShards : public ImageDataset {
           if (!emit(std::move(r))) return;
         }
         if (samples_in_cycle == 0)
-          throw ConfigError("rank " + std::to_string(rank_) + "'s shards hold no samples", "members KEY.jpg|png with KEY.cls or KEY.json", "");
+          throw DataError("rank " + std::to_string(rank_) + "'s shards hold no samples", "members KEY.jpg|png with KEY.cls or KEY.json", "");
       }
     } catch (...) {
       std::lock_guard<std::mutex> lock(mutex_);
@@ -364,10 +365,10 @@ class StreamedShards : public ImageDataset {
     auto flush = [&]() {
       if (key.empty() || (!image && !labelled)) return true;  // nothing, or a __meta__-like member
       const std::string where = shard + ", sample '" + key + "'";
-      if (!image) throw ConfigError(where + " has no image member", "KEY.jpg, KEY.jpeg, KEY.png or KEY.webp", "");
-      if (!labelled) throw ConfigError(where + " has no label member", "KEY.cls or KEY.json with \"label\"", "");
+      if (!image) throw DataError(where + " has no image member", "KEY.jpg, KEY.jpeg, KEY.png or KEY.webp", "");
+      if (!labelled) throw DataError(where + " has no label member", "KEY.cls or KEY.json with \"label\"", "");
       if (current.label >= classes_)
-        throw ConfigError(where + " has label " + std::to_string(current.label),
+        throw DataError(where + " has label " + std::to_string(current.label),
                           "labels 0.." + std::to_string(classes_ - 1) + " (num_classes " + std::to_string(classes_) + ")", "");
       Record done = std::move(current);
       current = Record{};
@@ -379,7 +380,7 @@ class StreamedShards : public ImageDataset {
     while (source.read(h, tar::kBlock, "a member header")) {
       if (std::all_of(h, h + tar::kBlock, [](char c) { return c == 0; })) break;  // end-of-archive blocks
       if (!tar::checksum_ok(h))
-        throw ConfigError(shard + ": the header at byte " + std::to_string(at) + " has a wrong checksum",
+        throw DataError(shard + ": the header at byte " + std::to_string(at) + " has a wrong checksum",
                           "a tar stream (WebDataset shard)", "check the command's output; is it a tar at all?");
       const uint64_t size = tar::number(h + 124, 12), padded = (size + tar::kBlock - 1) / tar::kBlock * tar::kBlock;
       const char type = h[156];

@@ -35,7 +35,7 @@ const trainyard::TypedSchema<SyntheticOptions>& typed_schema() {
   return s;
 }
 
-class Synthetic : public trainyard::Dataset {
+class Synthetic : public trainyard::Dataset, public trainyard::AllLabels {
  public:
   explicit Synthetic(const SyntheticOptions& o) : shape_(o.shape) {
     const int64_t n = o.size, classes = o.num_classes;
@@ -52,6 +52,7 @@ class Synthetic : public trainyard::Dataset {
   }
   int64_t size() const override { return inputs_.size(0); }
   trainyard::Example get(int64_t i) const override { return {inputs_[i], labels_[i]}; }
+  at::Tensor all_labels() const override { return labels_; }
   // In memory, no augmentation: one gather, the seeds unused.
   trainyard::Batch get_batch(const std::vector<int64_t>& indices, const std::vector<uint64_t>&) const override {
     auto idx = at::tensor(indices, at::kLong);

@@ -13,6 +13,7 @@
 #include <trainyard/error.h>
 #include <trainyard/network.h>
 #include <trainyard/plugin.h>
+#include <trainyard/trusted_code.h>
 
 namespace {
 
@@ -86,6 +87,9 @@ std::shared_ptr<trainyard::Network> make(const trainyard::Options& o, const trai
     throw trainyard::ConfigError("TorchScript file '" + path + "' does not exist",
                                  "expected a file saved by torch.jit.script(model).save(path)",
                                  "a relative path is taken from the experiment file's folder");
+  // A TorchScript file is code: loaded only when no stranger can change it.
+  if (const std::string warning = trainyard::check_trusted_code(path, "TorchScript file"); !warning.empty())
+    context.log(warning);
   torch::jit::Module script;
   try {
     script = torch::jit::load(path, context.device);

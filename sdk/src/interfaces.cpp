@@ -27,8 +27,10 @@ ConfigError::ConfigError(const std::string& what, const std::string& expected_an
 ConfigError::~ConfigError() = default;
 BadRecord::BadRecord(const std::string& reason) : Error(reason) {}
 BadRecord::~BadRecord() = default;
+DataError::~DataError() = default;
 
 Dataset::~Dataset() = default;
+AllLabels::~AllLabels() = default;
 Network::~Network() = default;
 Loss::~Loss() = default;
 Optimizer::~Optimizer() = default;

@@ -26,6 +26,23 @@ void expect_one_clear_error(const Case& c) {
   EXPECT_TRUE(fs::is_empty(out)) << c.name << ": something was written";
 }
 
+// A copy of the database `good` whose record `index` is `value` (made at
+// `db`), and an experiment that trains and tests on it; the experiment's path.
+std::string experiment_with_record(const std::string& name, const std::string& good, int64_t index,
+                                   const std::string& value, std::string* db_path = nullptr) {
+  const std::string db = temp_dir("db-" + name) + "/fm";
+  if (db_path) *db_path = db;
+  fs::copy(good, db, fs::copy_options::recursive);
+  put_lmdb_record(db, index, value);
+  std::string yaml = synthetic_experiment(name);
+  for (const std::string split : {"{plugin: synthetic, size: 512, num_classes: 4, shape: [1, 4, 4], seed: 1}",
+                                  "{plugin: synthetic, size: 128, num_classes: 4, shape: [1, 4, 4], seed: 2}"})
+    yaml.replace(yaml.find(split), split.size(), "{plugin: lmdb, path: " + db + "}");
+  const std::string exp = temp_dir("exp-" + name) + "/" + name + ".yaml";
+  write_file(exp, yaml);
+  return exp;
+}
+
 TEST(BadInput, EveryExperimentInTheCorpusIsOneClearErrorAndExitTwo) {
   // tests/bad_inputs/experiments/*.yaml: the first line says what the error must contain.
   int cases = 0;
@@ -127,15 +144,7 @@ TEST(BadInput, EveryDamagedRecordInTheCorpusIsOneClearErrorAndExitTwo) {
     if (f.path().extension() != ".bin") continue;
     const std::string name = f.path().stem().string();
     ASSERT_TRUE(expected.count(name)) << name << " has no line in expected.txt";
-    const std::string db = temp_dir("db-" + name) + "/fm";
-    fs::copy(good, db, fs::copy_options::recursive);
-    put_lmdb_record(db, 3, read_file(f.path().string()));
-    std::string yaml = synthetic_experiment(name);
-    for (const std::string split : {"{plugin: synthetic, size: 512, num_classes: 4, shape: [1, 4, 4], seed: 1}",
-                                    "{plugin: synthetic, size: 128, num_classes: 4, shape: [1, 4, 4], seed: 2}"})
-      yaml.replace(yaml.find(split), split.size(), "{plugin: lmdb, path: " + db + "}");
-    const std::string exp = temp_dir("exp-" + name) + "/" + name + ".yaml";
-    write_file(exp, yaml);
+    const std::string exp = experiment_with_record(name, good, 3, read_file(f.path().string()));
     const std::string out = temp_dir("out-" + name);
     auto r = trainyard("run " + exp + " --output-dir " + out);
     EXPECT_EQ(r.exit_code, 2) << name << ": " << r.err;
@@ -149,6 +158,72 @@ TEST(BadInput, EveryDamagedRecordInTheCorpusIsOneClearErrorAndExitTwo) {
   }
   EXPECT_EQ(cases, static_cast<int>(expected.size()));
   EXPECT_GE(cases, 10);
+}
+
+// What a dataset finds wrong while it is built is the data's fault, not the
+// code's: exit 2 with one line, nothing written (it was exit 1, "failed in
+// construction", for these three).
+TEST(BadInput, DataErrorsFoundWhileADatasetIsBuiltAreBadInputToo) {
+  const std::string fashion = "/usr/share/datasets/fashion-mnist";
+  // An idx file whose header counts 0 images (and labels).
+  const std::string empty_idx = temp_dir("empty-idx");
+  write_file(empty_idx + "/train-images-idx3-ubyte", std::string("\0\0\x08\x03\0\0\0\0\0\0\0\x1c\0\0\0\x1c", 16));
+  write_file(empty_idx + "/train-labels-idx1-ubyte", std::string("\0\0\x08\x01\0\0\0\0", 8));
+  const std::string exp = source_dir() + "/experiments/fashion_mnist_mlp.yaml";
+  expect_one_clear_error({"empty-idx", "run " + exp + " --set dataset.train.directory=" + empty_idx,
+                          "train-images-idx3-ubyte: its header gives dimension 0 a size of 0 (no images)"});
+  // An LMDB whose first record, read while the dataset is built, is not a
+  // trainyard record, or claims an impossible image.
+  const std::string good = temp_dir("db") + "/fm";
+  ASSERT_EQ(trainyard("convert --from idx --images " + fashion + "/t10k-images-idx3-ubyte.gz --labels " + fashion +
+                      "/t10k-labels-idx1-ubyte.gz --limit 16 --output " + good)
+                .exit_code,
+            0);
+  for (const auto& [record, expected] :
+       std::map<std::string, std::string>{{"bad_magic", "record 0000000000: not a trainyard record (bad magic)"},
+                                          {"huge_side", "record 0000000000: image of 100000x100000: expected at most "
+                                                        "16384 pixels per side"}}) {
+    std::string db;
+    const std::string exp = experiment_with_record(
+        record + "-first", good, 0, read_file(source_dir() + "/tests/bad_inputs/records/" + record + ".bin"), &db);
+    expect_one_clear_error({record, "run " + exp,
+                            "(dataset 'lmdb' from libimage_datasets.so 1.2.0): database '" + db +
+                                "': the first sample, read to learn the input shape, is unreadable: " + expected});
+  }
+}
+
+// A dataset that holds all its labels (AllLabels) has every one checked
+// before anything is written, not when a batch reaches the bad one.
+TEST(BadInput, ALabelOutOfRangeDeepInAnInMemoryDatasetStopsBeforeAnythingIsWritten) {
+  std::string yaml = synthetic_experiment("labels", "plugin_dirs: [" + fixture_dir("components") + "]\n");
+  const std::string split = "{plugin: synthetic, size: 512, num_classes: 4, shape: [1, 4, 4], seed: 1}";
+  yaml.replace(yaml.find(split), split.size(), "{plugin: labeled_in_memory, bad_at: 300, bad_label: 9}");
+  const std::string test_split = "{plugin: synthetic, size: 128, num_classes: 4, shape: [1, 4, 4], seed: 2}";
+  yaml.replace(yaml.find(test_split), test_split.size(), "{plugin: labeled_in_memory, size: 64}");
+  const std::string exp = temp_dir("exp-labels") + "/labels.yaml";
+  write_file(exp, yaml);
+  expect_one_clear_error({"labels", "run " + exp,
+                          "dataset.train (dataset 'labeled_in_memory' from libtest_components.so 0.1.0): sample 300 "
+                          "has label 9 (1 of its 512 labels are out of range; all checked before training); expected a "
+                          "class index from 0 to 3 (the training dataset has 4 classes)"});
+}
+
+// A misspelt stopping.monitor is refused with the value it resembles before
+// the run directory exists.
+TEST(BadInput, AMisspeltMonitorIsRefusedWithDidYouMeanBeforeAnythingIsWritten) {
+  const std::string exp = temp_dir("exp-monitor") + "/monitor.yaml";
+  write_file(exp, synthetic_experiment("monitor", "stopping: {monitor: test_acuracy_top1, patience: 2}\n"));
+  expect_one_clear_error({"monitor", "run " + exp,
+                          "stopping.monitor: no meter value 'test_acuracy_top1'; expected one of the run's values ("});
+  const std::string out = temp_dir("out-monitor-hint");
+  auto r = trainyard("run " + exp + " --output-dir " + out);
+  EXPECT_TRUE(contains(r.err, "did you mean 'test_accuracy_top1'?")) << r.err;
+  // A plot's value names are names of meter values too.
+  const std::string plot = temp_dir("exp-plot") + "/plot.yaml";
+  write_file(plot, synthetic_experiment("plot", "output: {plots: [{title: Loss, ys: [train_loss, test_los]}]}\n"));
+  expect_one_clear_error({"plot", "run " + plot, "output.plots[0].ys: no meter value 'test_los'"});
+  r = trainyard("run " + plot + " --output-dir " + temp_dir("out-plot-hint"));
+  EXPECT_TRUE(contains(r.err, "did you mean 'test_loss'?")) << r.err;
 }
 
 }  // namespace

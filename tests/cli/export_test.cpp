@@ -106,6 +106,19 @@ TEST(Export, ATorchScriptNetworkComesBackAsTorchScriptWithTheTrainedValues) {
   const size_t at = yaml.find("network:"), end = yaml.find("\nloss:");
   yaml.replace(at, end - at, "network: {plugin: torchscript, path: " + dir + "/net.pt}\n");
   write_file(dir + "/script.yaml", yaml);
+  // A TorchScript file is code: one that others can change is refused, and
+  // loaded only when the user says so.
+  fs::permissions(dir + "/net.pt", fs::perms(0666));
+  const std::string check = "validate " + dir + "/script.yaml --set dataset.train.limit=64 --set dataset.test.limit=64";
+  auto refused = trainyard(check);
+  EXPECT_EQ(refused.exit_code, 2) << refused.err;
+  EXPECT_EQ(nonempty_lines(refused.err).size(), 1u) << refused.err;
+  EXPECT_TRUE(contains(refused.err, dir + "/net.pt: refusing to load this TorchScript file: it is writable by others "
+                                    "(mode 0666, owner ")) << refused.err;
+  auto allowed = trainyard(check + " --allow-insecure-plugins");
+  EXPECT_EQ(allowed.exit_code, 0) << allowed.err;
+  EXPECT_TRUE(contains(allowed.err, "TorchScript file loaded although it is writable by others")) << allowed.err;
+  fs::permissions(dir + "/net.pt", fs::perms(0644));
   const std::string small = dir + "/script.yaml --set dataset.train.limit=4000 --set dataset.test.limit=2000 "
                             "--set loop.epochs=1 --output-dir " + dir + "/runs";
   ASSERT_EQ(trainyard("run " + small).exit_code, 0);

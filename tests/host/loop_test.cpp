@@ -258,14 +258,15 @@ TEST(Overrides, TwoOverridesOfOneStageNeedAnExplicitOrder) {
 }
 
 TEST(Overrides, AConfigErrorInsideAWrappedDefaultStageNamesItsOwnKeyOnce) {
-  // The monitored value does not exist: found after the first test, inside
-  // the default epoch stage that the override wraps. The error is about
-  // stopping.monitor (line 15), not about the override.
+  // The monitored value does not exist, and is no misspelling of a value
+  // the wiring check saw (those stop before training): found after the
+  // first test, inside the default epoch stage that the override wraps. The
+  // error is about stopping.monitor (line 15), not about the override.
   RunOutput r = run("wrapped", "overrides: [{plugin: pass_through_epoch}]\n"
-                               "stopping: {monitor: test_acuracy_top1, patience: 2}\n");
+                               "stopping: {monitor: val_miou, patience: 2}\n");
   EXPECT_EQ(r.result.exit_code, 2) << r.result.err;
   EXPECT_TRUE(contains(r.result.err, "wrapped.yaml:15:")) << r.result.err;
-  EXPECT_TRUE(contains(r.result.err, "stopping.monitor: no meter value 'test_acuracy_top1'")) << r.result.err;
+  EXPECT_TRUE(contains(r.result.err, "stopping.monitor: no meter value 'val_miou'")) << r.result.err;
   EXPECT_FALSE(contains(r.result.err, "pass_through_epoch")) << r.result.err;
   EXPECT_FALSE(contains(r.result.err, "overrides[0]")) << r.result.err;
 }

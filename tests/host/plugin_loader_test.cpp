@@ -1,7 +1,11 @@
 // Loading plugin libraries: the built-in ones, and every way a library can be refused.
 #include <gtest/gtest.h>
 
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <algorithm>
+#include <filesystem>
 
 #include "plugins/loader.h"
 #include "support/support.h"
@@ -12,6 +16,7 @@ namespace trainyard::host {
 namespace {
 
 using test::contains;
+namespace fs = std::filesystem;
 
 // "1.2" for the host's API, with the minor or major shifted by `minor` / `major`.
 std::string api(int major = 0, int minor = 0) {
@@ -125,6 +130,66 @@ TEST(PluginLoader, RefusedLibrariesCanBeCollectedInsteadOfThrown) {
                       &refused);
   ASSERT_EQ(refused.size(), 1u);
   EXPECT_TRUE(r.find(Kind::callback, "recorder") != nullptr);
+}
+
+// Plugin provenance: a library, or its folder, that someone other than this
+// user or root can change is refused before a byte of it runs.
+class InsecurePlugins : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    folder_ = test::temp_dir("insecure") + "/plugins";
+    fs::create_directories(folder_);
+    fs::permissions(folder_, fs::perms(0755));
+    library_ = folder_ + "/libtest_components.so";
+    fs::copy_file(test::fixture_dir("components") + "/libtest_components.so", library_);
+    fs::permissions(library_, fs::perms(0755));
+    ::unsetenv("TRAINYARD_ALLOW_INSECURE_PLUGINS");
+  }
+  void TearDown() override { ::unsetenv("TRAINYARD_ALLOW_INSECURE_PLUGINS"); }
+  std::string refusal() {
+    Registry r;
+    try {
+      load_plugin_folders({{folder_, "--plugin-dir"}}, r);
+    } catch (const ConfigError& e) {
+      EXPECT_TRUE(r.libraries().empty());
+      return e.what();
+    }
+    return "";
+  }
+  std::string folder_, library_;
+};
+
+TEST_F(InsecurePlugins, AWorldWritableFolderIsRefusedNamingItsModeAndOwner) {
+  fs::permissions(folder_, fs::perms(0777));
+  const std::string err = refusal();
+  EXPECT_TRUE(contains(err, library_ + ": refusing to load this plugin library: its folder " + folder_ +
+                                " is writable by others (mode 0777, owner root)")) << err;
+  EXPECT_TRUE(contains(err, "pass --allow-insecure-plugins (or set TRAINYARD_ALLOW_INSECURE_PLUGINS=1)")) << err;
+}
+
+TEST_F(InsecurePlugins, AWorldWritableLibraryIsRefusedAndLoadsOnlyWhenAllowed) {
+  fs::permissions(library_, fs::perms(0666));
+  const std::string err = refusal();
+  EXPECT_TRUE(contains(err, library_ + ": refusing to load this plugin library: it is writable by others (mode 0666, "
+                                "owner root)")) << err;
+  ::setenv("TRAINYARD_ALLOW_INSECURE_PLUGINS", "1", 1);
+  EXPECT_EQ(refusal(), "");
+}
+
+TEST_F(InsecurePlugins, AnotherUsersLibraryOrAGroupWritableFolderIsRefused) {
+  if (::geteuid() != 0) GTEST_SKIP() << "giving a file to another user needs root";
+  ASSERT_EQ(::chown(library_.c_str(), 65534, 65534), 0);
+  std::string err = refusal();
+  EXPECT_TRUE(contains(err, "it is owned by nobody, not by root (mode 0755, owner nobody)")) << err;
+  ASSERT_EQ(::chown(library_.c_str(), 0, 0), 0);
+  // Group-writable: refused for a shared group (users, gid 100), accepted
+  // for the owner's own private group (root's, which has no other members).
+  ASSERT_EQ(::chown(folder_.c_str(), 0, 100), 0);
+  fs::permissions(folder_, fs::perms(0775));
+  err = refusal();
+  EXPECT_TRUE(contains(err, "its folder " + folder_ + " is writable by its group (mode 0775, owner root)")) << err;
+  ASSERT_EQ(::chown(folder_.c_str(), 0, 0), 0);
+  EXPECT_EQ(refusal(), "");
 }
 
 TEST(Registry, UnknownNameListsKnownAndSuggests) {

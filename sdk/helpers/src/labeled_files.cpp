@@ -53,14 +53,14 @@ LabeledFiles read_path_label_csv(const std::string& file) {
     if (line.empty()) continue;
     auto comma = line.rfind(',');
     if (comma == std::string::npos)
-      throw ConfigError(file + ":" + std::to_string(line_number) + ": no comma", "expected path,label, got '" + line + "'",
+      throw DataError(file + ":" + std::to_string(line_number) + ": no comma", "expected path,label, got '" + line + "'",
                         "");
     std::string path = line.substr(0, comma), label = line.substr(comma + 1);
     if (line_number == 1 && (label == "label" || path == "path")) continue;  // header
     fs::path p = path;
     rows.emplace_back((p.is_absolute() ? p : base / p).string(), label);
   }
-  if (rows.empty()) throw ConfigError("CSV '" + file + "' has no rows", "expected path,label lines", "");
+  if (rows.empty()) throw DataError("CSV '" + file + "' has no rows", "expected path,label lines", "");
   const bool numeric = std::all_of(rows.begin(), rows.end(), [](const auto& r) {
     return !r.second.empty() && r.second.find_first_not_of("0123456789") == std::string::npos;
   });

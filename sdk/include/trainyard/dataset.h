@@ -105,4 +105,24 @@ class Dataset {
   virtual void begin_pass(int64_t epoch, int64_t first) const;
 };
 
+/// Since SDK 1.3, optional: a dataset that holds every label without
+/// decoding a sample (in memory, or read from an index while it is built)
+/// also derives from AllLabels. The host then checks the whole range against
+/// the training dataset's class count before anything is written; otherwise
+/// a bad label deep in the data stops the run only when a batch reaches it,
+/// after the run directory was made. Found with dynamic_cast: a dataset that
+/// does not derive from it is checked batch by batch, as before.
+///
+/// Example (labels held as a tensor):
+///   class Tiny : public trainyard::Dataset, public trainyard::AllLabels {
+///     ...
+///     at::Tensor all_labels() const override { return labels_; }
+///   };
+class AllLabels {
+ public:
+  virtual ~AllLabels();
+  /// Every sample's class index in index order (1-d, integer): sample i's at i.
+  virtual at::Tensor all_labels() const = 0;
+};
+
 }  // namespace trainyard

@@ -3,8 +3,11 @@
 ///
 /// The host prints `error: WHERE: WHAT` and exits 2 for a ConfigError (bad
 /// input the user can fix: a missing file, an option combination that makes no
-/// sense), and reports any other exception as a crash of the component, with
-/// the component's and the library's name, exit 1.
+/// sense) and for a DataError (the data itself is wrong: an empty file, a
+/// foreign record, an impossible image header), and reports any other
+/// exception as a crash of the component, with the component's and the
+/// library's name, exit 1. A BadRecord that escapes a dataset's constructor
+/// (its first sample read to learn the shapes) is bad input too, exit 2.
 ///
 /// Example:
 ///   if (!std::filesystem::exists(dir))
@@ -32,6 +35,22 @@ class ConfigError : public Error {
   ConfigError(const std::string& what, const std::string& expected_and_got,
               const std::string& hint);
   ~ConfigError() override;
+};
+
+/// The data is wrong, not the code and not the options: what a dataset finds
+/// while it is built (an idx file whose header counts 0 images, an LMDB whose
+/// records are not trainyard records, a header claiming an impossible image).
+/// Bad input, exit 2, like a ConfigError (it is one). Since SDK 1.3.
+///
+/// Example:
+///   if (count == 0)
+///     throw trainyard::DataError(path + ": the header counts 0 images",
+///                                "expected at least one image",
+///                                "the file is empty or damaged: download it again");
+class DataError : public ConfigError {
+ public:
+  using ConfigError::ConfigError;
+  ~DataError() override;
 };
 
 /// A sample that cannot be read or decoded (a damaged record, an undecodable
