@@ -77,6 +77,20 @@ void read_sections(const Document& source, Experiment& e) {
       fail(source.where(root["loop"]["decode_threads"], "loop.decode_threads"), "not a thread count",
            "expected auto or an integer from 0 to 64, got '" + threads + "'", "");
   }
+  if ((e.loop.classes_per_batch > 0) != (e.loop.samples_per_class > 0))
+    fail(source.where(root["loop"][e.loop.classes_per_batch > 0 ? "classes_per_batch" : "samples_per_class"],
+                      e.loop.classes_per_batch > 0 ? "loop.classes_per_batch" : "loop.samples_per_class"),
+         "P x K batches need both sizes", "expected loop.classes_per_batch P and loop.samples_per_class K, both above 0",
+         "");
+  if (e.loop.classes_per_batch > 0 && e.loop.batch_per_device != e.loop.classes_per_batch * e.loop.samples_per_class)
+    fail(source.where(root["loop"]["batch_per_device"], "loop.batch_per_device"), "not a P x K batch",
+         "expected classes_per_batch x samples_per_class = " +
+             std::to_string(e.loop.classes_per_batch * e.loop.samples_per_class) + ", got " +
+             std::to_string(e.loop.batch_per_device),
+         "set loop.batch_per_device to " + std::to_string(e.loop.classes_per_batch * e.loop.samples_per_class));
+  if (e.loop.classes_per_batch > 0 && e.loop.train_samples_per_epoch > 0)
+    fail(source.where(root["loop"]["train_samples_per_epoch"], "loop.train_samples_per_epoch"),
+         "P x K batches decide the epoch's length", "expected train_samples_per_epoch 0 with classes_per_batch", "");
   e.stopping = stopping_section().bind(section(source, "stopping", stopping_schema()));
   if (e.stopping.patience > 0 && e.stopping.monitor.empty())
     fail(source.where(root["stopping"], "stopping.patience"), "patience needs a meter to watch",

@@ -30,6 +30,13 @@ const TypedSchema<LoopConfig>& loop_section() {
     s.add("test_samples", &L::test_samples, 0, "test samples per test pass; 0 is the whole test set").min(0);
     s.add("shuffle", &L::shuffle, true, "draw a new permutation of the training set every epoch from (seed, epoch)");
     s.add("drop_last", &L::drop_last, false, "drop the last incomplete training batch of an epoch");
+    s.add("classes_per_batch", &L::classes_per_batch, 0,
+          "P x K batches for metric learning: P classes per training batch (with samples_per_class K; "
+          "batch_per_device must be P x K); 0: batches of shuffled samples")
+        .min(0);
+    s.add("samples_per_class", &L::samples_per_class, 0, "P x K batches: K samples of each class per batch").min(0);
+    s.add("pk_with_replacement", &L::pk_with_replacement, false,
+          "P x K batches: draw a class with fewer than K samples with replacement instead of refusing it");
     s.add("log_every_iters", &L::log_every_iters, 50, "write train meter values to metrics.jsonl every N iterations")
         .min(1);
     s.add("checkpoint_every_iters", &L::checkpoint_every_iters, 0,

@@ -21,6 +21,11 @@ struct LoopConfig {
   int64_t test_samples = 0;             ///< 0: the whole test set
   bool shuffle = true;
   bool drop_last = false;
+  /// P x K batches (metric learning): P classes of K samples each per
+  /// training batch; 0: off. Needs a dataset that reports all its labels.
+  int64_t classes_per_batch = 0;
+  int64_t samples_per_class = 0;
+  bool pk_with_replacement = false;  ///< a class with fewer than K samples is drawn with replacement
   int64_t log_every_iters = 50;
   int64_t checkpoint_every_iters = 0;   ///< 0: only at the end of each epoch
   double checkpoint_every_secs = 0;     ///< also every T seconds of wall time; 0: not by time

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <condition_variable>
 #include <exception>
+#include <functional>
 #include <map>
 #include <mutex>
 #include <numeric>
@@ -334,7 +335,84 @@ uint64_t sample_seed(uint64_t seed, int64_t epoch, int64_t index) {
   return mix(mix(mix(seed) ^ static_cast<uint64_t>(epoch)) ^ static_cast<uint64_t>(index));
 }
 
+namespace {
+
+int64_t pk_groups(int64_t samples, int64_t k, bool with_replacement) {
+  return with_replacement && samples > 0 && samples < k ? 1 : samples / k;
+}
+
+// P x K: each class's samples shuffled and cut into groups of K; then, batch
+// after batch, the P classes with the most groups left (ties broken at
+// random) give one group each. Taking the fullest classes first makes the
+// number of batches depend on the class sizes only, not on the draws.
+std::vector<std::vector<int64_t>> pk_epoch_batches(const std::vector<int64_t>& labels, int64_t p, int64_t k,
+                                                   bool with_replacement, uint64_t seed, int64_t epoch) {
+  std::map<int64_t, std::vector<int64_t>> by_class;
+  for (size_t i = 0; i < labels.size(); ++i) by_class[labels[i]].push_back(static_cast<int64_t>(i));
+  CounterStream rng{mix(mix(seed ^ 0x7a3c9e11ull) ^ mix(static_cast<uint64_t>(epoch) + 1))};
+  std::vector<std::vector<std::vector<int64_t>>> groups;  // per class, its groups
+  for (auto& [label, samples] : by_class) {
+    for (size_t i = samples.size() - 1; i > 0; --i) std::swap(samples[i], samples[rng.below(i + 1)]);
+    std::vector<std::vector<int64_t>> own;
+    if (with_replacement && static_cast<int64_t>(samples.size()) < k) {
+      std::vector<int64_t> drawn;
+      for (int64_t j = 0; j < k; ++j) drawn.push_back(samples[rng.below(samples.size())]);
+      own.push_back(std::move(drawn));
+    } else {
+      for (size_t at = 0; at + static_cast<size_t>(k) <= samples.size(); at += static_cast<size_t>(k))
+        own.emplace_back(samples.begin() + static_cast<std::ptrdiff_t>(at), samples.begin() + static_cast<std::ptrdiff_t>(at + k));
+    }
+    groups.push_back(std::move(own));
+  }
+  std::vector<size_t> next(groups.size(), 0);
+  std::vector<std::vector<int64_t>> batches;
+  std::vector<std::pair<std::pair<size_t, uint64_t>, size_t>> order(groups.size());
+  for (;;) {
+    for (size_t c = 0; c < groups.size(); ++c) order[c] = {{groups[c].size() - next[c], rng.next()}, c};
+    std::partial_sort(order.begin(), order.begin() + std::min<size_t>(static_cast<size_t>(p), order.size()), order.end(),
+                      std::greater<>());
+    if (static_cast<int64_t>(order.size()) < p || order[static_cast<size_t>(p - 1)].first.first == 0) break;
+    std::vector<int64_t> batch;
+    for (int64_t j = 0; j < p; ++j) {
+      const size_t c = order[static_cast<size_t>(j)].second;
+      const auto& g = groups[c][next[c]++];
+      batch.insert(batch.end(), g.begin(), g.end());
+    }
+    batches.push_back(std::move(batch));
+  }
+  return batches;
+}
+
+}  // namespace
+
+int64_t pk_batches(const std::vector<int64_t>& class_sizes, int64_t classes_per_batch, int64_t samples_per_class,
+                   bool with_replacement) {
+  std::vector<int64_t> left;
+  for (int64_t n : class_sizes) left.push_back(pk_groups(n, samples_per_class, with_replacement));
+  int64_t batches = 0;
+  const size_t p = static_cast<size_t>(classes_per_batch);
+  for (;;) {
+    if (left.size() < p) return batches;
+    std::partial_sort(left.begin(), left.begin() + static_cast<std::ptrdiff_t>(p), left.end(), std::greater<>());
+    if (left[p - 1] == 0) return batches;
+    for (size_t j = 0; j < p; ++j) --left[j];
+    ++batches;
+  }
+}
+
 std::vector<int64_t> EpochPlan::indices(int64_t epoch) const {
+  if (classes_per_batch > 0) {
+    const auto batches =
+        pk_epoch_batches(*labels, classes_per_batch, samples_per_class, pk_with_replacement, seed, epoch);
+    // Every rank the same number of batches: the remainder of the division is left out.
+    const size_t per_rank = batches.size() / static_cast<size_t>(world_size);
+    std::vector<int64_t> mine;
+    for (size_t b = 0; b < per_rank; ++b) {
+      const auto& batch = batches[b * static_cast<size_t>(world_size) + static_cast<size_t>(rank)];
+      mine.insert(mine.end(), batch.begin(), batch.end());
+    }
+    return mine;
+  }
   const int64_t wanted = samples_per_epoch > 0 ? samples_per_epoch : dataset_size;
   std::vector<int64_t> all;
   all.reserve(static_cast<size_t>(wanted));
@@ -356,6 +434,7 @@ std::vector<int64_t> EpochPlan::indices(int64_t epoch) const {
 }
 
 int64_t EpochPlan::batches_per_epoch() const {
+  if (classes_per_batch > 0) return pk_total_batches / world_size;
   const int64_t all = samples_per_epoch > 0 ? samples_per_epoch : dataset_size;
   const int64_t n = (all - rank + world_size - 1) / world_size;  // this rank's shard
   return drop_last ? n / batch_size : (n + batch_size - 1) / batch_size;

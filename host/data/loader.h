@@ -27,13 +27,26 @@ struct EpochPlan {
   bool drop_last = false;
   uint64_t seed = 0;
   int rank = 0, world_size = 1;
+  /// P x K batches (classes_per_batch P > 0): each batch P classes of K
+  /// samples; `labels` holds every sample's class (Dataset's AllLabels).
+  int64_t classes_per_batch = 0, samples_per_class = 0;
+  bool pk_with_replacement = false;
+  std::shared_ptr<const std::vector<int64_t>> labels;
+  int64_t pk_total_batches = 0;  ///< pk_batches() of the labels' class sizes, over all ranks
 
   /// The sample indices this rank visits in `epoch`, in order: every
   /// world_size-th entry of the epoch's order, starting at `rank`, so each
-  /// sample is in exactly one shard.
+  /// sample is in exactly one shard. P x K: every world_size-th batch of the
+  /// epoch's batches, so that each rank's batches are P x K too.
   std::vector<int64_t> indices(int64_t epoch) const;
   int64_t batches_per_epoch() const;
 };
+
+/// P x K: how many batches of P classes an epoch holds over all ranks, given
+/// each class's sample count (a class of n samples gives n / K groups of K;
+/// with replacement, one group when n < K). The same for every epoch.
+int64_t pk_batches(const std::vector<int64_t>& class_sizes, int64_t classes_per_batch, int64_t samples_per_class,
+                   bool with_replacement);
 
 struct LoaderOptions {
   int64_t batch_size = 1;

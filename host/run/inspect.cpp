@@ -71,7 +71,7 @@ IterateResult iterate(const Experiment& e, int64_t batch_limit) {
   Context context = make_context(e);
   auto dataset = std::get<Factory<Dataset>>(e.train_data.component->factory);
   auto data = guarded(e.train_data, "construction", [&] { return dataset(e.train_data.options, context); });
-  const EpochPlan plan = make_epoch_plan(e, data->size(), context);
+  const EpochPlan plan = make_epoch_plan(e, *data, context);
   const LoaderOptions options = make_loader_options(e, e.train_data, *data, e.loop.batch_per_device, context);
   auto stats = std::make_shared<LoaderStats>();
   const auto t0 = std::chrono::steady_clock::now();

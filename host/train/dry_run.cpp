@@ -78,7 +78,7 @@ std::string dry_run_report(const Experiment& e, Components& c, const Context& co
 
   // One training batch: data, forward, loss, backward, optimizer step, each timed.
   auto t0 = Clock::now();
-  EpochPlan plan = make_epoch_plan(e, c.train_data.object->size(), context);
+  EpochPlan plan = make_epoch_plan(e, *c.train_data.object, context);
   auto stats = std::make_shared<LoaderStats>();
   BatchStream train = guarded(*c.train_data.config, "get_batch", [&] {
     return batch_stream(*c.train_data.object, plan.indices(0), 0, 0,

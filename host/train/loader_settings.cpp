@@ -1,15 +1,66 @@
 #include "train/loader_settings.h"
 
+#include <map>
+#include <memory>
+
+#include <ATen/ATen.h>
 #include <ATen/Parallel.h>
 
 #include "log/log.h"
 #include "train/components.h"
+#include "train/guard.h"
 #include "util/json.h"
 #include "util/text.h"
 
 namespace trainyard::host {
 
-EpochPlan make_epoch_plan(const Experiment& e, int64_t dataset_size, const Context& context) {
+namespace {
+
+// P x K batches: the training set's labels, checked (a class under K
+// samples, too few classes, fewer batches than ranks) before anything is written.
+void plan_pk_batches(EpochPlan& plan, const Experiment& e, const Dataset& dataset) {
+  const std::string where = e.where("loop.classes_per_batch");
+  const auto* known = dynamic_cast<const AllLabels*>(&dataset);
+  if (!known)
+    throw ConfigError(where + ": P x K batches need the training dataset's labels, and dataset '" +
+                          e.train_data.plugin + "' does not report them",
+                      "expected a dataset that implements trainyard::AllLabels (SDK 1.3; the built-in fashion_mnist, "
+                      "synthetic, image_folder and csv do)",
+                      "set loop.classes_per_batch: 0, or use such a dataset");
+  const at::Tensor labels = guarded(e.train_data, "all_labels", [&] { return known->all_labels(); })
+                                .to(at::kLong).contiguous();
+  auto values = std::make_shared<std::vector<int64_t>>(labels.const_data_ptr<int64_t>(),
+                                                       labels.const_data_ptr<int64_t>() + labels.numel());
+  std::map<int64_t, int64_t> sizes;
+  for (int64_t label : *values) ++sizes[label];
+  std::vector<int64_t> class_sizes;
+  for (const auto& [label, n] : sizes) {
+    if (n < e.loop.samples_per_class && !e.loop.pk_with_replacement)
+      throw ConfigError(where + ": class " + std::to_string(label) + " has " + count_of(n, "sample") +
+                            ", fewer than loop.samples_per_class " + std::to_string(e.loop.samples_per_class),
+                        "expected at least K samples in every class of the training set",
+                        "lower loop.samples_per_class, or set loop.pk_with_replacement: true to draw such classes "
+                        "with replacement");
+    class_sizes.push_back(n);
+  }
+  plan.pk_total_batches =
+      pk_batches(class_sizes, e.loop.classes_per_batch, e.loop.samples_per_class, e.loop.pk_with_replacement);
+  if (plan.pk_total_batches < plan.world_size)
+    throw ConfigError(where + ": the training set gives " + count_of(plan.pk_total_batches, "batch", "batches") +
+                          " of " + std::to_string(e.loop.classes_per_batch) + " classes x " +
+                          std::to_string(e.loop.samples_per_class) + " samples (" + count_of(static_cast<int64_t>(sizes.size()), "class", "classes") +
+                          ") for " + count_of(plan.world_size, "rank"),
+                      "expected at least one batch per rank", "lower loop.classes_per_batch or loop.samples_per_class");
+  plan.classes_per_batch = e.loop.classes_per_batch;
+  plan.samples_per_class = e.loop.samples_per_class;
+  plan.pk_with_replacement = e.loop.pk_with_replacement;
+  plan.labels = std::move(values);
+}
+
+}  // namespace
+
+EpochPlan make_epoch_plan(const Experiment& e, const Dataset& dataset, const Context& context) {
+  const int64_t dataset_size = dataset.size();
   EpochPlan plan;
   plan.dataset_size = dataset_size;
   plan.samples_per_epoch = e.loop.train_samples_per_epoch;
@@ -19,6 +70,7 @@ EpochPlan make_epoch_plan(const Experiment& e, int64_t dataset_size, const Conte
   plan.seed = e.seed;
   plan.rank = context.rank;
   plan.world_size = context.world_size;
+  if (e.loop.classes_per_batch > 0) plan_pk_batches(plan, e, dataset);
   return plan;
 }
 

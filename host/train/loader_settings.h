@@ -14,7 +14,10 @@ namespace trainyard::host {
 
 /// The training split's epoch plan and a split's loader settings, as the
 /// experiment says (shared by the trainer and `trainyard iterate`).
-EpochPlan make_epoch_plan(const Experiment& experiment, int64_t dataset_size, const Context& context);
+/// P x K batches (loop.classes_per_batch) read the dataset's labels
+/// (AllLabels) and throw ConfigError for a dataset without them or a class
+/// of fewer than K samples.
+EpochPlan make_epoch_plan(const Experiment& experiment, const Dataset& dataset, const Context& context);
 LoaderOptions make_loader_options(const Experiment& experiment, const ComponentConfig& data, const Dataset& dataset,
                                   int64_t batch_size, const Context& context);
 

@@ -45,7 +45,7 @@ Trainer::Trainer(const Experiment& experiment, Components components, Context co
       log_(paths_, context_.rank),
       store_(store ? std::move(store)
                    : std::make_shared<CheckpointStore>(paths_.checkpoints, e_.output.keep_checkpoints)) {
-  plan_ = make_epoch_plan(e_, c_.train_data.object->size(), context_);
+  plan_ = make_epoch_plan(e_, *c_.train_data.object, context_);
   config_resolved_ = e_.resolved();
   config_hash_ = resolved_sha256(config_resolved_);
   stages_.run = [this] { default_run(); };

@@ -208,6 +208,19 @@ TEST(BadInput, ALabelOutOfRangeDeepInAnInMemoryDatasetStopsBeforeAnythingIsWritt
                           "class index from 0 to 3 (the training dataset has 4 classes)"});
 }
 
+// P x K batches: a class smaller than K, or a batch that is not P x K.
+TEST(BadInput, PkBatchesWithAClassSmallerThanKOrAnotherBatchSizeAreRefused) {
+  const std::string exp = temp_dir("exp-pk") + "/pk.yaml";
+  write_file(exp, synthetic_experiment("pk"));
+  expect_one_clear_error({"pk-small", "run " + exp + " --set loop.classes_per_batch=2 --set loop.samples_per_class=200 "
+                                      "--set loop.batch_per_device=400",
+                          "loop.classes_per_batch: class 0 has 128 samples, fewer than loop.samples_per_class 200; "
+                          "expected at least K samples in every class of the training set"});
+  expect_one_clear_error({"pk-batch", "run " + exp + " --set loop.classes_per_batch=2 --set loop.samples_per_class=8",
+                          "loop.batch_per_device: not a P x K batch; expected classes_per_batch x samples_per_class = "
+                          "16, got 32; set loop.batch_per_device to 16"});
+}
+
 // A misspelt stopping.monitor is refused with the value it resembles before
 // the run directory exists.
 TEST(BadInput, AMisspeltMonitorIsRefusedWithDidYouMeanBeforeAnythingIsWritten) {

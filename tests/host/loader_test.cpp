@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <ATen/ATen.h>
+#include <map>
 #include <set>
 
 #include "data/loader.h"
@@ -96,6 +97,60 @@ TEST(Loader, ShardsAreDisjointAndCompleteForWorldSizesOneTwoThree) {
     for (int64_t i = 0; i < 100; ++i) EXPECT_EQ(seen.count(i), 1u) << world << " " << i;
     EXPECT_GE(batches, 13);
   }
+}
+
+// P x K batches over unbalanced classes (20, 23, ..., 35 samples), P = 3, K = 4.
+EpochPlan pk_plan(int rank, int world, bool with_replacement = false, std::vector<int64_t> sizes = {20, 23, 26, 29, 32, 35}) {
+  std::vector<int64_t> labels;
+  for (size_t c = 0; c < sizes.size(); ++c)
+    for (int64_t i = 0; i < sizes[c]; ++i) labels.push_back(static_cast<int64_t>(c));
+  // Interleaved, as a real dataset's classes are spread over its indices.
+  std::vector<int64_t> spread(labels.size());
+  for (size_t i = 0; i < labels.size(); ++i) spread[(i * 37) % labels.size()] = labels[i];
+  EpochPlan p = plan(static_cast<int64_t>(spread.size()), rank, world);
+  p.batch_size = 12;
+  p.classes_per_batch = 3;
+  p.samples_per_class = 4;
+  p.pk_with_replacement = with_replacement;
+  p.pk_total_batches = pk_batches(sizes, 3, 4, with_replacement);
+  p.labels = std::make_shared<std::vector<int64_t>>(spread);
+  return p;
+}
+
+TEST(Loader, PkBatchesHoldPClassesOfKSamplesAndShardByBatchWithoutOverlap) {
+  const EpochPlan one = pk_plan(0, 1);
+  EXPECT_EQ(one.pk_total_batches, 13);  // 5+5+6+7+8+8 groups of 4, three classes a batch
+  for (int64_t epoch : {0, 1, 2}) {
+    const auto order = one.indices(epoch);
+    ASSERT_EQ(static_cast<int64_t>(order.size()), one.batches_per_epoch() * 12) << "epoch " << epoch;
+    EXPECT_EQ(std::set<int64_t>(order.begin(), order.end()).size(), order.size()) << "a sample twice in an epoch";
+    for (size_t b = 0; b < order.size(); b += 12) {
+      std::map<int64_t, int> per_class;
+      for (size_t i = b; i < b + 12; ++i) ++per_class[(*one.labels)[static_cast<size_t>(order[i])]];
+      ASSERT_EQ(per_class.size(), 3u) << "batch " << b / 12;
+      for (const auto& [label, n] : per_class) EXPECT_EQ(n, 4) << "class " << label;
+    }
+  }
+  EXPECT_EQ(one.indices(1), one.indices(1));
+  EXPECT_NE(one.indices(0), one.indices(1));
+  // Two ranks: every other batch of the same epoch order; equal counts, no overlap.
+  const auto whole = one.indices(4), r0 = pk_plan(0, 2).indices(4), r1 = pk_plan(1, 2).indices(4);
+  ASSERT_EQ(r0.size(), 6u * 12);
+  ASSERT_EQ(r1.size(), r0.size());
+  EXPECT_EQ(pk_plan(1, 2).batches_per_epoch(), 6);
+  for (size_t b = 0; b < 6; ++b)
+    for (size_t i = 0; i < 12; ++i) {
+      EXPECT_EQ(r0[b * 12 + i], whole[(2 * b) * 12 + i]);
+      EXPECT_EQ(r1[b * 12 + i], whole[(2 * b + 1) * 12 + i]);
+    }
+  // A class under K samples: drawn with replacement when allowed.
+  const EpochPlan small = pk_plan(0, 1, true, {2, 8, 8});
+  EXPECT_EQ(small.pk_total_batches, 1);  // groups 1, 2, 2: one batch of three classes
+  const auto drawn = small.indices(0);
+  ASSERT_EQ(drawn.size(), 12u);
+  std::map<int64_t, int> per_class;
+  for (int64_t i : drawn) ++per_class[(*small.labels)[static_cast<size_t>(i)]];
+  EXPECT_EQ(per_class, (std::map<int64_t, int>{{0, 4}, {1, 4}, {2, 4}}));
 }
 
 TEST(Loader, SeekReturnsTheSameBatchesAsReadingFromTheStart) {

@@ -354,6 +354,22 @@ TEST(Resume, CheckpointOfADifferentNetworkIsRefused) {
   EXPECT_FALSE(fs::exists(first.run_dir + "/checkpoints/ckpt-e0002-i00000032.pt"));
 }
 
+TEST(Resume, PkBatchesStopMidEpochThenResumeEqualsStraightRun) {
+  // 4 classes of 128: 2 classes x 16 samples a batch, 16 batches an epoch.
+  const std::string pk = "--set loop.epochs=2 --set loop.classes_per_batch=2 --set loop.samples_per_class=16";
+  RunOutput straight = run("pk_straight", "", pk);
+  ASSERT_EQ(straight.result.exit_code, 0) << straight.result.err;
+  RunOutput stopped = run("pk", "callbacks: [{plugin: stop_at, iteration: 21}]\n", pk);
+  ASSERT_EQ(stopped.result.exit_code, 0) << stopped.result.err;
+  RunOutput resumed = run("pk", "", pk, stopped.dir);
+  ASSERT_EQ(resumed.result.exit_code, 0) << resumed.result.err;
+  EXPECT_TRUE(contains(resumed.result.out, "epoch 1 done, iteration 21")) << resumed.result.out;
+  EXPECT_TRUE(contains(resumed.result.out, "; P x K batches of 2 classes x 16 samples")) << resumed.result.out;
+  EXPECT_TRUE(fs::exists(resumed.run_dir + "/checkpoints/ckpt-e0002-i00000032.pt"));
+  EXPECT_EQ(test::compare_checkpoint_networks(latest_checkpoint(straight.run_dir), latest_checkpoint(resumed.run_dir)),
+            "");
+}
+
 TEST(Resume, StopMidEpochThenResumeEqualsStraightRun) {
   RunOutput straight = run("mid_straight", "", "--set loop.epochs=2");
   ASSERT_EQ(straight.result.exit_code, 0) << straight.result.err;

@@ -104,13 +104,15 @@ TEST(MetricLosses, EqualPytorchMetricLearningInValueAndGradient) {
   EXPECT_EQ(cases, 8);
 }
 
-TEST(MetricLosses, ARunWithBatchHardTripletsLowersItsLoss) {
+TEST(MetricLosses, ARunWithBatchHardTripletsOnPkBatchesLowersItsLoss) {
   const std::string exp = test::temp_dir("exp-triplet") + "/triplet.yaml", out = test::temp_dir("out-triplet");
   std::string yaml = test::synthetic_experiment("triplet");
   yaml.replace(yaml.find("{plugin: cross_entropy}"), 23, "{plugin: triplet_margin, margin: 0.2, mining: hard}");
   yaml.replace(yaml.find("epochs: 2,"), 10, "epochs: 4,");
   test::write_file(exp, yaml);
-  const auto r = test::trainyard("run " + exp + " --output-dir " + out);
+  // P x K batches: every batch holds positives and negatives for every anchor.
+  const auto r = test::trainyard("run " + exp + " --output-dir " + out +
+                                 " --set loop.classes_per_batch=4 --set loop.samples_per_class=8");
   ASSERT_EQ(r.exit_code, 0) << r.err;
   std::vector<double> train, test;
   for (const auto& e : read_events(out + "/triplet/metrics.jsonl")) {
