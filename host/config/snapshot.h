@@ -22,8 +22,15 @@ std::string resolved_sha256(const nlohmann::ordered_json& resolved);
 /// The resolved config without where plugins were found (which may differ
 /// between machines): what every rank of a run must agree on.
 std::string rank_comparable_config(const Experiment& experiment);
-/// Differences between a run's saved config (config.yaml) and `experiment`.
-/// Throws ConfigError naming the file when it cannot be read.
+/// Differences between a recorded resolved config (a checkpoint manifest's,
+/// a run's config.yaml) and `experiment`, less the keys a newer trainyard
+/// added since it was recorded: absent there and now at their schema's
+/// default (a host section's key or a component's option), which the older
+/// version ran with implicitly. Without this, every option added to trainyard
+/// would stop every run started before the upgrade from resuming.
+std::vector<ConfigChange> changes_from(const nlohmann::ordered_json& recorded, const Experiment& experiment);
+/// changes_from() a run's saved config (config.yaml). Throws ConfigError
+/// naming the file when it cannot be read.
 std::vector<ConfigChange> changes_since(const std::string& saved_config, const Experiment& experiment);
 /// output.plots of a run's saved config.yaml (empty when absent or unreadable).
 std::vector<PlotSpec> saved_plots(const std::string& saved_config);

@@ -279,7 +279,7 @@ bool Runner::check_checkpoint_belongs(const std::string& checkpoint, size_t stag
                << was.value("precision", "") << "; this machine resumes in "
                << now["resolved_precision"]["precision"].get<std::string>() << " ("
                << now["resolved_precision"]["reason"].get<std::string>() << ")\n";
-  const auto changes = config_changes(recorded.config, now);
+  const auto changes = changes_from(recorded.config, stage_experiment(stage));
   if (refused_changes(changes, "differs from the one " + fs::path(checkpoint).filename().string() + " was trained with")) {
     std::vector<std::string> first;
     for (const auto& c : changes)

@@ -7,6 +7,8 @@
 #include <functional>
 #include <random>
 
+#include <nlohmann/json.hpp>
+
 #include "support/support.h"
 
 namespace fs = std::filesystem;
@@ -271,6 +273,38 @@ TEST(Checkpoints, AnEditedConfigYamlOfTheRunIsComparedWithTheCheckpoint) {
   EXPECT_EQ(r.exit_code, 2) << r.err;
   EXPECT_TRUE(contains(r.err, "belongs to another configuration")) << r.err;
   EXPECT_TRUE(contains(r.err, "optimizer.lr 0.05 -> 0.5")) << r.err;
+}
+
+// A run started by an older trainyard has no record of the options added
+// since: at their defaults they are no change, and the run resumes; set to
+// anything else they are, and it does not (unless allowed).
+std::string recorded_by_an_older_version(const std::string& exp, const std::string& out) {
+  EXPECT_EQ(trainyard("run " + exp + " --output-dir " + out).exit_code, 0);
+  // What it recorded: no P x K keys in loop, no network.activation (as if
+  // the mlp had gained that option later), and so another config hash.
+  const std::string checkpoint = latest_checkpoint(out + "/older");
+  nlohmann::ordered_json manifest = nlohmann::ordered_json::parse(read_file(checkpoint + ".manifest.json"));
+  for (const char* key : {"classes_per_batch", "samples_per_class", "pk_with_replacement"})
+    EXPECT_EQ(manifest["config"]["loop"].erase(key), 1u) << key;
+  EXPECT_EQ(manifest["config"]["network"].erase("activation"), 1u);
+  manifest["config_sha256"] = std::string(64, '0');
+  write_file(checkpoint + ".manifest.json", manifest.dump() + "\n");
+  return checkpoint;
+}
+
+TEST(Checkpoints, OptionsAddedSinceTheRunStartedAreNoChangeAtTheirDefaults) {
+  const std::string exp = short_experiment("older"), out = temp_dir("out");
+  const std::string checkpoint = recorded_by_an_older_version(exp, out);
+  auto r = trainyard("run " + exp + " --output-dir " + out + " --set loop.epochs=3");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_TRUE(contains(r.out, "resuming from " + checkpoint)) << r.out;
+  EXPECT_FALSE(contains(r.out, "(absent)")) << r.out;
+  // Set to another value than the default, such a key is a change like any other.
+  const std::string out2 = temp_dir("out2");
+  recorded_by_an_older_version(exp, out2);
+  r = trainyard("run " + exp + " --output-dir " + out2 + " --set loop.epochs=3 --set network.activation=tanh");
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  EXPECT_TRUE(contains(r.err, "network.activation (absent) -> tanh")) << r.err;
 }
 
 TEST(Checkpoints, EvalOfATruncatedCheckpointIsBadInput) {
