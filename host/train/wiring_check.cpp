@@ -112,8 +112,14 @@ void check_split(Components& c, const Experiment& e, const Context& context, con
   if (output.dim() == 0 || output.size(0) != rows)
     misfit(*c.network.config, "forward returned " + shape_text(output.sizes()) + for_batch,
            "expected one row per sample: " + std::to_string(rows) + " rows");
+  // A metric-learning loss (SDK 1.3's EmbeddingLoss) takes one embedding per sample, of any size.
+  const bool embeddings = dynamic_cast<const EmbeddingLoss*>(c.loss.object.get()) != nullptr;
+  if (embeddings && output.dim() != 2)
+    misfit(*c.network.config, "forward returned " + shape_text(output.sizes()) + for_batch,
+           "expected one embedding per sample, [" + std::to_string(rows) + ", size], for loss '" + c.loss.config->plugin +
+               "', which compares embeddings");
   // Classification: one score per class for each sample (or per pixel).
-  const bool class_targets = info.num_classes > 0 && !at::isFloatingType(batch->target.scalar_type());
+  const bool class_targets = info.num_classes > 0 && !at::isFloatingType(batch->target.scalar_type()) && !embeddings;
   if (class_targets && (output.dim() < 2 || output.size(1) != info.num_classes)) {
     std::string expected = "[" + std::to_string(rows) + ", " + std::to_string(info.num_classes);
     for (int64_t d = 1; d < batch->target.dim(); ++d) expected += ", " + std::to_string(batch->target.size(d));

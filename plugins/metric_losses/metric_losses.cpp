@@ -102,7 +102,7 @@ at::Tensor mean_of_nonzero(const at::Tensor& sum, int64_t nonzero, const at::Ten
   return nonzero > 0 ? sum / static_cast<double>(nonzero) : output.sum() * 0.0;
 }
 
-class TripletMargin : public trainyard::Loss {
+class TripletMargin : public trainyard::Loss, public trainyard::EmbeddingLoss {
  public:
   explicit TripletMargin(TripletOptions o) : o_(std::move(o)) {}
 
@@ -143,7 +143,7 @@ class TripletMargin : public trainyard::Loss {
   TripletOptions o_;
 };
 
-class Contrastive : public trainyard::Loss {
+class Contrastive : public trainyard::Loss, public trainyard::EmbeddingLoss {
  public:
   explicit Contrastive(ContrastiveOptions o) : o_(std::move(o)) {}
 

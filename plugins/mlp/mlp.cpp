@@ -1,5 +1,6 @@
 // A multi-layer perceptron sized from the dataset: flattened input, hidden
-// layers with an activation and dropout, a linear classifier.
+// layers with an activation and dropout, a linear classifier (or an
+// embedding layer, optionally L2-normalized, for metric learning).
 #include "mlp.h"
 
 #include <torch/nn/modules/container/sequential.h>
@@ -16,6 +17,8 @@ struct MlpOptions {
   std::vector<int64_t> hidden_sizes;
   std::string activation;
   double dropout = 0;
+  int64_t embedding_size = 0;
+  bool normalize = false;
 };
 
 const trainyard::TypedSchema<MlpOptions>& typed_schema() {
@@ -26,6 +29,11 @@ const trainyard::TypedSchema<MlpOptions>& typed_schema() {
     t.add("activation", &MlpOptions::activation, "relu", "activation after each hidden layer")
         .one_of({"relu", "tanh", "gelu", "sigmoid"});
     t.add("dropout", &MlpOptions::dropout, 0.0, "dropout probability after each hidden layer").range(0.0, 0.99);
+    t.add("embedding_size", &MlpOptions::embedding_size, 0,
+          "outputs of the last layer: 0 gives one score per class; N gives an N-dimensional embedding (for a "
+          "metric-learning loss)")
+        .min(0);
+    t.add("normalize", &MlpOptions::normalize, false, "L2-normalize the outputs (embeddings on the unit sphere)");
     return t;
   }();
   return s;
@@ -33,7 +41,7 @@ const trainyard::TypedSchema<MlpOptions>& typed_schema() {
 
 class Mlp : public trainyard::Network {
  public:
-  Mlp(const MlpOptions& o, const trainyard::Context& c) {
+  Mlp(const MlpOptions& o, const trainyard::Context& c) : normalize_(o.normalize) {
     if (c.dataset.num_classes <= 0)
       throw trainyard::ConfigError("the dataset reports no classes",
                                    "expected a classification dataset, got num_classes 0", "");
@@ -48,12 +56,16 @@ class Mlp : public trainyard::Network {
       if (o.dropout > 0) layers_->push_back(torch::nn::Dropout(o.dropout));
       width = hidden;
     }
-    layers_->push_back(torch::nn::Linear(width, c.dataset.num_classes));
+    layers_->push_back(torch::nn::Linear(width, o.embedding_size > 0 ? o.embedding_size : c.dataset.num_classes));
     register_module("layers", layers_);
   }
-  at::Tensor forward(const trainyard::Batch& batch) override { return layers_->forward(batch.input.flatten(1)); }
+  at::Tensor forward(const trainyard::Batch& batch) override {
+    const at::Tensor out = layers_->forward(batch.input.flatten(1));
+    return normalize_ ? out / out.norm(2, 1, /*keepdim=*/true).clamp_min(1e-12) : out;
+  }
 
  private:
+  bool normalize_ = false;
   torch::nn::Sequential layers_;
 };
 

@@ -33,6 +33,7 @@ Dataset::~Dataset() = default;
 AllLabels::~AllLabels() = default;
 Network::~Network() = default;
 Loss::~Loss() = default;
+EmbeddingLoss::~EmbeddingLoss() = default;
 Optimizer::~Optimizer() = default;
 Meter::~Meter() = default;
 std::vector<MeterResult> Meter::results() const { return {}; }

@@ -108,6 +108,10 @@ TEST(MetricLosses, ARunWithBatchHardTripletsOnPkBatchesLowersItsLoss) {
   const std::string exp = test::temp_dir("exp-triplet") + "/triplet.yaml", out = test::temp_dir("out-triplet");
   std::string yaml = test::synthetic_experiment("triplet");
   yaml.replace(yaml.find("{plugin: cross_entropy}"), 23, "{plugin: triplet_margin, margin: 0.2, mining: hard}");
+  // A 16-dimensional embedding on the unit sphere, not one score per class (4).
+  yaml.replace(yaml.find("dropout: 0.1}"), 13, "dropout: 0.1, embedding_size: 16, normalize: true}");
+  // The accuracy meter reads class scores: only the loss is metered.
+  yaml.replace(yaml.find("  - {plugin: topk_accuracy, k: [1, 2]}\n"), 38, "");
   yaml.replace(yaml.find("epochs: 2,"), 10, "epochs: 4,");
   test::write_file(exp, yaml);
   // P x K batches: every batch holds positives and negatives for every anchor.
@@ -124,6 +128,24 @@ TEST(MetricLosses, ARunWithBatchHardTripletsOnPkBatchesLowersItsLoss) {
   EXPECT_GT(train.front(), 0.3) << "the first batches' hardest triplets violate the margin";
   EXPECT_LT(train.back(), 0.25 * train.front()) << train.front() << " ... " << train.back();
   EXPECT_LE(test.back(), train.back());  // no dropout when testing
+}
+
+TEST(MetricLosses, EmbeddingsMeetTheWiringCheckOnlyWithALossThatComparesThem) {
+  const std::string exp = test::temp_dir("exp-embed") + "/embed.yaml";
+  std::string yaml = test::synthetic_experiment("embed");
+  yaml.replace(yaml.find("dropout: 0.1}"), 13, "dropout: 0.1, embedding_size: 16}");
+  test::write_file(exp, yaml);
+  // Cross-entropy scores classes: 16 outputs for 4 classes do not fit.
+  auto r = test::trainyard("validate " + exp);
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  EXPECT_TRUE(test::contains(r.err, "forward returned [4, 16] for a training batch of 4 samples of [1, 4, 4]; "
+                                    "expected [4, 4]: the training dataset has 4 classes")) << r.err;
+  // A triplet loss takes them (the accuracy meter, which reads class scores, left out).
+  yaml.replace(yaml.find("{plugin: cross_entropy}"), 23, "{plugin: triplet_margin}");
+  yaml.replace(yaml.find("  - {plugin: topk_accuracy, k: [1, 2]}\n"), 38, "");
+  test::write_file(exp, yaml);
+  r = test::trainyard("validate " + exp);
+  EXPECT_EQ(r.exit_code, 0) << r.err;
 }
 
 TEST(MetricLosses, AClassifierHeadOrFloatTargetsAreAClearError) {
