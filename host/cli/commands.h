@@ -13,9 +13,6 @@ class Schema;
 
 namespace trainyard::host {
 
-/// The host's own sections (loop, distributed, ...), described like components.
-const std::vector<std::pair<std::string, const Schema*>>& host_sections();
-
 /// Dispatches argv[1] to its command and maps exceptions to exit codes.
 int command_main(int argc, char** argv);
 

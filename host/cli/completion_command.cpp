@@ -14,6 +14,7 @@
 
 #include "cli/command_line.h"
 #include "cli/commands.h"
+#include "config/sections.h"
 #include "plugins/loader.h"
 #include "run/experiment_file.h"
 #include "trainyard/error.h"

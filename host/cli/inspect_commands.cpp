@@ -6,6 +6,7 @@
 
 #include "cli/command_line.h"
 #include "cli/commands.h"
+#include "config/sections.h"
 #include "plugins/loader.h"
 #include "run/inspect.h"
 #include "run/experiment_file.h"
@@ -38,13 +39,6 @@ void print_schema(const Schema& schema) {
 }
 
 }  // namespace
-
-const std::vector<std::pair<std::string, const Schema*>>& host_sections() {
-  static const std::vector<std::pair<std::string, const Schema*>> sections = {
-      {"loop", &loop_schema()}, {"distributed", &distributed_schema()}, {"output", &output_schema()},
-      {"schedule", &schedule_schema()}, {"stopping", &stopping_schema()}};
-  return sections;
-}
 
 int validate_command(int argc, char** argv) {
   const std::string usage = "trainyard validate EXP.yaml [--set KEY=VALUE]... [--plugin-dir DIR]...";

@@ -182,6 +182,13 @@ const Schema& output_schema() { return output_section().schema(); }
 const Schema& stopping_schema() { return stopping_section().schema(); }
 const Schema& schedule_schema() { return schedule_section().schema(); }
 
+const std::vector<std::pair<std::string, const Schema*>>& host_sections() {
+  static const std::vector<std::pair<std::string, const Schema*>> sections = {
+      {"loop", &loop_schema()}, {"distributed", &distributed_schema()}, {"output", &output_schema()},
+      {"schedule", &schedule_schema()}, {"stopping", &stopping_schema()}};
+  return sections;
+}
+
 ScheduleConfig schedule_config(const Options& options, const std::string& where) {
   ScheduleConfig s = schedule_section().bind(options);
   if (s.policy == "step" && s.values.size() != s.boundaries.size() + 1)

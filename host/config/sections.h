@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "trainyard/options.h"
@@ -118,6 +119,10 @@ const Schema& distributed_schema();
 const Schema& output_schema();
 const Schema& stopping_schema();
 const Schema& schedule_schema();
+
+/// The host's own sections by name (loop, distributed, ...): `describe`,
+/// completion, and the resume comparison's defaults.
+const std::vector<std::pair<std::string, const Schema*>>& host_sections();
 
 /// Binds the schedule and checks what one option alone cannot (step values
 /// match the boundaries, steps increase). Throws ConfigError; `where` names the section.

@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <filesystem>
-#include <map>
 
 #include "config/config_file.h"
 #include "config/sections.h"
@@ -44,10 +43,8 @@ std::string default_text(const Value& value) {
 // The schema a key's last part is an option of: a host section's, or the
 // component's at that entry ("dataset.train", "meters[1]"), in `e`.
 const Schema* schema_of(const std::string& entry, const Experiment& e) {
-  static const std::map<std::string, const Schema& (*)()> sections = {
-      {"loop", loop_schema}, {"distributed", distributed_schema}, {"output", output_schema},
-      {"stopping", stopping_schema}, {"schedule", schedule_schema}};
-  if (auto it = sections.find(entry); it != sections.end()) return &it->second();
+  for (const auto& [section, schema] : host_sections())
+    if (section == entry) return schema;
   auto of = [](const ComponentConfig& c) { return c.component ? &c.component->schema : nullptr; };
   if (entry == "network") return of(e.network);
   if (entry == "loss") return of(e.loss);

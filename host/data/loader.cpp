@@ -58,6 +58,28 @@ at::Tensor stack_samples(const std::vector<at::Tensor>& tensors, const std::vect
   return at::stack(tensors);
 }
 
+}  // namespace
+
+std::optional<LabelOutOfRange> first_label_out_of_range(const at::Tensor& class_labels, int64_t num_classes) {
+  const at::Tensor labels = class_labels.to(at::kLong);
+  int64_t low = 0, high = 0;
+  if (labels.device().is_cpu() && labels.is_contiguous() && labels.numel() > 0) {
+    // Read in place: a batch's labels are few, ATen's reductions cost more than the scan.
+    const int64_t* p = labels.const_data_ptr<int64_t>();
+    const auto [lo, hi] = std::minmax_element(p, p + labels.numel());
+    low = *lo, high = *hi;
+  } else if (labels.numel() > 0) {
+    const auto [min, max] = at::aminmax(labels);  // one pass
+    low = min.item<int64_t>(), high = max.item<int64_t>();
+  }
+  if (low >= 0 && high < num_classes) return std::nullopt;
+  const at::Tensor bad = ((labels < 0) | (labels >= num_classes)).nonzero();
+  const int64_t k = bad[0][0].item<int64_t>();
+  return LabelOutOfRange{k, labels[k].item<int64_t>(), bad.size(0)};
+}
+
+namespace {
+
 // What every batch must be, whichever dataset made it: one row per index
 // asked for, the shape the dataset's info declares, class labels within its
 // classes. Cheap: shapes, plus a min and max of a 1-d label vector.
@@ -76,27 +98,13 @@ void check_batch(const Batch& batch, const std::vector<int64_t>& ids, const Data
                           std::to_string(ids[0]) + " on)",
                       "expected the shape the dataset's info declares, " + shape_text(info.sample_shape),
                       "give the dataset load_size (and crop_size) so that every image has that size");
-  if (info.num_classes > 0 && batch.target.dim() == 1 && !at::isFloatingType(batch.target.scalar_type())) {
-    const at::Tensor labels = batch.target.to(at::kLong);
-    int64_t low = 0, high = 0;
-    if (labels.device().is_cpu() && labels.is_contiguous() && labels.numel() > 0) {
-      // Read in place: a batch's labels are few, ATen's reductions cost more than the scan.
-      const int64_t* p = labels.const_data_ptr<int64_t>();
-      const auto [lo, hi] = std::minmax_element(p, p + labels.numel());
-      low = *lo, high = *hi;
-    } else if (labels.numel() > 0) {
-      const auto [min, max] = at::aminmax(labels);  // one pass
-      low = min.item<int64_t>(), high = max.item<int64_t>();
-    }
-    if (low < 0 || high >= info.num_classes) {
-      const int64_t k = ((labels < 0) | (labels >= info.num_classes)).nonzero()[0][0].item<int64_t>();
-      throw ConfigError("sample " + std::to_string(ids[static_cast<size_t>(k)]) + " has label " +
-                            std::to_string(labels[k].item<int64_t>()),
+  if (info.num_classes > 0 && batch.target.dim() == 1 && !at::isFloatingType(batch.target.scalar_type()))
+    if (const auto bad = first_label_out_of_range(batch.target, info.num_classes))
+      throw ConfigError("sample " + std::to_string(ids[static_cast<size_t>(bad->position)]) + " has label " +
+                            std::to_string(bad->label),
                         "expected a class index from 0 to " + std::to_string(info.num_classes - 1) + " (the dataset has " +
                             std::to_string(info.num_classes) + " classes)",
                         "check the labels, or the dataset's class count");
-    }
-  }
 }
 
 // One batch: decode its samples, each with its own seed (a dataset that

@@ -42,6 +42,14 @@ struct EpochPlan {
   int64_t batches_per_epoch() const;
 };
 
+/// Class labels outside 0..num_classes-1: the first one's position in the
+/// labels and its value, and how many there are; nothing when all are in
+/// range (then one min/max scan, in place for a CPU tensor: cheap per batch).
+struct LabelOutOfRange {
+  int64_t position = 0, label = 0, count = 0;
+};
+std::optional<LabelOutOfRange> first_label_out_of_range(const at::Tensor& labels, int64_t num_classes);
+
 /// P x K: how many batches of P classes an epoch holds over all ranks, given
 /// each class's sample count (a class of n samples gives n / K groups of K;
 /// with replacement, one group when n < K). The same for every epoch.

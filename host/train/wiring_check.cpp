@@ -52,12 +52,11 @@ void check_all_labels(const Built<Dataset>& data, int64_t num_classes) {
   if (!known || num_classes <= 0) return;
   const at::Tensor labels = guarded(*data.config, "all_labels", [&] { return known->all_labels(); });
   if (!labels.defined() || labels.dim() != 1 || at::isFloatingType(labels.scalar_type())) return;  // not class indices
-  const at::Tensor bad = ((labels < 0) | (labels >= num_classes)).nonzero();
-  if (bad.numel() == 0) return;
-  const int64_t k = bad[0][0].item<int64_t>();
+  const auto bad = first_label_out_of_range(labels, num_classes);
+  if (!bad) return;
   misfit(*data.config,
-         "sample " + std::to_string(k) + " has label " + std::to_string(labels[k].item<int64_t>()) + " (" +
-             std::to_string(bad.size(0)) + " of its " + std::to_string(labels.numel()) +
+         "sample " + std::to_string(bad->position) + " has label " + std::to_string(bad->label) + " (" +
+             std::to_string(bad->count) + " of its " + std::to_string(labels.numel()) +
              " labels are out of range; all checked before training)",
          "expected a class index from 0 to " + std::to_string(num_classes - 1) + " (the training dataset has " +
              std::to_string(num_classes) + " classes)",
