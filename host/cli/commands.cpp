@@ -37,6 +37,8 @@ const char* kUsage =
     "  eval EXP.yaml       the test meters on a checkpoint (default: the run's latest)\n"
     "  predict EXP.yaml    top-k classes and probabilities for an LMDB or a folder of images, as CSV\n"
     "  export EXP.yaml     the trained weights for PyTorch: a state_dict, or TorchScript\n"
+    "  embed EXP.yaml      a catalog of embeddings (NumPy arrays) of a test split, an LMDB or images\n"
+    "  search CATALOG      a query image's nearest catalog items, as CSV and an HTML page\n"
     "  report RUN_DIR      (re)write the run's plots/*.svg and report.html\n"
     "  completion bash     a bash completion script: source <(trainyard completion bash)\n"
     "  new-plugin NAME     write an out-of-tree plugin project (--kind network|dataset|loss|...)\n"
@@ -50,7 +52,8 @@ const std::map<std::string, int (*)(int, char**)> kCommands = {
     {"describe", describe_command}, {"convert", convert_command},  {"iterate", iterate_command},
     {"find-lr", find_lr_command},   {"sweep", sweep_command},      {"eval", eval_command},
     {"predict", predict_command},   {"report", report_command},    {"new-plugin", new_plugin_command},
-    {"export", export_command},     {"completion", completion_command}, {"__complete", complete_command}};
+    {"export", export_command},     {"completion", completion_command}, {"__complete", complete_command},
+    {"embed", embed_command},       {"search", search_command}};
 
 }  // namespace
 

@@ -26,6 +26,8 @@ int find_lr_command(int argc, char** argv);     // find_lr_command.cpp
 int sweep_command(int argc, char** argv);       // sweep_command.cpp
 int eval_command(int argc, char** argv);        // model_commands.cpp
 int predict_command(int argc, char** argv);
+int embed_command(int argc, char** argv);
+int search_command(int argc, char** argv);
 int export_command(int argc, char** argv);      // model_commands.cpp
 int report_command(int argc, char** argv);      // project_commands.cpp
 int new_plugin_command(int argc, char** argv);

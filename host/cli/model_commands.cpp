@@ -1,10 +1,11 @@
-// trainyard eval and predict: a trained checkpoint put to use.
+// trainyard eval, predict, export, embed and search: a trained checkpoint put to use.
 #include <filesystem>
 #include <iostream>
 
 #include "cli/command_line.h"
 #include "cli/commands.h"
 #include "formats/metrics.h"
+#include "run/catalog.h"
 #include "run/model.h"
 #include "run/experiment_file.h"
 #include "trainyard/error.h"
@@ -115,6 +116,80 @@ int predict_command(int argc, char** argv) {
   const int64_t rows = predict(e, registry, request);
   std::cout << "predict: " << rows << " samples from " << request.input << " with " << request.checkpoint << " -> "
             << request.output << "\n";
+  return 0;
+}
+
+int embed_command(int argc, char** argv) {
+  const std::string usage =
+      "trainyard embed EXP.yaml --output CATALOG [--input LMDB_OR_FOLDER] [--checkpoint PATH] [--input-options YAML] "
+      "[--set KEY=VALUE]... [--plugin-dir DIR]...";
+  po::options_description own("embed options");
+  own.add_options()("output", po::value<std::string>(), "the catalog folder to write (must not exist)")(
+      "input", po::value<std::string>(),
+      "an LMDB made by trainyard convert, or a folder of images (default: the experiment's test split, else its "
+      "training split)")("checkpoint", po::value<std::string>(), "weights to use (default: the run's latest checkpoint)")(
+      "output-dir", po::value<std::string>(), "folder of run directories (default: output.dir)")(
+      "input-options", po::value<std::string>(),
+      "YAML map of preprocessing options for --input (default: those of dataset.test)");
+  const po::options_description visible = experiment_command_options(own);
+  po::variables_map vm;
+  if (!parse_command_line(argc, argv, usage, visible, "experiment", vm)) return 0;
+  if (!vm.count("output")) throw ConfigError("command line: --output is required", "expected " + usage, "");
+  EmbedRequest request;
+  request.output = vm["output"].as<std::string>();
+  request.input = maybe<std::string>(vm, "input").value_or("");
+  request.input_options = maybe<std::string>(vm, "input-options").value_or("");
+  if (!request.input.empty() && !std::filesystem::exists(request.input))
+    throw ConfigError("command line: --input " + request.input + ": no such file or folder",
+                      "expected an LMDB or a folder of images", "");
+  request.experiment_file = vm["experiment"].as<std::string>();
+  request.sets = many<std::string>(vm, "set");
+  request.plugin_dirs = many<std::string>(vm, "plugin-dir");
+  Registry registry;
+  Experiment e = load_experiment(vm, registry);
+  request.checkpoint =
+      checkpoint_to_read(maybe<std::string>(vm, "checkpoint"), e, maybe<std::string>(vm, "output-dir").value_or(""));
+  const int64_t items = embed_catalog(e, registry, request);
+  std::cout << "embed: " << items << " items from " << (request.input.empty() ? "the experiment's test split" : request.input)
+            << " with " << request.checkpoint << " -> " << request.output << "\n";
+  return 0;
+}
+
+int search_command(int argc, char** argv) {
+  const std::string usage =
+      "trainyard search CATALOG --query IMAGE... [--top-k K] [--distance euclidean|cosine] [--output DIR] "
+      "[--checkpoint PATH] [--plugin-dir DIR]...";
+  po::options_description own("search options");
+  own.add_options()("query", po::value<std::vector<std::string>>()->multitoken(), "image files to look up")(
+      "top-k", ranged<int64_t>("top-k", 1, 10000)->default_value(10), "nearest items per query")(
+      "distance", po::value<std::string>()->default_value("euclidean"),
+      "euclidean (smaller is nearer) or cosine (larger is nearer)")(
+      "output", po::value<std::string>()->default_value("search"), "folder for search.csv and search.html")(
+      "checkpoint", po::value<std::string>(), "weights that embed the queries (default: those that made the catalog)");
+  po::options_description visible;
+  visible.add(own).add(plugin_options()).add(help_option());
+  po::variables_map vm;
+  if (!parse_command_line(argc, argv, usage, visible, "catalog", vm)) return 0;
+  if (!vm.count("query") || vm["query"].as<std::vector<std::string>>().empty())
+    throw ConfigError("command line: --query is required", "expected " + usage, "");
+  SearchRequest request;
+  request.queries = vm["query"].as<std::vector<std::string>>();
+  request.top_k = vm["top-k"].as<int64_t>();
+  request.distance = vm["distance"].as<std::string>();
+  if (request.distance != "euclidean" && request.distance != "cosine")
+    throw ConfigError("command line: --distance " + request.distance, "expected euclidean or cosine", "");
+  request.output_dir = vm["output"].as<std::string>();
+  request.checkpoint = maybe<std::string>(vm, "checkpoint").value_or("");
+  const CatalogInfo catalog = read_catalog_info(vm["catalog"].as<std::string>());
+  std::vector<std::string> plugin_dirs = catalog.plugin_dirs;
+  for (const auto& d : many<std::string>(vm, "plugin-dir")) plugin_dirs.push_back(d);
+  if (!std::filesystem::is_regular_file(catalog.experiment_file))
+    throw ConfigError(catalog.dir + "/catalog.json: experiment " + catalog.experiment_file + " no longer exists",
+                      "expected the experiment file the catalog was embedded with", "");
+  Registry registry;
+  Experiment e = load_experiment(catalog.experiment_file, catalog.sets, plugin_dirs, registry);
+  search_catalog(e, registry, catalog, request, std::cout);
+  std::cout << "search: " << request.output_dir << "/search.csv, " << request.output_dir << "/search.html\n";
   return 0;
 }
 

@@ -424,6 +424,40 @@ void Communicator::allreduce(at::Tensor& tensor) {
   seconds_ += since(t0);
 }
 
+at::Tensor Communicator::gather_rows(const at::Tensor& rows) {
+  if (rows.defined() && rows.dim() != 2)
+    throw Error("gather_rows: a " + std::to_string(rows.dim()) + "-d tensor; expected [samples, width]");
+  // Each rank's row count, width and dtype, through one small sum: rank r fills slot r.
+  const size_t n = static_cast<size_t>(size()), me = static_cast<size_t>(rank());
+  std::vector<double> shapes(3 * n, 0.0);
+  if (rows.defined() && rows.size(0) > 0) {
+    shapes[me] = static_cast<double>(rows.size(0));
+    shapes[n + me] = static_cast<double>(rows.size(1));
+    shapes[2 * n + me] = static_cast<double>(static_cast<int>(rows.scalar_type())) + 1;
+  }
+  shapes = sum(shapes);
+  int64_t total = 0, width = -1, offset = 0;
+  c10::ScalarType dtype = at::kFloat;
+  for (size_t r = 0; r < n; ++r) {
+    if (shapes[r] == 0) continue;
+    const auto w = static_cast<int64_t>(shapes[n + r]);
+    const auto t = static_cast<c10::ScalarType>(static_cast<int>(shapes[2 * n + r]) - 1);
+    if (width >= 0 && (w != width || t != dtype))
+      throw Error("gather_rows: rank " + std::to_string(r) + " has rows of width " + std::to_string(w) + " (" +
+                  c10::toString(t) + "); expected width " + std::to_string(width) + " (" + c10::toString(dtype) +
+                  ") as the ranks before it");
+    width = w, dtype = t;
+    if (r < me) offset += static_cast<int64_t>(shapes[r]);
+    total += static_cast<int64_t>(shapes[r]);
+  }
+  if (total == 0) return rows;
+  // Zeros everywhere but this rank's slice: the sum over ranks is the concatenation (x + 0 is x).
+  at::Tensor all = at::zeros({total, width}, at::TensorOptions().dtype(dtype).device(impl_->device));
+  if (rows.defined() && rows.size(0) > 0) all.narrow(0, offset, rows.size(0)).copy_(rows);
+  allreduce(all);
+  return all.to(rows.defined() ? rows.device() : c10::Device(c10::kCPU));
+}
+
 void Communicator::check_on_group_device(const at::Tensor& tensor, const std::string& what) const {
   if (tensor.device() != impl_->device)
     throw Error("distributed " + what + ": a tensor on " + tensor.device().str() +

@@ -97,6 +97,10 @@ class Communicator {
   bool any(bool flag);
   /// In-place sum over ranks.
   void allreduce(at::Tensor& tensor);
+  /// Every rank's `rows` (`[n, width]`, n may differ; undefined: none),
+  /// concatenated in rank order, on every rank, on `rows`' device (or the
+  /// CPU). Throws Error when ranks disagree on width or dtype.
+  at::Tensor gather_rows(const at::Tensor& rows);
   /// The SDK's view of these collectives, for components (Context::collectives).
   const Collectives& collectives() const { return *view_; }
   void barrier();

@@ -49,13 +49,6 @@ std::string file_name(size_t index, const std::string& title) {
   return prefix + name.substr(0, 60) + ".svg";
 }
 
-std::string read_text(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
-
 // What a meter value measures, without its phase: train_loss -> loss.
 std::string quantity_of(const std::string& name) {
   for (const std::string phase : {"train_", "test_"})
@@ -125,7 +118,7 @@ std::string meter_results_html(const fs::path& dir) {
             (latest.iteration ? ", iteration " + std::to_string(latest.iteration) : "") + "); " +
             std::to_string(files.size()) + " file(s) in meters/</p>\n";
     if (latest.path.extension() != ".csv") continue;
-    const auto rows = parse_csv(read_text(latest.path.string()));
+    const auto rows = parse_csv(read_whole_file(latest.path.string()));
     constexpr size_t kMaxRows = 100;  // a 1000-class confusion matrix stays in its file
     html += "<table>\n";
     for (size_t i = 0; i < rows.size() && i <= kMaxRows; ++i) {
@@ -283,7 +276,7 @@ std::string write_report(const std::string& run_dir, const std::vector<PlotSpec>
     html += "</table>\n";
   }
   if (fs::exists(dir / "config.yaml"))
-    html += "<h2>Resolved configuration</h2>\n<pre>" + xml_escape(read_text((dir / "config.yaml").string())) + "</pre>\n";
+    html += "<h2>Resolved configuration</h2>\n<pre>" + xml_escape(read_whole_file((dir / "config.yaml").string())) + "</pre>\n";
   html += "</body></html>\n";
   const std::string path = (dir / "report.html").string();
   write_file_atomic(path, html);

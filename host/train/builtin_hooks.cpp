@@ -13,8 +13,7 @@ class TestMeterResults final : public HostHook {
   void after_test(Trainer& t, const MeterValues&) override {
     const LoopPosition at = t.position_state();
     Communicator* comm = t.communicator();
-    write_meter_results(t.components().test_meters, t.paths().run_dir, at.epoch, at.position, at.iteration,
-                        comm ? SumOverRanks([comm](const std::vector<double>& a) { return comm->sum(a); }) : nullptr,
+    write_meter_results(t.components().test_meters, t.paths().run_dir, at.epoch, at.position, at.iteration, comm,
                         t.writes_files());
   }
 };

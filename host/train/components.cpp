@@ -15,6 +15,7 @@
 
 #include "train/checkpoint.h"
 #include "train/guard.h"
+#include "train/loss_values_meter.h"
 #include "util/shape.h"
 #include "util/text.h"
 
@@ -251,6 +252,15 @@ Components build_components(const Experiment& e, Context& context) {
     if (!report.unexpected.empty()) context.log("pretrained: unexpected (ignored): " + join(report.unexpected));
   }
   c.loss = make<Loss>(e.loss, context);
+  // A loss's own parameters (SDK 1.4 LossParameters) train, checkpoint and average over ranks as the network's.
+  if (auto* owns = dynamic_cast<LossParameters*>(c.loss.object.get())) {
+    auto module = guarded(e.loss, "module", [&] { return owns->module(); });
+    if (!module) throw ComponentFailure(component_label(e.loss) + " returned no module from module()");
+    guarded(e.loss, "module", [&] {
+      c.network.object->register_module("loss", module);
+      module->to(context.device);
+    });
+  }
 
   freeze_parameters(e.network, *c.network.object, c.frozen);
 
@@ -258,8 +268,18 @@ Components build_components(const Experiment& e, Context& context) {
   build_optimizer(e.optimizer, *c.network.object, *c.optimizer_plugin.object, c);
 
   for (const auto& m : e.meters)
-    for (const auto& phase : m.phases)
-      (phase == "train" ? c.train_meters : c.test_meters).push_back(make<Meter>(m, context));
+    for (const auto& phase : m.phases) {
+      Built<Meter> meter = make<Meter>(m, context);
+      if (phase == "train" && dynamic_cast<const SampleMeter*>(meter.object.get()))
+        throw ConfigError(m.where + ": " + m.key + " (" + component_label(m) +
+                              ") keeps one row per sample, which a checkpoint in mid-epoch cannot hold",
+                          "expected phases: [test], got train", "set phases: [test] on " + m.key);
+      (phase == "train" ? c.train_meters : c.test_meters).push_back(std::move(meter));
+    }
+  // A loss that reports values (SDK 1.4 LossValues) gets a meter per phase, named after the loss.
+  for (auto* meters : {&c.train_meters, &c.test_meters})
+    if (auto meter = guarded(e.loss, "last_values", [&] { return make_loss_values_meter(c.loss.object); }))
+      meters->push_back({&e.loss, std::move(meter)});
 
   for (const auto& cb : e.callbacks) c.callbacks.push_back(make<Callback>(cb, context));
   std::stable_sort(c.callbacks.begin(), c.callbacks.end(),

@@ -2,6 +2,7 @@
 
 #include <filesystem>
 
+#include "distributed/communicator.h"
 #include "train/guard.h"
 #include "trainyard/error.h"
 #include "util/csv.h"
@@ -50,20 +51,39 @@ std::string meter_result_stem(const std::string& run_dir, const std::string& nam
   return (fs::path(run_dir) / "meters" / stem).string();
 }
 
+void with_all_ranks_state(const Built<Meter>& m, Communicator* comm, const std::function<void()>& read) {
+  if (!comm) return read();
+  auto* sample_meter = dynamic_cast<SampleMeter*>(m.object.get());
+  const std::vector<double> local = guarded(*m.config, "accumulators", [&] { return m.object->accumulators(); });
+  const at::Tensor local_rows = sample_meter ? guarded(*m.config, "rows", [&] { return sample_meter->rows(); }) : at::Tensor();
+  const std::vector<double> global = comm->sum(local);
+  const at::Tensor all_rows = sample_meter ? comm->gather_rows(local_rows) : at::Tensor();
+  guarded(*m.config, "set_accumulators", [&] { m.object->set_accumulators(global); });
+  if (sample_meter) guarded(*m.config, "set_rows", [&] { sample_meter->set_rows(all_rows); });
+  // This rank's own state back even when `read` fails, so that the error is the one reported.
+  auto restore = [&] {
+    guarded(*m.config, "set_accumulators", [&] { m.object->set_accumulators(local); });
+    if (sample_meter) guarded(*m.config, "set_rows", [&] { sample_meter->set_rows(local_rows); });
+  };
+  try {
+    read();
+  } catch (...) {
+    try {
+      restore();
+    } catch (...) {
+    }
+    throw;
+  }
+  restore();
+}
+
 std::vector<std::string> write_meter_results(const std::vector<Built<Meter>>& meters, const std::string& run_dir,
-                                             int64_t epoch, int64_t position, int64_t iteration,
-                                             const SumOverRanks& sum, bool write) {
+                                             int64_t epoch, int64_t position, int64_t iteration, Communicator* comm,
+                                             bool write) {
   std::vector<std::string> written;
   for (const auto& m : meters) {
-    // Over ranks: the summed accumulators, as for values(); then this rank's own back.
-    std::vector<double> local;
-    if (sum) {
-      local = guarded(*m.config, "accumulators", [&] { return m.object->accumulators(); });
-      auto global = sum(local);
-      guarded(*m.config, "set_accumulators", [&] { m.object->set_accumulators(global); });
-    }
-    auto results = guarded(*m.config, "results", [&] { return m.object->results(); });
-    if (sum) guarded(*m.config, "set_accumulators", [&] { m.object->set_accumulators(local); });
+    std::vector<MeterResult> results;
+    with_all_ranks_state(m, comm, [&] { results = guarded(*m.config, "results", [&] { return m.object->results(); }); });
     if (!write) continue;
     for (const auto& r : results) {
       guarded(*m.config, "results", [&] { check(r); });

@@ -19,8 +19,14 @@ namespace trainyard::host {
 void take_meter_values(const MeterValues& values, int64_t epoch, int64_t iteration, MeterValues& latest,
                        std::map<std::string, MeterReading>& readings);
 
-/// Sums accumulators over ranks; empty in a single-process run.
-using SumOverRanks = std::function<std::vector<double>(const std::vector<double>&)>;
+class Communicator;
+
+/// Runs `read` (values(), results()) while the meter holds the state of
+/// every rank: accumulators summed and, for an SDK 1.4 SampleMeter, rows
+/// gathered in rank order; then gives the meter this rank's own state back.
+/// Every rank calls it, in the same order. Without `comm` (one process) it
+/// just runs `read`.
+void with_all_ranks_state(const Built<Meter>& meter, Communicator* comm, const std::function<void()>& read);
 
 /// Where a structured result of a test at (epoch, position, iteration) goes,
 /// without the extension: RUN_DIR/meters/<name>-e<epoch> at an epoch's end
@@ -29,11 +35,11 @@ std::string meter_result_stem(const std::string& run_dir, const std::string& nam
                               int64_t iteration);
 
 /// Writes every meter's results(): a table as <stem>.csv, a file as
-/// <stem><extension>. Every rank calls it (results come from the
-/// accumulators summed over ranks, as values() do); only when `write` is
+/// <stem><extension>. Every rank calls it (results come from every rank's
+/// state, as values() do: with_all_ranks_state); only when `write` is
 /// true are files written. Returns the paths written.
 std::vector<std::string> write_meter_results(const std::vector<Built<Meter>>& meters, const std::string& run_dir,
-                                             int64_t epoch, int64_t position, int64_t iteration,
-                                             const SumOverRanks& sum, bool write);
+                                             int64_t epoch, int64_t position, int64_t iteration, Communicator* comm,
+                                             bool write);
 
 }  // namespace trainyard::host

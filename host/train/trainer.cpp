@@ -257,15 +257,9 @@ void Trainer::empty_step() {
 MeterValues Trainer::meter_values(const std::vector<Built<Meter>>& meters, const std::string& prefix) {
   MeterValues out;
   for (const auto& m : meters) {
-    // Over ranks: the summed accumulators give the exact value over all shards.
-    std::vector<double> local;
-    if (comm_) {
-      local = guarded(*m.config, "accumulators", [&] { return m.object->accumulators(); });
-      auto global = comm_->sum(local);
-      guarded(*m.config, "set_accumulators", [&] { m.object->set_accumulators(global); });
-    }
-    auto values = guarded(*m.config, "values", [&] { return m.object->values(); });
-    if (comm_) guarded(*m.config, "set_accumulators", [&] { m.object->set_accumulators(local); });
+    // Over ranks: the summed accumulators (and gathered rows) give the exact value over all shards.
+    std::map<std::string, double> values;
+    with_all_ranks_state(m, comm_, [&] { values = guarded(*m.config, "values", [&] { return m.object->values(); }); });
     for (const auto& [k, v] : values) out[prefix + k] = v;
   }
   return out;

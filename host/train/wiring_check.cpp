@@ -113,6 +113,20 @@ void check_split(Components& c, const Experiment& e, const Context& context, con
            "expected one row per sample: " + std::to_string(rows) + " rows");
   // A metric-learning loss (SDK 1.3's EmbeddingLoss) takes one embedding per sample, of any size.
   const bool embeddings = dynamic_cast<const EmbeddingLoss*>(c.loss.object.get()) != nullptr;
+  // A network that says what its rows are (SDK 1.4's NetworkOutputs) must give what the loss takes:
+  // by shape alone, 10 class scores pass for a 10-d embedding.
+  if (const auto* says = dynamic_cast<const NetworkOutputs*>(c.network.object.get())) {
+    const OutputKind kind = guarded(*c.network.config, "output_kind", [&] { return says->output_kind(); });
+    const std::string loss = "loss '" + c.loss.config->plugin + "'";
+    if (embeddings && kind == OutputKind::class_scores)
+      misfit(*c.network.config, "outputs class scores (a classification head, " + shape_text(output.sizes()) + for_batch + ")",
+             "expected embeddings for " + loss + ", which compares the samples' embeddings with one another",
+             "give the network an embedding head (embedding_size: N on mlp, convnet and resnet)");
+    if (!embeddings && kind == OutputKind::embeddings)
+      misfit(*c.network.config, "outputs embeddings (" + shape_text(output.sizes()) + for_batch + ")",
+             "expected what " + loss + " scores (class scores: embedding_size 0 on mlp, convnet and resnet)",
+             "use a metric-learning loss (triplet_margin, contrastive) or drop the network's embedding_size");
+  }
   if (embeddings && output.dim() != 2)
     misfit(*c.network.config, "forward returned " + shape_text(output.sizes()) + for_batch,
            "expected one embedding per sample, [" + std::to_string(rows) + ", size], for loss '" + c.loss.config->plugin +
@@ -142,11 +156,14 @@ void check_split(Components& c, const Experiment& e, const Context& context, con
   // Meters see the batch too; their sums are put back as they were.
   const char* meter_phase = std::string(split) == "test" ? "test" : "train";
   for (const auto& m : meters) {
+    auto* sample_meter = dynamic_cast<SampleMeter*>(m.object.get());
     const std::vector<double> before = guarded(*m.config, "accumulators", [&] { return m.object->accumulators(); });
+    const at::Tensor rows_before = sample_meter ? guarded(*m.config, "rows", [&] { return sample_meter->rows(); }) : at::Tensor();
     guarded(*m.config, "update", [&] { m.object->update({*batch, output, loss}); });
     const auto values = guarded(*m.config, "values", [&] { return m.object->values(); });
     for (const auto& [name, value] : values) value_names.push_back(std::string(meter_phase) + "_" + name);
     guarded(*m.config, "set_accumulators", [&] { m.object->set_accumulators(before); });
+    if (sample_meter) guarded(*m.config, "set_rows", [&] { sample_meter->set_rows(rows_before); });
   }
 }
 

@@ -8,6 +8,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 
 #include "trainyard/error.h"
 
@@ -65,6 +66,11 @@ void check_output_folder(const std::string& path, const std::string& origin) {
     throw ConfigError(origin + ": cannot write in " + existing.string() + " (" + std::strerror(err) + ")",
                       "expected a folder this user can write in", "choose another folder or fix its permissions");
   }
+}
+
+std::string read_whole_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
 }
 
 std::vector<std::string> read_lines(const std::string& path) {

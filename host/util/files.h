@@ -17,6 +17,9 @@ void replace_file_atomic(const std::string& path, const std::function<void(const
 /// existing folder cannot be written (permissions, a read-only file system).
 /// Creates nothing: a refused run leaves no trace.
 void check_output_folder(const std::string& path, const std::string& origin);
+/// A file's whole contents, bytes as they are (empty if it does not exist or
+/// cannot be read: callers that must tell check first).
+std::string read_whole_file(const std::string& path);
 /// The lines of a text file (empty if it does not exist).
 std::vector<std::string> read_lines(const std::string& path);
 /// fsync of a file or folder by path.

@@ -1,5 +1,6 @@
 // A small convolutional network: blocks of (conv, batch norm, ReLU) x N then
-// 2x2 pooling, then dropout and a classifier with an optional hidden layer.
+// 2x2 pooling, then dropout and a classifier with an optional hidden layer
+// (or an embedding head, optionally L2-normalized, for metric learning).
 #include "convnet.h"
 
 #include <torch/nn/modules/activation.h>
@@ -9,6 +10,7 @@
 #include <torch/nn/modules/dropout.h>
 #include <torch/nn/modules/linear.h>
 #include <torch/nn/modules/pooling.h>
+#include <trainyard/embeddings.h>
 #include <trainyard/error.h>
 #include <trainyard/sync_batch_norm.h>
 
@@ -25,6 +27,8 @@ struct ConvNetOptions {
   std::string pool;
   double dropout = 0;
   int64_t hidden = 0;
+  int64_t embedding_size = 0;
+  bool normalize = false;
 };
 
 const trainyard::TypedSchema<ConvNetOptions>& typed_schema() {
@@ -43,14 +47,20 @@ const trainyard::TypedSchema<ConvNetOptions>& typed_schema() {
     t.add("pool", &O::pool, "max", "pooling at the end of each block").one_of({"max", "avg"});
     t.add("dropout", &O::dropout, 0.25, "dropout before the classifier").range(0.0, 0.99);
     t.add("hidden", &O::hidden, 128, "hidden units in the classifier; 0 for a linear classifier").min(0);
+    t.add("embedding_size", &O::embedding_size, 0,
+          "outputs of the last layer: 0 gives one score per class; N gives an N-dimensional embedding (for a "
+          "metric-learning loss)")
+        .min(0);
+    t.add("normalize", &O::normalize, false, "L2-normalize the outputs (embeddings on the unit sphere)");
     return t;
   }();
   return s;
 }
 
-class ConvNet : public trainyard::Network {
+class ConvNet : public trainyard::Network, public trainyard::NetworkOutputs {
  public:
-  ConvNet(const ConvNetOptions& o, const trainyard::Context& c) {
+  ConvNet(const ConvNetOptions& o, const trainyard::Context& c)
+      : embedding_size_(o.embedding_size), normalize_(o.normalize) {
     const auto& shape = c.dataset.sample_shape;
     if (shape.size() != 3)
       throw trainyard::ConfigError("convnet needs image inputs",
@@ -93,16 +103,23 @@ class ConvNet : public trainyard::Network {
       classifier_->push_back(torch::nn::ReLU());
       width = o.hidden;
     }
-    classifier_->push_back(torch::nn::Linear(width, c.dataset.num_classes));
+    // The last layer: class scores, or an embedding head of embedding_size outputs.
+    classifier_->push_back(torch::nn::Linear(width, embedding_size_ > 0 ? embedding_size_ : c.dataset.num_classes));
     register_module("features", features_);
     register_module("classifier", classifier_);
   }
   at::Tensor forward(const trainyard::Batch& batch) override {
-    return classifier_->forward(features_->forward(batch.input).flatten(1));
+    const at::Tensor out = classifier_->forward(features_->forward(batch.input).flatten(1));
+    return normalize_ ? trainyard::l2_normalize_rows(out) : out;
+  }
+  trainyard::OutputKind output_kind() const override {
+    return embedding_size_ > 0 ? trainyard::OutputKind::embeddings : trainyard::OutputKind::class_scores;
   }
 
  private:
   torch::nn::Sequential features_, classifier_;
+  int64_t embedding_size_ = 0;
+  bool normalize_ = false;
 };
 
 }  // namespace

@@ -30,6 +30,7 @@ struct FashionMnistOptions {
   bool normalize = false;
   double mean = 0, std = 0;
   int64_t limit = 0;
+  std::vector<int64_t> classes;
 };
 
 const trainyard::TypedSchema<FashionMnistOptions>& typed_schema() {
@@ -43,6 +44,10 @@ const trainyard::TypedSchema<FashionMnistOptions>& typed_schema() {
     t.add("mean", &O::mean, 0.2860, "pixel mean used by normalize (Fashion-MNIST train set)");
     t.add("std", &O::std, 0.3530, "pixel standard deviation used by normalize").min(1e-6);
     t.add("limit", &O::limit, 0, "use only the first N samples; 0 uses all").min(0);
+    t.add("classes", &O::classes, std::vector<int64_t>{},
+          "keep only the samples of these classes (labels keep their numbers), e.g. [0, 1, 2, 3, 4, 5] to train "
+          "an embedding and [6, 7, 8, 9] to test it on classes it never saw; empty keeps all")
+        .range(0, 9);
     return t;
   }();
   return s;
@@ -88,6 +93,13 @@ class FashionMnist : public trainyard::Dataset, public trainyard::AllLabels {
     if (max_label >= 10)
       throw trainyard::DataError(dir + ": label " + std::to_string(max_label) + " out of range",
                                    "expected classes 0..9", "reinstall the dataset");
+    if (!o.classes.empty()) {
+      // The samples of the listed classes, in file order (after limit).
+      const at::Tensor wanted = at::tensor(o.classes, at::kLong);
+      const at::Tensor keep = at::isin(labels_, wanted).nonzero().flatten();
+      images_ = images_.index_select(0, keep);
+      labels_ = labels_.index_select(0, keep);
+    }
     shape_ = {1, h, w};
   }
 

@@ -23,6 +23,13 @@ void check_encoded(const void* data, size_t size, const std::string& what) {
   if (size >= 2 && p[0] == 0xFF && p[1] == 0xD8 && !jpeg_is_complete(data, size))
     throw trainyard::BadRecord(what + ": truncated JPEG (" + std::to_string(size) +
                                " bytes, no end-of-image marker after its last scan)");
+  // A PNG ends with its IEND chunk. Cut short, libpng would print its own line
+  // on stderr beside ours: said here instead, before decoding.
+  static const unsigned char png_signature[8] = {0x89, 'P', 'N', 'G', 0x0D, 0x0A, 0x1A, 0x0A};
+  static const unsigned char iend[4] = {'I', 'E', 'N', 'D'};
+  if (size >= 8 && std::equal(std::begin(png_signature), std::end(png_signature), p) &&
+      std::find_end(p, p + size, std::begin(iend), std::end(iend)) == p + size)
+    throw trainyard::BadRecord(what + ": truncated PNG (" + std::to_string(size) + " bytes, no IEND chunk)");
 }
 
 void check_size(cv::Size size, const SourceImage& image) {

@@ -8,6 +8,7 @@
 #include <string>
 
 #include <ATen/core/Tensor.h>
+#include <trainyard/context.h>
 #include <trainyard/loss.h>
 #include <trainyard/options.h>
 
@@ -18,6 +19,9 @@ std::shared_ptr<trainyard::Loss> make_triplet_margin(const trainyard::Options& o
 
 trainyard::Schema contrastive_schema();
 std::shared_ptr<trainyard::Loss> make_contrastive(const trainyard::Options& options);
+
+trainyard::Schema arcface_schema();
+std::shared_ptr<trainyard::Loss> make_arcface(const trainyard::Options& options, const trainyard::Context& context);
 
 /// Pairwise comparison of the rows of `x`: euclidean distances (after L2
 /// normalization when `normalize`), or cosine similarities.

@@ -7,6 +7,7 @@
 #include <torch/nn/modules/dropout.h>
 #include <torch/nn/modules/linear.h>
 #include <torch/nn/modules/activation.h>
+#include <trainyard/embeddings.h>
 #include <trainyard/error.h>
 
 namespace mlp {
@@ -39,9 +40,9 @@ const trainyard::TypedSchema<MlpOptions>& typed_schema() {
   return s;
 }
 
-class Mlp : public trainyard::Network {
+class Mlp : public trainyard::Network, public trainyard::NetworkOutputs {
  public:
-  Mlp(const MlpOptions& o, const trainyard::Context& c) : normalize_(o.normalize) {
+  Mlp(const MlpOptions& o, const trainyard::Context& c) : embedding_size_(o.embedding_size), normalize_(o.normalize) {
     if (c.dataset.num_classes <= 0)
       throw trainyard::ConfigError("the dataset reports no classes",
                                    "expected a classification dataset, got num_classes 0", "");
@@ -56,15 +57,19 @@ class Mlp : public trainyard::Network {
       if (o.dropout > 0) layers_->push_back(torch::nn::Dropout(o.dropout));
       width = hidden;
     }
-    layers_->push_back(torch::nn::Linear(width, o.embedding_size > 0 ? o.embedding_size : c.dataset.num_classes));
+    layers_->push_back(torch::nn::Linear(width, embedding_size_ > 0 ? embedding_size_ : c.dataset.num_classes));
     register_module("layers", layers_);
   }
   at::Tensor forward(const trainyard::Batch& batch) override {
     const at::Tensor out = layers_->forward(batch.input.flatten(1));
-    return normalize_ ? out / out.norm(2, 1, /*keepdim=*/true).clamp_min(1e-12) : out;
+    return normalize_ ? trainyard::l2_normalize_rows(out) : out;
+  }
+  trainyard::OutputKind output_kind() const override {
+    return embedding_size_ > 0 ? trainyard::OutputKind::embeddings : trainyard::OutputKind::class_scores;
   }
 
  private:
+  int64_t embedding_size_ = 0;
   bool normalize_ = false;
   torch::nn::Sequential layers_;
 };

@@ -18,6 +18,7 @@
 #include <torch/nn/modules/conv.h>
 #include <torch/nn/modules/dropout.h>
 #include <torch/nn/modules/linear.h>
+#include <trainyard/embeddings.h>
 #include <trainyard/error.h>
 #include <trainyard/sync_batch_norm.h>
 
@@ -118,6 +119,8 @@ struct ResNetOptions {
   double bn_epsilon = 0, bn_momentum = 0;
   double bn_init_gamma = 0;
   double dropout = 0;
+  int64_t embedding_size = 0;
+  bool normalize = false;
 };
 
 const trainyard::TypedSchema<ResNetOptions>& typed_schema() {
@@ -144,14 +147,20 @@ const trainyard::TypedSchema<ResNetOptions>& typed_schema() {
           "initial scale of the last batch norm in each residual block; 0 starts blocks as "
           "the identity (zero-gamma init)");
     t.add("dropout", &O::dropout, 0.0, "dropout before the classifier").range(0.0, 0.99);
+    t.add("embedding_size", &O::embedding_size, 0,
+          "outputs of the last layer: 0 gives one score per class; N gives an N-dimensional embedding (for a "
+          "metric-learning loss)")
+        .min(0);
+    t.add("normalize", &O::normalize, false, "L2-normalize the outputs (embeddings on the unit sphere)");
     return t;
   }();
   return s;
 }
 
-class ResNet : public trainyard::Network {
+class ResNet : public trainyard::Network, public trainyard::NetworkOutputs {
  public:
-  ResNet(const ResNetOptions& o, const trainyard::Context& c) {
+  ResNet(const ResNetOptions& o, const trainyard::Context& c)
+      : embedding_size_(o.embedding_size), normalize_(o.normalize) {
     const auto& shape = c.dataset.sample_shape;
     if (shape.size() != 3)
       throw trainyard::ConfigError("resnet needs image inputs",
@@ -201,7 +210,8 @@ class ResNet : public trainyard::Network {
       layers_.push_back(register_module("layer" + std::to_string(stage + 1), layer));
     }
     if (o.dropout > 0) dropout_ = register_module("dropout", torch::nn::Dropout(o.dropout));
-    fc_ = register_module("fc", torch::nn::Linear(in, c.dataset.num_classes));
+    // The last layer: class scores, or an embedding head of embedding_size outputs.
+    fc_ = register_module("fc", torch::nn::Linear(in, embedding_size_ > 0 ? embedding_size_ : c.dataset.num_classes));
 
     // He initialization for convolutions (fan out, as torchvision does).
     at::NoGradGuard no_grad;
@@ -215,7 +225,11 @@ class ResNet : public trainyard::Network {
     for (auto& layer : layers_) x = layer->forward(x);
     x = at::adaptive_avg_pool2d(x, {1, 1}).flatten(1);
     if (dropout_) x = dropout_->forward(x);
-    return fc_->forward(x);
+    x = fc_->forward(x);
+    return normalize_ ? trainyard::l2_normalize_rows(x) : x;
+  }
+  trainyard::OutputKind output_kind() const override {
+    return embedding_size_ > 0 ? trainyard::OutputKind::embeddings : trainyard::OutputKind::class_scores;
   }
 
  private:
@@ -225,6 +239,8 @@ class ResNet : public trainyard::Network {
   std::vector<torch::nn::Sequential> layers_;
   torch::nn::Dropout dropout_{nullptr};
   torch::nn::Linear fc_{nullptr};
+  int64_t embedding_size_ = 0;
+  bool normalize_ = false;
 };
 
 }  // namespace

@@ -7,6 +7,7 @@
 #include "trainyard/callback.h"
 #include "trainyard/collectives.h"
 #include "trainyard/dataset.h"
+#include "trainyard/embeddings.h"
 #include "trainyard/error.h"
 #include "trainyard/loss.h"
 #include "trainyard/meter.h"
@@ -34,6 +35,10 @@ AllLabels::~AllLabels() = default;
 Network::~Network() = default;
 Loss::~Loss() = default;
 EmbeddingLoss::~EmbeddingLoss() = default;
+LossValues::~LossValues() = default;
+LossParameters::~LossParameters() = default;
+NetworkOutputs::~NetworkOutputs() = default;
+SampleMeter::~SampleMeter() = default;
 Optimizer::~Optimizer() = default;
 Meter::~Meter() = default;
 std::vector<MeterResult> Meter::results() const { return {}; }
@@ -42,6 +47,10 @@ AdditionalOverride::~AdditionalOverride() = default;
 Loop::~Loop() = default;
 Registrar::~Registrar() = default;
 Collectives::~Collectives() = default;
+
+at::Tensor l2_normalize_rows(const at::Tensor& rows) {
+  return rows / rows.norm(2, /*dim=*/1, /*keepdim=*/true).clamp_min(1e-12);
+}
 
 const char* sdk_fingerprint() { return TRAINYARD_FINGERPRINT; }
 const char* sdk_api_version() {

@@ -205,6 +205,59 @@ TEST(Gpu, ACheckpointWrittenOnTheGpuEvaluatesOnTheCpu) {
   EXPECT_NEAR(on_gpu, on_cpu, 1e-3 * std::max(1.0, on_gpu));
 }
 
+// Metric learning on the GPU: a 16-d embedding, semi-hard triplets on P x K
+// batches, the retrieval meter (its embeddings kept on the GPU; with NCCL,
+// gathered across ranks by Communicator::gather_rows) and ArcFace's centres.
+std::string retrieval_experiment(const std::string& name, const std::string& loss) {
+  const std::string path = temp_dir("exp-" + name) + "/" + name + ".yaml";
+  write_file(path, "name: " + name + "\nseed: 7\n"
+                   "dataset:\n"
+                   "  train: {plugin: synthetic, size: 512, num_classes: 4, shape: [1, 4, 4], seed: 1, noise: 2}\n"
+                   "  test: {plugin: synthetic, size: 128, num_classes: 4, shape: [1, 4, 4], seed: 2, noise: 2}\n"
+                   "network: {plugin: mlp, hidden_sizes: [32], embedding_size: 16, normalize: true}\n"
+                   "loss: " + loss + "\n"
+                   "optimizer: {plugin: sgd, lr: 0.05, momentum: 0.9}\n"
+                   "meters:\n  - plugin: loss\n  - {plugin: retrieval, k: [1, 4], phases: [test]}\n"
+                   "loop: {epochs: 3, batch_per_device: 32, classes_per_batch: 4, samples_per_class: 8}\n");
+  return path;
+}
+
+TEST(Gpu, RetrievalAndArcFaceOnTheGpuEvaluateAsOnTheCpu) {
+  REQUIRE_GPUS(1);
+  for (const std::string loss : {"{plugin: triplet_margin, margin: 0.2, mining: semihard}",
+                                 "{plugin: arcface, embedding_size: 16, scale: 16}"}) {
+    const std::string exp = retrieval_experiment("retrieval-gpu", loss), out = temp_dir("retrieval-gpu");
+    auto r = trainyard_with_env(kDeterministic, "run " + exp + " --output-dir " + out + " --set distributed.num_gpus=1");
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    auto e = trainyard_with_env(kDeterministic, "eval " + exp + " --output-dir " + out +
+                                                    " --set distributed.num_gpus=0 --output " + out + "/eval.json");
+    ASSERT_EQ(e.exit_code, 0) << e.err;
+    const auto on_gpu = json_of(out + "/retrieval-gpu/summary.json")["metrics"];
+    const auto on_cpu = json_of(out + "/eval.json")["values"];
+    for (const char* name : {"test_recall_at_1", "test_recall_at_4", "test_map_at_r"})
+      EXPECT_NEAR(on_gpu[name].get<double>(), on_cpu[name].get<double>(), 2.0 / 128) << loss << " " << name;
+  }
+}
+
+TEST(MultiGpu, RetrievalOverNcclGathersEveryRanksEmbeddings) {
+  REQUIRE_GPUS(2);
+  const std::string exp = retrieval_experiment("retrieval-nccl", "{plugin: triplet_margin, margin: 0.2}");
+  const std::string out = temp_dir("retrieval-nccl");
+  auto r = trainyard_with_env(kDeterministic, "run " + exp + " --output-dir " + out +
+                                                  " --set distributed.num_gpus=2 --set loop.batch_per_device=16"
+                                                  " --set loop.samples_per_class=4");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  // One GPU evaluates the saved weights on all 128 samples; each rank had tested 64.
+  auto e = trainyard_with_env(kDeterministic, "eval " + exp + " --output-dir " + out +
+                                                  " --set distributed.num_gpus=1 --set loop.batch_per_device=16"
+                                                  " --set loop.samples_per_class=4 --output " + out + "/eval.json");
+  ASSERT_EQ(e.exit_code, 0) << e.err;
+  const auto two = json_of(out + "/retrieval-nccl/summary.json")["metrics"];
+  const auto one = json_of(out + "/eval.json")["values"];
+  for (const char* name : {"test_recall_at_1", "test_r_precision", "test_map_at_r"})
+    EXPECT_NEAR(two[name].get<double>(), one[name].get<double>(), 1e-6) << name;
+}
+
 TEST(MultiGpu, TwoRanksOverNcclEqualOneGpuWithTheSameGlobalBatch) {
   REQUIRE_GPUS(2);
   const std::string one = temp_dir("one"), two = temp_dir("two");

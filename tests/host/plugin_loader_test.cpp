@@ -37,9 +37,9 @@ TEST(PluginLoader, LoadsEveryBuiltinPlugin) {
   load_plugin_folders({{test::builtin_plugin_dir(), "built-in"}}, r);
   EXPECT_EQ(r.names(Kind::dataset), (std::vector<std::string>{"csv", "fashion_mnist", "image_folder", "lmdb", "synthetic", "webdataset"}));
   EXPECT_EQ(r.names(Kind::network), (std::vector<std::string>{"convnet", "mlp", "resnet", "torchscript"}));
-  EXPECT_EQ(r.names(Kind::loss), (std::vector<std::string>{"contrastive", "cross_entropy", "triplet_margin"}));
+  EXPECT_EQ(r.names(Kind::loss), (std::vector<std::string>{"arcface", "contrastive", "cross_entropy", "triplet_margin"}));
   EXPECT_EQ(r.names(Kind::optimizer), (std::vector<std::string>{"adam", "adamw", "rmsprop", "sgd"}));
-  EXPECT_EQ(r.names(Kind::meter), (std::vector<std::string>{"confusion_matrix", "loss", "topk_accuracy"}));
+  EXPECT_EQ(r.names(Kind::meter), (std::vector<std::string>{"confusion_matrix", "loss", "retrieval", "topk_accuracy"}));
   EXPECT_EQ(r.names(Kind::callback), (std::vector<std::string>{"console", "csv_logger", "mlflow_logger", "tensorboard"}));
   EXPECT_EQ(r.names(Kind::additional_override), (std::vector<std::string>{"cyclic", "no_test_no_checkpoint", "one_cycle", "overfit_batches"}));
   for (const auto& lib : r.libraries()) EXPECT_EQ(lib->fingerprint, TRAINYARD_FINGERPRINT) << lib->path;

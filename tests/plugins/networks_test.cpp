@@ -62,6 +62,27 @@ TEST(ResNet, ForwardGivesOneRowOfLogitsPerImageAndBackwardReachesEveryParameter)
   EXPECT_TRUE(small->named_parameters().contains("layer2.0.downsample.0.weight"));
 }
 
+TEST(EmbeddingHeads, EveryBuiltInNetworkGivesUnitEmbeddingsAndSaysWhatItOutputs) {
+  const Batch b{at::randn({4, 1, 28, 28}), at::zeros({4}, at::kLong), {}};
+  for (const std::string plugin : {"mlp", "convnet", "resnet"}) {
+    auto classifier = build(plugin, {}, {1, 28, 28}, 10);
+    EXPECT_EQ(classifier->forward(b).sizes(), (at::IntArrayRef{4, 10})) << plugin;
+    auto* says = dynamic_cast<NetworkOutputs*>(classifier.get());
+    ASSERT_NE(says, nullptr) << plugin;
+    EXPECT_EQ(says->output_kind(), OutputKind::class_scores) << plugin;
+    auto embedder = build(plugin, {{"embedding_size", int64_t{24}}, {"normalize", true}}, {1, 28, 28}, 10);
+    embedder->eval();
+    const at::Tensor e = embedder->forward(b);
+    EXPECT_EQ(e.sizes(), (at::IntArrayRef{4, 24})) << plugin;
+    EXPECT_LT((e.norm(2, 1) - 1).abs().max().item<double>(), 1e-5) << plugin;
+    EXPECT_EQ(dynamic_cast<NetworkOutputs*>(embedder.get())->output_kind(), OutputKind::embeddings) << plugin;
+    // Unnormalized, the rows keep their lengths.
+    auto raw = build(plugin, {{"embedding_size", int64_t{24}}}, {1, 28, 28}, 10);
+    raw->eval();
+    EXPECT_GT((raw->forward(b).norm(2, 1) - 1).abs().max().item<double>(), 1e-3) << plugin;
+  }
+}
+
 TEST(ResNet, BatchNormSettingsComeFromTheOptions) {
   auto net = build("resnet",
                    {{"depth", int64_t{20}}, {"bn_epsilon", 1e-3}, {"bn_momentum", 0.01}, {"bn_init_gamma", 0.0}},

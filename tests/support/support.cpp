@@ -260,4 +260,12 @@ const std::string& small_photo_set() {
   return dir;
 }
 
+void write_matrix(const std::string& path, const at::Tensor& matrix) {
+  const at::Tensor m = matrix.dim() == 1 ? matrix.unsqueeze(1) : matrix;
+  std::ofstream out(path);
+  out.precision(17);
+  for (int64_t i = 0; i < m.size(0); ++i)
+    for (int64_t j = 0; j < m.size(1); ++j) out << m[i][j].item<double>() << (j + 1 < m.size(1) ? " " : "\n");
+}
+
 }  // namespace trainyard::test

@@ -79,4 +79,8 @@ void delete_lmdb_key(const std::string& db, const std::string& key);
 /// buffer name ("layers.0.weight"; submodules are nested archives).
 at::Tensor checkpoint_tensor(const std::string& checkpoint, const std::string& name);
 
+/// A 2-d tensor as text NumPy's loadtxt reads (rows of space-separated
+/// values, 17 significant digits), for the cross-checks against Python libraries.
+void write_matrix(const std::string& path, const at::Tensor& matrix);
+
 }  // namespace trainyard::test

@@ -89,4 +89,31 @@ class Meter {
   virtual std::vector<MeterResult> results() const;
 };
 
+/// Since SDK 1.4, optional: a meter whose state is one row per sample
+/// instead of sums (a retrieval meter keeps every sample's embedding and
+/// label: recall@k needs them all) derives from SampleMeter too.
+///
+/// Before values() and results(), the host gathers the rows of every rank:
+/// it calls set_rows() with all ranks' rows concatenated in rank order, and
+/// afterwards set_rows() with this rank's own again (as it does with
+/// accumulators). accumulators() still carries any sums (it may be empty).
+/// Such a meter measures test passes only: a training epoch is checkpointed
+/// through accumulators alone, so `phases: [train]` is refused.
+///
+/// Keep the rows on the output's device while updating (a list of tensors
+/// concatenated in rows()): no device sync at every step.
+///
+/// Example:
+///   at::Tensor rows() const override { return parts_.empty() ? at::Tensor() : at::cat(parts_); }
+///   void set_rows(const at::Tensor& rows) override { parts_ = {rows}; }
+class SampleMeter {
+ public:
+  virtual ~SampleMeter();
+  /// This rank's rows since reset(): a 2-d tensor `[samples, width]`, of one
+  /// dtype and width for the meter's life; undefined before any update.
+  virtual at::Tensor rows() const = 0;
+  /// Replaces the rows (an undefined tensor: none).
+  virtual void set_rows(const at::Tensor& rows) = 0;
+};
+
 }  // namespace trainyard

@@ -31,4 +31,28 @@ class Network : public torch::nn::Module {
   virtual at::Tensor forward(const Batch& batch) = 0;
 };
 
+/// What a network's output rows are (SDK 1.4's NetworkOutputs).
+enum class OutputKind {
+  class_scores,  ///< one score per class (a classification head)
+  embeddings,    ///< one embedding per sample, compared with one another (metric learning)
+};
+
+/// Since SDK 1.4, optional: a network that knows what its rows are derives
+/// from NetworkOutputs too, so that the host can refuse a loss that expects
+/// the other kind before training (an embedding loss on a classifier's 10
+/// class scores has the shape of a 10-d embedding). Found with dynamic_cast;
+/// a network without it is checked by shape alone.
+///
+/// Example:
+///   class Net : public trainyard::Network, public trainyard::NetworkOutputs {
+///     trainyard::OutputKind output_kind() const override {
+///       return embedding_size_ > 0 ? trainyard::OutputKind::embeddings : trainyard::OutputKind::class_scores;
+///     }
+///   };
+class NetworkOutputs {
+ public:
+  virtual ~NetworkOutputs();
+  virtual OutputKind output_kind() const = 0;
+};
+
 }  // namespace trainyard

@@ -1,0 +1,346 @@
+#include "run/catalog.h"
+
+#include <unistd.h>
+
+#include <ctime>
+#include <filesystem>
+#include <fstream>
+#include <numeric>
+#include <sstream>
+
+#include <ATen/ATen.h>
+#include <opencv2/core.hpp>
+#include <opencv2/imgcodecs.hpp>
+
+#include "formats/npy.h"
+#include "report/svg_chart.h"
+#include "run/loaded_model.h"
+#include "train/guard.h"
+#include "train/loader_settings.h"
+#include "trainyard/error.h"
+#include "trainyard/embeddings.h"
+#include "trainyard/network.h"
+#include "trainyard/version.h"
+#include "util/csv.h"
+#include "util/files.h"
+#include "util/json.h"
+#include "util/shape.h"
+#include "util/text.h"
+
+namespace fs = std::filesystem;
+
+namespace trainyard::host {
+namespace {
+
+constexpr const char* kFormat = "trainyard-catalog";
+constexpr int kFormatVersion = 1;
+
+// A catalog holds embeddings: a network that says it scores classes has none to give.
+void require_embedding_network(const LoadedModel& m, const std::string& command) {
+  const Built<Network>& net = m.trainer->components().network;
+  const auto* says = dynamic_cast<const NetworkOutputs*>(net.object.get());
+  if (says && guarded(*net.config, "output_kind", [&] { return says->output_kind(); }) == OutputKind::class_scores)
+    throw ConfigError(command + ": " + net.config->where + " (" + component_label(*net.config) +
+                          ") outputs class scores (a classification head)",
+                      "expected a network that outputs embeddings",
+                      "give it embedding_size: N (mlp, convnet, resnet) and train it with a metric-learning loss "
+                      "such as triplet_margin");
+}
+
+// The network's output for every sample, in order: float32 [N, D] on the CPU,
+// and the samples' class labels (-1 where the dataset has none).
+std::pair<at::Tensor, at::Tensor> embed_all(LoadedModel& m, const Dataset& dataset, const LoaderOptions& loader,
+                                            const std::string& origin) {
+  std::vector<int64_t> order(static_cast<size_t>(dataset.size()));
+  std::iota(order.begin(), order.end(), 0);
+  BatchStream batches = batch_stream(dataset, order, 0, 0, loader, std::make_shared<LoaderStats>());
+  Network& net = m.trainer->network();
+  net.eval();
+  at::NoGradGuard no_grad;
+  std::vector<at::Tensor> outputs, labels;
+  while (true) {
+    std::optional<Batch> batch;
+    try {
+      batch = batches();
+    } catch (const Error& err) {  // an image that does not decode (the loader's hint about on_bad_record is not for us)
+      std::string why = err.what();
+      if (const size_t hint = why.find("; fix the data, or set on_bad_record"); hint != std::string::npos) why.erase(hint);
+      throw ConfigError("command line: " + origin + ": " + why);
+    }
+    if (!batch) break;
+    const at::Tensor out = m.trainer->forward(*batch).to(at::kFloat).cpu();  // in the experiment's precision
+    if (out.dim() != 2 || out.size(0) != batch->size())
+      throw ConfigError(origin + ": the network gives " + shape_text(out.sizes()) + " for a batch of " +
+                            std::to_string(batch->size()),
+                        "expected one embedding per sample, [" + std::to_string(batch->size()) + ", size]", "");
+    outputs.push_back(out);
+    const at::Tensor& t = batch->target;
+    labels.push_back(t.defined() && t.dim() == 1 && !at::isFloatingType(t.scalar_type())
+                         ? t.to(at::kLong).cpu()
+                         : at::full({batch->size()}, -1, at::kLong));
+  }
+  return {at::cat(outputs), at::cat(labels)};
+}
+
+std::string class_name(const LoadedModel& m, int64_t label) {
+  if (label < 0) return "";
+  const auto& names = m.context.dataset.class_names;
+  return label < static_cast<int64_t>(names.size()) ? names[static_cast<size_t>(label)] : std::to_string(label);
+}
+
+std::string now_utc() {
+  char text[32];
+  const std::time_t t = std::time(nullptr);
+  std::strftime(text, sizeof text, "%Y-%m-%dT%H:%M:%SZ", std::gmtime(&t));
+  return text;
+}
+
+std::string base64(const std::string& bytes) {
+  static const char* digits = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+  std::string out;
+  size_t i = 0;
+  for (; i + 2 < bytes.size(); i += 3) {
+    const uint32_t v = (uint8_t(bytes[i]) << 16) | (uint8_t(bytes[i + 1]) << 8) | uint8_t(bytes[i + 2]);
+    out += digits[(v >> 18) & 63], out += digits[(v >> 12) & 63], out += digits[(v >> 6) & 63], out += digits[v & 63];
+  }
+  if (i < bytes.size()) {
+    const uint32_t v = (uint8_t(bytes[i]) << 16) | (i + 1 < bytes.size() ? uint8_t(bytes[i + 1]) << 8 : 0);
+    out += digits[(v >> 18) & 63], out += digits[(v >> 12) & 63];
+    out += i + 1 < bytes.size() ? digits[(v >> 6) & 63] : '=';
+    out += '=';
+  }
+  return out;
+}
+
+// A file as an <img> source the page carries itself.
+std::string file_uri(const std::string& path) {
+  std::string ext = fs::path(path).extension().string();
+  for (auto& c : ext) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  const std::string type = ext == ".png" ? "png" : ext == ".bmp" ? "bmp" : ext == ".pgm" ? "x-portable-graymap" : "jpeg";
+  return "data:image/" + type + ";base64," + base64(read_whole_file(path));
+}
+
+// A dataset sample drawn back as a PNG: its preprocessing undone (mean, std
+// and the [0, 1] scaling of float samples; 8-bit samples as they are).
+std::string sample_uri(const Dataset& dataset, int64_t index, const std::optional<std::map<std::string, Value>>& prep) {
+  at::Tensor x = dataset.get(index).input.cpu();
+  if (x.dim() == 2) x = x.unsqueeze(0);
+  if (x.dim() != 3 || (x.size(0) != 1 && x.size(0) != 3)) return "";
+  if (x.scalar_type() != at::kByte) {
+    x = x.to(at::kFloat);
+    std::vector<double> mean, std;
+    if (prep) {
+      if (auto it = prep->find("mean"); it != prep->end())
+        if (auto* v = std::get_if<std::vector<double>>(&it->second)) mean = *v;
+      if (auto it = prep->find("std"); it != prep->end())
+        if (auto* v = std::get_if<std::vector<double>>(&it->second)) std = *v;
+    }
+    for (int64_t c = 0; c < x.size(0); ++c) {
+      if (!std.empty()) x[c].mul_(std[std::min<size_t>(size_t(c), std.size() - 1)]);
+      if (!mean.empty()) x[c].add_(mean[std::min<size_t>(size_t(c), mean.size() - 1)]);
+    }
+    x = x.mul(255).round_().clamp_(0, 255).to(at::kByte);
+  }
+  x = x.permute({1, 2, 0}).contiguous();
+  if (x.size(2) == 3) x = x.flip(2).contiguous();  // RGB -> OpenCV's BGR
+  cv::Mat image(static_cast<int>(x.size(0)), static_cast<int>(x.size(1)), x.size(2) == 3 ? CV_8UC3 : CV_8UC1,
+                x.data_ptr<uint8_t>());
+  std::vector<uchar> png;
+  if (!cv::imencode(".png", image, png)) return "";
+  return "data:image/png;base64," + base64(std::string(png.begin(), png.end()));
+}
+
+}  // namespace
+
+int64_t embed_catalog(const Experiment& e, const Registry& registry, const EmbedRequest& request) {
+  const std::string out = request.output;
+  if (fs::exists(out))
+    throw ConfigError("command line: --output " + out + ": exists", "expected a new folder for the catalog",
+                      "remove it or choose another name");
+  check_output_folder(out, "--output " + out);
+  LoadedModel m = load_model(e, request.checkpoint);
+  require_embedding_network(m, "embed");
+  const Experiment& stage = *m.stage;
+  at::Tensor embeddings, labels;
+  std::vector<std::string> sources;
+  std::string source;
+  if (request.input.empty()) {
+    const Built<Dataset>& split = m.evaluation_data();
+    source = split.config->key;
+    const int64_t batch = stage.loop.test_batch_per_device > 0 ? stage.loop.test_batch_per_device : stage.loop.batch_per_device;
+    const LoaderOptions loader = make_loader_options(stage, *split.config, *split.object, batch, m.context);
+    std::tie(embeddings, labels) = embed_all(m, *split.object, loader, source);
+    for (int64_t i = 0; i < embeddings.size(0); ++i) sources.push_back(source + ":" + std::to_string(i));
+  } else {
+    InputSet input = open_input(m, e, registry, request.input, {}, request.input_options, "embed", "--input " + request.input);
+    source = fs::absolute(request.input).string();
+    std::tie(embeddings, labels) = embed_all(m, *input.dataset, input.loader, "--input " + request.input);
+    if (!input.labeled) labels.fill_(-1);
+    sources = input.sources;
+  }
+  // Built beside the final name, then renamed: a catalog is whole or absent.
+  const std::string tmp = out + ".tmp-" + std::to_string(::getpid());
+  fs::remove_all(tmp);
+  fs::create_directories(tmp);
+  try {
+    write_npy(tmp + "/embeddings.npy", embeddings);
+    write_npy(tmp + "/labels.npy", labels);
+    std::string items = csv_row({"index", "source", "label", "class"});
+    for (int64_t i = 0; i < embeddings.size(0); ++i) {
+      const int64_t label = labels[i].item<int64_t>();
+      items += csv_row({std::to_string(i), sources[size_t(i)], label >= 0 ? std::to_string(label) : "",
+                        class_name(m, label)});
+    }
+    write_file_atomic(tmp + "/items.csv", items);
+    const at::Tensor norms = embeddings.norm(2, 1);
+    nlohmann::ordered_json j;
+    j["format"] = kFormat;
+    j["format_version"] = kFormatVersion;
+    j["items"] = embeddings.size(0);
+    j["embedding_size"] = embeddings.size(1);
+    j["unit_norm"] = embeddings.size(0) > 0 && (norms - 1).abs().max().item<double>() < 1e-3;
+    j["source"] = source;
+    j["input_options"] = request.input_options;
+    j["experiment"] = fs::absolute(request.experiment_file).string();
+    j["sets"] = request.sets;
+    j["plugin_dirs"] = request.plugin_dirs;
+    j["checkpoint"] = fs::absolute(request.checkpoint).string();
+    j["network"] = m.trainer->components().network.config->plugin;
+    j["created"] = now_utc();
+    j["trainyard"] = TRAINYARD_VERSION;
+    write_file_atomic(tmp + "/catalog.json", json_text(j, true) + "\n");
+    sync_path(tmp);
+    fs::rename(tmp, out);
+  } catch (...) {
+    std::error_code ec;
+    fs::remove_all(tmp, ec);
+    throw;
+  }
+  return embeddings.size(0);
+}
+
+CatalogInfo read_catalog_info(const std::string& dir) {
+  const std::string file = (fs::path(dir) / "catalog.json").string();
+  if (!fs::is_directory(dir))
+    throw ConfigError("command line: " + dir + ": no such folder", "expected a catalog written by trainyard embed", "");
+  if (!fs::is_regular_file(file))
+    throw ConfigError(dir + ": no catalog.json", "expected a catalog folder written by trainyard embed", "");
+  nlohmann::ordered_json j;
+  try {
+    j = read_json_file(file);
+  } catch (const std::exception& err) {
+    throw ConfigError(file + ": " + err.what(), "expected the JSON trainyard embed writes", "");
+  }
+  CatalogInfo c;
+  c.dir = dir;
+  try {
+    if (j.value("format", "") != kFormat) throw std::runtime_error("format is not " + std::string(kFormat));
+    if (j.at("format_version").get<int>() > kFormatVersion)
+      throw std::runtime_error("format_version " + std::to_string(j.at("format_version").get<int>()) +
+                               " is newer than this trainyard's " + std::to_string(kFormatVersion));
+    c.items = j.at("items").get<int64_t>();
+    c.embedding_size = j.at("embedding_size").get<int64_t>();
+    c.source = j.at("source").get<std::string>();
+    c.input_options = j.value("input_options", "");
+    c.experiment_file = j.at("experiment").get<std::string>();
+    c.sets = j.at("sets").get<std::vector<std::string>>();
+    c.plugin_dirs = j.at("plugin_dirs").get<std::vector<std::string>>();
+    c.checkpoint = j.at("checkpoint").get<std::string>();
+  } catch (const std::exception& err) {
+    throw ConfigError(file + ": " + err.what(), "expected the catalog.json trainyard embed writes", "");
+  }
+  if (fs::path(c.source).is_absolute()) c.input = c.source;
+  return c;
+}
+
+void search_catalog(const Experiment& e, const Registry& registry, const CatalogInfo& catalog,
+                    const SearchRequest& request, std::ostream& out) {
+  // The catalog's arrays, checked against one another before any work.
+  const std::string dir = catalog.dir;
+  const at::Tensor items = read_npy(dir + "/embeddings.npy");
+  const at::Tensor labels = read_npy(dir + "/labels.npy");
+  std::vector<std::vector<std::string>> rows;
+  try {
+    rows = parse_csv(read_whole_file(dir + "/items.csv"));
+  } catch (const std::exception& err) {
+    throw ConfigError(dir + "/items.csv: " + err.what(), "expected the CSV trainyard embed writes", "embed it again");
+  }
+  if (items.dim() != 2 || !at::isFloatingType(items.scalar_type()))
+    throw ConfigError(dir + "/embeddings.npy: " + shape_text(items.sizes()) + " " + c10::toString(items.scalar_type()),
+                      "expected floating-point embeddings [items, size]", "");
+  if (items.size(0) != catalog.items || items.size(1) != catalog.embedding_size || labels.numel() != items.size(0) ||
+      rows.size() != static_cast<size_t>(items.size(0)) + 1)
+    throw ConfigError(dir + ": embeddings.npy " + shape_text(items.sizes()) + ", labels.npy " + shape_text(labels.sizes()) +
+                          " and items.csv " + count_of(static_cast<int64_t>(rows.size()) - 1, "row") +
+                          " disagree with catalog.json (" + std::to_string(catalog.items) + " items of " +
+                          std::to_string(catalog.embedding_size) + ")",
+                      "expected the catalog as trainyard embed wrote it", "embed it again");
+  LoadedModel m = load_model(e, request.checkpoint.empty() ? catalog.checkpoint : request.checkpoint);
+  require_embedding_network(m, "search");
+  InputSet queries = open_input(m, e, registry, "", request.queries, catalog.input_options, "search", "--query");
+  const at::Tensor q = embed_all(m, *queries.dataset, queries.loader, "--query").first;
+  if (q.size(1) != items.size(1))
+    throw ConfigError("search: catalog " + dir + " holds " + std::to_string(items.size(1)) + "-d embeddings, and the network of " +
+                          catalog.experiment_file + " gives " + std::to_string(q.size(1)) + "-d ones",
+                      "expected a catalog embedded by the network that embeds the queries",
+                      "embed the catalog again with this network (trainyard embed), or search with the experiment and "
+                      "checkpoint that made it");
+  // Exact search: every query against every item.
+  const at::Tensor c = items.to(at::kFloat);
+  const bool cosine = request.distance == "cosine";
+  const at::Tensor scores = cosine ? l2_normalize_rows(q).mm(l2_normalize_rows(c).t()) : at::cdist(q, c);
+  const int64_t k = std::min<int64_t>(request.top_k, items.size(0));
+  auto [best, index] = scores.topk(k, /*dim=*/1, /*largest=*/cosine, /*sorted=*/true);
+
+  // The items' pictures: their files, or the samples of the split or LMDB they came from.
+  std::shared_ptr<Dataset> drawn;
+  if (catalog.source == m.evaluation_data().config->key) {
+    drawn = m.evaluation_data().object;
+  } else if (!catalog.input.empty() &&
+             (fs::is_regular_file(catalog.input) || fs::exists(fs::path(catalog.input) / "data.mdb"))) {  // an LMDB
+    drawn = open_input(m, e, registry, catalog.input, {}, catalog.input_options, "search", "catalog input " + catalog.input).dataset;
+  }
+  auto picture = [&](const std::string& source, int64_t item) -> std::string {
+    if (fs::path(source).is_absolute() && fs::is_regular_file(source)) return file_uri(source);
+    if (drawn && item < drawn->size()) return sample_uri(*drawn, item, m.image_preprocessing);
+    return "";
+  };
+
+  const std::string measure = cosine ? "similarity" : "distance";
+  std::string csv = csv_row({"query", "rank", "index", "source", "label", "class", measure});
+  std::string html = "<!doctype html>\n<html><head><meta charset=\"utf-8\"><title>trainyard search</title><style>"
+                     "body{font-family:sans-serif}figure{display:inline-block;margin:4px;text-align:center;"
+                     "font-size:12px;vertical-align:top}img{width:96px;height:96px;object-fit:contain;"
+                     "image-rendering:pixelated;border:1px solid #ccc}figure.query img{border:2px solid #36c}"
+                     "</style></head><body>\n<h1>trainyard search</h1>\n<p>catalog " + xml_escape(dir) + " (" +
+                     std::to_string(items.size(0)) + " items), " + xml_escape(request.distance) + " " + measure +
+                     ", top " + std::to_string(k) + "</p>\n";
+  const at::Tensor best_cpu = best.cpu(), index_cpu = index.cpu();
+  for (int64_t i = 0; i < q.size(0); ++i) {
+    const std::string& query = queries.sources[size_t(i)];
+    out << "query " << query << "\n";
+    html += "<section><h2>" + xml_escape(fs::path(query).filename().string()) + "</h2>\n<figure class=\"query\"><img src=\"" +
+            file_uri(query) + "\"><figcaption>query</figcaption></figure>\n";
+    for (int64_t r = 0; r < k; ++r) {
+      const int64_t item = index_cpu[i][r].item<int64_t>();
+      const std::vector<std::string>& fields = rows[size_t(item) + 1];
+      const std::string source = fields.size() > 1 ? fields[1] : "";
+      const std::string label = fields.size() > 2 ? fields[2] : "", name = fields.size() > 3 ? fields[3] : "";
+      const std::string value = json_number(best_cpu[i][r].item<double>());
+      out << "  " << (r + 1) << ". " << source << (name.empty() ? "" : " (" + name + ")") << " " << measure << " "
+          << value << "\n";
+      csv += csv_row({query, std::to_string(r + 1), std::to_string(item), source, label, name, value});
+      const std::string uri = picture(source, item);
+      html += "<figure><img src=\"" + uri + "\" alt=\"" + xml_escape(source) + "\"><figcaption>" +
+              std::to_string(r + 1) + ". " + xml_escape(name.empty() ? source : name) + "<br>" + value +
+              "</figcaption></figure>\n";
+    }
+    html += "</section>\n";
+  }
+  html += "</body></html>\n";
+  fs::create_directories(request.output_dir);
+  write_file_atomic(request.output_dir + "/search.csv", csv);
+  write_file_atomic(request.output_dir + "/search.html", html);
+}
+
+}  // namespace trainyard::host

@@ -1,0 +1,148 @@
+#include "run/loaded_model.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <filesystem>
+
+#include "run/assembly.h"
+#include "run/session.h"
+#include "train/checkpoint_store.h"
+#include "train/guard.h"
+#include "trainyard/error.h"
+#include "trainyard/labeled_files.h"
+#include "util/files.h"
+#include "util/shape.h"
+
+namespace fs = std::filesystem;
+
+namespace trainyard::host {
+
+const Built<Dataset>& LoadedModel::evaluation_data() const {
+  const Components& c = trainer->components();
+  return c.test_data.object ? c.test_data : c.train_data;
+}
+
+LoadedModel load_model(const Experiment& e, const std::string& checkpoint) {
+  LoadedModel m;
+  CheckpointState peeked;
+  try {
+    verify_checkpoint(checkpoint);  // a truncated or damaged file is named before anything is built
+    peeked = peek_checkpoint(checkpoint);
+  } catch (const ConfigError&) {
+    throw;
+  } catch (const Error& err) {
+    throw ConfigError(err.what(), "expected a complete checkpoint written by trainyard run", "");
+  }
+  m.stage = e.stages.empty() ? &e : &e.stages.at(static_cast<size_t>(std::max<int64_t>(0, peeked.stage)));
+  m.context = make_context(*m.stage);
+  m.trainer = assemble_stage(*m.stage, m.context, nullptr, RunPaths(""));
+  const Components& c = m.trainer->components();
+  const Built<Dataset>& split = c.test_data.object ? c.test_data : c.train_data;
+  m.evaluation_split = split.config->key + " (" + split.config->component->label() + ")";
+  if (split.config->component->supports(SdkFeature::image_preprocessing))
+    m.image_preprocessing = guarded(*split.config, "image_preprocessing", [&] { return split.object->image_preprocessing(); });
+  try {
+    load_checkpoint(checkpoint, m.trainer->network(), m.trainer->optimizer(), Verify::already_done);
+  } catch (const Error& err) {
+    throw ConfigError(err.what(), "expected a checkpoint of this experiment's network", "");
+  }
+  return m;
+}
+
+InputSet open_input(const LoadedModel& m, const Experiment& e, const Registry& registry, const std::string& input,
+                    const std::vector<std::string>& files_given, const std::string& input_options,
+                    const std::string& command, const std::string& origin) {
+  const bool is_lmdb = files_given.empty() && (fs::is_regular_file(input) || fs::exists(fs::path(input) / "data.mdb"));
+  const std::string plugin = is_lmdb ? "lmdb" : "csv";
+  const Component& component = registry.get(Kind::dataset, plugin);
+  if (!m.image_preprocessing)
+    throw ConfigError(command + ": " + m.evaluation_split + " does not say how an image file becomes one of its samples",
+                      "expected a test dataset whose plugin implements Dataset::image_preprocessing() (SDK 1.1; "
+                      "the built-in lmdb, image_folder, csv and fashion_mnist do)",
+                      "evaluate with `trainyard eval` on a split of this experiment, or give the test set a dataset "
+                      "plugin that says");
+  std::map<std::string, Value> values;
+  for (const auto& [key, value] : *m.image_preprocessing)
+    if (!component.schema.find(key))
+      throw ConfigError(command + ": " + m.evaluation_split + ": image_preprocessing() gives '" + key + "'",
+                        "options of the built-in image datasets", "");
+    else
+      values[key] = value;
+  InputSet set;
+  std::string list;  // the files, as a csv dataset's list, while the dataset is built
+  if (is_lmdb) {
+    values["path"] = input;
+    set.labeled = true;
+  } else {
+    std::vector<std::string>& files = set.sources;
+    if (!files_given.empty()) {
+      for (const auto& f : files_given) {
+        if (!fs::is_regular_file(f))
+          throw ConfigError("command line: " + origin + ": " + f + ": no such file", "expected an image file", "");
+        if (!trainyard::is_image_file(f))
+          throw ConfigError("command line: " + origin + ": " + f + " is not an image file",
+                            "expected .png, .jpg, .jpeg, .bmp or .pgm", "");
+        files.push_back(fs::absolute(f).string());
+      }
+    } else {
+      for (const auto& entry : fs::recursive_directory_iterator(input))
+        if (entry.is_regular_file() && trainyard::is_image_file(entry.path().string()))
+          files.push_back(fs::absolute(entry.path()).string());
+      std::sort(files.begin(), files.end());
+      if (files.empty())
+        throw ConfigError("command line: " + origin + ": no images in this folder",
+                          "expected .png, .jpg, .jpeg, .bmp or .pgm files", "");
+    }
+    for (const auto& f : files)
+      if (f.find_first_of(",\"\n") != std::string::npos)
+        throw ConfigError("command line: " + origin + ": " + f + ": a comma, quote or newline in the path",
+                          "expected paths a CSV list can hold", "rename the file");
+    std::string csv = "path,label\n";
+    for (const auto& f : files) csv += f + ",0\n";  // labels unknown: callers leave them empty
+    list = (fs::temp_directory_path() / ("trainyard-input-" + std::to_string(::getpid()) + ".csv")).string();
+    write_file_atomic(list, csv);
+    values["file"] = list;
+  }
+  struct RemoveList {
+    std::string path;
+    ~RemoveList() {
+      std::error_code ec;
+      if (!path.empty()) fs::remove(path, ec);
+    }
+  } remove_list{list};
+  Options validated = component_options(component.schema, values, input_options, "--input-options");
+  Context context = m.context;
+  context.component = "input";
+  const ComponentConfig& split = e.test_data.component ? e.test_data : e.train_data;
+  const auto& factory = std::get<Factory<Dataset>>(component.factory);
+  if (list.empty()) {
+    set.dataset = guarded(split, "construction", [&] { return factory(validated, context); });
+  } else {
+    // The list is ours, not the user's: a file that does not decode is named without it.
+    try {
+      set.dataset = factory(validated, context);
+    } catch (const Error& err) {
+      std::string why = err.what();
+      const std::string ours = "CSV '" + list + "': ";
+      if (const size_t at = why.find(ours); at != std::string::npos) why.erase(at, ours.size());
+      throw ConfigError("command line: " + origin + ": " + why);
+    }
+  }
+  // What the network was trained on: the input must have its sample shape.
+  const DatasetInfo trained = m.context.dataset, given = set.dataset->info();
+  if (set.dataset->size() == 0)
+    throw ConfigError("command line: " + origin + ": no samples", "expected at least one sample", "");
+  if (!trained.sample_shape.empty() && !given.sample_shape.empty() && trained.sample_shape != given.sample_shape)
+    throw ConfigError("command line: " + origin + ": samples of shape " + shape_text(given.sample_shape),
+                      "expected the shape the network was trained on, " + shape_text(trained.sample_shape),
+                      "pass --input-options load_size/crop_size to match the training set's");
+  if (is_lmdb)
+    for (int64_t i = 0; i < set.dataset->size(); ++i) set.sources.push_back("lmdb:" + std::to_string(i));
+  set.loader.batch_size = e.loop.test_batch_per_device > 0 ? e.loop.test_batch_per_device : e.loop.batch_per_device;
+  set.loader.device = context.device;
+  set.loader.normalization = input_normalization(split, *set.dataset, &component);
+  return set;
+}
+
+}  // namespace trainyard::host

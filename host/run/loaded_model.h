@@ -1,0 +1,53 @@
+#pragma once
+// A checkpoint's network ready to use, and new inputs prepared for it: what
+// `trainyard eval`, `predict`, `embed` and `search` share (run/model.cpp,
+// run/catalog.cpp). Internal to run/: the CLI sees run/model.h and
+// run/catalog.h.
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "config/experiment.h"
+#include "data/loader.h"
+#include "plugins/registry.h"
+#include "train/trainer.h"
+
+namespace trainyard::host {
+
+/// The components of the stage a checkpoint belongs to, its weights loaded.
+struct LoadedModel {
+  Context context;
+  const Experiment* stage = nullptr;
+  std::unique_ptr<Trainer> trainer;
+  /// How the evaluation split (test, else train) turns an image file into a
+  /// sample (Dataset::image_preprocessing), and which entry said so.
+  std::optional<std::map<std::string, Value>> image_preprocessing;
+  std::string evaluation_split;  ///< "dataset.test (dataset 'fashion_mnist' from ...)"
+  const Built<Dataset>& evaluation_data() const;
+};
+
+/// Throws ConfigError for a damaged checkpoint or one of another network.
+LoadedModel load_model(const Experiment& experiment, const std::string& checkpoint);
+
+/// New samples for a loaded model: an LMDB made by `trainyard convert`, a
+/// folder of images, or a list of image files, preprocessed exactly as the
+/// evaluation split's samples (never guessed: a guess gives plausible, wrong
+/// outputs).
+struct InputSet {
+  std::shared_ptr<Dataset> dataset;
+  std::vector<std::string> sources;  ///< per sample: its file, or "lmdb:INDEX"
+  bool labeled = false;              ///< an LMDB's labels are known; files' are not
+  LoaderOptions loader;              ///< batches as the test pass makes them
+};
+
+/// `command` ("predict") and `origin` ("--input DIR", "--query") name the input in errors.
+/// `files`: explicit image files (for `search --query`); otherwise `input` is
+/// an LMDB or a folder searched recursively. Refuses inputs of another sample
+/// shape than the network's, naming both.
+InputSet open_input(const LoadedModel& m, const Experiment& e, const Registry& registry, const std::string& input,
+                    const std::vector<std::string>& files, const std::string& input_options, const std::string& command,
+                    const std::string& origin);
+
+}  // namespace trainyard::host
