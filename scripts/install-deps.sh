@@ -110,10 +110,10 @@ fi
 # the newest on PyPI and asks for torch >= 2.14; its PIL path needs none of
 # its C++ ops), webdataset (reads the shards trainyard writes) and
 # pytorch-metric-learning (the reference the metric-learning losses are
-# checked against). Pinned;
+# checked against) and safetensors (reads `export --format safetensors`). Pinned;
 # into the same environment as torch, whose Python the tests run.
 readers=(tensorboard==2.21.0 mlflow==3.17.2 pandas==3.1.1 scikit-image==0.26.0 torchvision==0.29.2 webdataset==1.0.2
-         pytorch-metric-learning==2.9.0)
+         pytorch-metric-learning==2.9.0 safetensors==0.8.0)
 if [ "$(cat "$TRAINYARD_VENV/.readers" 2>/dev/null)" != "${readers[*]}" ]; then
   echo "install-deps: installing ${readers[*]} into $TRAINYARD_VENV"
   "$TRAINYARD_VENV/bin/pip" install -q "${readers[@]}"

@@ -43,12 +43,13 @@ int eval_command(int argc, char** argv) {
 
 int export_command(int argc, char** argv) {
   const std::string usage =
-      "trainyard export RUN_DIR|EXP.yaml --format state_dict|torchscript --output FILE [--checkpoint PATH] "
+      "trainyard export RUN_DIR|EXP.yaml --format state_dict|safetensors|torchscript --output FILE [--checkpoint PATH] "
       "[--output-dir DIR] [--set KEY=VALUE]... [--plugin-dir DIR]...";
   po::options_description own("export options");
   own.add_options()("format", po::value<std::string>()->default_value("state_dict"),
-                    "state_dict: {name: tensor} for torch.load and nn.Module.load_state_dict; torchscript: the "
-                    "network's TorchScript module with the trained values (network.plugin: torchscript)")(
+                    "state_dict: {name: tensor} for torch.load and nn.Module.load_state_dict; safetensors: the same "
+                    "tensors for safetensors.torch.load_file (Hugging Face's format); torchscript: the network's "
+                    "TorchScript module with the trained values (network.plugin: torchscript)")(
       "output", po::value<std::string>(), "the file to write")(
       "checkpoint", po::value<std::string>(), "weights to export (default: the run's latest checkpoint)")(
       "output-dir", po::value<std::string>(), "folder of run directories (default: output.dir)");

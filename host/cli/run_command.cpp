@@ -5,6 +5,7 @@
 
 #include "cli/command_line.h"
 #include "cli/commands.h"
+#include "report/final_table.h"
 #include "formats/run_paths.h"
 #include "log/log.h"
 #include "run/runner.h"
@@ -62,12 +63,17 @@ int run_command(int argc, char** argv) {
   Runner runner(e, registry, request);
   const RunOutcome outcome = runner.run();
 
-  std::string final_values;
-  for (const auto& [k, v] : outcome.values) final_values += " " + k + "=" + readable_number(v);
+  const RunPaths paths(outcome.run_dir);
   InfoLine() << "trainyard: done: " << outcome.epochs_done << "/" << count_of(outcome.total_epochs, "epoch")
-            << (final_values.empty() ? "" : ":") << final_values << "; summary in "
-            << RunPaths(outcome.run_dir).summary << "\n";
+             << "; summary in " << paths.summary << "\n"
+             << final_table(outcome.values, read_events(paths.metrics));
   if (!outcome.report.empty()) InfoLine() << "trainyard: report in " << outcome.report << "\n";
+  if (!outcome.stopped_by_signal) {
+    const std::string& file = vm["experiment"].as<std::string>();
+    InfoLine() << "next: trainyard report " << outcome.run_dir << "\n"
+               << "      trainyard eval " << file << "\n"
+               << "      trainyard export " << outcome.run_dir << " --format safetensors --output model.safetensors\n";
+  }
   if (outcome.stopped_by_signal) {
     InfoLine() << "trainyard: stopped by a signal with a checkpoint at iteration " << outcome.iteration
               << "; run the same command to resume (exit code "

@@ -136,7 +136,10 @@ InputSet open_input(const LoadedModel& m, const Experiment& e, const Registry& r
   if (!trained.sample_shape.empty() && !given.sample_shape.empty() && trained.sample_shape != given.sample_shape)
     throw ConfigError("command line: " + origin + ": samples of shape " + shape_text(given.sample_shape),
                       "expected the shape the network was trained on, " + shape_text(trained.sample_shape),
-                      "pass --input-options load_size/crop_size to match the training set's");
+                      command == "search"
+                          ? "resize the image to that size, or give the experiment's test set load_size (then every "
+                            "image is resized as its samples are) and embed the catalog again"
+                          : "pass --input-options load_size/crop_size to match the training set's");
   if (is_lmdb)
     for (int64_t i = 0; i < set.dataset->size(); ++i) set.sources.push_back("lmdb:" + std::to_string(i));
   set.loader.batch_size = e.loop.test_batch_per_device > 0 ? e.loop.test_batch_per_device : e.loop.batch_per_device;

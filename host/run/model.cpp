@@ -10,6 +10,7 @@
 
 #include "data/loader.h"
 #include "formats/run_paths.h"
+#include "formats/safetensors.h"
 #include "formats/state_dict.h"
 #include "run/session.h"
 #include "train/checkpoint_store.h"
@@ -21,6 +22,7 @@
 #include "trainyard/labeled_files.h"
 #include "trainyard/error.h"
 #include "trainyard/loss.h"
+#include "trainyard/version.h"
 #include "util/csv.h"
 #include "util/files.h"
 #include "util/json.h"
@@ -51,9 +53,9 @@ MeterValues evaluate(const Experiment& e, const std::string& checkpoint) {
 }
 
 size_t export_model(const Experiment& e, const ExportRequest& request) {
-  if (request.format != "state_dict" && request.format != "torchscript")
-    throw ConfigError("command line: --format " + request.format, "expected state_dict or torchscript",
-                      did_you_mean(request.format, {"state_dict", "torchscript"}));
+  if (request.format != "state_dict" && request.format != "safetensors" && request.format != "torchscript")
+    throw ConfigError("command line: --format " + request.format, "expected state_dict, safetensors or torchscript",
+                      did_you_mean(request.format, {"state_dict", "safetensors", "torchscript"}));
   const ComponentConfig& network_config = e.network;
   if (request.format == "torchscript" && network_config.plugin != "torchscript")
     throw ConfigError("command line: --format torchscript: network '" + network_config.plugin +
@@ -70,6 +72,13 @@ size_t export_model(const Experiment& e, const ExportRequest& request) {
     if (network_tensor(p.key())) tensors.emplace_back(p.key(), p.value().detach().cpu());
   for (const auto& b : network.named_buffers())
     if (network_tensor(b.key())) tensors.emplace_back(b.key(), b.value().detach().cpu());
+  if (request.format == "safetensors") {
+    // "format": "pt" is what Hugging Face's loaders expect of a PyTorch model's file.
+    write_file_atomic(request.output, safetensors_file(tensors, {{"format", "pt"},
+                                                                 {"network", network_config.plugin},
+                                                                 {"trainyard", TRAINYARD_VERSION}}));
+    return tensors.size();
+  }
   if (request.format == "state_dict") {
     write_file_atomic(request.output, pytorch_state_dict(tensors));
     return tensors.size();

@@ -22,13 +22,14 @@ MeterValues evaluate(const Experiment& experiment, const std::string& checkpoint
 
 struct ExportRequest {
   std::string checkpoint;
-  std::string format;  ///< state_dict | torchscript
+  std::string format;  ///< state_dict | safetensors | torchscript
   std::string output;
 };
 /// Writes the checkpoint's network for PyTorch. state_dict: a file Python's
 /// torch.load reads as {name: tensor}, the names of the network's parameters
 /// and buffers (module paths joined by '.', as nn.Module.state_dict() names
-/// them). torchscript: for a network built from a TorchScript module
+/// them). safetensors: the same tensors and names in a safetensors file
+/// (safetensors.torch.load_file reads it). torchscript: for a network built from a TorchScript module
 /// (network.plugin: torchscript), that module with the trained values.
 /// Returns the number of tensors written.
 size_t export_model(const Experiment& experiment, const ExportRequest& request);

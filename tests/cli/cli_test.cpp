@@ -1,10 +1,14 @@
 // The trainyard command line end to end: real processes, real files.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <filesystem>
+
+#include <yaml-cpp/yaml.h>
 
 #include "support/support.h"
 #include "trainyard/version.h"
+#include "util/text.h"
 
 namespace fs = std::filesystem;
 
@@ -45,6 +49,40 @@ TEST(Cli, RunWritesConfigMetricsSummaryAndCheckpoints) {
   EXPECT_TRUE(fs::exists(dir + "/checkpoints/ckpt-e0002-i00000032.pt"));
   for (const auto& e : fs::directory_iterator(dir + "/checkpoints"))  // no temporary file left behind
     EXPECT_FALSE(contains(e.path().filename().string(), ".tmp")) << e.path();
+}
+
+TEST(Cli, TheEndOfARunIsATableWithinEightyColumnsAndTheNextCommands) {
+  const std::string exp = temp_dir("exp-table") + "/table.yaml", out = temp_dir("out-table");
+  write_file(exp, synthetic_experiment("table", "stopping: {monitor: test_loss}\n"));
+  auto r = trainyard("run " + exp + " --output-dir " + out);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto lines = nonempty_lines(r.out);
+  auto done = std::find_if(lines.begin(), lines.end(), [](const std::string& l) { return contains(l, "trainyard: done: 2/2 epochs"); });
+  ASSERT_NE(done, lines.end()) << r.out;
+  auto end = std::find_if(done + 1, lines.end(), [](const std::string& l) { return l.rfind("  ", 0) != 0; });
+  ASSERT_EQ(end - done, 5) << r.out;  // done, then the header and accuracy_top1, accuracy_top2, loss
+  for (auto it = done + 1; it != end; ++it) EXPECT_LE(it->size(), 80u) << *it;
+  auto next = std::find_if(done, lines.end(), [](const std::string& l) { return l.rfind("next: ", 0) == 0; });
+  ASSERT_NE(next, lines.end()) << r.out;
+  EXPECT_TRUE(contains(*(done + 1), "train") && contains(*(done + 1), "test") && contains(*(done + 1), "best test (epoch)"))
+      << *(done + 1);
+  // The loss row: the last train and test values as summary.json has them, and the least test loss of the run.
+  const auto summary = YAML::LoadFile(out + "/table/summary.json")["metrics"];
+  double least = 1e9;
+  int64_t at = 0;
+  for (const auto& line : read_lines(out + "/table/metrics.jsonl")) {
+    const auto event = YAML::Load(line);
+    if (event["phase"].as<std::string>() == "test" && event["values"]["test_loss"] &&
+        event["values"]["test_loss"].as<double>() < least)
+      least = event["values"]["test_loss"].as<double>(), at = event["epoch"].as<int64_t>();
+  }
+  const std::string loss_row = *(done + 4);
+  EXPECT_EQ(loss_row.rfind("  loss ", 0), 0u) << loss_row;
+  EXPECT_TRUE(contains(loss_row, " " + host::readable_number(summary["train_loss"].as<double>()) + " ")) << loss_row;
+  EXPECT_TRUE(contains(loss_row, " " + host::readable_number(summary["test_loss"].as<double>()) + " ")) << loss_row;
+  EXPECT_TRUE(contains(loss_row, host::readable_number(least) + " (" + std::to_string(at) + ")")) << loss_row;
+  EXPECT_TRUE(contains(*next, "trainyard report " + out + "/table")) << *next;
+  EXPECT_TRUE(contains(r.out, "trainyard export " + out + "/table --format safetensors")) << r.out;
 }
 
 TEST(Cli, RunAgainResumesAndSaysSo) {

@@ -76,6 +76,22 @@ TEST(Export, AStateDictLoadsIntoTheEquivalentModuleAndGivesEvalsAccuracy) {
                             "layers.4.bias")) << out;
   EXPECT_TRUE(contains(out, accuracy_text(top1))) << out << "eval: " << top1;
 
+  // The same tensors as safetensors, read by the safetensors package into the same module, strictly.
+  r = trainyard("export " + dir + "/runs/fashion_mnist_mlp --format safetensors --output " + dir + "/mlp.safetensors");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  std::string from_safetensors = load;
+  from_safetensors.replace(from_safetensors.find("state = torch.load('" + dir + "/mlp.pt', weights_only=True)"),
+                           std::string("state = torch.load('" + dir + "/mlp.pt', weights_only=True)").size(),
+                           "from safetensors import safe_open\n"
+                           "from safetensors.torch import load_file\n"
+                           "state = load_file('" + dir + "/mlp.safetensors')\n"
+                           "print('metadata', safe_open('" + dir + "/mlp.safetensors', 'pt').metadata())");
+  const std::string st = python_accuracy(dir, accuracy_script(from_safetensors));
+  EXPECT_TRUE(contains(st, "keys layers.0.weight layers.0.bias layers.2.weight layers.2.bias layers.4.weight "
+                           "layers.4.bias")) << st;
+  EXPECT_TRUE(contains(st, "'format': 'pt'")) << st;
+  EXPECT_TRUE(contains(st, accuracy_text(top1))) << st << "eval: " << top1;
+
   // A network not built from TorchScript cannot be written as TorchScript: said, nothing written.
   r = trainyard("export " + dir + "/runs/fashion_mnist_mlp --format torchscript --output " + dir + "/no.pt");
   EXPECT_EQ(r.exit_code, 2);

@@ -7,6 +7,7 @@
 #include <filesystem>
 
 #include <nlohmann/json.hpp>
+#include <opencv2/imgcodecs.hpp>
 
 #include "support/support.h"
 #include "util/csv.h"
@@ -164,6 +165,48 @@ TEST(EmbedAndSearch, MismatchedOrDamagedInputIsOneErrorLine) {
   EXPECT_EQ(nonempty_lines(r.err).size(), 1u) << r.err;
   EXPECT_TRUE(contains(r.err, cat + "/embeddings.npy: ")) << r.err;
   EXPECT_TRUE(contains(r.err, "bytes of values for shape")) << r.err;
+}
+
+TEST(EmbedAndSearch, AQueryOfAnotherSizeThanTheTrainingImagesIsNamedWithBothShapes) {
+  // Three classes of 8x8 gray images (dark, middle, bright) in folders, at their own size (no load_size).
+  const std::string root = temp_dir("folder-images"), out = temp_dir("out-folder");
+  cv::RNG rng(3);
+  for (int c = 0; c < 3; ++c) {
+    const std::string dir = root + "/" + std::string(1, char('a' + c));
+    fs::create_directories(dir);
+    for (int i = 0; i < 8; ++i) {
+      cv::Mat m(8, 8, CV_8UC1);
+      rng.fill(m, cv::RNG::UNIFORM, 40 + 80 * c, 60 + 80 * c);
+      ASSERT_TRUE(cv::imwrite(dir + "/" + std::to_string(i) + ".png", m));
+    }
+  }
+  const std::string exp = temp_dir("exp-folder") + "/folder.yaml";
+  write_file(exp, "name: folder\nseed: 1\n"
+                  "dataset:\n  train: {plugin: image_folder, root: " + root + ", color: gray, mean: [0.5], std: [0.25]}\n"
+                  "  test: {plugin: image_folder, root: " + root + ", color: gray, mean: [0.5], std: [0.25]}\n"
+                  "network: {plugin: mlp, hidden_sizes: [16], embedding_size: 8, normalize: true}\n"
+                  "loss: {plugin: triplet_margin, margin: 0.2}\noptimizer: {plugin: adam, lr: 0.01}\n"
+                  "meters: [{plugin: loss}, {plugin: retrieval, k: [1], phases: [test]}]\n"
+                  "loop: {epochs: 3, batch_per_device: 12, classes_per_batch: 3, samples_per_class: 4}\n"
+                  "distributed: {threads_per_process: 1}\n");
+  ASSERT_EQ(trainyard("run " + exp + " --output-dir " + out).exit_code, 0);
+  ASSERT_EQ(trainyard("embed " + exp + " --output-dir " + out + " --output " + out + "/cat").exit_code, 0);
+  // An 8x8 query of the bright class finds bright images first, its own file among them.
+  const std::string queries = temp_dir("folder-queries");
+  auto ok = trainyard("search " + out + "/cat --query " + root + "/c/3.png --top-k 3 --output " + queries + "/r");
+  ASSERT_EQ(ok.exit_code, 0) << ok.err;
+  const auto found = host::parse_csv(read_file(queries + "/r/search.csv"));
+  ASSERT_EQ(found.size(), 4u);
+  for (size_t i = 1; i < found.size(); ++i) EXPECT_EQ(found[i][5], "c") << i;
+  // A 12x10 query cannot be embedded by a network trained on 8x8 images.
+  cv::Mat big(10, 12, CV_8UC1, cv::Scalar(200));
+  ASSERT_TRUE(cv::imwrite(queries + "/big.png", big));
+  auto r = trainyard("search " + out + "/cat --query " + queries + "/big.png --output " + queries + "/big");
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_EQ(nonempty_lines(r.err).size(), 1u) << r.err;
+  EXPECT_TRUE(contains(r.err, "error: command line: --query: samples of shape [1, 10, 12]; expected the shape the network "
+                              "was trained on, [1, 8, 8]; resize the image to that size")) << r.err;
+  EXPECT_FALSE(fs::exists(queries + "/big/search.csv"));
 }
 
 }  // namespace
