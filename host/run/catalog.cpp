@@ -186,8 +186,9 @@ int64_t embed_catalog(const Experiment& e, const Registry& registry, const Embed
     write_npy(tmp + "/embeddings.npy", embeddings);
     write_npy(tmp + "/labels.npy", labels);
     std::string items = csv_row({"index", "source", "label", "class"});
+    const auto label_of = labels.accessor<int64_t, 1>();
     for (int64_t i = 0; i < embeddings.size(0); ++i) {
-      const int64_t label = labels[i].item<int64_t>();
+      const int64_t label = label_of[i];
       items += csv_row({std::to_string(i), sources[size_t(i)], label >= 0 ? std::to_string(label) : "",
                         class_name(m, label)});
     }
@@ -203,7 +204,9 @@ int64_t embed_catalog(const Experiment& e, const Registry& registry, const Embed
     j["input_options"] = request.input_options;
     j["experiment"] = fs::absolute(request.experiment_file).string();
     j["sets"] = request.sets;
-    j["plugin_dirs"] = request.plugin_dirs;
+    std::vector<std::string> plugin_dirs;  // absolute: search may run from another folder
+    for (const auto& d : request.plugin_dirs) plugin_dirs.push_back(fs::absolute(d).string());
+    j["plugin_dirs"] = plugin_dirs;
     j["checkpoint"] = fs::absolute(request.checkpoint).string();
     j["network"] = m.trainer->components().network.config->plugin;
     j["created"] = now_utc();

@@ -175,8 +175,9 @@ TEST(Retrieval, ARunReportsRetrievalAndTheLossesMiningAndImproves) {
   EXPECT_LE(train.at("train_mined_triplets"), 32 * 7 * 24);
   EXPECT_LE(train.at("train_active_triplets"), train.at("train_mined_triplets"));
   EXPECT_TRUE(test.count("test_active_fraction"));
-  // The console shows them with the other values, and describe lists the meter's options.
-  EXPECT_TRUE(test::contains(r.out, "test_recall_at_1")) << r.out;
+  // The end-of-run table shows them with the other values, and describe lists the meter's options.
+  EXPECT_TRUE(test::contains(r.out, "\n  recall_at_1 ")) << r.out;
+  EXPECT_TRUE(test::contains(r.out, "\n  mined_triplets ")) << r.out;
   const auto d = test::trainyard("describe retrieval");
   EXPECT_EQ(d.exit_code, 0) << d.err;
   EXPECT_TRUE(test::contains(d.out, "chunk_mb")) << d.out;
