@@ -16,11 +16,7 @@
 # Needs a build (scripts/build.sh).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-case "${KERNELS:-}" in
-  "") ;;
-  avx2) export ONEDNN_MAX_CPU_ISA=AVX2 ATEN_CPU_CAPABILITY=avx2 ;;
-  *) echo "error: KERNELS: expected avx2 or nothing, got '$KERNELS'" >&2; exit 2 ;;
-esac
+source scripts/bench/common.sh && bench_kernels
 bin=build/bin/trainyard
 [ -x "$bin" ] || { echo "error: build first: bash scripts/build.sh" >&2; exit 2; }
 epochs="${EPOCHS:-5}"

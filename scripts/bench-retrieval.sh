@@ -20,11 +20,7 @@
 # Python environment (scripts/install-deps.sh: pytorch-metric-learning).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-case "${KERNELS:-}" in
-  "") ;;
-  avx2) export ONEDNN_MAX_CPU_ISA=AVX2 ATEN_CPU_CAPABILITY=avx2 ;;
-  *) echo "error: KERNELS: expected avx2 or nothing, got '$KERNELS'" >&2; exit 2 ;;
-esac
+source scripts/bench/common.sh && bench_kernels
 [ $# -eq 0 ] || { echo "error: arguments: expected none (settings are TARGET, EPOCHS, THREADS, OUT_DIR), got '$*'" >&2; exit 2; }
 source scripts/torch-env.sh
 bin=build/bin/trainyard
@@ -35,11 +31,7 @@ epochs=${EPOCHS:-$(awk '/^  epochs:/ {print $2; exit}' "$experiment")}
 threads=${THREADS:-2}
 [ -x "$bin" ] || { echo "error: build first: bash scripts/build.sh" >&2; exit 2; }
 [ -x "$TRAINYARD_PYTHON" ] || { echo "error: no PyTorch at $TRAINYARD_PYTHON: bash scripts/install-deps.sh" >&2; exit 2; }
-if [ -n "${OUT_DIR:-}" ]; then
-  out="$OUT_DIR" && mkdir -p "$out"
-else
-  out=$(mktemp -d) && trap 'rm -rf "$out"' EXIT
-fi
+bench_out_dir
 now() { date +%s.%N; }
 
 "$bin" --version | grep "^LibTorch"

@@ -23,11 +23,7 @@
 # resnet recipe needs the LMDB databases (scripts/convert-fashion-mnist.sh).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-case "${KERNELS:-}" in
-  "") ;;
-  avx2) export ONEDNN_MAX_CPU_ISA=AVX2 ATEN_CPU_CAPABILITY=avx2 ;;
-  *) echo "error: KERNELS: expected avx2 or nothing, got '$KERNELS'" >&2; exit 2 ;;
-esac
+source scripts/bench/common.sh && bench_kernels
 source scripts/torch-env.sh
 recipes="${RECIPES:-mlp convnet resnet}"
 [ "${1:-}" = "--quick" ] && recipes=convnet
@@ -38,11 +34,7 @@ py=scripts/bench/recipe_reference.py
 [ -x "$bin" ] || { echo "error: build first: bash scripts/build.sh" >&2; exit 2; }
 [ -x "$TRAINYARD_PYTHON" ] || { echo "error: no PyTorch at $TRAINYARD_PYTHON: bash scripts/install-deps.sh" >&2; exit 2; }
 # OUT_DIR=D keeps the runs (metrics.jsonl, the Python logs) in D.
-if [ -n "${OUT_DIR:-}" ]; then
-  out="$OUT_DIR" && mkdir -p "$out"
-else
-  out=$(mktemp -d) && trap 'rm -rf "$out"' EXIT
-fi
+bench_out_dir
 now() { date +%s.%N; }
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2f", a / b }'; }
 

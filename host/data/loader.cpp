@@ -115,8 +115,7 @@ std::optional<Batch> assemble_unchecked(const Dataset& dataset, const std::vecto
   auto bad = [&](int64_t index, const BadRecord& e) {
     const std::string what = "sample " + std::to_string(index) + ": " + e.what();
     if (!options.skip_bad_records)
-      throw ConfigError(what, "expected a readable record",
-                        "fix the data, or set on_bad_record: skip on this dataset to skip and count such samples");
+      throw ConfigError(what, "expected a readable record", options.bad_record_hint);
     if (!stats) return;
     const int64_t count = ++stats->bad_records;
     stats->note_bad(what);

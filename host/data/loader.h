@@ -63,6 +63,11 @@ struct LoaderOptions {
   int prefetch = 4;     ///< batches kept ahead of the consumer besides one per decode thread
   uint64_t seed = 0;    ///< experiment seed, for per-sample augmentation seeds
   bool skip_bad_records = false;
+  /// Said after a bad record that stops the pass (not skipped): how to go on.
+  /// Inputs that are not a configured dataset (predict, embed, search) have
+  /// no on_bad_record to set and say so with their own words, or none.
+  std::string bad_record_hint =
+      "fix the data, or set on_bad_record: skip on this dataset to skip and count such samples";
   /// With skip_bad_records: the share of an epoch's samples (this rank's)
   /// that may be skipped; one more stops with ConfigError.
   double max_bad_fraction = 1.0;

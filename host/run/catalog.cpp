@@ -38,8 +38,7 @@ constexpr int kFormatVersion = 1;
 // A catalog holds embeddings: a network that says it scores classes has none to give.
 void require_embedding_network(const LoadedModel& m, const std::string& command) {
   const Built<Network>& net = m.trainer->components().network;
-  const auto* says = dynamic_cast<const NetworkOutputs*>(net.object.get());
-  if (says && guarded(*net.config, "output_kind", [&] { return says->output_kind(); }) == OutputKind::class_scores)
+  if (network_output_kind(net) == OutputKind::class_scores)
     throw ConfigError(command + ": " + net.config->where + " (" + component_label(*net.config) +
                           ") outputs class scores (a classification head)",
                       "expected a network that outputs embeddings",
@@ -49,10 +48,11 @@ void require_embedding_network(const LoadedModel& m, const std::string& command)
 
 // The network's output for every sample, in order: float32 [N, D] on the CPU,
 // and the samples' class labels (-1 where the dataset has none).
-std::pair<at::Tensor, at::Tensor> embed_all(LoadedModel& m, const Dataset& dataset, const LoaderOptions& loader,
+std::pair<at::Tensor, at::Tensor> embed_all(LoadedModel& m, const Dataset& dataset, LoaderOptions loader,
                                             const std::string& origin) {
   std::vector<int64_t> order(static_cast<size_t>(dataset.size()));
   std::iota(order.begin(), order.end(), 0);
+  loader.bad_record_hint = "";  // the file to fix is named; embed and search have no on_bad_record to point to
   BatchStream batches = batch_stream(dataset, order, 0, 0, loader, std::make_shared<LoaderStats>());
   Network& net = m.trainer->network();
   net.eval();
@@ -62,10 +62,8 @@ std::pair<at::Tensor, at::Tensor> embed_all(LoadedModel& m, const Dataset& datas
     std::optional<Batch> batch;
     try {
       batch = batches();
-    } catch (const Error& err) {  // an image that does not decode (the loader's hint about on_bad_record is not for us)
-      std::string why = err.what();
-      if (const size_t hint = why.find("; fix the data, or set on_bad_record"); hint != std::string::npos) why.erase(hint);
-      throw ConfigError("command line: " + origin + ": " + why);
+    } catch (const Error& err) {  // an image that does not decode
+      throw ConfigError("command line: " + origin + ": " + err.what());
     }
     if (!batch) break;
     const at::Tensor out = m.trainer->forward(*batch).to(at::kFloat).cpu();  // in the experiment's precision

@@ -205,6 +205,12 @@ void check_network_settings(const ComponentConfig& net, Network& network) {
   restore();
 }
 
+std::optional<OutputKind> network_output_kind(const Built<Network>& network) {
+  const auto* says = dynamic_cast<const NetworkOutputs*>(network.object.get());
+  if (!says) return std::nullopt;
+  return guarded(*network.config, "output_kind", [&] { return says->output_kind(); });
+}
+
 std::optional<InputNormalization> input_normalization(const ComponentConfig& config, const Dataset& dataset,
                                                       const Component* plugin) {
   const Component* from = plugin ? plugin : config.component;

@@ -59,6 +59,10 @@ void check_network_settings(const ComponentConfig& network_config, Network& netw
 std::optional<InputNormalization> input_normalization(const ComponentConfig& config, const Dataset& dataset,
                                                       const Component* plugin = nullptr);
 
+/// What the network says its rows are (SDK 1.4 NetworkOutputs): class scores
+/// or embeddings; nullopt for a network that does not say.
+std::optional<OutputKind> network_output_kind(const Built<Network>& network);
+
 /// The dataset's Dataset::streamed() (false for plugins before SDK 1.2).
 bool dataset_streamed(const ComponentConfig& config, const Dataset& dataset);
 

@@ -51,30 +51,40 @@ std::string meter_result_stem(const std::string& run_dir, const std::string& nam
   return (fs::path(run_dir) / "meters" / stem).string();
 }
 
+MeterState meter_state(const Built<Meter>& m) {
+  MeterState state;
+  state.accumulators = guarded(*m.config, "accumulators", [&] { return m.object->accumulators(); });
+  if (auto* sample_meter = dynamic_cast<SampleMeter*>(m.object.get())) {
+    state.sample_meter = true;
+    state.rows = guarded(*m.config, "rows", [&] { return sample_meter->rows(); });
+  }
+  return state;
+}
+
+void set_meter_state(const Built<Meter>& m, const MeterState& state) {
+  guarded(*m.config, "set_accumulators", [&] { m.object->set_accumulators(state.accumulators); });
+  if (auto* sample_meter = dynamic_cast<SampleMeter*>(m.object.get()))
+    guarded(*m.config, "set_rows", [&] { sample_meter->set_rows(state.rows); });
+}
+
 void with_all_ranks_state(const Built<Meter>& m, Communicator* comm, const std::function<void()>& read) {
   if (!comm) return read();
-  auto* sample_meter = dynamic_cast<SampleMeter*>(m.object.get());
-  const std::vector<double> local = guarded(*m.config, "accumulators", [&] { return m.object->accumulators(); });
-  const at::Tensor local_rows = sample_meter ? guarded(*m.config, "rows", [&] { return sample_meter->rows(); }) : at::Tensor();
-  const std::vector<double> global = comm->sum(local);
-  const at::Tensor all_rows = sample_meter ? comm->gather_rows(local_rows) : at::Tensor();
-  guarded(*m.config, "set_accumulators", [&] { m.object->set_accumulators(global); });
-  if (sample_meter) guarded(*m.config, "set_rows", [&] { sample_meter->set_rows(all_rows); });
+  const MeterState local = meter_state(m);
+  MeterState all = local;
+  all.accumulators = comm->sum(local.accumulators);
+  if (local.sample_meter) all.rows = comm->gather_rows(local.rows);
+  set_meter_state(m, all);
   // This rank's own state back even when `read` fails, so that the error is the one reported.
-  auto restore = [&] {
-    guarded(*m.config, "set_accumulators", [&] { m.object->set_accumulators(local); });
-    if (sample_meter) guarded(*m.config, "set_rows", [&] { sample_meter->set_rows(local_rows); });
-  };
   try {
     read();
   } catch (...) {
     try {
-      restore();
+      set_meter_state(m, local);
     } catch (...) {
     }
     throw;
   }
-  restore();
+  set_meter_state(m, local);
 }
 
 std::vector<std::string> write_meter_results(const std::vector<Built<Meter>>& meters, const std::string& run_dir,

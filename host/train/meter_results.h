@@ -21,6 +21,16 @@ void take_meter_values(const MeterValues& values, int64_t epoch, int64_t iterati
 
 class Communicator;
 
+/// A meter's whole state: its accumulators and, for an SDK 1.4 SampleMeter,
+/// its rows (`sample_meter` says whether it is one).
+struct MeterState {
+  std::vector<double> accumulators;
+  bool sample_meter = false;
+  at::Tensor rows;
+};
+MeterState meter_state(const Built<Meter>& meter);
+void set_meter_state(const Built<Meter>& meter, const MeterState& state);
+
 /// Runs `read` (values(), results()) while the meter holds the state of
 /// every rank: accumulators summed and, for an SDK 1.4 SampleMeter, rows
 /// gathered in rank order; then gives the meter this rank's own state back.

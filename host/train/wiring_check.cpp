@@ -7,6 +7,7 @@
 
 #include "data/loader.h"
 #include "train/guard.h"
+#include "train/meter_results.h"
 #include "util/shape.h"
 #include "util/text.h"
 
@@ -115,14 +116,13 @@ void check_split(Components& c, const Experiment& e, const Context& context, con
   const bool embeddings = dynamic_cast<const EmbeddingLoss*>(c.loss.object.get()) != nullptr;
   // A network that says what its rows are (SDK 1.4's NetworkOutputs) must give what the loss takes:
   // by shape alone, 10 class scores pass for a 10-d embedding.
-  if (const auto* says = dynamic_cast<const NetworkOutputs*>(c.network.object.get())) {
-    const OutputKind kind = guarded(*c.network.config, "output_kind", [&] { return says->output_kind(); });
+  if (const std::optional<OutputKind> kind = network_output_kind(c.network)) {
     const std::string loss = "loss '" + c.loss.config->plugin + "'";
-    if (embeddings && kind == OutputKind::class_scores)
+    if (embeddings && *kind == OutputKind::class_scores)
       misfit(*c.network.config, "outputs class scores (a classification head, " + shape_text(output.sizes()) + for_batch + ")",
              "expected embeddings for " + loss + ", which compares the samples' embeddings with one another",
              "give the network an embedding head (embedding_size: N on mlp, convnet and resnet)");
-    if (!embeddings && kind == OutputKind::embeddings)
+    if (!embeddings && *kind == OutputKind::embeddings)
       misfit(*c.network.config, "outputs embeddings (" + shape_text(output.sizes()) + for_batch + ")",
              "expected what " + loss + " scores (class scores: embedding_size 0 on mlp, convnet and resnet)",
              "use a metric-learning loss (triplet_margin, contrastive) or drop the network's embedding_size");
@@ -156,14 +156,11 @@ void check_split(Components& c, const Experiment& e, const Context& context, con
   // Meters see the batch too; their sums are put back as they were.
   const char* meter_phase = std::string(split) == "test" ? "test" : "train";
   for (const auto& m : meters) {
-    auto* sample_meter = dynamic_cast<SampleMeter*>(m.object.get());
-    const std::vector<double> before = guarded(*m.config, "accumulators", [&] { return m.object->accumulators(); });
-    const at::Tensor rows_before = sample_meter ? guarded(*m.config, "rows", [&] { return sample_meter->rows(); }) : at::Tensor();
+    const MeterState before = meter_state(m);
     guarded(*m.config, "update", [&] { m.object->update({*batch, output, loss}); });
     const auto values = guarded(*m.config, "values", [&] { return m.object->values(); });
     for (const auto& [name, value] : values) value_names.push_back(std::string(meter_phase) + "_" + name);
-    guarded(*m.config, "set_accumulators", [&] { m.object->set_accumulators(before); });
-    if (sample_meter) guarded(*m.config, "set_rows", [&] { sample_meter->set_rows(rows_before); });
+    set_meter_state(m, before);
   }
 }
 
