@@ -108,12 +108,14 @@ fi
 # set: scikit-image (its wheel ships the photographs the set is cut from),
 # torchvision (PyTorch's image pipeline, the benchmark's other side: 0.29.2 is
 # the newest on PyPI and asks for torch >= 2.14; its PIL path needs none of
-# its C++ ops), webdataset (reads the shards trainyard writes) and
+# its C++ ops), webdataset (reads the shards trainyard writes),
 # pytorch-metric-learning (the reference the metric-learning losses are
-# checked against) and safetensors (reads `export --format safetensors`). Pinned;
+# checked against), safetensors (reads `export --format safetensors`) and
+# torch-tb-profiler (TensorBoard's PyTorch profiler view: reads `run --profile`'s
+# traces; 0.4.3 is its last release). Pinned;
 # into the same environment as torch, whose Python the tests run.
 readers=(tensorboard==2.21.0 mlflow==3.17.2 pandas==3.1.1 scikit-image==0.26.0 torchvision==0.29.2 webdataset==1.0.2
-         pytorch-metric-learning==2.9.0 safetensors==0.8.0)
+         pytorch-metric-learning==2.9.0 safetensors==0.8.0 torch-tb-profiler==0.4.3)
 if [ "$(cat "$TRAINYARD_VENV/.readers" 2>/dev/null)" != "${readers[*]}" ]; then
   echo "install-deps: installing ${readers[*]} into $TRAINYARD_VENV"
   "$TRAINYARD_VENV/bin/pip" install -q "${readers[@]}"

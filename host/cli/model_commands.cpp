@@ -15,10 +15,12 @@
 namespace trainyard::host {
 
 int eval_command(int argc, char** argv) {
-  const std::string usage = "trainyard eval EXP.yaml [--checkpoint PATH] [--output FILE.json] [--output-dir DIR] "
-                            "[--set KEY=VALUE]... [--plugin-dir DIR]...";
+  const std::string usage = "trainyard eval EXP.yaml [--checkpoint PATH] [--weights trained|ema] [--output FILE.json] "
+                            "[--output-dir DIR] [--set KEY=VALUE]... [--plugin-dir DIR]...";
   po::options_description own("eval options");
   own.add_options()("checkpoint", po::value<std::string>(), "checkpoint to evaluate (default: the run's latest)")(
+      "weights", po::value<std::string>()->default_value("trained"),
+      "trained, or ema: the checkpoint's averaged weights (a run with ema.enabled)")(
       "output-dir", po::value<std::string>(), "folder of run directories (default: output.dir)")(
       "output", po::value<std::string>(), "also write the values as JSON to this file");
   const po::options_description visible = experiment_command_options(own);
@@ -28,7 +30,7 @@ int eval_command(int argc, char** argv) {
   Experiment e = load_experiment(vm, registry);
   const std::string checkpoint =
       checkpoint_to_read(maybe<std::string>(vm, "checkpoint"), e, maybe<std::string>(vm, "output-dir").value_or(""));
-  const MeterValues values = evaluate(e, checkpoint);
+  const MeterValues values = evaluate(e, checkpoint, vm["weights"].as<std::string>());
   std::cout << "eval: " << checkpoint << ":";
   for (const auto& [k, v] : values) std::cout << " " << k << "=" << json_number(v);
   std::cout << "\n";
@@ -44,6 +46,7 @@ int eval_command(int argc, char** argv) {
 int export_command(int argc, char** argv) {
   const std::string usage =
       "trainyard export RUN_DIR|EXP.yaml --format state_dict|safetensors|torchscript --output FILE [--checkpoint PATH] "
+      "[--weights trained|ema] "
       "[--output-dir DIR] [--set KEY=VALUE]... [--plugin-dir DIR]...";
   po::options_description own("export options");
   own.add_options()("format", po::value<std::string>()->default_value("state_dict"),
@@ -52,6 +55,8 @@ int export_command(int argc, char** argv) {
                     "TorchScript module with the trained values (network.plugin: torchscript)")(
       "output", po::value<std::string>(), "the file to write")(
       "checkpoint", po::value<std::string>(), "weights to export (default: the run's latest checkpoint)")(
+      "weights", po::value<std::string>()->default_value("trained"),
+      "trained, or ema: the checkpoint's averaged weights (a run with ema.enabled)")(
       "output-dir", po::value<std::string>(), "folder of run directories (default: output.dir)");
   const po::options_description visible = experiment_command_options(own);
   po::variables_map vm;
@@ -59,6 +64,7 @@ int export_command(int argc, char** argv) {
   if (!vm.count("output")) throw ConfigError("command line: --output is required", "expected " + usage, "");
   ExportRequest request;
   request.format = vm["format"].as<std::string>();
+  request.weights = vm["weights"].as<std::string>();
   request.output = vm["output"].as<std::string>();
   check_output_folder(std::filesystem::path(request.output).parent_path().string().empty()
                           ? "."

@@ -21,7 +21,7 @@ namespace trainyard::host {
 int run_command(int argc, char** argv) {
   const std::string usage =
       "trainyard run EXP.yaml [--set KEY=VALUE]... [--output-dir DIR] [--fresh] [--allow-config-change] "
-      "[--allow-plugin-change] [--accept-unverified-checkpoints] [--plugin-dir DIR]... "
+      "[--allow-plugin-change] [--accept-unverified-checkpoints] [--until-epoch N] [--profile A:B] [--plugin-dir DIR]... "
       "[--nproc-per-node N [--nnodes M --node-rank R --master-addr A --master-port P]]";
   po::options_description own("run options");
   own.add_options()("output-dir", po::value<std::string>(), "folder for run directories (default: output.dir)")(
@@ -32,7 +32,13 @@ int run_command(int argc, char** argv) {
       "resume from checkpoints whose manifests are missing or damaged, once one of them loads")(
       "dry-run", "build everything, run one train and one test batch, print the network and timings; write nothing")(
       "debug", "stop at the first non-finite loss, gradient or parameter and name the operation, layer or "
-               "parameter that produced it");
+               "parameter that produced it")(
+      "until-epoch", ranged("until-epoch", 1, 1000000),
+      "stop once N epochs are done (a checkpoint, exit 0); the schedule stays that of loop.epochs, and the next run "
+      "continues it: budgets, successive-halving sweeps")(
+      "profile", po::value<std::string>(),
+      "A:B: a Kineto trace of train iterations A+1 to B of this run (skip A to warm up) in RUN_DIR/profile/, "
+      "for Perfetto, chrome://tracing and TensorBoard, with the top operators and the step's split");
   const po::options_description visible = experiment_command_options(own, /*with_launcher=*/true);
   po::variables_map vm;
   if (!parse_command_line(argc, argv, usage, visible, "experiment", vm)) return 0;
@@ -47,6 +53,7 @@ int run_command(int argc, char** argv) {
     check_output_folder(vm["output-dir"].as<std::string>(), "command line: --output-dir " + vm["output-dir"].as<std::string>());
   else
     check_output_folder(e.output.dir, e.where("output.dir"));
+  if (auto profile = maybe<std::string>(vm, "profile")) check_profile_window(*profile);
   if (auto launched = launch_if_asked(launch_request(vm, argc, argv), e)) return *launched;
   // Start-up (building components, loading data) has no boundary to stop at:
   // until the loop begins, a stop signal ends the process at once.
@@ -59,6 +66,8 @@ int run_command(int argc, char** argv) {
   request.allow_plugin_change = vm.count("allow-plugin-change") != 0;
   request.accept_unverified = vm.count("accept-unverified-checkpoints") != 0;
   request.debug = vm.count("debug") != 0;
+  request.profile = maybe<std::string>(vm, "profile").value_or("");
+  request.until_epoch = vm.count("until-epoch") ? vm["until-epoch"].as<int>() : 0;
   request.command_line.assign(argv, argv + argc);
   Runner runner(e, registry, request);
   const RunOutcome outcome = runner.run();

@@ -9,6 +9,7 @@
 
 #include "config/detail/document.h"
 #include "trainyard/error.h"
+#include "util/json.h"
 
 using nlohmann::ordered_json;
 
@@ -83,7 +84,14 @@ void emit(YAML::Emitter& out, const ordered_json& j) {
     case ordered_json::value_t::boolean: out << (j.get<bool>() ? "true" : "false"); break;
     case ordered_json::value_t::number_integer: out << std::to_string(j.get<int64_t>()); break;
     case ordered_json::value_t::number_unsigned: out << std::to_string(j.get<uint64_t>()); break;
-    case ordered_json::value_t::number_float: out << to_string(Value(j.get<double>())); break;
+    case ordered_json::value_t::number_float: {
+      // The shortest text that reads back as the same double (2/3 too), a float still.
+      const double v = j.get<double>();
+      std::string text = std::isfinite(v) ? json_number(v) : to_string(Value(v));
+      if (std::isfinite(v) && text.find_first_of(".eE") == std::string::npos) text += ".0";
+      out << text;
+      break;
+    }
     default: out << YAML::Null;
   }
 }

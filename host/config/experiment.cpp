@@ -97,6 +97,10 @@ void read_sections(const Document& source, Experiment& e) {
          "expected stopping.monitor, e.g. test_loss", "");
   e.schedule = schedule_config(section(source, "schedule", schedule_schema()), source.where(root["schedule"], "schedule"));
   e.distributed = distributed_section().bind(section(source, "distributed", distributed_schema()));
+  e.ema = ema_section().bind(section(source, "ema", ema_schema()));
+  if (e.ema.evaluate && !e.ema.enabled)
+    fail(source.where(root["ema"]["evaluate"], "ema.evaluate"), "there is no average to evaluate",
+         "expected ema.enabled: true with ema.evaluate: true", "set ema.enabled: true");
   // float16 autocast on the CPU is slow and unsupported by many CPU kernels:
   // refuse it here, with the fix. (bf16 on a GPU without it is checked where
   // the GPU is known: rank_device.)

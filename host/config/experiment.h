@@ -86,6 +86,7 @@ struct Experiment {
   OutputConfig output;
   ScheduleConfig schedule;
   StoppingConfig stopping;
+  EmaConfig ema;
   std::map<std::string, std::string> extra;  ///< flattened `extra:` section
   nlohmann::ordered_json extra_as_written;   ///< the `extra:` section itself (resolved() shows it)
 

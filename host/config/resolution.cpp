@@ -91,6 +91,7 @@ ordered_json Experiment::resolved() const {
   }
   r["stopping"] = options_json(stopping_section().options_of(stopping));
   r["schedule"] = options_json(schedule_section().options_of(schedule));
+  r["ema"] = options_json(ema_section().options_of(ema));
   r["extra"] = extra_as_written.is_null() ? ordered_json::object() : extra_as_written;
   // Stages as written: each inherits everything above and before it.
   if (!stages_as_written.is_null()) r["stages"] = stages_as_written;

@@ -176,16 +176,51 @@ const TypedSchema<ScheduleConfig>& schedule_section() {
   return schema;
 }
 
+const TypedSchema<EmaConfig>& ema_section() {
+  static const TypedSchema<EmaConfig> schema = [] {
+    using M = EmaConfig;
+    TypedSchema<M> s;
+    s.add("enabled", &M::enabled, false,
+          "keep an exponential moving average of the network's weights (parameters, and buffers as `buffers` says) "
+          "beside the trained ones, in every checkpoint; `trainyard export --weights ema` writes it");
+    s.add("decay", &M::decay, 0.9998, "the average keeps this share of itself at each averaging step").range(0.0, 1.0);
+    s.add("warmup", &M::warmup, true,
+          "timm's warmup: the decay after t optimizer updates is min(decay, 1 - (1 + t/warmup_gamma)^-warmup_power), "
+          "so early weights are forgotten fast");
+    s.add("warmup_gamma", &M::warmup_gamma, 1.0, "warmup: the update count's scale").min(1e-9);
+    s.add("warmup_power", &M::warmup_power, 2.0 / 3.0,
+          "warmup: 2/3 reaches 0.999 near 31,000 updates, 3/4 near 10,000 (for shorter runs)")
+        .min(1e-9);
+    s.add("every_updates", &M::every_updates, 1,
+          "average after every N-th optimizer update (the decay applies per averaging step)")
+        .min(1);
+    s.add("device", &M::device, "same",
+          "where the average lives: same (the network's device) or cpu (saves GPU memory; each step copies the "
+          "weights to the CPU)")
+        .one_of({"same", "cpu"});
+    s.add("buffers", &M::buffers, "average",
+          "batch norm statistics and other buffers: average (averaged like the weights, timm's ModelEmaV3; integer "
+          "buffers copied) or copy (the averaged weights use the trained network's current buffers, MMEngine's "
+          "default)")
+        .one_of({"average", "copy"});
+    s.add("evaluate", &M::evaluate, false,
+          "each test also runs the test meters on the averaged weights: values test_ema_* beside test_*");
+    return s;
+  }();
+  return schema;
+}
+
 const Schema& loop_schema() { return loop_section().schema(); }
 const Schema& distributed_schema() { return distributed_section().schema(); }
 const Schema& output_schema() { return output_section().schema(); }
 const Schema& stopping_schema() { return stopping_section().schema(); }
 const Schema& schedule_schema() { return schedule_section().schema(); }
+const Schema& ema_schema() { return ema_section().schema(); }
 
 const std::vector<std::pair<std::string, const Schema*>>& host_sections() {
   static const std::vector<std::pair<std::string, const Schema*>> sections = {
       {"loop", &loop_schema()}, {"distributed", &distributed_schema()}, {"output", &output_schema()},
-      {"schedule", &schedule_schema()}, {"stopping", &stopping_schema()}};
+      {"schedule", &schedule_schema()}, {"stopping", &stopping_schema()}, {"ema", &ema_schema()}};
   return sections;
 }
 

@@ -1,6 +1,6 @@
 #pragma once
 // The host's own sections of an experiment (loop, distributed, output,
-// schedule, stopping): typed structs, each declared by one TypedSchema, the
+// schedule, stopping, ema): typed structs, each declared by one TypedSchema, the
 // mechanism plugins use. The schema validates the YAML and prints
 // `trainyard describe SECTION`; its binding fills the struct.
 #include <cstdint>
@@ -76,6 +76,20 @@ struct StoppingConfig {
   std::string mode = "auto";  ///< max | min | auto (min for names with "loss")
 };
 
+/// Weight averaging (train/weight_average.h): an exponential moving average
+/// of the network's weights, as timm's ModelEmaV3 computes it.
+struct EmaConfig {
+  bool enabled = false;
+  double decay = 0.9998;       ///< the average's weight on its past, per averaging step
+  bool warmup = true;          ///< decay_t = min(decay, 1 - (1 + t / warmup_gamma)^-warmup_power) (timm)
+  double warmup_gamma = 1.0;
+  double warmup_power = 2.0 / 3.0;
+  int64_t every_updates = 1;   ///< average after every N-th optimizer update
+  std::string device = "same"; ///< same (the network's) | cpu
+  std::string buffers = "average";  ///< average (timm) | copy (the trained network's, MMEngine's default)
+  bool evaluate = false;       ///< test the averaged weights too (values test_ema_*)
+};
+
 /// output.plots entry (Playground's plots): one chart of meter values.
 struct PlotSpec {
   std::string title;
@@ -112,6 +126,7 @@ const TypedSchema<DistributedConfig>& distributed_section();
 const TypedSchema<OutputConfig>& output_section();  ///< `plots:` is checked by the host, not by the schema
 const TypedSchema<StoppingConfig>& stopping_section();
 const TypedSchema<ScheduleConfig>& schedule_section();
+const TypedSchema<EmaConfig>& ema_section();
 
 /// The plain schemas (validation and `trainyard describe`).
 const Schema& loop_schema();
@@ -119,6 +134,7 @@ const Schema& distributed_schema();
 const Schema& output_schema();
 const Schema& stopping_schema();
 const Schema& schedule_schema();
+const Schema& ema_schema();
 
 /// The host's own sections by name (loop, distributed, ...): `describe`,
 /// completion, and the resume comparison's defaults.

@@ -4,6 +4,7 @@
 
 #include "train/builtin_hooks.h"
 #include "train/trainer.h"
+#include "train/weight_average.h"
 #include "train/wiring_check.h"
 
 namespace trainyard::host {
@@ -20,6 +21,12 @@ std::unique_ptr<Trainer> assemble_stage(const Experiment& stage, Context& contex
   auto trainer = std::make_unique<Trainer>(stage, build_checked(stage, context), context, paths, std::move(store));
   trainer->set_communicator(comm);
   add_builtin_hooks(*trainer);
+  if (stage.ema.enabled) {
+    auto average = std::make_shared<WeightAverage>(stage.ema, trainer->network());
+    trainer->set_weight_average(average);
+    // First after each update: every later listener sees the current average.
+    trainer->hooks().add(weight_average_hook(average), priority::highest);
+  }
   return trainer;
 }
 

@@ -8,6 +8,7 @@
 #include "run/assembly.h"
 #include "run/experiment_file.h"
 #include "run/session.h"
+#include "train/complexity.h"
 #include "train/dry_run.h"
 #include "train/guard.h"
 #include "train/trainer.h"
@@ -50,6 +51,8 @@ void validate(const Experiment& e, std::ostream& out) {
       << " trainable), loss " << e.loss.plugin << ", optimizer " << e.optimizer.plugin << ", "
       << e.meters.size() << " meters, " << e.callbacks.size() << " callbacks, " << e.overrides.size()
       << " overrides\n";
+  out << "network cost per sample (FLOPs of the linear and convolution layers):\n"
+      << cost_table(network_cost(e, c, context), 1);
   if (e.stages.empty()) out << describe_groups(c, e, "");
   // Each stage built as it will be: its optimizer, groups and freezing.
   for (size_t k = 0; k < e.stages.size(); ++k) {

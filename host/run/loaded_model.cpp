@@ -9,10 +9,12 @@
 #include "run/session.h"
 #include "train/checkpoint_store.h"
 #include "train/guard.h"
+#include "train/weight_average.h"
 #include "trainyard/error.h"
 #include "trainyard/labeled_files.h"
 #include "util/files.h"
 #include "util/shape.h"
+#include "util/text.h"
 
 namespace fs = std::filesystem;
 
@@ -23,7 +25,10 @@ const Built<Dataset>& LoadedModel::evaluation_data() const {
   return c.test_data.object ? c.test_data : c.train_data;
 }
 
-LoadedModel load_model(const Experiment& e, const std::string& checkpoint) {
+LoadedModel load_model(const Experiment& e, const std::string& checkpoint, const std::string& weights) {
+  if (weights != "trained" && weights != "ema")
+    throw ConfigError("command line: --weights " + weights, "expected trained or ema",
+                      did_you_mean(weights, {"trained", "ema"}));
   LoadedModel m;
   CheckpointState peeked;
   try {
@@ -42,10 +47,22 @@ LoadedModel load_model(const Experiment& e, const std::string& checkpoint) {
   m.evaluation_split = split.config->key + " (" + split.config->component->label() + ")";
   if (split.config->component->supports(SdkFeature::image_preprocessing))
     m.image_preprocessing = guarded(*split.config, "image_preprocessing", [&] { return split.object->image_preprocessing(); });
+  std::vector<CheckpointPart*> parts;
+  if (WeightAverage* average = m.trainer->weight_average()) parts.push_back(average);
+  CheckpointState loaded;
   try {
-    load_checkpoint(checkpoint, m.trainer->network(), m.trainer->optimizer(), Verify::already_done);
+    loaded = load_checkpoint(checkpoint, m.trainer->network(), m.trainer->optimizer(), Verify::already_done, parts);
   } catch (const Error& err) {
     throw ConfigError(err.what(), "expected a checkpoint of this experiment's network", "");
+  }
+  if (weights == "ema") {
+    if (!m.trainer->weight_average())
+      throw ConfigError("command line: --weights ema: " + e.path + " keeps no averaged weights (ema.enabled is false)",
+                        "expected a run trained with ema.enabled: true", "use --weights trained (the default)");
+    if (loaded.parts_found.empty())
+      throw ConfigError("command line: --weights ema: " + checkpoint + " holds no averaged weights",
+                        "expected a checkpoint written while ema.enabled was true", "use --weights trained");
+    m.trainer->weight_average()->copy_into(m.trainer->network());
   }
   return m;
 }

@@ -29,7 +29,10 @@ struct LoadedModel {
 };
 
 /// Throws ConfigError for a damaged checkpoint or one of another network.
-LoadedModel load_model(const Experiment& experiment, const std::string& checkpoint);
+/// `weights` "ema": the network holds the checkpoint's averaged weights (a
+/// ConfigError when the run kept none).
+LoadedModel load_model(const Experiment& experiment, const std::string& checkpoint,
+                       const std::string& weights = "trained");
 
 /// New samples for a loaded model: an LMDB made by `trainyard convert`, a
 /// folder of images, or a list of image files, preprocessed exactly as the

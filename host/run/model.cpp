@@ -48,8 +48,8 @@ std::string checkpoint_to_read(const std::optional<std::string>& explicit_path, 
   return all.back();
 }
 
-MeterValues evaluate(const Experiment& e, const std::string& checkpoint) {
-  return load_model(e, checkpoint).trainer->test_pass();
+MeterValues evaluate(const Experiment& e, const std::string& checkpoint, const std::string& weights) {
+  return load_model(e, checkpoint, weights).trainer->test_pass();
 }
 
 size_t export_model(const Experiment& e, const ExportRequest& request) {
@@ -62,7 +62,7 @@ size_t export_model(const Experiment& e, const ExportRequest& request) {
                           "' is not built from a TorchScript module",
                       "a network with plugin: torchscript (its module is written back with the trained values)",
                       "export --format state_dict, which PyTorch loads into the equivalent nn.Module");
-  LoadedModel m = load_model(e, request.checkpoint);
+  LoadedModel m = load_model(e, request.checkpoint, request.weights);
   torch::nn::Module& network = m.trainer->network();
   std::vector<std::pair<std::string, at::Tensor>> tensors;
   // A loss's own parameters (registered as "loss", SDK 1.4 LossParameters) are not the network's.

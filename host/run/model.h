@@ -18,12 +18,14 @@ std::string checkpoint_to_read(const std::optional<std::string>& explicit_path, 
 
 /// `trainyard eval`: the test meters over the test split (else the train
 /// split) on the checkpoint's weights, in the stage the checkpoint belongs to.
-MeterValues evaluate(const Experiment& experiment, const std::string& checkpoint);
+/// `weights`: trained, or ema (the `ema:` average the checkpoint holds).
+MeterValues evaluate(const Experiment& experiment, const std::string& checkpoint, const std::string& weights = "trained");
 
 struct ExportRequest {
   std::string checkpoint;
   std::string format;  ///< state_dict | safetensors | torchscript
   std::string output;
+  std::string weights = "trained";  ///< trained | ema
 };
 /// Writes the checkpoint's network for PyTorch. state_dict: a file Python's
 /// torch.load reads as {name: tensor}, the names of the network's parameters

@@ -20,6 +20,8 @@
 #include "run/experiment_file.h"
 #include "run/session.h"
 #include "train/checkpoint_store.h"
+#include "train/complexity.h"
+#include "train/profiler.h"
 #include "train/trainer.h"
 #include "train/wiring_check.h"
 #include "run/provenance.h"
@@ -128,12 +130,37 @@ std::string run_dir_of(const Experiment& e, const RunRequest& request) {
 
 }  // namespace
 
+void check_profile_window(const std::string& window) { parse_profile_window(window); }
+
+namespace {
+// --until-epoch N: a stop requested once N epochs (of all stages) are done,
+// after that epoch's test and checkpoint; not a stopping criterion, so the
+// next `trainyard run` continues the same schedule.
+class UntilEpoch final : public HostHook {
+ public:
+  explicit UntilEpoch(int64_t epochs) : epochs_(epochs) {}
+  std::string name() const override { return "--until-epoch"; }
+  void before_run(Trainer& t) override { check(t); }
+  void after_epoch(Trainer& t) override { check(t); }
+
+ private:
+  void check(Trainer& t) {
+    if (t.epoch() >= epochs_ && !t.stop_requested()) t.request_stop("--until-epoch " + std::to_string(epochs_) + " reached");
+  }
+  int64_t epochs_;
+};
+}  // namespace
+
 Runner::Runner(const Experiment& experiment, const Registry& registry, RunRequest request)
     : e_(experiment),
       registry_(registry),
       request_(std::move(request)),
       run_dir_(run_dir_of(e_, request_)),
       store_(std::make_shared<CheckpointStore>(RunPaths(run_dir_).checkpoints, e_.output.keep_checkpoints)),
+      profiler_(request_.profile.empty()
+                    ? nullptr
+                    : profiler_hook(parse_profile_window(request_.profile), RunPaths(run_dir_).profile)),
+      until_epoch_(request_.until_epoch > 0 ? std::make_shared<UntilEpoch>(request_.until_epoch) : nullptr),
       session_(std::make_unique<Session>(e_, registry_, run_dir_)) {}
 
 const Context& Runner::context() const { return session_->context; }
@@ -145,6 +172,8 @@ std::unique_ptr<Trainer> Runner::make_trainer(size_t k) {
   // Every stage (the first before anything is written) seeded and checked with one batch.
   std::unique_ptr<Trainer> t = assemble_stage(ek, session_->context, session_->comm.get(), RunPaths(run_dir_), store_);
   t->set_debug(request_.debug);
+  if (profiler_) t->hooks().add(profiler_, priority::lowest);  // a step ends after its iteration's other hooks
+  if (until_epoch_) t->hooks().add(until_epoch_, priority::lowest);  // after best.pt and the callbacks' after_epoch
   StageInfo info;
   info.index = static_cast<int64_t>(k);
   info.count = static_cast<int64_t>(stage_count());
@@ -329,7 +358,7 @@ void Runner::check_plugin_changes() const {
     for (const auto& c : changed) log_warning("warning: --allow-plugin-change: resuming with changed plugin code: " + c);
 }
 
-void Runner::write_run_directory() const {
+void Runner::write_run_directory(const nlohmann::ordered_json& network) const {
   if (request_.fresh && fs::exists(run_dir_)) {
     std::string kept = run_dir_ + ".replaced-" + timestamp();
     for (int n = 2; fs::exists(kept); ++n) kept = run_dir_ + ".replaced-" + timestamp() + "-" + std::to_string(n);
@@ -343,6 +372,7 @@ void Runner::write_run_directory() const {
   provenance["precision"] = {{"requested", e_.loop.precision},
                              {"used", e_.loop.effective_precision()},
                              {"reason", e_.loop.precision_reason.empty() ? "as written" : e_.loop.precision_reason}};
+  provenance["network"] = network;
   record_provenance(run_dir_, provenance);
 }
 
@@ -379,8 +409,15 @@ RunOutcome Runner::run() {
   }
   check_config_changes();
   check_plugin_changes();
-  if (comm) comm->rank0_work("run directory", rank0_io_limit(e_.loop.stall_timeout_secs), [&] { write_run_directory(); });
-  else write_run_directory();
+  // What the network costs per sample (train/complexity.h), for provenance.json: rank 0 writes it.
+  nlohmann::ordered_json network = {{"plugin", e_.network.plugin}, {"parameters", params}, {"trainable", trainable}};
+  if (context.rank == 0) {
+    const NetworkCost cost = network_cost(stage_experiment(stage_), trainer->components(), context);
+    network["forward_flops_per_sample"] = cost.flops;
+    network["activation_bytes_per_sample"] = cost.activation_bytes;
+  }
+  if (comm) comm->rank0_work("run directory", rank0_io_limit(e_.loop.stall_timeout_secs), [&] { write_run_directory(network); });
+  else write_run_directory(network);
   // Every rank's whole log, in the run directory (the console shows rank 0's).
   log_to_file((fs::path(run_dir_) / (context.rank == 0 ? std::string("trainyard.log")
                                                        : "trainyard-rank" + std::to_string(context.rank) + ".log"))

@@ -8,6 +8,8 @@
 #include <string>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include "config/config_diff.h"
 #include "config/experiment.h"
 #include "plugins/registry.h"
@@ -17,6 +19,7 @@
 namespace trainyard::host {
 
 class CheckpointStore;
+class HostHook;
 class Trainer;
 struct Session;
 
@@ -31,8 +34,18 @@ struct RunRequest {
   /// run started (its SHA-256 in provenance.json differs).
   bool allow_plugin_change = false;
   bool debug = false;                     ///< stop at the first non-finite value, naming where it came from
+  /// --until-epoch N: stop (resumably, with a checkpoint) once N epochs are
+  /// done, the schedule still that of loop.epochs; 0: train them all.
+  int64_t until_epoch = 0;
+  /// --profile A:B: a Kineto trace of train iterations A+1..B of this process
+  /// in RUN_DIR/profile/ (train/profiler.h); "" for none.
+  std::string profile;
   std::vector<std::string> command_line;  ///< for provenance.json
 };
+
+/// Throws ConfigError naming --profile when `window` is not A:B (0 <= A < B)
+/// or B: checked before any process is launched.
+void check_profile_window(const std::string& window);
 
 struct RunOutcome {
   std::string run_dir;
@@ -86,7 +99,8 @@ class Runner {
   /// Prints the changes (rank 0); true when one is not allowed on resume and
   /// --allow-config-change was not given.
   bool refused_changes(const std::vector<ConfigChange>& changes, const std::string& since) const;
-  void write_run_directory() const;
+  /// `network`: the network's facts for provenance.json (plugin, parameters, cost per sample).
+  void write_run_directory(const nlohmann::ordered_json& network) const;
   void announce_stage(Trainer& trainer) const;
 
   const Experiment& e_;
@@ -94,6 +108,9 @@ class Runner {
   RunRequest request_;
   std::string run_dir_;
   std::shared_ptr<CheckpointStore> store_;  ///< the run's checkpoints, shared with its trainers
+  /// --profile's hook, one for every stage; made (and its window checked) before the session starts.
+  std::shared_ptr<HostHook> profiler_;
+  std::shared_ptr<HostHook> until_epoch_;   ///< --until-epoch's hook, one for every stage
   std::unique_ptr<Session> session_;        ///< this rank's place in the run
   std::string resumed_from_;
   bool compare_saved_config_ = false;  ///< the resumed checkpoint records no configuration

@@ -1,5 +1,6 @@
 #include "sweep/sweep.h"
 
+#include <algorithm>
 #include <filesystem>
 #include <set>
 
@@ -106,14 +107,28 @@ std::vector<std::string> metric_columns(const std::vector<SweepResult>& results)
 
 }  // namespace
 
-std::string sweep_csv(const std::vector<GridAxis>& axes, const std::vector<SweepResult>& results) {
+std::vector<SweepResult> ranked(std::vector<SweepResult> results, const Ranking& ranking) {
+  auto has = [&](const SweepResult& r) { return !ranking.metric.empty() && r.metrics.count(ranking.metric) > 0; };
+  std::stable_sort(results.begin(), results.end(), [&](const SweepResult& a, const SweepResult& b) {
+    if (has(a) != has(b)) return has(a);
+    if (!has(a)) return false;
+    if (a.epochs != b.epochs) return a.epochs > b.epochs;
+    const double va = a.metrics.at(ranking.metric), vb = b.metrics.at(ranking.metric);
+    return ranking.maximize ? va > vb : va < vb;
+  });
+  for (size_t i = 0; i < results.size(); ++i) results[i].rank = has(results[i]) ? static_cast<int64_t>(i) + 1 : 0;
+  return results;
+}
+
+std::string sweep_csv(const std::vector<std::string>& keys, const std::vector<SweepResult>& results) {
   const auto metrics = metric_columns(results);
-  std::string out = "run,status";
-  for (const auto& a : axes) out += "," + csv_cell(a.key);
+  std::string out = "rank,run,status,epochs";
+  for (const auto& k : keys) out += "," + csv_cell(k);
   for (const auto& m : metrics) out += "," + m;
   out += ",wall_s,error\n";
   for (const auto& r : results) {
-    out += csv_cell(r.point.name) + "," + r.status;
+    out += (r.rank ? std::to_string(r.rank) : std::string()) + "," + csv_cell(r.point.name) + "," + csv_cell(r.status) +
+           "," + std::to_string(r.epochs);
     for (const auto& [_, v] : r.point.values) out += "," + csv_cell(v);
     for (const auto& m : metrics) out += "," + (r.metrics.count(m) ? json_number(r.metrics.at(m)) : std::string());
     out += "," + json_number(r.wall_s) + "," + csv_cell(r.error) + "\n";
@@ -121,21 +136,22 @@ std::string sweep_csv(const std::vector<GridAxis>& axes, const std::vector<Sweep
   return out;
 }
 
-std::string sweep_markdown(const std::vector<GridAxis>& axes, const std::vector<SweepResult>& results) {
+std::string sweep_markdown(const std::vector<std::string>& keys, const std::vector<SweepResult>& results) {
   const auto metrics = metric_columns(results);
   auto cell = [](std::string s) {
     for (auto& c : s)
       if (c == '|' || c == '\n') c = ' ';
     return s;
   };
-  std::string out = "| run | status |";
-  for (const auto& a : axes) out += " " + cell(a.key) + " |";
+  std::string out = "| rank | run | status | epochs |";
+  for (const auto& k : keys) out += " " + cell(k) + " |";
   for (const auto& m : metrics) out += " " + m + " |";
-  out += "\n|---|---|";
-  for (size_t i = 0; i < axes.size() + metrics.size(); ++i) out += "---|";
+  out += "\n|---|---|---|---|";
+  for (size_t i = 0; i < keys.size() + metrics.size(); ++i) out += "---|";
   out += "\n";
   for (const auto& r : results) {
-    out += "| " + cell(r.point.name) + " | " + cell(r.status + (r.error.empty() ? "" : ": " + r.error)) + " |";
+    out += "| " + (r.rank ? std::to_string(r.rank) : std::string()) + " | " + cell(r.point.name) + " | " +
+           cell(r.status + (r.error.empty() ? "" : ": " + r.error)) + " | " + std::to_string(r.epochs) + " |";
     for (const auto& [_, v] : r.point.values) out += " " + cell(v) + " |";
     for (const auto& m : metrics) {
       char buf[32] = "";

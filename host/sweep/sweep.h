@@ -1,7 +1,8 @@
 #pragma once
-// `trainyard sweep`: the cartesian product of --grid values, each point a
-// separate `trainyard run` (its own run directory, resumable), and a table of
-// the results (sweep.csv, sweep.md). Playground's "large amount of
+// `trainyard sweep`: the cartesian product of --grid values (or trials drawn
+// from --space, sweep/space.h), each point a separate `trainyard run` (its
+// own run directory, resumable), and a ranked table of the results
+// (sweep.csv, sweep.md). Playground's "large amount of
 // experiments from parameterized launch commands".
 #include <map>
 #include <string>
@@ -34,19 +35,32 @@ std::string point_name(const std::string& experiment_name,
 
 struct SweepResult {
   SweepPoint point;
-  std::string status;  ///< finished | skipped (already finished) | failed
+  std::string status;  ///< finished | skipped (finished before) | stopped at N epochs (halving) | failed
   int exit_code = 0;
   std::string error;   ///< the failed run's last error line
   std::map<std::string, double> metrics;  ///< from its summary.json
-  double wall_s = 0;
+  int64_t epochs = 0;  ///< epochs its run directory holds
+  double wall_s = 0;   ///< this sweep's processes for it, together
+  int64_t rank = 0;    ///< 1 for the best; 0 without a ranking metric or value
 };
+
+/// How runs are ranked: by `metric` ("" none), best first (greater when
+/// `maximize`); a run that trained more epochs ranks before one stopped
+/// earlier (successive halving: its value is from a later epoch).
+struct Ranking {
+  std::string metric;
+  bool maximize = true;
+};
+/// Sets each result's rank and returns them best first (unranked last, in their order).
+std::vector<SweepResult> ranked(std::vector<SweepResult> results, const Ranking& ranking);
 
 /// The metrics and whether the run is complete, from RUN_DIR/summary.json.
 /// `total_epochs` is what a complete run trains (all stages).
 bool read_summary(const std::string& run_dir, int64_t total_epochs, std::map<std::string, double>& metrics,
                   double& wall_s);
 
-std::string sweep_csv(const std::vector<GridAxis>& axes, const std::vector<SweepResult>& results);
-std::string sweep_markdown(const std::vector<GridAxis>& axes, const std::vector<SweepResult>& results);
+/// One row per result, in their order; `keys`: the varied keys (grid axes or space keys).
+std::string sweep_csv(const std::vector<std::string>& keys, const std::vector<SweepResult>& results);
+std::string sweep_markdown(const std::vector<std::string>& keys, const std::vector<SweepResult>& results);
 
 }  // namespace trainyard::host

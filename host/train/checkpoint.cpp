@@ -79,7 +79,7 @@ std::string checkpoint_file_name(const LoopPosition& at) {
 }
 
 void save_checkpoint(const std::string& path, Network& network, torch::optim::Optimizer& optimizer,
-                     const CheckpointState& state) {
+                     const CheckpointState& state, const std::vector<const CheckpointPart*>& parts) {
   torch::serialize::OutputArchive archive;
   archive.write("format", c10::IValue(kFormatVersion));
   archive.write("epoch", c10::IValue(state.at.epoch));
@@ -122,6 +122,11 @@ void save_checkpoint(const std::string& path, Network& network, torch::optim::Op
     auto acc = state.train_meters[i];
     archive.write("train_meter_" + std::to_string(i),
                   at::tensor(at::ArrayRef<double>(acc.data(), acc.size()), at::kDouble));
+  }
+  for (const CheckpointPart* part : parts) {
+    torch::serialize::OutputArchive own;
+    part->save_part(own);
+    archive.write("part_" + part->checkpoint_key(), own);
   }
   // The bytes are hashed as they are written; the manifest, written last,
   // makes the checkpoint a complete unit (one without it is not loaded).
@@ -201,7 +206,7 @@ std::vector<std::string> remove_stale_temporaries(const std::string& dir) {
 }
 
 CheckpointState load_checkpoint(const std::string& path, Network& network, torch::optim::Optimizer& optimizer,
-                                Verify verify) {
+                                Verify verify, const std::vector<CheckpointPart*>& parts) {
   CheckpointState state;
   if (verify == Verify::yes) verify_checkpoint(path);
   try {
@@ -268,6 +273,16 @@ CheckpointState load_checkpoint(const std::string& path, Network& network, torch
       archive.read("train_meter_" + std::to_string(i), t);
       t = t.cpu().contiguous();
       state.train_meters.emplace_back(t.data_ptr<double>(), t.data_ptr<double>() + t.numel());
+    }
+    for (CheckpointPart* part : parts) {
+      torch::serialize::InputArchive own;
+      if (!archive.try_read("part_" + part->checkpoint_key(), own)) continue;
+      try {
+        part->load_part(own);
+      } catch (const Error& err) {
+        throw Error(path + ": " + err.what());
+      }
+      state.parts_found.push_back(part->checkpoint_key());
     }
   } catch (const c10::Error& e) {
     throw Error(path + ": cannot load checkpoint: " + e.what_without_backtrace());

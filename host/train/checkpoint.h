@@ -12,6 +12,10 @@
 namespace torch::optim {
 class Optimizer;
 }
+namespace torch::serialize {
+class InputArchive;
+class OutputArchive;
+}
 
 namespace trainyard {
 class Network;
@@ -44,6 +48,22 @@ struct CheckpointState {
   /// fp16-mixed's loss scaler (scale, finite updates in a row, skipped updates); scale 0: none saved.
   double loss_scale = 0;
   int64_t loss_scale_finite_in_a_row = 0, loss_scale_skipped = 0;
+  /// load_checkpoint: the keys of the CheckpointParts the file held.
+  std::vector<std::string> parts_found;
+};
+
+/// State kept beside the network's in every checkpoint, under its own key
+/// (weight averaging's averaged weights): what a hook with state saves so
+/// that a resumed run continues exactly.
+class CheckpointPart {
+ public:
+  virtual ~CheckpointPart() = default;
+  /// The archive key, e.g. "ema".
+  virtual std::string checkpoint_key() const = 0;
+  virtual void save_part(torch::serialize::OutputArchive& archive) const = 0;
+  /// Throws trainyard::Error (without the file's name: the caller adds it)
+  /// when the saved state does not fit.
+  virtual void load_part(torch::serialize::InputArchive& archive) = 0;
 };
 
 /// checkpoints/ckpt-e0002-i00001876.pt
@@ -52,17 +72,20 @@ std::string checkpoint_file_name(const LoopPosition& at);
 /// Writes to a temporary file and renames it into place, then writes
 /// PATH.manifest.json (size, SHA-256, config hash) the same way: a checkpoint
 /// is complete only with its manifest.
+/// `parts` are written under their keys.
 void save_checkpoint(const std::string& path, Network& network, torch::optim::Optimizer& optimizer,
-                     const CheckpointState& state);
+                     const CheckpointState& state, const std::vector<const CheckpointPart*>& parts = {});
 
 /// Whether load_checkpoint first checks the file against its manifest
 /// (already_done: the caller just ran verify_checkpoint; hashing is not free).
 enum class Verify { yes, already_done };
 
 /// Restores network, optimizer and the global CPU RNG; returns the position.
-/// Throws trainyard::Error naming the file on any mismatch or damage.
+/// Each of `parts` the checkpoint holds is loaded and its key listed in
+/// CheckpointState::parts_found. Throws trainyard::Error naming the file on
+/// any mismatch or damage.
 CheckpointState load_checkpoint(const std::string& path, Network& network, torch::optim::Optimizer& optimizer,
-                                Verify verify = Verify::yes);
+                                Verify verify = Verify::yes, const std::vector<CheckpointPart*>& parts = {});
 
 /// The loop position and stage of a checkpoint, without loading weights
 /// and without verifying it against its manifest (load_checkpoint does).

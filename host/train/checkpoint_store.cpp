@@ -22,12 +22,12 @@ std::vector<std::string> CheckpointStore::remove_stale_temporaries() const {
   return host::remove_stale_temporaries(dir_);
 }
 
-std::string CheckpointStore::save(Network& network, torch::optim::Optimizer& optimizer,
-                                  const CheckpointState& state) const {
+std::string CheckpointStore::save(Network& network, torch::optim::Optimizer& optimizer, const CheckpointState& state,
+                                  const std::vector<const CheckpointPart*>& parts) const {
   const std::string path = path_of(state.at);
   fs::create_directories(dir_);
   try {
-    save_checkpoint(path, network, optimizer, state);
+    save_checkpoint(path, network, optimizer, state, parts);
   } catch (const Error& err) {
     // The temporary file is gone; the older checkpoints are as they were.
     auto kept = list();

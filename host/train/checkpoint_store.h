@@ -26,14 +26,15 @@ class CheckpointStore {
   void verify(const std::string& path) const { verify_checkpoint(path); }
   CheckpointState peek(const std::string& path) const { return peek_checkpoint(path); }
   CheckpointState load(const std::string& path, Network& network, torch::optim::Optimizer& optimizer,
-                       Verify verify = Verify::yes) const {
-    return load_checkpoint(path, network, optimizer, verify);
+                       Verify verify = Verify::yes, const std::vector<CheckpointPart*>& parts = {}) const {
+    return load_checkpoint(path, network, optimizer, verify, parts);
   }
 
   /// Saves the state at `state.at`, then prunes to `keep`. A failed write
   /// (a full disk, a size limit) throws trainyard::Error saying which older
   /// checkpoint is intact. Returns the path written.
-  std::string save(Network& network, torch::optim::Optimizer& optimizer, const CheckpointState& state) const;
+  std::string save(Network& network, torch::optim::Optimizer& optimizer, const CheckpointState& state,
+                   const std::vector<const CheckpointPart*>& parts = {}) const;
   /// Copies the checkpoint at `at` (and its manifest) to best.pt, which the
   /// rotation never deletes.
   void keep_as_best(const LoopPosition& at) const;

@@ -3,18 +3,16 @@
 #include "util/shape.h"
 
 #include <chrono>
-#include <deque>
 #include <map>
 #include <set>
 #include <sstream>
 
 #include <ATen/ATen.h>
-#include <torch/csrc/autograd/function.h>
-#include <torch/csrc/autograd/variable.h>
 #include <torch/optim/optimizer.h>
 
 #include "data/loader.h"
 #include "train/guard.h"
+#include "train/complexity.h"
 #include "train/trainer.h"
 #include "util/text.h"
 
@@ -23,52 +21,6 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 double ms_since(Clock::time_point t0) { return std::chrono::duration<double, std::milli>(Clock::now() - t0).count(); }
-
-std::string module_of(const std::string& parameter) {
-  auto dot = parameter.rfind('.');
-  return dot == std::string::npos ? "" : parameter.substr(0, dot);
-}
-
-// The output shape of every module that owns parameters, read off the
-// autograd graph: the node that consumes a module's parameter (directly, or
-// through a transpose or view of it) computed that module's output, and its
-// input metadata holds the output's shape. Modules without parameters (ReLU,
-// pooling) leave no such trace.
-std::map<std::string, std::string> output_shapes(Network& net, const at::Tensor& loss, int64_t batch) {
-  std::map<const torch::autograd::Node*, std::string> owner;
-  for (const auto& p : net.named_parameters())
-    if (p.value().requires_grad())
-      if (auto acc = torch::autograd::impl::try_get_grad_accumulator(p.value())) owner[acc.get()] = p.key();
-  auto param_behind = [&](const torch::autograd::Node* n) -> std::string {
-    if (owner.count(n)) return owner[n];
-    // A transpose/view/expand of a parameter (Linear's weight.t()).
-    if (n && n->num_outputs() == 1 && n->next_edges().size() == 1 && n->next_edges()[0].function)
-      if (owner.count(n->next_edges()[0].function.get())) return owner[n->next_edges()[0].function.get()];
-    return "";
-  };
-  std::map<std::string, std::string> shapes;
-  std::set<const torch::autograd::Node*> seen;
-  std::deque<torch::autograd::Node*> todo;
-  if (loss.grad_fn()) todo.push_back(loss.grad_fn().get());
-  while (!todo.empty()) {
-    torch::autograd::Node* n = todo.front();
-    todo.pop_front();
-    if (!seen.insert(n).second) continue;
-    for (const auto& edge : n->next_edges()) {
-      if (!edge.function) continue;
-      const std::string param = param_behind(edge.function.get());
-      if (!param.empty() && n->num_inputs() > 0) {
-        // (1.13 keeps the shape private; a zero tensor of it, once per module, is cheap enough here)
-        if (!shapes.count(module_of(param))) {
-          at::Tensor like = n->input_metadata(0).zeros_like();
-          if (like.dim() > 0 && like.size(0) == batch) shapes[module_of(param)] = shape_text(like.sizes());
-        }
-      }
-      todo.push_back(edge.function.get());
-    }
-  }
-  return shapes;
-}
 
 }  // namespace
 
@@ -101,7 +53,6 @@ std::string dry_run_report(const Experiment& e, Components& c, const Context& co
   t0 = Clock::now();
   at::Tensor loss = guarded(*c.loss.config, "compute", [&] { return c.loss.object->compute(output, *batch); });
   const double loss_ms = ms_since(t0);
-  const auto shapes = output_shapes(net, loss, batch->size());
   t0 = Clock::now();
   guarded(*c.network.config, "backward", [&] { loss.backward(); });
   const double backward_ms = ms_since(t0);
@@ -146,7 +97,13 @@ std::string dry_run_report(const Experiment& e, Components& c, const Context& co
 
   out << "input batch: " << shape_text(batch->input.sizes()) << " " << c10::toString(batch->input.scalar_type())
       << ", target " << shape_text(batch->target.sizes()) << "\n";
-  out << "network " << e.network.plugin << ": module (parameters, trainable) -> output shape\n";
+  // Per module: the parameters, and from one sample's forward (train/complexity.h) the
+  // output shape (here with the batch's size), FLOPs and output bytes per sample.
+  const NetworkCost cost = network_cost(e, c, context);
+  std::map<std::string, const ModuleCost*> costs;
+  for (const auto& m : cost.modules) costs[m.name] = &m;
+  out << "network " << e.network.plugin << ": module (parameters, trainable) -> output shape; forward FLOPs, "
+      << "output bytes per sample\n";
   for (const auto& m : net.named_modules()) {
     int64_t count = 0, trainable = 0;
     for (const auto& p : m.value()->parameters()) {
@@ -155,10 +112,19 @@ std::string dry_run_report(const Experiment& e, Components& c, const Context& co
     }
     const std::string name = m.key().empty() ? "(network)" : m.key();
     const size_t depth = m.key().empty() ? 0 : std::count(m.key().begin(), m.key().end(), '.') + 1;
-    auto shape = m.key().empty() ? shape_text(output.sizes()) : (shapes.count(m.key()) ? shapes.at(m.key()) : "");
+    const ModuleCost* mc = costs.count(m.key()) ? costs.at(m.key()) : nullptr;
+    std::string shape = m.key().empty() ? shape_text(output.sizes()) : "";
+    if (mc && !mc->output_shape.empty() && !m.key().empty())
+      shape = "[" + std::to_string(batch->size()) + (mc->output_shape == "[]" ? "" : ", " + mc->output_shape.substr(1));
+    std::string per_sample;
+    if (mc && mc->flops > 0) per_sample += human_flops(mc->flops);
+    if (mc && mc->output_bytes >= 0) per_sample += (per_sample.empty() ? "" : ", ") + human_bytes(mc->output_bytes);
     out << "  " << std::string(2 * depth, ' ') << name << " " << m.value()->name() << " (" << count << ", "
-        << trainable << ")" << (shape.empty() ? "" : " -> " + shape) << "\n";
+        << trainable << ")" << (shape.empty() ? "" : " -> " + shape) << (per_sample.empty() ? "" : "; " + per_sample)
+        << "\n";
   }
+  out << "forward per sample: " << human_flops(cost.flops) << " (" << cost.flops << "); activations of the weighted "
+      << "layers: " << human_bytes(cost.activation_bytes) << " (fp32)\n";
   out << "loss " << e.loss.plugin << ": " << loss.item<double>() << "\n";
   char times[256];
   std::snprintf(times, sizeof times,

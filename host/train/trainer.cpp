@@ -8,6 +8,7 @@
 
 #include <ATen/ATen.h>
 #include <ATen/Parallel.h>
+#include <ATen/record_function.h>
 #include <torch/optim/optimizer.h>
 
 #include "config/snapshot.h"
@@ -16,7 +17,9 @@
 #include "train/guard.h"
 #include "train/nonfinite.h"
 #include "train/precision.h"
+#include "train/profiler.h"
 #include "train/schedule.h"
+#include "train/weight_average.h"
 #include "util/process.h"
 #include "util/watchdog.h"
 #include "util/text.h"
@@ -79,7 +82,12 @@ const Dataset& Trainer::test_dataset() const {
 }
 
 void Trainer::resume(const std::string& checkpoint, Verify verify) {
-  CheckpointState state = store_->load(checkpoint, *c_.network.object, *c_.optimizer, verify);
+  std::vector<CheckpointPart*> parts;
+  if (ema_) parts.push_back(ema_.get());
+  CheckpointState state = store_->load(checkpoint, *c_.network.object, *c_.optimizer, verify, parts);
+  if (ema_ && state.parts_found.empty())
+    log_warning("warning: " + checkpoint + ": the checkpoint has no averaged weights (ema); the average starts from "
+                "its weights");
   if (state.stage != stage_.index)
     throw Error(checkpoint + ": checkpoint of stage " + std::to_string(state.stage + 1) + ", not of stage " +
                 std::to_string(stage_.index + 1));
@@ -130,6 +138,7 @@ void Trainer::continue_from(Trainer& previous) {
     stopping_.progress().has_best = previous.stopping_.progress().has_best;
   }
   at::NoGradGuard no_grad;
+  if (ema_ && previous.ema_) ema_->continue_from(*previous.ema_, previous.network());
   auto from = previous.network().named_parameters();
   for (auto& p : c_.network.object->named_parameters()) p.value().copy_(from[p.key()]);
   auto from_buffers = previous.network().named_buffers();
@@ -221,15 +230,25 @@ StepResult Trainer::default_train_step(const Batch& batch) {
   c_.network.object->train();
   for (auto& m : c_.frozen) m->eval();  // frozen batch norm keeps its statistics
   updater_.begin_batch();
-  at::Tensor output = forward(batch);
-  at::Tensor loss = guarded(*c_.loss.config, "compute", [&] { return c_.loss.object->compute(output, batch); });
-  updater_.backward(loss, batch, output, clock());
+  at::Tensor output, loss;
+  {
+    RECORD_USER_SCOPE(trace_scope::forward);  // the network and the loss
+    output = forward(batch);
+    loss = guarded(*c_.loss.config, "compute", [&] { return c_.loss.object->compute(output, batch); });
+  }
+  {
+    RECORD_USER_SCOPE(trace_scope::backward);
+    updater_.backward(loss, batch, output, clock());
+  }
   if (updater_.due()) finish_update();
   return {batch, output.detach(), loss.detach()};
 }
 
 void Trainer::finish_update() {
-  const UpdateOutcome outcome = updater_.finish(clock(), stages_.schedule);
+  const UpdateOutcome outcome = [&] {
+    RECORD_USER_SCOPE(trace_scope::optimizer);  // gradients averaged and clipped, the step
+    return updater_.finish(clock(), stages_.schedule);
+  }();
   if (outcome.loss_scale) values_["loss_scale"] = *outcome.loss_scale;
   if (outcome.scaler_skipped_updates) values_["scaler_skipped_updates"] = *outcome.scaler_skipped_updates;
   if (outcome.skipped_updates) values_["skipped_updates"] = *outcome.skipped_updates;
@@ -285,7 +304,11 @@ void Trainer::default_epoch(int64_t epoch) {
     const bool due = e_.loop.checkpoint_every_secs > 0 && !updater_.pending() && context_.rank == 0 &&
                      seconds_since(last_checkpoint_) >= e_.loop.checkpoint_every_secs;
     const auto t0 = std::chrono::steady_clock::now();
-    std::optional<Batch> batch = batches();
+    std::optional<Batch> batch;
+    {
+      RECORD_USER_SCOPE(trace_scope::data_wait);
+      batch = batches();
+    }
     wait_seconds += seconds_since(t0);
     bool checkpoint_now = due;
     if (comm_) {
@@ -365,6 +388,15 @@ MeterValues Trainer::default_test() {
   if (!c_.test_data.object) return {};
   hooks_.each([&](HostHook& h) { h.before_test(*this); });
   MeterValues v = test_pass();
+  if (ema_ && ema_->config().evaluate) {
+    // The same pass on the averaged weights; its values tagged test_ema_*.
+    MeterValues averaged;
+    {
+      const WeightAverage::Swap swap = ema_->swapped_into(*c_.network.object);
+      averaged = test_pass();
+    }
+    for (const auto& [name, value] : averaged) v["test_ema_" + name.substr(std::string("test_").size())] = value;
+  }
   log("test", v);
   // The meters' result files, then the users' callbacks (add_builtin_hooks()).
   hooks_.each([&](HostHook& h) { h.after_test(*this, v); });
@@ -439,7 +471,9 @@ void Trainer::default_checkpoint() {
   // The ranks hold the same weights: rank 0 writes them while the others wait
   // as long as a stalled write would be tolerated, not the collective timeout.
   auto save = [&] {
-    if (writes_files()) store_->save(*c_.network.object, *c_.optimizer, state);
+    std::vector<const CheckpointPart*> parts;
+    if (ema_) parts.push_back(ema_.get());
+    if (writes_files()) store_->save(*c_.network.object, *c_.optimizer, state, parts);
   };
   if (comm_) comm_->rank0_work("checkpoint write", rank0_io_limit(e_.loop.stall_timeout_secs), save);
   else save();

@@ -22,6 +22,7 @@
 namespace trainyard::host {
 class Communicator;
 class GradientReducer;
+class WeightAverage;
 }
 
 namespace trainyard::host {
@@ -114,6 +115,10 @@ class Trainer final : public Loop {
   const RunPaths& paths() const { return paths_; }
   /// Null in a single-process run.
   Communicator* communicator() const { return comm_; }
+  /// The `ema:` average: checkpointed with the weights, tested with
+  /// ema.evaluate (the assembler sets it and adds its hook); null without.
+  void set_weight_average(std::shared_ptr<WeightAverage> average) { ema_ = std::move(average); }
+  WeightAverage* weight_average() const { return ema_.get(); }
   CheckpointStore& checkpoints() { return *store_; }
   /// Rank 0 writes the run's files; the other ranks write nothing.
   bool writes_files() const { return context_.rank == 0; }
@@ -184,6 +189,7 @@ class Trainer final : public Loop {
   int64_t last_epoch_length_ = 0;  ///< train batches of the last completed epoch
   Communicator* comm_ = nullptr;
   std::shared_ptr<GradientReducer> reducer_;
+  std::shared_ptr<WeightAverage> ema_;
   std::shared_ptr<LoaderStats> train_stats_ = std::make_shared<LoaderStats>();
   std::shared_ptr<LoaderStats> test_stats_ = std::make_shared<LoaderStats>();
   double secs_per_train_ = 0, samples_per_sec_ = 0;

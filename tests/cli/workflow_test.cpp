@@ -62,7 +62,7 @@ TEST(Sweep, RunsEveryPointSkipsFinishedResumesUnfinishedAndRecordsFailures) {
   const std::string dir = out + "/sw-sweep";
   auto csv = test::read_lines(dir + "/sweep.csv");
   ASSERT_EQ(csv.size(), 5u) << test::read_file(dir + "/sweep.csv");
-  EXPECT_TRUE(test::contains(csv[0], "run,status,optimizer.lr,network,")) << csv[0];
+  EXPECT_TRUE(test::contains(csv[0], "rank,run,status,epochs,optimizer.lr,network,")) << csv[0];
   EXPECT_TRUE(test::contains(csv[0], "test_accuracy_top1")) << csv[0];
   int finished = 0, failed = 0;
   for (size_t i = 1; i < csv.size(); ++i) {
@@ -75,7 +75,7 @@ TEST(Sweep, RunsEveryPointSkipsFinishedResumesUnfinishedAndRecordsFailures) {
   EXPECT_EQ(finished, 2);
   EXPECT_EQ(failed, 2);
   const std::string md = test::read_file(dir + "/sweep.md");
-  EXPECT_TRUE(test::contains(md, "| run | status | optimizer.lr | network |")) << md;
+  EXPECT_TRUE(test::contains(md, "| rank | run | status | epochs | optimizer.lr | network |")) << md;
   const std::string good = dir + "/sw--optimizer.lr=0.05--network=_plugin__mlp__hidden_sizes___8__";
   ASSERT_TRUE(fs::exists(good + "/summary.json"));
   // The runs overlaid in one chart per value: the two finished runs, and

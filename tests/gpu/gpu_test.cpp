@@ -239,6 +239,35 @@ TEST(Gpu, RetrievalAndArcFaceOnTheGpuEvaluateAsOnTheCpu) {
   }
 }
 
+TEST(Gpu, TheProfileOfAGpuRunHoldsItsKernelsAndTheAverageEvaluatesAsOnTheCpu) {
+  REQUIRE_GPUS(1);
+  const std::string out = temp_dir("profile-gpu");
+  auto r = trainyard_with_env(kDeterministic, "run " + convnet_experiment("profile-gpu", 8, 8) + " --output-dir " + out +
+                                                  " --set distributed.num_gpus=1 --set ema.enabled=true"
+                                                  " --set ema.evaluate=true --profile 5:10");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  // Kineto with CUPTI: the device's kernels beside the CPU operators.
+  const std::string summary = read_file(run_dir(out) + "/profile/rank0.summary.txt");
+  EXPECT_TRUE(contains(summary, "kernel (device)")) << summary;
+  EXPECT_TRUE(contains(summary, "iterations 6-10: 5 steps recorded")) << summary;
+  // The average kept on the GPU tests on the CPU as it tested on the GPU.
+  auto e = trainyard_with_env(kDeterministic, "eval " + convnet_experiment("profile-gpu", 8, 8) + " --output-dir " +
+                                                  out + " --weights ema --output " + out + "/eval.json");
+  ASSERT_EQ(e.exit_code, 0) << e.err;
+  const auto on_gpu = json_of(run_dir(out) + "/summary.json")["metrics"];
+  const auto on_cpu = json_of(out + "/eval.json")["values"];
+  EXPECT_NEAR(on_gpu["test_ema_loss"].get<double>(), on_cpu["test_loss"].get<double>(), 1e-3);
+}
+
+TEST(MultiGpu, EveryRankHoldsTheSameAverageOverNccl) {
+  REQUIRE_GPUS(2);
+  const std::string out = temp_dir("ema-nccl");
+  auto r = trainyard_with_env(kDeterministic, "run " + convnet_experiment("ema-nccl", 8, 8) + " --output-dir " + out +
+                                                  " --set distributed.num_gpus=2 --set ema.enabled=true");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_TRUE(contains(r.out, "trainyard: ema: the averaged weights are the same on all 2 ranks")) << r.out;
+}
+
 TEST(MultiGpu, RetrievalOverNcclGathersEveryRanksEmbeddings) {
   REQUIRE_GPUS(2);
   const std::string exp = retrieval_experiment("retrieval-nccl", "{plugin: triplet_margin, margin: 0.2}");

@@ -61,12 +61,12 @@ TEST(HostHooks, AHookAtPriorityFifteenRunsAfterThePeriodicTrainLogAndBeforeThePe
   EXPECT_EQ(trainer->meter_readings().at("test_loss").iteration, 16);  // ... and then it did
 }
 
-// Weight averaging as later work will add it: an exponential moving average
+// A toy weight average (the real one is train/weight_average): an exponential moving average
 // of the parameters after every optimizer update, with nothing in the loop
 // changed for it.
-class WeightAverage final : public HostHook {
+class ToyAverage final : public HostHook {
  public:
-  explicit WeightAverage(double decay) : decay_(decay) {}
+  explicit ToyAverage(double decay) : decay_(decay) {}
   std::string name() const override { return "weight average"; }
   void after_update(Trainer& t, const UpdateOutcome& outcome) override {
     ASSERT_TRUE(outcome.stepped);
@@ -90,8 +90,8 @@ TEST(HostHooks, WeightAveragingLandsAsAnAfterUpdateHookOncePerOptimizerStep) {
   Context context;
   // iter_size 3: 16 batches an epoch make 6 updates (the last one of 1 batch), 12 in two epochs.
   auto trainer = assembled("hook-ema", {"loop.epochs=2", "loop.iter_size=3"}, context);
-  auto last = std::make_shared<WeightAverage>(0.0);  // decay 0: the average is the last weights
-  auto smooth = std::make_shared<WeightAverage>(0.9);
+  auto last = std::make_shared<ToyAverage>(0.0);  // decay 0: the average is the last weights
+  auto smooth = std::make_shared<ToyAverage>(0.9);
   trainer->hooks().add(last, priority::lowest);
   trainer->hooks().add(smooth, priority::lowest);
   trainer->run();

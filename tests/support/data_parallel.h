@@ -7,7 +7,7 @@
 
 namespace trainyard::test {
 
-/// The synthetic experiment sized for data parallel: 1280 samples, 20 steps of
+/// The file of the synthetic experiment sized for data parallel: 1280 samples, 20 steps of
 /// a global batch of 64 in one epoch, no dropout (ranks draw other random
 /// numbers than one process would), a 20 s collective timeout.
 std::string dp_experiment(const std::string& name, const std::string& more = "");

@@ -191,12 +191,12 @@ at::Tensor checkpoint_tensor(const std::string& checkpoint, const std::string& n
   return t;
 }
 
-std::string compare_checkpoint_networks(const std::string& a, const std::string& b) {
+std::string compare_checkpoint_networks(const std::string& a, const std::string& b, const std::string& key) {
   torch::serialize::InputArchive aa, ab, na, nb;
   aa.load_from(a);
   ab.load_from(b);
-  aa.read("network", na);
-  ab.read("network", nb);
+  if (!aa.try_read(key, na)) return a + ": no '" + key + "' archive";
+  if (!ab.try_read(key, nb)) return b + ": no '" + key + "' archive";
   return compare_archives(na, nb, "");
 }
 

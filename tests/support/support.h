@@ -50,9 +50,11 @@ std::string source_dir();
 /// checkpoint files' "network" archives.
 double max_checkpoint_difference(const std::string& a, const std::string& b);
 
-/// Every tensor of two checkpoint files' "network" archives is bitwise equal.
-/// Returns "" or a description of the first difference.
-std::string compare_checkpoint_networks(const std::string& a, const std::string& b);
+/// Every tensor of two checkpoint files' "network" archives (or `key`'s:
+/// "part_ema", the averaged weights) is bitwise equal. Returns "" or a
+/// description of the first difference.
+std::string compare_checkpoint_networks(const std::string& a, const std::string& b,
+                                        const std::string& key = "network");
 
 }  // namespace trainyard::test
 
