@@ -51,8 +51,11 @@ void validate(const Experiment& e, std::ostream& out) {
       << " trainable), loss " << e.loss.plugin << ", optimizer " << e.optimizer.plugin << ", "
       << e.meters.size() << " meters, " << e.callbacks.size() << " callbacks, " << e.overrides.size()
       << " overrides\n";
-  out << "network cost per sample (FLOPs of the linear and convolution layers):\n"
-      << cost_table(network_cost(e, c, context), 1);
+  std::string why;
+  if (const auto cost = try_network_cost(e, c, context, why))
+    out << "network cost per sample (FLOPs of the linear and convolution layers):\n" << cost_table(*cost, 1);
+  else
+    out << "network cost per sample: not measured (one sample's forward failed: " << why << ")\n";
   if (e.stages.empty()) out << describe_groups(c, e, "");
   // Each stage built as it will be: its optimizer, groups and freezing.
   for (size_t k = 0; k < e.stages.size(); ++k) {

@@ -412,9 +412,13 @@ RunOutcome Runner::run() {
   // What the network costs per sample (train/complexity.h), for provenance.json: rank 0 writes it.
   nlohmann::ordered_json network = {{"plugin", e_.network.plugin}, {"parameters", params}, {"trainable", trainable}};
   if (context.rank == 0) {
-    const NetworkCost cost = network_cost(stage_experiment(stage_), trainer->components(), context);
-    network["forward_flops_per_sample"] = cost.flops;
-    network["activation_bytes_per_sample"] = cost.activation_bytes;
+    std::string why;
+    if (const auto cost = try_network_cost(stage_experiment(stage_), trainer->components(), context, why)) {
+      network["forward_flops_per_sample"] = cost->flops;
+      network["activation_bytes_per_sample"] = cost->activation_bytes;
+    } else {
+      network["cost_not_measured"] = why;
+    }
   }
   if (comm) comm->rank0_work("run directory", rank0_io_limit(e_.loop.stall_timeout_secs), [&] { write_run_directory(network); });
   else write_run_directory(network);

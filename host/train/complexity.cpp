@@ -126,13 +126,21 @@ NetworkCost network_cost(const Experiment& e, const Components& c, const Context
   if (!sample) throw Error("network cost: the training set gives no sample");
   const bool training = net.is_training();
   net.eval();
+  // Frozen parameters too leave a trace in the graph: every parameter asks for a gradient meanwhile.
+  std::vector<std::pair<at::Tensor, bool>> asked;
+  for (auto& p : net.parameters()) asked.emplace_back(p, p.requires_grad()), p.requires_grad_(true);
   at::Tensor output;
-  {
+  GraphFacts facts;
+  try {
     at::AutoGradMode grad(true);
     output = guarded(*c.network.config, "forward", [&] { return net.forward(*sample); });
+    facts = read_graph(net, output);
+    output = output.detach();
+  } catch (...) {
+    for (auto& [p, flag] : asked) p.requires_grad_(flag);
+    throw;
   }
-  const GraphFacts facts = read_graph(net, output);
-  output = output.detach();
+  for (auto& [p, flag] : asked) p.requires_grad_(flag);
   if (training) net.train();
   for (auto& m : c.frozen) m->eval();
   {
@@ -194,6 +202,16 @@ std::string cost_table(const NetworkCost& cost, int max_depth) {
   out += "  total: " + human_flops(cost.flops) + " forward per sample (" + std::to_string(cost.flops) + ")\n" +
          "  activations of the weighted layers: " + human_bytes(cost.activation_bytes) + " per sample (fp32)\n";
   return out;
+}
+
+std::optional<NetworkCost> try_network_cost(const Experiment& experiment, const Components& components,
+                                            const Context& context, std::string& why) {
+  try {
+    return network_cost(experiment, components, context);
+  } catch (const std::exception& err) {
+    why = err.what();
+    return std::nullopt;
+  }
 }
 
 }  // namespace trainyard::host

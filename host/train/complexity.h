@@ -12,6 +12,7 @@
 // element-wise work (activations, normalization, pooling, additions),
 // which torch.utils.flop_counter and fvcore's defaults leave out too.
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -42,6 +43,12 @@ struct NetworkCost {
 /// gradients recorded (nothing learns: no backward, batch norm and dropout
 /// as in evaluation), in fp32. Leaves the global random generator as it was.
 NetworkCost network_cost(const Experiment& experiment, const Components& components, const Context& context);
+
+/// As network_cost, or nullopt with the reason in `why` when one sample's
+/// forward fails (a network that needs larger batches): the cost is
+/// information, never a reason to stop a run.
+std::optional<NetworkCost> try_network_cost(const Experiment& experiment, const Components& components,
+                                            const Context& context, std::string& why);
 
 /// "Conv2d" for torch::nn::Conv2dImpl, "Mlp" for mlp::(anonymous namespace)::Mlp.
 std::string short_type(const std::string& type);

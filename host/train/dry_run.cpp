@@ -99,9 +99,11 @@ std::string dry_run_report(const Experiment& e, Components& c, const Context& co
       << ", target " << shape_text(batch->target.sizes()) << "\n";
   // Per module: the parameters, and from one sample's forward (train/complexity.h) the
   // output shape (here with the batch's size), FLOPs and output bytes per sample.
-  const NetworkCost cost = network_cost(e, c, context);
+  std::string why;
+  const std::optional<NetworkCost> cost = try_network_cost(e, c, context, why);
   std::map<std::string, const ModuleCost*> costs;
-  for (const auto& m : cost.modules) costs[m.name] = &m;
+  if (cost)
+    for (const auto& m : cost->modules) costs[m.name] = &m;
   out << "network " << e.network.plugin << ": module (parameters, trainable) -> output shape; forward FLOPs, "
       << "output bytes per sample\n";
   for (const auto& m : net.named_modules()) {
@@ -123,8 +125,11 @@ std::string dry_run_report(const Experiment& e, Components& c, const Context& co
         << trainable << ")" << (shape.empty() ? "" : " -> " + shape) << (per_sample.empty() ? "" : "; " + per_sample)
         << "\n";
   }
-  out << "forward per sample: " << human_flops(cost.flops) << " (" << cost.flops << "); activations of the weighted "
-      << "layers: " << human_bytes(cost.activation_bytes) << " (fp32)\n";
+  if (cost)
+    out << "forward per sample: " << human_flops(cost->flops) << " (" << cost->flops << "); activations of the weighted "
+        << "layers: " << human_bytes(cost->activation_bytes) << " (fp32)\n";
+  else
+    out << "forward per sample: not measured (one sample's forward failed: " << why << ")\n";
   out << "loss " << e.loss.plugin << ": " << loss.item<double>() << "\n";
   char times[256];
   std::snprintf(times, sizeof times,

@@ -390,11 +390,16 @@ MeterValues Trainer::default_test() {
   MeterValues v = test_pass();
   if (ema_ && ema_->config().evaluate) {
     // The same pass on the averaged weights; its values tagged test_ema_*.
+    // The meters then hold the trained weights' pass again: their result
+    // files (after_test) are the trained weights'.
+    std::vector<MeterState> trained;
+    for (const auto& m : c_.test_meters) trained.push_back(meter_state(m));
     MeterValues averaged;
     {
       const WeightAverage::Swap swap = ema_->swapped_into(*c_.network.object);
       averaged = test_pass();
     }
+    for (size_t i = 0; i < c_.test_meters.size(); ++i) set_meter_state(c_.test_meters[i], trained[i]);
     for (const auto& [name, value] : averaged) v["test_ema_" + name.substr(std::string("test_").size())] = value;
   }
   log("test", v);

@@ -47,8 +47,9 @@ void WeightAverage::continue_from(const WeightAverage& earlier, Network& network
     start(network);
     return;
   }
+  const auto tensors = covered(network);
   for (size_t i = 0; i < names_.size(); ++i)
-    if (!earlier.averaged_[i].sizes().equals(covered(network)[i].second.sizes())) {
+    if (!earlier.averaged_[i].sizes().equals(tensors[i].second.sizes())) {
       start(network);
       return;
     }
@@ -120,11 +121,16 @@ std::string WeightAverage::digest() const {
   return sha256_hex(bytes);
 }
 
+namespace {
+// "t0", "t1", ...: the averaged tensors' keys in the archive (the names go in a list beside them).
+std::string tensor_key(size_t i) { return std::string("t").append(std::to_string(i)); }
+}  // namespace
+
 void WeightAverage::save_part(torch::serialize::OutputArchive& archive) const {
   archive.write("names", c10::IValue(c10::List<std::string>(names_)));
   archive.write("updates", c10::IValue(updates_));
   archive.write("buffers", c10::IValue(config_.buffers));
-  for (size_t i = 0; i < averaged_.size(); ++i) archive.write("t" + std::to_string(i), averaged_[i]);
+  for (size_t i = 0; i < averaged_.size(); ++i) archive.write(tensor_key(i), averaged_[i]);
 }
 
 void WeightAverage::load_part(torch::serialize::InputArchive& archive) {
@@ -139,7 +145,7 @@ void WeightAverage::load_part(torch::serialize::InputArchive& archive) {
   std::vector<at::Tensor> loaded;
   for (size_t i = 0; i < saved.size(); ++i) {
     at::Tensor t;
-    archive.read("t" + std::to_string(i), t);
+    archive.read(tensor_key(i), t);
     loaded.push_back(config_.device == "cpu" ? t.cpu() : t);
   }
   // The shapes are the network's (the network's own tensors were checked the same way).

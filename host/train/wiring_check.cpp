@@ -176,6 +176,10 @@ const std::vector<std::string> kLoopValueNames = {
 // first test, which sees every value (a meter may add one later).
 void check_value_names(const Experiment& e, std::vector<std::string> names) {
   names.insert(names.end(), kLoopValueNames.begin(), kLoopValueNames.end());
+  // ema.evaluate: each test value again on the averaged weights (Trainer::default_test).
+  if (e.ema.enabled && e.ema.evaluate)
+    for (size_t i = 0, n = names.size(); i < n; ++i)
+      if (names[i].rfind("test_", 0) == 0) names.push_back("test_ema_" + names[i].substr(5));
   std::sort(names.begin(), names.end());
   names.erase(std::unique(names.begin(), names.end()), names.end());
   std::vector<std::pair<std::string, std::string>> referring{{"stopping.monitor", e.stopping.monitor},

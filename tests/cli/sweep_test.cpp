@@ -131,6 +131,23 @@ int64_t epochs_trained(const std::string& out) {
   return std::stoll(out.substr(start + 1, at - start - 1));
 }
 
+TEST(Sweep, UntilEpochStopsAndTheNextRunContinuesTheSameSchedule) {
+  // A cosine schedule over 4 epochs: stopped after 1 and continued, it ends where a straight run does.
+  const std::string exp = experiment("until");
+  const std::string straight = test::temp_dir("straight"), split = test::temp_dir("split");
+  const std::string cosine = " --set schedule.policy=cosine";
+  ASSERT_EQ(test::trainyard("run " + exp + cosine + " --output-dir " + straight).exit_code, 0);
+  const auto first = test::trainyard("run " + exp + cosine + " --output-dir " + split + " --until-epoch 1");
+  ASSERT_EQ(first.exit_code, 0) << first.err;
+  EXPECT_TRUE(test::contains(first.out, "trainyard: done: 1/4 epochs")) << first.out;
+  EXPECT_TRUE(test::contains(test::read_file(split + "/until/summary.json"), "\"stopped\": \"--until-epoch 1 reached\""));
+  const auto rest = test::trainyard("run " + exp + cosine + " --output-dir " + split);
+  ASSERT_EQ(rest.exit_code, 0) << rest.err;
+  EXPECT_EQ(test::compare_checkpoint_networks(test::latest_checkpoint(straight + "/until"),
+                                              test::latest_checkpoint(split + "/until")),
+            "");
+}
+
 TEST(Sweep, HalvingStopsTheTrialsAGridRunsToTheEndAndFindsTheSameBest) {
   const std::string exp = experiment("sh");
   const std::string grid_out = test::temp_dir("grid"), halving_out = test::temp_dir("halving");

@@ -5,8 +5,6 @@
 
 #include <ATen/ATen.h>
 
-#include "config/experiment.h"
-#include "run/assembly.h"
 #include "support/support.h"
 #include "train/hooks.h"
 #include "train/trainer.h"
@@ -15,14 +13,6 @@
 namespace trainyard::host {
 namespace {
 
-std::unique_ptr<Trainer> assembled(const std::string& name, const std::vector<std::string>& sets, Context& context) {
-  const std::string path = test::temp_dir("exp-" + name) + "/" + name + ".yaml";
-  test::write_file(path, test::synthetic_experiment(name));
-  static std::vector<std::unique_ptr<Experiment>> kept;  // the trainer refers to its experiment
-  kept.push_back(std::make_unique<Experiment>(validate_experiment(read_experiment(path, sets), test::builtin_registry())));
-  context.seed = kept.back()->seed;
-  return assemble_stage(*kept.back(), context, nullptr, RunPaths(test::temp_dir("out-" + name)));
-}
 
 // Records, at every iteration that logs and tests, whether the periodic
 // train log (below_normal) has run before it and the periodic test (low) not yet.
@@ -41,7 +31,7 @@ class Probe final : public HostHook {
 
 TEST(HostHooks, AHookAtPriorityFifteenRunsAfterThePeriodicTrainLogAndBeforeThePeriodicTest) {
   Context context;
-  auto trainer = assembled("hook-order", {"loop.epochs=1", "loop.log_every_iters=2", "loop.test_every_iters=2"}, context);
+  auto trainer = test::assembled("hook-order", {"loop.epochs=1", "loop.log_every_iters=2", "loop.test_every_iters=2"}, context);
   auto probe = std::make_shared<Probe>();
   trainer->hooks().add(probe, 15);
   const std::vector<std::string> order = trainer->hooks().listing();
@@ -89,7 +79,7 @@ class ToyAverage final : public HostHook {
 TEST(HostHooks, WeightAveragingLandsAsAnAfterUpdateHookOncePerOptimizerStep) {
   Context context;
   // iter_size 3: 16 batches an epoch make 6 updates (the last one of 1 batch), 12 in two epochs.
-  auto trainer = assembled("hook-ema", {"loop.epochs=2", "loop.iter_size=3"}, context);
+  auto trainer = test::assembled("hook-ema", {"loop.epochs=2", "loop.iter_size=3"}, context);
   auto last = std::make_shared<ToyAverage>(0.0);  // decay 0: the average is the last weights
   auto smooth = std::make_shared<ToyAverage>(0.9);
   trainer->hooks().add(last, priority::lowest);

@@ -4,12 +4,11 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <filesystem>
 
 #include <nlohmann/json.hpp>
 
-#include "config/experiment.h"
 #include "formats/metrics.h"
-#include "run/assembly.h"
 #include "support/data_parallel.h"
 #include "support/support.h"
 #include "train/hooks.h"
@@ -18,17 +17,6 @@
 
 namespace trainyard::host {
 namespace {
-
-// The synthetic experiment `yaml` (default: test::synthetic_experiment) built as `trainyard run` builds it.
-std::unique_ptr<Trainer> assembled(const std::string& name, std::string yaml, const std::vector<std::string>& sets,
-                                   Context& context) {
-  const std::string path = test::temp_dir("exp-" + name) + "/" + name + ".yaml";
-  test::write_file(path, yaml.empty() ? test::synthetic_experiment(name) : yaml);
-  static std::vector<std::unique_ptr<Experiment>> kept;  // the trainer refers to its experiment
-  kept.push_back(std::make_unique<Experiment>(validate_experiment(read_experiment(path, sets), test::builtin_registry())));
-  context.seed = kept.back()->seed;
-  return assemble_stage(*kept.back(), context, nullptr, RunPaths(test::temp_dir("out-" + name)));
-}
 
 // The average computed here in double, from the weights after each update,
 // with timm's ModelEmaV3 formula written out: the reference for the host's.
@@ -59,7 +47,7 @@ class ReferenceAverage final : public HostHook {
 TEST(WeightAverage, FollowsTimmsWarmupAndBlendsInEveryNthUpdate) {
   Context context;
   // 16 batches an epoch, 2 epochs: 32 updates, averaged at every 3rd (10 times).
-  auto trainer = assembled("ema-formula", "", {"ema.enabled=true", "ema.decay=0.95", "ema.every_updates=3"}, context);
+  auto trainer = test::assembled("ema-formula", {"ema.enabled=true", "ema.decay=0.95", "ema.every_updates=3"}, context);
   auto reference = std::make_shared<ReferenceAverage>(0.95, 3);
   trainer->hooks().add(reference, priority::lowest);
   trainer->run();
@@ -93,7 +81,7 @@ TEST(WeightAverage, BatchNormStatisticsAreAveragedOrTheTrainedOnesAreUsed) {
     std::string yaml = test::synthetic_experiment("ema-bn");
     const std::string mlp = "{plugin: mlp, hidden_sizes: [32], dropout: 0.1}";
     yaml.replace(yaml.find(mlp), mlp.size(), "{plugin: convnet, channels: [4], convs_per_block: 1, hidden: 8}");
-    auto trainer = assembled("ema-bn-" + buffers, yaml, {"ema.enabled=true", "ema.buffers=" + buffers}, context);
+    auto trainer = test::assembled("ema-bn-" + buffers, {"ema.enabled=true", "ema.buffers=" + buffers}, context, yaml);
     trainer->run();
     Network& net = trainer->network();
     std::map<std::string, at::Tensor> trained;
@@ -122,8 +110,11 @@ std::string run(const std::string& exp, const std::string& out, const std::strin
 
 TEST(WeightAverage, ResumesExactlyIsTestedBesideTheTrainedWeightsAndIsExported) {
   const std::string exp = test::temp_dir("exp-ema") + "/ema.yaml";
-  test::write_file(exp, test::synthetic_experiment(
-                            "ema", "ema: {enabled: true, evaluate: true, every_updates: 2, warmup_power: 0.75}\n"));
+  std::string yaml = test::synthetic_experiment(
+      "ema", "ema: {enabled: true, evaluate: true, every_updates: 2, warmup_power: 0.75}\n");
+  // A meter with result files: they are the trained weights' pass, as without ema.
+  yaml.replace(yaml.find("  - plugin: loss\n"), 17, "  - plugin: loss\n  - {plugin: confusion_matrix, phases: [test]}\n");
+  test::write_file(exp, yaml);
   // Straight to 2 epochs; 1 epoch and then resumed to 2; and without ema at all.
   const std::string straight_out = test::temp_dir("ema-straight");
   const std::string straight = run(exp, straight_out);
@@ -134,8 +125,16 @@ TEST(WeightAverage, ResumesExactlyIsTestedBesideTheTrainedWeightsAndIsExported) 
   const std::string a = test::latest_checkpoint(straight), b = test::latest_checkpoint(resumed);
   EXPECT_EQ(test::compare_checkpoint_networks(a, b), "");
   EXPECT_EQ(test::compare_checkpoint_networks(a, b, "part_ema"), "") << "the average resumes exactly";
-  // Averaging and testing the average leave training as it was, bit for bit.
+  // Averaging and testing the average leave training as it was, bit for bit,
+  // and the meters' result files are the trained weights'.
   EXPECT_EQ(test::compare_checkpoint_networks(a, test::latest_checkpoint(plain)), "");
+  size_t results = 0;
+  for (const auto& f : std::filesystem::directory_iterator(plain + "/meters")) {
+    const std::string name = f.path().filename().string();
+    ++results;
+    EXPECT_EQ(test::read_file(straight + "/meters/" + name), test::read_file(f.path().string())) << name;
+  }
+  EXPECT_GE(results, 2u);
 
   // Every test logs both: test_* on the trained weights, test_ema_* on the average.
   std::vector<MetricsEvent> tests;
@@ -184,6 +183,12 @@ TEST(WeightAverage, AskingForAnAverageARunDidNotKeepIsOneLine) {
   EXPECT_EQ(test::nonempty_lines(x.err).size(), 1u) << x.err;
   EXPECT_TRUE(test::contains(x.err, "error: command line: --weights ema: ")) << x.err;
   EXPECT_TRUE(test::contains(x.err, "ema.enabled is false")) << x.err;
+  // The average's values are names stopping and plots may use, with ema.evaluate only.
+  EXPECT_EQ(test::trainyard("validate " + exp + " --set ema.enabled=true --set ema.evaluate=true "
+                            "--set stopping.monitor=test_ema_accuracy_top1").exit_code, 0);
+  const auto monitor = test::trainyard("validate " + exp + " --set stopping.monitor=test_ema_accuracy_top1");
+  EXPECT_EQ(monitor.exit_code, 2);
+  EXPECT_TRUE(test::contains(monitor.err, "no meter value 'test_ema_accuracy_top1'")) << monitor.err;
   const auto e = test::trainyard("validate " + exp + " --set ema.evaluate=true");
   EXPECT_EQ(e.exit_code, 2);
   EXPECT_TRUE(test::contains(e.err, "ema.evaluate")) << e.err;

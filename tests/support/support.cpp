@@ -13,7 +13,10 @@
 
 #include <gtest/gtest.h>
 
+#include "config/experiment.h"
 #include "plugins/loader.h"
+#include "run/assembly.h"
+#include "train/trainer.h"
 #include "plugins/registry.h"
 #include <torch/serialize/input-archive.h>
 #include "trainyard/record.h"
@@ -266,6 +269,21 @@ void write_matrix(const std::string& path, const at::Tensor& matrix) {
   out.precision(17);
   for (int64_t i = 0; i < m.size(0); ++i)
     for (int64_t j = 0; j < m.size(1); ++j) out << m[i][j].item<double>() << (j + 1 < m.size(1) ? " " : "\n");
+}
+
+}  // namespace trainyard::test
+
+namespace trainyard::test {
+
+std::unique_ptr<host::Trainer> assembled(const std::string& name, const std::vector<std::string>& sets,
+                                         Context& context, const std::string& yaml) {
+  const std::string path = temp_dir("exp-" + name) + "/" + name + ".yaml";
+  write_file(path, yaml.empty() ? synthetic_experiment(name) : yaml);
+  static std::vector<std::unique_ptr<host::Experiment>> kept;
+  kept.push_back(std::make_unique<host::Experiment>(
+      host::validate_experiment(host::read_experiment(path, sets), builtin_registry())));
+  context.seed = kept.back()->seed;
+  return host::assemble_stage(*kept.back(), context, nullptr, host::RunPaths(temp_dir("out-" + name)));
 }
 
 }  // namespace trainyard::test

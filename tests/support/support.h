@@ -2,6 +2,7 @@
 // Helpers for tests that run the real trainyard binary and read what it wrote.
 #include <ATen/core/Tensor.h>
 
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -58,14 +59,25 @@ std::string compare_checkpoint_networks(const std::string& a, const std::string&
 
 }  // namespace trainyard::test
 
+namespace trainyard {
+struct Context;
+}
 namespace trainyard::host {
 class Registry;
+class Trainer;
 }
 
 namespace trainyard::test {
 
 /// The built-in plugins, loaded once from the build's plugin folder.
 const host::Registry& builtin_registry();
+
+/// The experiment `yaml` (empty: synthetic_experiment(name)) with `sets`
+/// applied, assembled in this process as `trainyard run` assembles it, over a
+/// temporary run directory; `context` gets its seed. The experiment stays
+/// alive for the test binary's life (the trainer refers to it).
+std::unique_ptr<host::Trainer> assembled(const std::string& name, const std::vector<std::string>& sets,
+                                         Context& context, const std::string& yaml = "");
 
 /// The newest ckpt-*.pt of RUN_DIR/checkpoints ("" if none); manifests and best.pt are not counted.
 std::string latest_checkpoint(const std::string& run_dir);
