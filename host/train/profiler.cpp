@@ -114,7 +114,8 @@ std::string summarize(const kineto::ProfilerResult& result, int64_t first, int64
   const std::vector<std::pair<std::string, const char*>> phases = {{"data wait", trace_scope::data_wait},
                                                                    {"forward", trace_scope::forward},
                                                                    {"backward", trace_scope::backward},
-                                                                   {"optimizer", trace_scope::optimizer}};
+                                                                   {"optimizer", trace_scope::optimizer},
+                                                                   {"ranks", trace_scope::ranks}};
   std::vector<double> phase_ns(phases.size(), 0.0);
   double step_ns = 0;
   for (const auto* s : step_events) {
@@ -132,6 +133,7 @@ std::string summarize(const kineto::ProfilerResult& result, int64_t first, int64
     std::vector<std::string> parts;
     for (size_t k = 0; k < phases.size(); ++k) {
       rest -= phase_ns[k];
+      if (phases[k].second == trace_scope::ranks && phase_ns[k] == 0) continue;  // one process: no ranks
       parts.push_back(phases[k].first + " " + fixed(phase_ns[k] / n / 1e6, 2) + " (" +
                       fixed(100 * phase_ns[k] / step_ns, 0) + "%)");
     }

@@ -4,8 +4,9 @@
 // a hook. Writes RUN_DIR/profile/rankR.pt.trace.json (a Chrome trace that
 // Perfetto and chrome://tracing open and TensorBoard's PyTorch profiler view
 // lists) and rankR.summary.txt: the operators by self time, and each step's
-// time split into data wait, forward, backward, optimizer and the rest
-// (trainyard's own bookkeeping: meters, logs, hooks, periodic tests).
+// time split into data wait, forward, backward, optimizer, the ranks'
+// agreement (data parallel) and the rest (trainyard's own bookkeeping:
+// meters, logs, hooks, periodic tests).
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -31,6 +32,7 @@ inline constexpr const char* data_wait = "trainyard::data_wait";
 inline constexpr const char* forward = "trainyard::forward";
 inline constexpr const char* backward = "trainyard::backward";
 inline constexpr const char* optimizer = "trainyard::optimizer";
+inline constexpr const char* ranks = "trainyard::ranks";  ///< data parallel: the ranks agree, rank 0's buffers
 }  // namespace trace_scope
 
 /// The profiling hook (priority lowest: a step ends after every other hook of

@@ -313,6 +313,7 @@ void Trainer::default_epoch(int64_t epoch) {
     bool checkpoint_now = due;
     if (comm_) {
       // Ranks agree on every decision: whether anyone still has data, whether anyone stops, whether to checkpoint.
+      RECORD_USER_SCOPE(trace_scope::ranks);
       auto flags = comm_->sum({batch ? 1.0 : 0.0, stop_requested() ? 1.0 : 0.0, signal_stop_ ? 1.0 : 0.0, due ? 1.0 : 0.0});
       if (flags[2] > 0) signal_stop_ = true;  // every rank exits as resumable
       if (flags[1] > 0 && !stop_requested()) request_stop("requested by another rank");
@@ -323,7 +324,10 @@ void Trainer::default_epoch(int64_t epoch) {
     if (comm_) {
       // Every update starts from rank 0's buffers (DDP's broadcast_buffers):
       // the statistics every rank tests with are the ones rank 0 saves.
-      if (!updater_.pending()) comm_->broadcast_buffers(*c_.network.object);
+      if (!updater_.pending()) {
+        RECORD_USER_SCOPE(trace_scope::ranks);
+        comm_->broadcast_buffers(*c_.network.object);
+      }
       if (!batch) {
         empty_step();
         ++at_.position;

@@ -75,6 +75,20 @@ TEST(Profiler, TheTraceOfTheAskedStepsOpensInTensorBoardsProfilerWithTheNetworks
   EXPECT_TRUE(contains(read.out, "op aten::mm ")) << "the backward's matrix products: " << read.out;
 }
 
+TEST(Profiler, EachRankWritesItsTraceAndTheStepShowsTheRanksAgreement) {
+  const std::string exp = temp_dir("exp-profile-dp") + "/dp.yaml", out = temp_dir("out-profile-dp");
+  write_file(exp, synthetic_experiment("dp"));
+  const auto r = trainyard("run " + exp + " --output-dir " + out + " --profile 2:5 --nproc-per-node 2");
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  for (int rank : {0, 1}) {
+    const std::string base = out + "/dp/profile/rank" + std::to_string(rank);
+    EXPECT_TRUE(std::filesystem::exists(base + ".pt.trace.json")) << base;
+    const std::string summary = read_file(base + ".summary.txt");
+    EXPECT_TRUE(contains(summary, "iterations 3-5: 3 steps recorded")) << summary;
+    EXPECT_TRUE(contains(summary, " ranks ")) << "the per-step agreement and buffer broadcast: " << summary;
+  }
+}
+
 TEST(Profiler, AWindowThatIsNotOneIsOneLine) {
   const std::string exp = temp_dir("exp-profile-bad") + "/bad.yaml", out = temp_dir("out-profile-bad");
   write_file(exp, synthetic_experiment("bad"));
