@@ -14,13 +14,17 @@
 
 namespace trainyard::host {
 
+namespace {
+// eval's and export's --weights.
+constexpr const char* kWeightsHelp = "trained, or ema: the checkpoint's averaged weights (a run with ema.enabled)";
+}  // namespace
+
 int eval_command(int argc, char** argv) {
   const std::string usage = "trainyard eval EXP.yaml [--checkpoint PATH] [--weights trained|ema] [--output FILE.json] "
                             "[--output-dir DIR] [--set KEY=VALUE]... [--plugin-dir DIR]...";
   po::options_description own("eval options");
   own.add_options()("checkpoint", po::value<std::string>(), "checkpoint to evaluate (default: the run's latest)")(
-      "weights", po::value<std::string>()->default_value("trained"),
-      "trained, or ema: the checkpoint's averaged weights (a run with ema.enabled)")(
+      "weights", po::value<std::string>()->default_value("trained"), kWeightsHelp)(
       "output-dir", po::value<std::string>(), "folder of run directories (default: output.dir)")(
       "output", po::value<std::string>(), "also write the values as JSON to this file");
   const po::options_description visible = experiment_command_options(own);
@@ -55,8 +59,7 @@ int export_command(int argc, char** argv) {
                     "TorchScript module with the trained values (network.plugin: torchscript)")(
       "output", po::value<std::string>(), "the file to write")(
       "checkpoint", po::value<std::string>(), "weights to export (default: the run's latest checkpoint)")(
-      "weights", po::value<std::string>()->default_value("trained"),
-      "trained, or ema: the checkpoint's averaged weights (a run with ema.enabled)")(
+      "weights", po::value<std::string>()->default_value("trained"), kWeightsHelp)(
       "output-dir", po::value<std::string>(), "folder of run directories (default: output.dir)");
   const po::options_description visible = experiment_command_options(own);
   po::variables_map vm;

@@ -74,6 +74,11 @@ struct StoppingConfig {
   double min_delta = 0;       ///< smaller changes are not improvements
   bool keep_best = true;      ///< checkpoints/best.pt: the best epoch by `monitor`
   std::string mode = "auto";  ///< max | min | auto (min for names with "loss")
+
+  /// Whether `meter` is better smaller under `mode`.
+  bool minimizes(const std::string& meter) const {
+    return mode == "min" || (mode == "auto" && meter.find("loss") != std::string::npos);
+  }
 };
 
 /// Weight averaging (train/weight_average.h): an exponential moving average

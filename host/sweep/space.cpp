@@ -10,29 +10,6 @@
 namespace trainyard::host {
 namespace {
 
-// Splits "a,b,[c,d]" at commas outside brackets and braces, trimming blanks.
-std::vector<std::string> split_values(const std::string& text) {
-  std::vector<std::string> out;
-  std::string current;
-  int depth = 0;
-  for (char c : text) {
-    if (c == '[' || c == '{') ++depth;
-    if (c == ']' || c == '}') --depth;
-    if (c == ',' && depth == 0) {
-      out.push_back(current);
-      current.clear();
-      continue;
-    }
-    current += c;
-  }
-  out.push_back(current);
-  for (auto& v : out) {
-    v.erase(0, v.find_first_not_of(' '));
-    v.erase(v.find_last_not_of(' ') + 1);
-  }
-  return out;
-}
-
 bool number(const std::string& text, double& out) {
   char* end = nullptr;
   out = std::strtod(text.c_str(), &end);

@@ -14,6 +14,28 @@ namespace fs = std::filesystem;
 
 namespace trainyard::host {
 
+std::vector<std::string> split_values(const std::string& text) {
+  std::vector<std::string> out;
+  std::string current;
+  int depth = 0;
+  for (char c : text) {
+    if (c == '[' || c == '{') ++depth;
+    if (c == ']' || c == '}') --depth;
+    if (c == ',' && depth == 0) {
+      out.push_back(current);
+      current.clear();
+      continue;
+    }
+    current += c;
+  }
+  out.push_back(current);
+  for (auto& v : out) {
+    v.erase(0, v.find_first_not_of(' '));
+    v.erase(v.find_last_not_of(' ') + 1);
+  }
+  return out;
+}
+
 GridAxis parse_grid(const std::string& argument) {
   const auto eq = argument.find('=');
   if (eq == std::string::npos || eq == 0 || eq + 1 == argument.size())
@@ -21,22 +43,8 @@ GridAxis parse_grid(const std::string& argument) {
                       "expected e.g. --grid optimizer.lr=0.1,0.01", "");
   GridAxis axis;
   axis.key = argument.substr(0, eq);
-  std::string current;
-  int depth = 0;
-  for (char c : argument.substr(eq + 1)) {
-    if (c == '[' || c == '{') ++depth;
-    if (c == ']' || c == '}') --depth;
-    if (c == ',' && depth == 0) {
-      axis.values.push_back(current);
-      current.clear();
-      continue;
-    }
-    current += c;
-  }
-  axis.values.push_back(current);
-  for (auto& v : axis.values) {
-    v.erase(0, v.find_first_not_of(' '));
-    v.erase(v.find_last_not_of(' ') + 1);
+  axis.values = split_values(argument.substr(eq + 1));
+  for (const auto& v : axis.values) {
     if (v.empty())
       throw ConfigError("--grid " + argument + ": an empty value", "expected values separated by commas", "");
   }

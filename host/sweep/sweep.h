@@ -15,6 +15,10 @@ struct GridAxis {
   std::vector<std::string> values;  ///< YAML values as written
 };
 
+/// "a, [b, c], {d: e}" -> "a", "[b, c]", "{d: e}": split at commas outside
+/// brackets and braces, blanks trimmed (the values of --grid and of --space's choice).
+std::vector<std::string> split_values(const std::string& text);
+
 /// "optimizer.lr=0.1,0.01" or "network.hidden_sizes=[64],[128, 64]" (commas
 /// inside brackets or braces do not split). Throws ConfigError.
 GridAxis parse_grid(const std::string& argument);

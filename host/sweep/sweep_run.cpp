@@ -119,8 +119,9 @@ std::vector<SweepPoint> points_of(const SweepRequest& request, const Experiment&
 Ranking ranking_of(const SweepRequest& request, const Experiment& base) {
   Ranking r;
   r.metric = request.metric.empty() ? base.stopping.monitor : request.metric;
-  const std::string mode = request.metric.empty() || request.metric == base.stopping.monitor ? base.stopping.mode : "auto";
-  r.maximize = mode == "max" || (mode == "auto" && r.metric.find("loss") == std::string::npos);
+  StoppingConfig direction = base.stopping;  // its mode speaks for its monitor only
+  if (r.metric != base.stopping.monitor) direction.mode = "auto";
+  r.maximize = !direction.minimizes(r.metric);
   return r;
 }
 
@@ -216,7 +217,7 @@ SweepOutcome run_sweep(const SweepRequest& request) {
     size_t rung = 0;
     int64_t until = 0;  ///< --until-epoch; 0 to the end
   };
-  std::deque<Job> plain;  ///< without halving: every unfinished point; with it: trials a kill interrupted
+  std::deque<Job> queued;  ///< without halving: every unfinished point; with it: trials a kill interrupted
   if (halving) {
     // The scheduler's state, read back from the run directories: rungs completed, and where runs were headed.
     for (size_t i = 0; i < points.size(); ++i) {
@@ -232,7 +233,7 @@ SweepOutcome run_sweep(const SweepRequest& request) {
       if (fs::exists(run_dir_of(i)) && k < halving->rungs().size() && (k == 0 || done > halving->rungs()[k - 1])) {
         halving->restore_started(i, k);
         const int64_t until = halving->rungs()[k];
-        plain.push_back({i, k, until < base.loop.epochs ? until : 0});
+        queued.push_back({i, k, until < base.loop.epochs ? until : 0});
       }
     }
   } else {
@@ -241,7 +242,7 @@ SweepOutcome run_sweep(const SweepRequest& request) {
         results[i].status = "skipped (finished before)";
         report(i);
       } else {
-        plain.push_back({i});
+        queued.push_back({i});
       }
     }
   }
@@ -253,9 +254,9 @@ SweepOutcome run_sweep(const SweepRequest& request) {
   std::vector<int64_t> epochs_before(points.size(), 0);
   const std::string self = fs::read_symlink("/proc/self/exe").string();
   auto next_job = [&]() -> std::optional<Job> {
-    if (!plain.empty()) {
-      Job j = plain.front();
-      plain.pop_front();
+    if (!queued.empty()) {
+      Job j = queued.front();
+      queued.pop_front();
       return j;
     }
     if (!halving) return std::nullopt;

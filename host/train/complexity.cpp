@@ -161,7 +161,7 @@ NetworkCost network_cost(const Experiment& e, const Components& c, const Context
     const at::Tensor* out = row.name.empty() ? &output : nullptr;
     if (auto it = facts.outputs.find(row.name); it != facts.outputs.end()) out = &it->second;
     if (out && out->dim() >= 1) {
-      row.output_shape = shape_text(out->sizes().slice(1));
+      row.output_sizes = out->sizes().slice(1).vec();
       row.output_bytes = out->numel() / std::max<int64_t>(1, out->size(0)) * static_cast<int64_t>(sizeof(float));
     }
     cost.modules.push_back(row);
@@ -184,7 +184,7 @@ std::string cost_table(const NetworkCost& cost, int max_depth) {
     const std::string name = std::string(2 * static_cast<size_t>(m.depth), ' ') +
                              (m.name.empty() ? "(network)" : m.name) + " " + m.type;
     rows.push_back({name, std::to_string(m.parameters), m.flops ? human_flops(m.flops) : "-",
-                    m.output_shape.empty() ? "" : m.output_shape, m.output_bytes >= 0 ? human_bytes(m.output_bytes) : ""});
+                    m.output_sizes ? shape_text(*m.output_sizes) : "", m.output_bytes >= 0 ? human_bytes(m.output_bytes) : ""});
   }
   std::vector<size_t> width(5, 0);
   for (const auto& r : rows)

@@ -27,7 +27,8 @@ struct ModuleCost {
   int depth = 0;             ///< 0 for the network, 1 for its children, ...
   int64_t parameters = 0;    ///< its own and its submodules'
   int64_t flops = 0;         ///< forward FLOPs for one sample, its own and its submodules'
-  std::string output_shape;  ///< one sample's output ("[256]"), "" where the graph does not show it
+  /// One sample's output shape ({256}); none where the graph does not show it.
+  std::optional<std::vector<int64_t>> output_sizes;
   int64_t output_bytes = -1; ///< that output's bytes in fp32, -1 where unknown
 };
 

@@ -116,8 +116,11 @@ std::string dry_run_report(const Experiment& e, Components& c, const Context& co
     const size_t depth = m.key().empty() ? 0 : std::count(m.key().begin(), m.key().end(), '.') + 1;
     const ModuleCost* mc = costs.count(m.key()) ? costs.at(m.key()) : nullptr;
     std::string shape = m.key().empty() ? shape_text(output.sizes()) : "";
-    if (mc && !mc->output_shape.empty() && !m.key().empty())
-      shape = "[" + std::to_string(batch->size()) + (mc->output_shape == "[]" ? "" : ", " + mc->output_shape.substr(1));
+    if (mc && mc->output_sizes && !m.key().empty()) {  // the batch's size, then one sample's shape
+      std::vector<int64_t> sizes{batch->size()};
+      sizes.insert(sizes.end(), mc->output_sizes->begin(), mc->output_sizes->end());
+      shape = shape_text(sizes);
+    }
     std::string per_sample;
     if (mc && mc->flops > 0) per_sample += human_flops(mc->flops);
     if (mc && mc->output_bytes >= 0) per_sample += (per_sample.empty() ? "" : ", ") + human_bytes(mc->output_bytes);

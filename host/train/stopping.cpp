@@ -10,9 +10,7 @@ namespace trainyard::host {
 StoppingRule::StoppingRule(StoppingConfig config, std::function<std::string(const std::string& key)> where)
     : config_(std::move(config)), where_(std::move(where)) {}
 
-bool StoppingRule::minimized(const std::string& meter) const {
-  return config_.mode == "min" || (config_.mode == "auto" && meter.find("loss") != std::string::npos);
-}
+bool StoppingRule::minimized(const std::string& meter) const { return config_.minimizes(meter); }
 
 std::optional<std::string> StoppingRule::target_reached(const MeterValues& values) const {
   const auto& s = config_;
