@@ -44,15 +44,48 @@ endfunction()
 # Call it after find_package(Torch); it does nothing for other LibTorch layouts.
 macro(trainyard_use_wheel_cuda_libraries)
   file(GLOB _trainyard_wheel_cuda_dirs LIST_DIRECTORIES true "${TORCH_INSTALL_PREFIX}/../nvidia/*/lib")
-  if(_trainyard_wheel_cuda_dirs AND TARGET CUDA::cudart)
-    find_library(TRAINYARD_WHEEL_CUDART NAMES libcudart.so.13 libcudart.so.12 cudart
-                 PATHS ${_trainyard_wheel_cuda_dirs} NO_DEFAULT_PATH)
-    if(TRAINYARD_WHEEL_CUDART)
-      set_target_properties(CUDA::cudart PROPERTIES IMPORTED_LOCATION "${TRAINYARD_WHEEL_CUDART}")
+  if(_trainyard_wheel_cuda_dirs AND (TARGET CUDA::cudart OR TRAINYARD_TORCH_CUDART_FROM_WHEEL))
+    if(TARGET CUDA::cudart)
+      find_library(TRAINYARD_WHEEL_CUDART NAMES libcudart.so.13 libcudart.so.12 cudart
+                   PATHS ${_trainyard_wheel_cuda_dirs} NO_DEFAULT_PATH)
+      if(TRAINYARD_WHEEL_CUDART)
+        set_target_properties(CUDA::cudart PROPERTIES IMPORTED_LOCATION "${TRAINYARD_WHEEL_CUDART}")
+      endif()
     endif()
     foreach(_dir ${_trainyard_wheel_cuda_dirs})
       add_link_options("LINKER:-rpath-link,${_dir}")
     endforeach()
+  endif()
+endmacro()
+
+# trainyard_provide_torch_cudart()
+#
+# Called before find_package(Torch) by TrainyardConfig.cmake. LibTorch's
+# package (Caffe2/public/cuda.cmake) enables the CUDA language, which needs
+# nvcc, even for a project that compiles no CUDA; it skips all of that when
+# the target torch::cudart exists already (its include guard). Unless the
+# project enabled CUDA itself or set TRAINYARD_PLUGIN_CUDA_TOOLKIT ON, this
+# defines torch::cudart as the CUDA runtime LibTorch runs with (the nvidia-*
+# wheel's libcudart beside the torch wheel, found from Torch_DIR), so that a
+# C++ plugin configures and links with no toolkit, no nvcc, no CUDA_HOME.
+# Sets TRAINYARD_TORCH_CUDART_FROM_WHEEL when it did.
+macro(trainyard_provide_torch_cudart)
+  option(TRAINYARD_PLUGIN_CUDA_TOOLKIT "let LibTorch's CMake package set up CUDA (needs nvcc) in a C++-only project" OFF)
+  get_property(_trainyard_languages GLOBAL PROPERTY ENABLED_LANGUAGES)
+  set(TRAINYARD_TORCH_CUDART_FROM_WHEEL OFF)
+  if(NOT "CUDA" IN_LIST _trainyard_languages AND NOT TRAINYARD_PLUGIN_CUDA_TOOLKIT AND NOT TARGET torch::cudart
+     AND Torch_DIR)
+    # Torch_DIR is .../site-packages/torch/share/cmake/Torch; the runtime is in .../site-packages/nvidia/*/lib.
+    file(GLOB _trainyard_wheel_cudart "${Torch_DIR}/../../../../nvidia/*/lib/libcudart.so.*")
+    add_library(torch::cudart INTERFACE IMPORTED)
+    if(_trainyard_wheel_cudart)
+      list(GET _trainyard_wheel_cudart 0 _trainyard_wheel_cudart)
+      get_filename_component(_trainyard_wheel_cudart "${_trainyard_wheel_cudart}" REALPATH)
+      set_property(TARGET torch::cudart PROPERTY INTERFACE_LINK_LIBRARIES "${_trainyard_wheel_cudart}")
+    endif()
+    # Without the wheel's runtime (a LibTorch archive), libtorch_cuda.so names
+    # its own: a plugin that calls the CUDA runtime directly enables CUDA.
+    set(TRAINYARD_TORCH_CUDART_FROM_WHEEL ON)
   endif()
 endmacro()
 

@@ -4,13 +4,13 @@
 # (default 60), starting from the seed corpus in tests/fuzz/corpus/<target>.
 # New interesting inputs go to build-fuzz/corpus/<target>, crashing inputs to
 # build-fuzz/crashes/. Exits non-zero if any target found a crash.
-#   bash scripts/fuzz.sh [SECONDS] [TARGET...]    targets: experiment set record manifest
+#   bash scripts/fuzz.sh [SECONDS] [TARGET...]    targets: experiment set record manifest shard
 set -euo pipefail
 cd "$(dirname "$0")/.."
 seconds=${1:-60}
 shift || true
 targets=("$@")
-[ ${#targets[@]} -eq 0 ] && targets=(experiment set record manifest)
+[ ${#targets[@]} -eq 0 ] && targets=(experiment set record manifest shard)
 bash scripts/install-deps.sh
 if ! command -v clang++ >/dev/null 2>&1 || ! dpkg-query -W -f='${Status}' libclang-rt-14-dev 2>/dev/null | grep -q "ok installed"; then
   apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq clang libclang-rt-14-dev

@@ -114,11 +114,29 @@ fi
 # torch-tb-profiler (TensorBoard's PyTorch profiler view: reads `run --profile`'s
 # traces; 0.4.3 is its last release). Pinned;
 # into the same environment as torch, whose Python the tests run.
-readers=(tensorboard==2.21.0 mlflow==3.17.2 pandas==3.1.1 scikit-image==0.26.0 torchvision==0.29.2 webdataset==1.0.2
+# Pinned for the default torch; for another TRAINYARD_TORCH_VERSION,
+# torchvision is the newest release that accepts that torch. Every reader is
+# installed under a constraint that holds torch at the environment's version:
+# a reader never changes the torch trainyard builds against (torchvision
+# 0.29.2 alone would pull torch 2.15 into a 2.11 environment).
+torchvision_pin="torchvision==0.29.2"
+[ "$TRAINYARD_TORCH_VERSION" = "2.15.0" ] || torchvision_pin="torchvision"
+readers=(tensorboard==2.21.0 mlflow==3.17.2 pandas==3.1.1 scikit-image==0.26.0 "$torchvision_pin" webdataset==1.0.2
          pytorch-metric-learning==2.9.0 safetensors==0.8.0 torch-tb-profiler==0.4.3)
 if [ "$(cat "$TRAINYARD_VENV/.readers" 2>/dev/null)" != "${readers[*]}" ]; then
-  echo "install-deps: installing ${readers[*]} into $TRAINYARD_VENV"
-  "$TRAINYARD_VENV/bin/pip" install -q "${readers[@]}"
+  echo "install-deps: installing ${readers[*]} into $TRAINYARD_VENV (torch held at $TRAINYARD_TORCH_VERSION)"
+  constraint="$TRAINYARD_VENV/.torch-constraint.txt"
+  echo "torch==$TRAINYARD_TORCH_VERSION" > "$constraint"
+  if ! "$TRAINYARD_VENV/bin/pip" install -q -c "$constraint" "${readers[@]}"; then
+    echo "error: install-deps: the readers (${readers[*]}) cannot be installed beside torch $TRAINYARD_TORCH_VERSION;" \
+         "expected releases that accept it; pin older ones in scripts/install-deps.sh" >&2
+    exit 2
+  fi
+  now="$("$TRAINYARD_VENV/bin/python" -c 'import torch; print(torch.__version__.split("+")[0])')"
+  if [ "$now" != "$TRAINYARD_TORCH_VERSION" ]; then
+    echo "error: install-deps: installing the readers changed torch in $TRAINYARD_VENV from $TRAINYARD_TORCH_VERSION to $now" >&2
+    exit 2
+  fi
   echo "${readers[*]}" > "$TRAINYARD_VENV/.readers"
 fi
 

@@ -78,6 +78,9 @@ int command_main(int argc, char** argv) {
     return 2;
   }
   const std::string command = argv[1];
+  // Only a run answers stop signals (install_early_stop_signals until its
+  // experiment says which); every other command ends as a signal says.
+  if (command != "run") restore_default_stop_signals();
   // The console's level, before anything is said: --log-level, else TRAINYARD_LOG_LEVEL.
   trainyard::detail::set_log_handler([](const std::string& line) { log_warning(line); });
   std::string level = std::getenv("TRAINYARD_LOG_LEVEL") ? std::getenv("TRAINYARD_LOG_LEVEL") : "info";

@@ -14,10 +14,12 @@
 
 #include "cli/command_line.h"
 #include "cli/commands.h"
+#include "config/experiment.h"
 #include "config/sections.h"
 #include "plugins/loader.h"
 #include "run/experiment_file.h"
 #include "trainyard/error.h"
+#include "trainyard/trusted_code.h"
 #include "util/text.h"
 
 namespace trainyard::host {
@@ -72,7 +74,15 @@ std::vector<std::string> set_keys(const std::vector<std::string>& words) {
       continue;
     try {
       Registry registry;
-      Experiment e = load_experiment(word, {}, {}, registry);
+      // A TAB press must not run code someone else put in reach: the
+      // experiment's own plugin folders are loaded only when the file that
+      // names them is trusted as a plugin library would be (the user's or
+      // root's, writable by nobody else) and no insecure override is on.
+      ExperimentSource source = read_experiment(word, {});
+      const bool trusted = untrusted_because(word).empty() && !insecure_code_allowed();
+      load_plugin_folders(plugin_search_path(trusted ? experiment_plugin_dirs(source) : std::vector<std::string>{}, {}),
+                          registry);
+      Experiment e = validate_experiment(std::move(source), registry);
       for (const ComponentConfig* c : {&e.train_data, &e.test_data, &e.network, &e.loss, &e.optimizer}) {
         if (!c->component) continue;
         keys.push_back(c->key + ".plugin=");

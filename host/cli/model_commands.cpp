@@ -1,6 +1,9 @@
 // trainyard eval, predict, export, embed and search: a trained checkpoint put to use.
+#include <algorithm>
 #include <filesystem>
 #include <iostream>
+#include <optional>
+#include <vector>
 
 #include "cli/command_line.h"
 #include "cli/commands.h"
@@ -11,12 +14,39 @@
 #include "trainyard/error.h"
 #include "util/files.h"
 #include "util/json.h"
+#include "util/text.h"
 
 namespace trainyard::host {
 
 namespace {
 // eval's and export's --weights.
 constexpr const char* kWeightsHelp = "trained, or ema: the checkpoint's averaged weights (a run with ema.enabled)";
+
+// export --output must not replace what the run itself reads: its checkpoints,
+// config.yaml, provenance.json and the other files trainyard keeps in the run
+// directory, the checkpoint being exported, or the experiment file.
+void refuse_run_files(const std::string& output, const std::string& run_dir, const std::vector<std::string>& inputs) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  auto same = [&](const fs::path& a, const fs::path& b) {
+    return fs::weakly_canonical(a, ec).lexically_normal() == fs::weakly_canonical(b, ec).lexically_normal();
+  };
+  const fs::path out = fs::weakly_canonical(output, ec).lexically_normal();
+  std::optional<std::string> what;
+  const fs::path run = fs::weakly_canonical(run_dir, ec).lexically_normal();
+  if (out.parent_path() == run)
+    for (const char* own : {"config.yaml", "provenance.json", "metrics.jsonl", "summary.json"})
+      if (out.filename() == own) what = (fs::path(run_dir) / own).string() + ", the run's own " + own;
+  if (!what && (out.parent_path() == run / "checkpoints" || out == fs::path(run.string() + ".lock")))
+    what = out.string() + ", one of the run's own files";
+  for (const auto& input : inputs)
+    if (!what && !input.empty() && same(out, input)) what = input;
+  if (what)
+    throw ConfigError("command line: --output " + output + ": would replace " + *what,
+                      "expected a file that is not one of the run's inputs (its checkpoints, config.yaml, "
+                      "provenance.json, the experiment file)",
+                      "write the export elsewhere, e.g. " + (fs::path(run_dir) / "model.pt").string());
+}
 }  // namespace
 
 int eval_command(int argc, char** argv) {
@@ -69,10 +99,7 @@ int export_command(int argc, char** argv) {
   request.format = vm["format"].as<std::string>();
   request.weights = vm["weights"].as<std::string>();
   request.output = vm["output"].as<std::string>();
-  check_output_folder(std::filesystem::path(request.output).parent_path().string().empty()
-                          ? "."
-                          : std::filesystem::path(request.output).parent_path().string(),
-                      "command line: --output " + request.output);
+  check_output_file(request.output, "command line: --output " + request.output);
   // A run directory stands for its saved experiment (config.yaml) and its checkpoints.
   std::string experiment = vm["experiment"].as<std::string>();
   std::string output_dir = maybe<std::string>(vm, "output-dir").value_or("");
@@ -87,6 +114,8 @@ int export_command(int argc, char** argv) {
   Registry registry;
   Experiment e = load_experiment(experiment, many<std::string>(vm, "set"), many<std::string>(vm, "plugin-dir"), registry);
   request.checkpoint = checkpoint_to_read(maybe<std::string>(vm, "checkpoint"), e, output_dir);
+  refuse_run_files(request.output, (std::filesystem::path(output_dir.empty() ? e.output.dir : output_dir) / e.name).string(),
+                   {request.checkpoint, experiment, vm["experiment"].as<std::string>()});
   const size_t tensors = export_model(e, request);
   std::cout << "export: " << tensors << " tensors of " << request.checkpoint << " -> " << request.output << " ("
             << request.format << ")\n";
@@ -191,13 +220,26 @@ int search_command(int argc, char** argv) {
   request.output_dir = vm["output"].as<std::string>();
   request.checkpoint = maybe<std::string>(vm, "checkpoint").value_or("");
   const CatalogInfo catalog = read_catalog_info(vm["catalog"].as<std::string>());
-  std::vector<std::string> plugin_dirs = catalog.plugin_dirs;
-  for (const auto& d : many<std::string>(vm, "plugin-dir")) plugin_dirs.push_back(d);
+  // Plugin folders come from the user, as for run: a catalog is data, and
+  // the folders it records (embed's --plugin-dir) are only named in a hint.
+  const std::vector<std::string> plugin_dirs = many<std::string>(vm, "plugin-dir");
   if (!std::filesystem::is_regular_file(catalog.experiment_file))
     throw ConfigError(catalog.dir + "/catalog.json: experiment " + catalog.experiment_file + " no longer exists",
                       "expected the experiment file the catalog was embedded with", "");
   Registry registry;
-  Experiment e = load_experiment(catalog.experiment_file, catalog.sets, plugin_dirs, registry);
+  Experiment e;
+  try {
+    e = load_experiment(catalog.experiment_file, catalog.sets, plugin_dirs, registry);
+  } catch (const ConfigError& err) {
+    std::vector<std::string> given, not_given;
+    for (const auto& d : plugin_dirs) given.push_back(std::filesystem::absolute(d).lexically_normal().string());
+    for (const auto& d : catalog.plugin_dirs)
+      if (std::find(given.begin(), given.end(), std::filesystem::path(d).lexically_normal().string()) == given.end())
+        not_given.push_back(d);
+    if (not_given.empty()) throw;
+    throw ConfigError(std::string(err.what()) + " (the catalog was embedded with --plugin-dir " + join(not_given) +
+                      "; search loads plugins only from the folders you give: add --plugin-dir for those you trust)");
+  }
   search_catalog(e, registry, catalog, request, std::cout);
   std::cout << "search: " << request.output_dir << "/search.csv, " << request.output_dir << "/search.html\n";
   return 0;

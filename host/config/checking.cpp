@@ -23,13 +23,16 @@ bool parse_number(const std::string& s, double& out) {
   return true;
 }
 
-// Relative to the experiment file, unless given with --set (then relative to
-// the working directory, like every command-line path). Empty stays empty.
-std::string resolve_path(const Document& document, const std::string& key, const std::string& text) {
+// Relative to the experiment file's folder, whether written in the file or
+// given with --set: the same (file, --set) names the same files from any
+// working directory, so a resume started elsewhere resolves what the run's
+// config.yaml holds (docs/experiment-yaml.md, "Relative paths"). Empty
+// stays empty.
+std::string resolve_path(const Document& document, const std::string& text) {
   if (text.empty()) return "";
   if (text.rfind("pipe:", 0) == 0) return text;  // a command whose output is the file (WebDataset's convention)
   fs::path p = text;
-  if (p.is_relative() && !document.set_on_command_line(key)) p = fs::path(document.folder()) / p;
+  if (p.is_relative()) p = fs::path(document.folder()) / p;
   return fs::absolute(p).lexically_normal().string();
 }
 
@@ -87,7 +90,7 @@ struct Checker {
   }
   std::string path(const YAML::Node& n) const {
     if (!n.IsScalar()) wrong(n, "a path");
-    return resolve_path(document, key, n.Scalar());
+    return resolve_path(document, n.Scalar());
   }
   template <class T, class F>
   std::vector<T> list(const YAML::Node& n, const char* what, F each) const {
@@ -155,8 +158,7 @@ Options validate_options(const Document& document, const YAML::Node& map, const 
              "expected " + std::string(type_name(spec.type)) + ", got nothing",
              "add " + spec.key + ": (" + spec.description + ")");
       values[spec.key] = spec.type == OptionType::path
-                             ? Value(resolve_path(document, child_key(key, spec.key),
-                                                  std::get<std::string>(*spec.default_value)))
+                             ? Value(resolve_path(document, std::get<std::string>(*spec.default_value)))
                              : *spec.default_value;
       continue;
     }

@@ -78,9 +78,13 @@ const TypedSchema<LoopConfig>& loop_section() {
           "the watchdog ends the run (exit code 5, stack traces in RUN_DIR/stall-rankN.txt) when no step, test batch "
           "or component call completes for this long; 0 turns it off")
         .range(0.0, 1e7);
-    s.add("stop_grace_secs", &L::stop_grace_secs, 60.0,
-          "after a stop signal, how long the loop may take to reach its next boundary before the watchdog ends it "
-          "(exit code 5)")
+    // 15 s: the watchdog names the hung component, writes its stacks and
+    // frees the run lock well within the 30 s that Slurm (KillWait) and
+    // Kubernetes (terminationGracePeriodSeconds) allow by default.
+    s.add("stop_grace_secs", &L::stop_grace_secs, 15.0,
+          "after a stop signal, how long the loop may take to reach its next boundary (and write its checkpoint) "
+          "before the watchdog names what hangs and ends the run (exit code 5); keep it under the scheduler's grace "
+          "(30 s by default in Slurm and Kubernetes)")
         .range(1.0, 1e7);
     return s;
   }();

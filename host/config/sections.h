@@ -49,7 +49,7 @@ struct LoopConfig {
   /// decode_threads as a count; nothing for auto.
   std::optional<int64_t> decode_thread_count() const;
   double stall_timeout_secs = 1800;     ///< the watchdog ends a run with no progress this long (exit 5); 0: off
-  double stop_grace_secs = 60;          ///< after a stop signal, the time allowed to reach a boundary
+  double stop_grace_secs = 15;          ///< after a stop signal, the time allowed to reach a boundary
 };
 
 struct DistributedConfig {

@@ -1,6 +1,7 @@
 // Reading the experiment file, applying --set KEY=VALUE, and pointing at the
 // line a key came from.
 #include <cerrno>
+#include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 
@@ -84,8 +85,6 @@ const std::string* nearest_entry(const std::map<std::string, std::string>& entri
   }
 }
 
-bool Document::set_on_command_line(const std::string& key) const { return nearest_entry(set_origins, key) != nullptr; }
-
 std::string Document::where(const YAML::Node& node, const std::string& key) const {
   // A --set that replaced the key or a map above it wins over the file.
   if (const std::string* origin = nearest_entry(set_origins, key)) return *origin + ": " + key;
@@ -116,6 +115,18 @@ ExperimentSource read_experiment(const std::string& path, const std::vector<std:
                       "see docs/experiment-yaml.md");
 
   for (const auto& set : sets) {
+    // Checked first: the message must not carry the bytes, and a run's config.yaml must read back.
+    if (const size_t bad = first_invalid_utf8(set); bad != std::string::npos) {
+      const size_t eq = set.find('=');
+      const std::string key = set.substr(0, eq);
+      const bool in_value = eq != std::string::npos && bad > eq && first_invalid_utf8(key) == std::string::npos;
+      char byte[8];
+      std::snprintf(byte, sizeof byte, "0x%02x", static_cast<unsigned>(static_cast<unsigned char>(set[bad])));
+      throw ConfigError(in_value ? "--set " + key + ": the value is not UTF-8 text (byte " + std::string(byte) +
+                                       " at offset " + std::to_string(bad - eq - 1) + " of the value)"
+                                 : "--set: a key is not UTF-8 text (byte " + std::string(byte) + ")",
+                        "expected UTF-8 text", "write it in UTF-8 (a run's config.yaml must read back)");
+    }
     const std::string origin = "--set " + set;
     size_t eq = set.find('=');
     if (eq == std::string::npos || eq == 0)

@@ -4,6 +4,8 @@
 // before anything else looks at it. yaml-cpp accepts duplicate keys and
 // shares aliased nodes, so a later walk would otherwise see the first key of
 // a duplicate pair and expand a billion-laughs file without bound.
+#include <cstdint>
+#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -24,14 +26,35 @@ std::string mark_of(const std::string& path, const YAML::Mark& mark) {
   return mark.is_null() ? path : at(path, static_cast<size_t>(mark.line) + 1, static_cast<size_t>(mark.column) + 1);
 }
 
-// The length of a valid UTF-8 sequence starting at s[i], or 0.
+// The length of a well-formed UTF-8 sequence starting at s[i], or 0.
 size_t utf8_length(const std::string& s, size_t i) {
   const auto c = static_cast<unsigned char>(s[i]);
   size_t n = c < 0x80 ? 1 : (c >> 5) == 0x6 ? 2 : (c >> 4) == 0xE ? 3 : (c >> 3) == 0x1E ? 4 : 0;
   if (n == 0 || i + n > s.size()) return 0;
-  for (size_t k = 1; k < n; ++k)
-    if ((static_cast<unsigned char>(s[i + k]) >> 6) != 0x2) return 0;
+  uint32_t code = n == 1 ? c : c & (0x7F >> n);
+  for (size_t k = 1; k < n; ++k) {
+    const auto b = static_cast<unsigned char>(s[i + k]);
+    if ((b >> 6) != 0x2) return 0;
+    code = code << 6 | (b & 0x3F);
+  }
+  static constexpr uint32_t kLeast[5] = {0, 0, 0x80, 0x800, 0x10000};
+  if (code < kLeast[n] || code > 0x10FFFF || (code >= 0xD800 && code <= 0xDFFF)) return 0;  // overlong, too large, surrogate
   return n;
+}
+
+std::string byte_text(unsigned char byte) {
+  char text[8];
+  std::snprintf(text, sizeof text, "0x%02x", static_cast<unsigned>(byte));
+  return text;
+}
+
+// A key or value that is not UTF-8 text, named by its key.
+void check_utf8(const std::string& where, const std::string& what, const std::string& text) {
+  const size_t bad = first_invalid_utf8(text);
+  if (bad == std::string::npos) return;
+  throw ConfigError(where + ": " + what + " is not UTF-8 text (byte " + byte_text(static_cast<unsigned char>(text[bad])) +
+                        " at offset " + std::to_string(bad) + ")",
+                    "expected UTF-8 text", "write it in UTF-8 (a run's config.yaml must read back)");
 }
 
 void check_text(const std::string& path, const std::string& text) {
@@ -84,6 +107,7 @@ struct Walk {
                                 " is " + shown(kv.first),
                             "expected keys that are plain names", "");
         const std::string name = kv.first.Scalar();
+        check_utf8(mark_of(path, kv.first.Mark()), key.empty() ? "a key" : "a key under " + key, name);
         auto [it, fresh] = seen.emplace(name, kv.first.Mark());
         if (!fresh)
           throw ConfigError(mark_of(path, kv.first.Mark()) + ": " + child_key(key, name) + ": duplicate key",
@@ -95,6 +119,9 @@ struct Walk {
       }
     } else if (node.IsSequence()) {
       for (size_t i = 0; i < node.size(); ++i) visit(node[i], index_key(key, i), depth + 1);
+    } else if (node.IsScalar()) {
+      // An escape ("\ud800") can make bytes the file's own text check never saw.
+      check_utf8(mark_of(path, node.Mark()), key.empty() ? "the value" : "the value of " + key, node.Scalar());
     }
   }
 };
@@ -134,6 +161,15 @@ void check_flow_depth(const std::string& path, const std::string& text) {
 }  // namespace
 
 void check_yaml_tree(const std::string& origin, const YAML::Node& root) { Walk{origin}.visit(root, "", 0); }
+
+size_t first_invalid_utf8(const std::string& text) {
+  for (size_t i = 0; i < text.size();) {
+    const size_t n = utf8_length(text, i);
+    if (n == 0) return i;
+    i += n;
+  }
+  return std::string::npos;
+}
 
 YAML::Node load_yaml_file(const std::string& path, const std::string& what) {
   std::error_code ec;

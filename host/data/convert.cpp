@@ -20,6 +20,7 @@
 #include "trainyard/labeled_files.h"
 #include "trainyard/random.h"
 #include "trainyard/record.h"
+#include "util/files.h"
 #include "util/text.h"
 
 namespace fs = std::filesystem;
@@ -371,6 +372,66 @@ std::string write_shards(const std::string& dir, const Source& s, const std::vec
   return "shard-{000000.." + std::string(last) + "}.tar";
 }
 
+// A folder an earlier convert wrote: an LMDB (data.mdb), tar shards, or
+// train/ and test/ holding those. Only such a folder is replaced by --overwrite.
+bool written_by_convert(const fs::path& dir, bool split_allowed = true) {
+  std::error_code ec;
+  if (!fs::is_directory(dir, ec) || fs::is_symlink(dir, ec)) return false;
+  if (fs::is_regular_file(dir / "data.mdb", ec)) return true;
+  for (const auto& entry : fs::directory_iterator(dir, ec))
+    if (entry.path().filename().string().rfind("shard-", 0) == 0 && entry.path().extension() == ".tar") return true;
+  return split_allowed && written_by_convert(dir / "train", false) && written_by_convert(dir / "test", false);
+}
+
+// True when `inner` is `outer` or lies inside it (both made absolute, links resolved where they exist).
+bool inside(const fs::path& inner, const fs::path& outer) {
+  std::error_code ec;
+  const fs::path a = fs::weakly_canonical(fs::absolute(inner), ec).lexically_normal();
+  const fs::path b = fs::weakly_canonical(fs::absolute(outer), ec).lexically_normal();
+  auto ai = a.begin();
+  for (auto bi = b.begin(); bi != b.end(); ++bi, ++ai) {
+    if (bi->empty() && std::next(bi) == b.end()) break;  // a trailing "/" of b
+    if (ai == a.end() || *ai != *bi) return false;
+  }
+  return true;
+}
+
+// The output folder: trailing slashes dropped ("out/" is "out"); never the
+// current folder, one above it, or a folder holding the input; with
+// --overwrite, replaced only when an earlier convert wrote it. Creates nothing.
+fs::path checked_output(const ConvertOptions& o) {
+  std::string output = o.output;
+  while (output.size() > 1 && output.back() == '/') output.pop_back();
+  const fs::path path(output);
+  const std::string where = "convert: --output " + o.output;
+  const std::string name = path.filename().string();
+  if (output == "/" || name == "." || name == ".." || inside(fs::current_path(), path))
+    throw ConfigError(where + ": is the current folder or one above it",
+                      "expected the path of a new folder for the output (e.g. " + (path / "data").lexically_normal().string() + ")",
+                      "name a folder to create; convert never replaces the folder it runs in");
+  std::vector<std::string> inputs = o.inputs;
+  inputs.insert(inputs.end(), o.targets.begin(), o.targets.end());
+  for (const std::string& f : {o.images, o.labels})
+    if (!f.empty()) inputs.push_back(f);
+  for (const auto& input : inputs)
+    if (inside(input, path))
+      throw ConfigError(where + ": holds the input " + input, "expected an output folder apart from the inputs",
+                        "choose another --output");
+  std::error_code ec;
+  if (fs::exists(fs::symlink_status(path, ec))) {
+    if (!o.overwrite)
+      throw ConfigError("convert: '" + o.output + "' already exists", "expected a new output folder",
+                        "pass --overwrite to replace it, or choose another --output");
+    if (!written_by_convert(path))
+      throw ConfigError(where + ": --overwrite replaces only a folder convert wrote",
+                        "expected a folder holding data.mdb or shard-*.tar (or train/ and test/ with them), got " +
+                            std::string(fs::is_directory(path, ec) ? "a folder without them" : "a file"),
+                        "choose another --output, or remove it yourself if it should go");
+  }
+  check_output_folder(path.has_parent_path() ? path.parent_path().string() : ".", where);
+  return path;
+}
+
 }  // namespace
 
 ConvertResult convert(const ConvertOptions& o) {
@@ -389,9 +450,7 @@ ConvertResult convert(const ConvertOptions& o) {
   if (o.quality < 1 || o.quality > 100) throw ConfigError("convert: --quality " + std::to_string(o.quality), "expected 1..100", "");
   if (o.test_fraction < 0 || o.test_fraction >= 1)
     throw ConfigError("convert: --test-fraction " + std::to_string(o.test_fraction), "expected a fraction in [0, 1)", "");
-  if (fs::exists(o.output) && !o.overwrite)
-    throw ConfigError("convert: '" + o.output + "' already exists", "expected a new output folder",
-                      "pass --overwrite to replace it, or choose another --output");
+  const fs::path final_path = checked_output(o);
   Source source = read_source(o);
 
   std::vector<size_t> order(source.items.size());
@@ -401,9 +460,19 @@ ConvertResult convert(const ConvertOptions& o) {
     for (size_t i = order.size() - 1; i > 0; --i) std::swap(order[i], order[rng.next() % (i + 1)]);
   }
   if (o.limit > 0 && size_t(o.limit) < order.size()) order.resize(size_t(o.limit));
+  // Both splits hold samples, or nothing is written.
+  const size_t test = o.test_fraction > 0 ? size_t(double(order.size()) * o.test_fraction + 0.5) : 0;
+  if (o.test_fraction > 0 && (test == 0 || test >= order.size())) {
+    char fraction[32];
+    std::snprintf(fraction, sizeof fraction, "%g", o.test_fraction);
+    throw ConfigError("convert: --test-fraction " + std::string(fraction) + " of " + std::to_string(order.size()) +
+                          " samples leaves the " + (test == 0 ? "test" : "training") + " split empty",
+                      "expected at least one sample in each split, got " + std::to_string(order.size() - std::min(test, order.size())) +
+                          " training and " + std::to_string(test) + " test",
+                      test == 0 ? "raise --test-fraction or convert more samples" : "lower --test-fraction or convert more samples");
+  }
 
   // Everything goes to a temporary folder next to the output, renamed at the end.
-  const fs::path final_path = fs::path(o.output);
   const fs::path tmp = final_path.string() + ".partial-" + std::to_string(::getpid());
   fs::remove_all(tmp);
   ConvertResult result;
@@ -420,7 +489,6 @@ ConvertResult convert(const ConvertOptions& o) {
       }
     };
     if (o.test_fraction > 0) {
-      const size_t test = size_t(double(order.size()) * o.test_fraction + 0.5);
       std::vector<size_t> train_order(order.begin(), order.end() - long(test)), test_order(order.end() - long(test), order.end());
       write(tmp / "train", final_path / "train", train_order);
       write(tmp / "test", final_path / "test", test_order);
@@ -428,17 +496,30 @@ ConvertResult convert(const ConvertOptions& o) {
       write(tmp, final_path, order);
     }
   } catch (...) {
-    fs::remove_all(tmp);
+    std::error_code ignored;
+    fs::remove_all(tmp, ignored);
     throw;
   }
-  if (fs::exists(final_path)) {  // --overwrite: move the old one away only once the new one is complete
+  std::error_code ec;
+  auto fail = [&](const std::string& what) {
+    const std::string why = ec.message();
+    fs::remove_all(tmp, ec);
+    throw Error("convert: " + what + ": " + why);
+  };
+  if (fs::exists(fs::symlink_status(final_path, ec))) {  // --overwrite: the old one moves away only once the new one is complete
     const fs::path old = final_path.string() + ".old-" + std::to_string(::getpid());
-    fs::rename(final_path, old);
-    fs::rename(tmp, final_path);
-    fs::remove_all(old);
+    fs::rename(final_path, old, ec);
+    if (ec) fail("cannot move the old " + final_path.string() + " aside");
+    fs::rename(tmp, final_path, ec);
+    if (ec) {
+      std::error_code back;
+      fs::rename(old, final_path, back);  // the old one stays as it was
+      fail("cannot rename the new output into place as " + final_path.string());
+    }
+    fs::remove_all(old, ec);
   } else {
-    if (final_path.has_parent_path()) fs::create_directories(final_path.parent_path());
-    fs::rename(tmp, final_path);
+    fs::rename(tmp, final_path, ec);
+    if (ec) fail("cannot rename the new output into place as " + final_path.string());
   }
   result.written = done;
   result.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();

@@ -2,6 +2,8 @@
 
 #include <ATen/ATen.h>
 
+#include <algorithm>
+#include <cstdint>
 #include <cstring>
 #include <fstream>
 #include <sstream>
@@ -98,11 +100,18 @@ at::Tensor read_npy(const std::string& path) {
       bad(path, "shape " + shape);
     }
   }
-  at::Tensor t = at::empty(sizes, at::TensorOptions().dtype(type));
+  // The header's size is checked against the file's before anything is
+  // allocated: a 200-byte header may declare 64 GB.
   const size_t data = 10 + header_size;
-  if (bytes.size() - data != static_cast<size_t>(t.nbytes()))
-    bad(path, std::to_string(bytes.size() - data) + " bytes of values for shape " + shape + " (" +
-                  std::to_string(t.nbytes()) + " bytes)");
+  const uint64_t held = bytes.size() - data;
+  uint64_t declared = c10::elementSize(type);
+  bool overflow = false;
+  for (int64_t d : sizes) overflow |= __builtin_mul_overflow(declared, static_cast<uint64_t>(d), &declared);
+  if (std::find(sizes.begin(), sizes.end(), 0) != sizes.end()) declared = 0, overflow = false;
+  if (overflow || declared != held)
+    bad(path, std::to_string(held) + " bytes of values for shape " + shape + " (the header declares " +
+                  (overflow ? "more than 2^64" : std::to_string(declared)) + " bytes)");
+  at::Tensor t = at::empty(sizes, at::TensorOptions().dtype(type));
   std::memcpy(t.mutable_data_ptr(), bytes.data() + data, static_cast<size_t>(t.nbytes()));
   return t;
 }

@@ -5,8 +5,11 @@
 #include <spdlog/sinks/ringbuffer_sink.h>
 #include <spdlog/spdlog.h>
 
+#include <sys/stat.h>
+
 #include <algorithm>
 #include <cstdio>
+#include <stdexcept>
 #include <mutex>
 
 
@@ -87,6 +90,11 @@ void set_log_rank(int rank, int world_size) { the_log().console->set_rank(world_
 void log_to_file(const std::string& path) {
   Log& log = the_log();
   if (log.file) return;
+  // The sink opens by name: a link or special file planted there is refused
+  // first (trainyard never writes through links in a run directory).
+  if (struct stat st {}; ::lstat(path.c_str(), &st) == 0 && !S_ISREG(st.st_mode))
+    throw std::runtime_error(path + ": " + (S_ISLNK(st.st_mode) ? "a symbolic link" : "not a regular file") +
+                " where the run's log goes; expected a regular file that trainyard creates, or none; remove it");
   auto file = std::make_shared<spdlog::sinks::basic_file_sink_mt>(path, /*truncate=*/false);
   file->set_pattern("%Y-%m-%dT%H:%M:%S.%e %l %v");
   {

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
 #include <iostream>
 
 #include <boost/dll/runtime_symbol_info.hpp>
@@ -179,10 +180,68 @@ void load_plugin_folders(const std::vector<PluginFolder>& folders, Registry& reg
   }
 }
 
+namespace {
+
+// The machine an ELF file was built for, by its e_machine number.
+std::string elf_machine_name(unsigned machine) {
+  switch (machine) {
+    case 3: return "x86 (32-bit)";
+    case 8: return "MIPS";
+    case 20: return "PowerPC";
+    case 21: return "PowerPC64";
+    case 22: return "s390";
+    case 40: return "ARM (32-bit)";
+    case 62: return "x86-64";
+    case 183: return "aarch64";
+    case 243: return "RISC-V";
+    case 258: return "LoongArch";
+    default: return "machine " + std::to_string(machine);
+  }
+}
+
+// This host's ELF machine, class (1: 32-bit, 2: 64-bit) and byte order (1: little, 2: big endian).
+constexpr unsigned kHostMachine =
+#if defined(__x86_64__)
+    62;
+#elif defined(__aarch64__)
+    183;
+#elif defined(__powerpc64__)
+    21;
+#elif defined(__riscv)
+    243;
+#else
+    0;  // unknown: not checked
+#endif
+constexpr unsigned char kHostClass = sizeof(void*) == 8 ? 2 : 1;
+constexpr unsigned char kHostData = __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__ ? 1 : 2;
+
+// A library built for another machine: dlopen's reason is lost on the way
+// (Boost.DLL reports "No such file or directory"), so the ELF header is read
+// first and what it says is named.
+void check_elf_machine(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  unsigned char h[20] = {};
+  if (!in.read(reinterpret_cast<char*>(h), sizeof h)) return;  // too short for ELF: dlopen says what it is
+  if (h[0] != 0x7f || h[1] != 'E' || h[2] != 'L' || h[3] != 'F') return;
+  const unsigned char elf_class = h[4], data = h[5];
+  const unsigned machine = data == 2 ? (unsigned(h[18]) << 8 | h[19]) : (unsigned(h[19]) << 8 | h[18]);
+  auto refuse = [&](const std::string& got) {
+    throw ConfigError(path + ": a library built for another machine",
+                      "expected ELF machine " + elf_machine_name(kHostMachine) + " (this host's), got " + got,
+                      "rebuild the plugin on (or cross-compile it for) " + elf_machine_name(kHostMachine));
+  };
+  if (kHostMachine != 0 && machine != kHostMachine) refuse(elf_machine_name(machine));
+  if (elf_class != kHostClass) refuse(std::string(elf_class == 1 ? "32-bit" : elf_class == 2 ? "64-bit" : "unknown class") + " ELF");
+  if (data != kHostData) refuse(std::string(data == 2 ? "big-endian" : data == 1 ? "little-endian" : "unknown byte order") + " ELF");
+}
+
+}  // namespace
+
 void load_plugin_library(const std::string& path, Registry& registry) {
   namespace mode = boost::dll::load_mode;
   // Before a byte of it runs: a library others can replace is their code in this job.
   if (const std::string warning = check_trusted_code(path, "plugin library"); !warning.empty()) log_warning(warning);
+  check_elf_machine(path);
   auto* library = new boost::dll::shared_library();
   try {
     library->load(path, mode::rtld_now | mode::rtld_local);

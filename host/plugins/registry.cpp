@@ -1,5 +1,6 @@
 #include "plugins/registry.h"
 
+#include <algorithm>
 #include <filesystem>
 
 #include "trainyard/error.h"
@@ -41,42 +42,82 @@ std::string Component::label() const {
          std::filesystem::path(library->path).filename().string() + ")";
 }
 
+std::string Component::qualified_name() const {
+  return library && !library->name.empty() ? library->name + "::" + name : name;
+}
+
+namespace {
+constexpr const char* kSeparator = "::";
+}  // namespace
+
 void Registry::add_library(std::shared_ptr<const LibraryInfo> library, std::vector<Component> components) {
+  for (const auto& other : libraries_)
+    if (other->name == library->name)
+      throw ConfigError("library '" + library->name + "' is loaded twice: from " + other->path + " and from " +
+                            library->path,
+                        "expected one library per name (its components are named " + library->name + "::NAME)",
+                        "remove one of the two files from the plugin folders");
   std::map<std::pair<Kind, std::string>, const Component*> own;
   for (const auto& c : components) {
     auto key = std::make_pair(c.kind, c.name);
-    auto it = components_.find(key);
-    if (it != components_.end() || own.count(key)) {
-      std::string other = it != components_.end() ? it->second.library->path : library->path;
-      throw ConfigError(std::string(kind_name(c.kind)) + " '" + c.name + "' is registered twice: by " +
-                            other + " and by " + library->path,
-                        "expected one library per kind and name, got two",
-                        "remove one of the libraries from the plugin folders or rename the component");
-    }
+    if (own.count(key))
+      throw ConfigError(library->path + ": " + kind_name(c.kind) + " '" + c.name + "' is registered twice by library '" +
+                            library->name + "'",
+                        "expected one component per kind and name in a library, got two",
+                        "rename one of them in the library's register_components()");
     own[key] = &c;
   }
   for (auto& c : components) {
     c.library = library;
-    auto key = std::make_pair(c.kind, c.name);
+    auto key = std::make_pair(c.kind, c.qualified_name());
     components_.emplace(key, std::move(c));
   }
   libraries_.push_back(std::move(library));
 }
 
+std::vector<const Component*> Registry::matches(Kind kind, const std::string& name) const {
+  std::vector<const Component*> out;
+  if (name.find(kSeparator) != std::string::npos) {
+    if (auto it = components_.find({kind, name}); it != components_.end()) out.push_back(&it->second);
+    return out;
+  }
+  for (const auto& [key, c] : components_)
+    if (key.first == kind && c.name == name) out.push_back(&c);
+  return out;
+}
+
 const Component* Registry::find(Kind kind, const std::string& name) const {
-  auto it = components_.find({kind, name});
-  return it == components_.end() ? nullptr : &it->second;
+  auto found = matches(kind, name);
+  return found.size() == 1 ? found.front() : nullptr;
 }
 
 std::vector<std::string> Registry::names(Kind kind) const {
-  std::vector<std::string> out;
+  std::map<std::string, std::vector<std::string>> by_short;  // short name -> qualified names
   for (const auto& [key, c] : components_)
-    if (key.first == kind) out.push_back(key.second);
+    if (key.first == kind) by_short[c.name].push_back(key.second);
+  std::vector<std::string> out;
+  for (const auto& [short_name, qualified] : by_short) {
+    if (qualified.size() == 1) out.push_back(short_name);
+    else out.insert(out.end(), qualified.begin(), qualified.end());
+  }
+  std::sort(out.begin(), out.end());
   return out;
 }
 
 const Component& Registry::get(Kind kind, const std::string& name) const {
-  if (const Component* c = find(kind, name)) return *c;
+  auto found = matches(kind, name);
+  if (found.size() == 1) return *found.front();
+  if (found.size() > 1) {
+    std::vector<std::string> choices, from;
+    for (const Component* c : found) {
+      choices.push_back(c->qualified_name());
+      from.push_back(c->qualified_name() + " from " + c->library->path);
+    }
+    throw ConfigError(std::string(kind_name(kind)) + " '" + name + "' is ambiguous: " + std::to_string(found.size()) +
+                          " libraries register it (" + join(from) + ")",
+                      "expected a name that one library registers, or LIBRARY::NAME, got '" + name + "'",
+                      "write one of " + join(choices));
+  }
   auto known = names(kind);
   std::string hint = closest(name, known);
   throw ConfigError(std::string(kind_name(kind)) + " '" + name + "' is not registered (known " +
@@ -87,8 +128,8 @@ const Component& Registry::get(Kind kind, const std::string& name) const {
 
 std::vector<const Component*> Registry::find_any(const std::string& name) const {
   std::vector<const Component*> out;
-  for (const auto& [key, c] : components_)
-    if (key.second == name) out.push_back(&c);
+  for (Kind kind : kAllKinds)
+    for (const Component* c : matches(kind, name)) out.push_back(c);
   return out;
 }
 

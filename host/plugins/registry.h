@@ -53,28 +53,46 @@ struct Component {
       factory;
   /// "network 'mlp' (libmlp.so)": how errors name a component.
   std::string label() const;
+  /// "LIBRARY::NAME" ("meters::confusion_matrix"): the name no other
+  /// library's component can take; NAME for a component without a library.
+  std::string qualified_name() const;
   /// Whether the component's library supports `feature`; false for a
   /// component without a library (one a test built in).
   bool supports(SdkFeature feature) const { return library && library->supports(feature); }
 };
 
+/// Component names are namespaced by library: `meters::confusion_matrix` is
+/// the `confusion_matrix` of the library named `meters`. The short name
+/// (`confusion_matrix`) names it while no other library has a component of
+/// that kind and name; two libraries with the same short name both load, and
+/// the short name becomes ambiguous (an error listing the qualified names).
+/// So a built-in added later never refuses an outside library.
 class Registry {
  public:
-  /// Adds a library's components; on a kind+name clash with another library,
-  /// throws ConfigError naming both files and adds nothing.
+  /// Adds a library's components. Throws ConfigError, adding nothing, when
+  /// the library registers one kind and name twice, or when a library of the
+  /// same name is already in (the qualified names would clash: the same
+  /// library found in two folders).
   void add_library(std::shared_ptr<const LibraryInfo> library, std::vector<Component> components);
 
+  /// By qualified name (LIB::NAME) or by short name; null when there is
+  /// none, or when the short name is ambiguous.
   const Component* find(Kind kind, const std::string& name) const;
-  /// Throws ConfigError "KIND 'x' is not registered (known KINDs: ...); did you mean ...".
+  /// Every component of `kind` that `name` (qualified or short) names.
+  std::vector<const Component*> matches(Kind kind, const std::string& name) const;
+  /// Throws ConfigError "KIND 'x' is not registered (known KINDs: ...); did
+  /// you mean ..." or "KIND 'x' is ambiguous ...; write one of LIB::x, ...".
   const Component& get(Kind kind, const std::string& name) const;
+  /// The names that work in `plugin:`: each short name that is unambiguous,
+  /// and the qualified names of those that are not; sorted.
   std::vector<std::string> names(Kind kind) const;
-  /// Every component of any kind with this name.
+  /// Every component of any kind that this name (qualified or short) names.
   std::vector<const Component*> find_any(const std::string& name) const;
   const std::vector<std::shared_ptr<const LibraryInfo>>& libraries() const { return libraries_; }
   std::vector<const Component*> components_of(const LibraryInfo& library) const;
 
  private:
-  std::map<std::pair<Kind, std::string>, Component> components_;
+  std::map<std::pair<Kind, std::string>, Component> components_;  ///< by kind and qualified name
   std::vector<std::shared_ptr<const LibraryInfo>> libraries_;
 };
 

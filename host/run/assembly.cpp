@@ -9,10 +9,11 @@
 
 namespace trainyard::host {
 
-Components build_checked(const Experiment& stage, Context& context) {
+Components build_checked(const Experiment& stage, Context& context, std::vector<std::string>* value_names) {
   torch::manual_seed(stage.seed);
   Components components = build_components(stage, context);
-  check_wiring(components, stage, context);
+  std::vector<std::string> names = check_wiring(components, stage, context);
+  if (value_names) *value_names = std::move(names);
   return components;
 }
 

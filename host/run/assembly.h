@@ -4,6 +4,8 @@
 // through it, so a new mode (embed, search, averaged weights) is not a new
 // copy of the sequence. Internal to run/: the CLI sees the modes, not this.
 #include <memory>
+#include <string>
+#include <vector>
 
 #include "config/experiment.h"
 #include "formats/run_paths.h"
@@ -18,8 +20,9 @@ class Trainer;
 /// The stage's components, built after seeding with the stage's seed (the
 /// same initial weights whichever way a stage starts: fresh, resumed,
 /// evaluated), with one batch put through them (check_wiring) before
-/// anything is written. Throws ConfigError for bad input.
-Components build_checked(const Experiment& stage, Context& context);
+/// anything is written. Throws ConfigError for bad input. `value_names`, if
+/// given, gets the names of the values a run reports (check_wiring's).
+Components build_checked(const Experiment& stage, Context& context, std::vector<std::string>* value_names = nullptr);
 
 /// The loop over build_checked()'s components, joined to `comm`'s ranks
 /// (null: one process), writing under `paths` (empty: nowhere), with the

@@ -39,6 +39,18 @@ std::string dry_run(const Experiment& e) {
   return dry_run_report(e, built, context) + describe_groups(built, e, "");
 }
 
+std::vector<std::string> run_value_names(const Experiment& e) {
+  // On the CPU: the caller (a sweep) only wants names, and must leave the GPUs to its runs.
+  Context context;
+  context.seed = e.seed;
+  context.experiment = e.name;
+  context.extra = Extra(e.extra);
+  context.device = at::Device(at::kCPU);
+  std::vector<std::string> names;
+  build_checked(e, context, &names);
+  return names;
+}
+
 void validate(const Experiment& e, std::ostream& out) {
   Context context = make_context(e);
   announce_precision(e);
@@ -57,12 +69,15 @@ void validate(const Experiment& e, std::ostream& out) {
   else
     out << "network cost per sample: not measured (one sample's forward failed: " << why << ")\n";
   if (e.stages.empty()) out << describe_groups(c, e, "");
-  // Each stage built as it will be: its optimizer, groups and freezing.
+  // Each stage built as it will be: its optimizer, groups and freezing, and
+  // a network that can start from the previous stage's weights.
+  Components previous;
   for (size_t k = 0; k < e.stages.size(); ++k) {
     const Experiment& s = e.stages[k];
     Components built;
     try {
       built = build_checked(s, context);
+      if (k > 0) check_weights_carry_over(*built.network.object, *previous.network.object, k - 1);
     } catch (const ConfigError& err) {
       throw ConfigError("stage " + std::to_string(k + 1) + " '" + s.stage_name + "': " + err.what());
     }
@@ -70,6 +85,7 @@ void validate(const Experiment& e, std::ostream& out) {
         << s.loop.batch_per_device << ", optimizer " << s.optimizer.plugin << ", schedule " << s.schedule.policy
         << ", " << parameter_count(*built.network.object).second << " trainable parameters\n"
         << describe_groups(built, s, "  ");
+    previous = std::move(built);
   }
 }
 

@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <ostream>
 #include <string>
+#include <vector>
 
 #include "config/experiment.h"
 
@@ -18,6 +19,12 @@ std::string dry_run(const Experiment& experiment);
 /// their sizes, the network's parameters, each stage's optimizer groups and
 /// what is frozen. Throws ConfigError naming the stage that failed.
 void validate(const Experiment& experiment, std::ostream& out);
+
+/// The names of the values a run of `experiment` reports (train_*, test_*,
+/// lr, ...): its components built on the CPU and one batch put through
+/// them, as validate does, nothing written. For checking a name (a sweep's
+/// --metric) before anything trains.
+std::vector<std::string> run_value_names(const Experiment& experiment);
 
 /// What `trainyard iterate` measured: the training split's input pipeline
 /// alone (decode threads, loader), no network.

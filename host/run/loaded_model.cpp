@@ -58,7 +58,9 @@ LoadedModel load_model(const Experiment& e, const std::string& checkpoint, const
   if (weights == "ema") {
     if (!m.trainer->weight_average())
       throw ConfigError("command line: --weights ema: " + e.path + " keeps no averaged weights (ema.enabled is false)",
-                        "expected a run trained with ema.enabled: true", "use --weights trained (the default)");
+                        "expected the experiment the run was trained with, with ema.enabled: true",
+                        "if the run set it on its command line, give the same --set ema.enabled=true here; "
+                        "otherwise use --weights trained (the default)");
     if (loaded.parts_found.empty())
       throw ConfigError("command line: --weights ema: " + checkpoint + " holds no averaged weights",
                         "expected a checkpoint written while ema.enabled was true", "use --weights trained");

@@ -57,7 +57,10 @@ size_t export_model(const Experiment& e, const ExportRequest& request) {
     throw ConfigError("command line: --format " + request.format, "expected state_dict, safetensors or torchscript",
                       did_you_mean(request.format, {"state_dict", "safetensors", "torchscript"}));
   const ComponentConfig& network_config = e.network;
-  if (request.format == "torchscript" && network_config.plugin != "torchscript")
+  // The built-in one, however the experiment named it (torchscript or torchscript::torchscript).
+  const bool from_torchscript =
+      network_config.component && network_config.component->qualified_name() == "torchscript::torchscript";
+  if (request.format == "torchscript" && !from_torchscript)
     throw ConfigError("command line: --format torchscript: network '" + network_config.plugin +
                           "' is not built from a TorchScript module",
                       "a network with plugin: torchscript (its module is written back with the trained values)",
@@ -84,7 +87,7 @@ size_t export_model(const Experiment& e, const ExportRequest& request) {
     return tensors.size();
   }
   // The module the network was built from, its tensors replaced by name.
-  const std::string script_path = network_config.options.get<std::string>("path");
+  const std::string script_path = std::get<std::string>(network_config.options.values().at("path"));
   torch::jit::Module script = torch::jit::load(script_path, c10::Device(c10::kCPU));
   size_t copied = 0;
   std::map<std::string, at::Tensor> trained(tensors.begin(), tensors.end());

@@ -19,6 +19,7 @@
 #include "distributed/device.h"
 #include "config/experiment.h"
 #include "plugins/registry.h"
+#include "trainyard/error.h"
 #include "trainyard/version.h"
 #include "util/files.h"
 #include "util/json.h"
@@ -121,16 +122,32 @@ void record_provenance(const std::string& run_dir, const nlohmann::ordered_json&
 
 std::vector<std::string> changed_plugin_libraries(const std::string& run_dir, const Experiment& experiment) {
   const fs::path recorded_file = fs::path(run_dir) / "provenance.json";
-  if (!fs::exists(recorded_file)) return {};
+  // Without the record the check cannot be made: that is said, never taken
+  // for "nothing changed".
+  auto damaged = [&](const std::string& what) {
+    return ConfigError(recorded_file.string() + ": " + what,
+                       "expected the record of the plugin libraries (names and SHA-256) that trainyard wrote when "
+                       "the run started; without it a changed plugin cannot be detected",
+                       "run with --allow-plugin-change to resume without the check (a new record is written), or "
+                       "--fresh to start over");
+  };
+  std::error_code ec;
+  if (!fs::is_regular_file(recorded_file, ec)) throw damaged(fs::exists(recorded_file, ec) ? "not a file" : "missing");
   std::map<std::string, std::string> recorded;  // library name -> SHA-256
   try {
     std::ifstream in(recorded_file);
     const auto record = parse_json(std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>()));
-    if (record.contains("plugins") && record["plugins"].is_array())
-      for (const auto& p : record["plugins"])
-        if (p.is_object()) recorded[p.value("name", "")] = p.value("sha256", "");
-  } catch (const std::exception&) {
-    return {};  // an unreadable record says nothing about the plugins
+    if (!record.is_object() || !record.contains("plugins") || !record["plugins"].is_array())
+      throw damaged("damaged (no \"plugins\" list)");
+    for (const auto& p : record["plugins"]) {
+      if (!p.is_object() || !p.contains("name") || !p["name"].is_string())
+        throw damaged("damaged (a \"plugins\" entry without a name)");
+      recorded[p["name"].get<std::string>()] = p.value("sha256", "");
+    }
+  } catch (const ConfigError&) {
+    throw;
+  } catch (const std::exception& err) {
+    throw damaged(std::string("damaged (") + err.what() + ")");
   }
   std::vector<const LibraryInfo*> used;
   auto note = [&](const ComponentConfig& c) {
@@ -148,7 +165,12 @@ std::vector<std::string> changed_plugin_libraries(const std::string& run_dir, co
   std::vector<std::string> changed;
   for (const LibraryInfo* lib : used) {
     const auto it = recorded.find(lib->name);
-    if (it == recorded.end() || it->second.empty() || it->second == "unreadable") continue;
+    if (it == recorded.end()) {
+      changed.push_back(fs::path(lib->path).filename().string() + " (" + lib->name + " " + lib->version +
+                        "): not among the libraries the run started with");
+      continue;
+    }
+    if (it->second.empty() || it->second == "unreadable") continue;  // not hashed then (before 1.3, or unreadable)
     std::string now;
     try {
       now = sha256_file(lib->path);

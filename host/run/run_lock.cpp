@@ -71,6 +71,24 @@ std::string read_all(int fd) {
   return text;
 }
 
+std::string link_target(const std::string& path) {
+  std::error_code ec;
+  const fs::path target = fs::read_symlink(path, ec);
+  return ec ? "an unreadable target" : target.string();
+}
+
+std::string file_kind(const std::string& path) {
+  std::error_code ec;
+  switch (fs::symlink_status(path, ec).type()) {
+    case fs::file_type::directory: return "a folder";
+    case fs::file_type::fifo: return "a FIFO";
+    case fs::file_type::socket: return "a socket";
+    case fs::file_type::block:
+    case fs::file_type::character: return "a device";
+    default: return "not a regular file";
+  }
+}
+
 bool same_file(int fd, const std::string& path) {
   struct stat open_one {}, named {};
   return ::fstat(fd, &open_one) == 0 && ::stat(path.c_str(), &named) == 0 && open_one.st_dev == named.st_dev &&
@@ -181,6 +199,7 @@ RunLock::RunLock(std::string path, int fd, LockHolder me, std::string created_pa
 
 RunLock::~RunLock() {
   set_startup_leftovers({});
+  set_abort_lock_path("");
   heartbeat_.reset();
   // Removed while still held, and only if it is still ours.
   if (same_file(fd_, path_)) ::unlink(path_.c_str());
@@ -213,10 +232,27 @@ std::unique_ptr<RunLock> RunLock::acquire(const std::string& run_dir, const RunL
   const auto deadline = std::chrono::steady_clock::now() + wait_setting(settings);
   bool announced = false;
   for (;;) {
-    const int fd = ::open(lock.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+    // Never through a link (one planted in a shared output folder would make
+    // the run overwrite its target), never a FIFO or device (O_NONBLOCK: a
+    // FIFO would block the open).
+    const int fd = ::open(lock.c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK, 0644);
+    if (fd < 0 && errno == ELOOP)
+      throw ConfigError(lock + ": the run lock is a symbolic link (to " + link_target(lock) + ")",
+                        "expected a regular file that trainyard creates, or none",
+                        "remove the link; trainyard never writes through links in the output folder");
     if (fd < 0)
       throw ConfigError(lock + ": cannot open the run lock: " + std::strerror(errno),
                         "expected a writable output folder", "check the folder's permissions");
+    if (struct stat opened {}; ::fstat(fd, &opened) != 0 || !S_ISREG(opened.st_mode)) {
+      ::close(fd);
+      throw ConfigError(lock + ": the run lock is not a regular file (" + file_kind(lock) + ")",
+                        "expected a regular file that trainyard creates, or none", "remove it");
+    }
+    if (struct stat opened {}; ::fstat(fd, &opened) == 0 && opened.st_nlink > 1) {
+      ::close(fd);  // a hard link to another file: writing the record would change that file
+      throw ConfigError(lock + ": the run lock has " + std::to_string(opened.st_nlink) + " hard links",
+                        "expected a file of its own that trainyard creates, or none", "remove it");
+    }
     const bool locked = ::flock(fd, LOCK_EX | LOCK_NB) == 0;
     const int lock_errno = errno;
     if (locked && !same_file(fd, lock)) {
@@ -273,6 +309,7 @@ std::unique_ptr<RunLock> RunLock::acquire(const std::string& run_dir, const RunL
         if (dir == fs::path(created_parent) || leftovers.size() == 4) break;
       }
     set_startup_leftovers(leftovers);
+    set_abort_lock_path(lock);  // the watchdog and a second SIGINT free it too
     return std::unique_ptr<RunLock>(new RunLock(lock, fd, me, created_parent));
   }
 }

@@ -2,13 +2,18 @@
 
 #include <unistd.h>
 
+#include <cerrno>
 #include <csignal>
+#include <cstring>
 #include <ctime>
 #include <filesystem>
 #include <iostream>
+#include <optional>
 #include <random>
 
+#include <ATen/CPUGeneratorImpl.h>
 #include <ATen/Parallel.h>
+#include <ATen/detail/CUDAHooksInterface.h>
 #include <torch/utils.h>
 
 #include "config/snapshot.h"
@@ -36,6 +41,22 @@ namespace fs = std::filesystem;
 
 namespace trainyard::host {
 namespace {
+
+// A run directory to resume in must take new files (checkpoints, metrics):
+// said as it is, before a load fails on the first write and reads as a bad
+// checkpoint. (access() also says EROFS for a read-only file system.)
+void check_run_directory_writable(const std::string& run_dir) {
+  for (const fs::path& dir : {fs::path(run_dir), fs::path(run_dir) / "checkpoints"}) {
+    std::error_code ec;
+    if (!fs::is_directory(dir, ec) || ::access(dir.c_str(), W_OK | X_OK) == 0) continue;
+    const int err = errno;
+    throw ConfigError(dir.string() + ": the run directory is not writable (" + std::strerror(err) + ")",
+                      "expected a run directory this user can write: resuming writes checkpoints and appends to "
+                      "metrics.jsonl",
+                      "make it writable (its permissions, or a read-only mount), or copy the run and pass --output-dir "
+                      "with the copy's folder");
+  }
+}
 
 std::string timestamp() {
   char buf[32];
@@ -123,6 +144,35 @@ std::unique_ptr<RunLock> take_run_lock(Communicator* comm, int rank, const std::
                         "point --output-dir (or output.dir) at a folder every machine mounts");
   return lock;
 }
+
+// The CPU generator's state (and the run's GPU's), put back when it ends.
+class GeneratorStates {
+ public:
+  explicit GeneratorStates(const c10::Device& device) : cpu_(at::detail::getDefaultCPUGenerator()) {
+    std::lock_guard<std::mutex> lock(cpu_.mutex());
+    cpu_state_ = cpu_.get_state();
+    if (device.is_cuda()) {
+      gpu_ = at::detail::getCUDAHooks().getDefaultGenerator(device.index());
+      std::lock_guard<std::mutex> gpu_lock(gpu_->mutex());
+      gpu_state_ = gpu_->get_state();
+    }
+  }
+  ~GeneratorStates() {
+    std::lock_guard<std::mutex> lock(cpu_.mutex());
+    cpu_.set_state(cpu_state_);
+    if (gpu_) {
+      std::lock_guard<std::mutex> gpu_lock(gpu_->mutex());
+      gpu_->set_state(gpu_state_);
+    }
+  }
+  GeneratorStates(const GeneratorStates&) = delete;
+  GeneratorStates& operator=(const GeneratorStates&) = delete;
+
+ private:
+  at::Generator cpu_;
+  std::optional<at::Generator> gpu_;
+  at::Tensor cpu_state_, gpu_state_;
+};
 
 std::string run_dir_of(const Experiment& e, const RunRequest& request) {
   return (fs::path(request.output_dir.empty() ? e.output.dir : request.output_dir) / e.name).string();
@@ -322,11 +372,18 @@ bool Runner::check_checkpoint_belongs(const std::string& checkpoint, size_t stag
   return true;
 }
 
-void Runner::check_later_stages(size_t from_stage, Trainer& trainer) const {
-  // Later stages' freezing is checked now, not after the earlier stages trained.
+void Runner::check_later_stages(size_t from_stage, Trainer& trainer) {
+  // Later stages are built and checked now, each as make_trainer() will build
+  // it (its data, network, loss and meters, one batch through them), not
+  // after the earlier stages trained and wrote checkpoints. The generators
+  // are put back: the stage that trains first draws as if nothing was built.
+  const GeneratorStates generators(session_->context.device);
   for (size_t k = from_stage + 1; k < stage_count(); ++k) {
     try {
       check_network_settings(stage_experiment(k).network, trainer.network());
+      Context scratch = session_->context;  // building sets its dataset info: the session's stays as it is
+      const Components built = build_checked(stage_experiment(k), scratch);
+      check_weights_carry_over(*built.network.object, trainer.network(), from_stage);
     } catch (const ConfigError& err) {
       throw ConfigError("stage " + std::to_string(k + 1) + " '" + stage_experiment(k).stage_name + "': " + err.what());
     }
@@ -347,7 +404,15 @@ void Runner::check_config_changes() const {
 
 void Runner::check_plugin_changes() const {
   if (resumed_from_.empty()) return;
-  const std::vector<std::string> changed = changed_plugin_libraries(run_dir_, e_);
+  std::vector<std::string> changed;
+  try {
+    changed = changed_plugin_libraries(run_dir_, e_);
+  } catch (const ConfigError& err) {
+    if (!request_.allow_plugin_change) throw;
+    if (session_->context.rank == 0)
+      log_warning("warning: --allow-plugin-change: resuming without the changed-plugin check: " + std::string(err.what()));
+    return;
+  }
   if (changed.empty()) return;
   if (!request_.allow_plugin_change)
     throw ConfigError(run_dir_ + "/provenance.json: resuming with plugin code that changed since the run started (" +
@@ -358,13 +423,15 @@ void Runner::check_plugin_changes() const {
     for (const auto& c : changed) log_warning("warning: --allow-plugin-change: resuming with changed plugin code: " + c);
 }
 
-void Runner::write_run_directory(const nlohmann::ordered_json& network) const {
+void Runner::write_run_directory(const nlohmann::ordered_json& network) {
   if (request_.fresh && fs::exists(run_dir_)) {
     std::string kept = run_dir_ + ".replaced-" + timestamp();
     for (int n = 2; fs::exists(kept); ++n) kept = run_dir_ + ".replaced-" + timestamp() + "-" + std::to_string(n);
     fs::rename(run_dir_, kept);
+    kept_previous_ = kept;
     InfoLine() << "trainyard: --fresh: previous run kept in " << kept << "\n";
   }
+  made_run_dir_ = !fs::exists(run_dir_);
   fs::create_directories(run_dir_);
   write_file_atomic((fs::path(run_dir_) / "config.yaml").string(), resolved_yaml(e_));
   write_file_atomic((fs::path(run_dir_) / "config.json").string(), resolved_json(e_));
@@ -374,6 +441,14 @@ void Runner::write_run_directory(const nlohmann::ordered_json& network) const {
                              {"reason", e_.loop.precision_reason.empty() ? "as written" : e_.loop.precision_reason}};
   provenance["network"] = network;
   record_provenance(run_dir_, provenance);
+}
+
+void Runner::undo_new_run_directory() {
+  if (session_->context.rank != 0 || !made_run_dir_ || !store_->list().empty()) return;
+  std::error_code ec;
+  fs::remove_all(run_dir_, ec);
+  if (!ec && !kept_previous_.empty()) fs::rename(kept_previous_, run_dir_, ec);
+  if (ec) log_warning("warning: " + run_dir_ + ": could not undo this run's new run directory: " + ec.message());
 }
 
 void Runner::announce_stage(Trainer& trainer) const {
@@ -386,7 +461,6 @@ void Runner::announce_stage(Trainer& trainer) const {
 
 RunOutcome Runner::run() {
   const Context& context = session_->context;
-  const World& world = session_->world;
   Communicator* comm = session_->comm.get();
   // A write past a file size limit fails with EFBIG (and is reported) instead of killing the process.
   ::signal(SIGXFSZ, SIG_IGN);
@@ -394,6 +468,7 @@ RunOutcome Runner::run() {
   // One run per run directory, held until this run ends (a second one stops here).
   const std::unique_ptr<RunLock> lock = take_run_lock(comm, context.rank, run_dir_);
   // Resume before writing anything: a checkpoint that does not fit is bad input.
+  if (!request_.fresh && context.rank == 0) check_run_directory_writable(run_dir_);
   std::unique_ptr<Trainer> trainer = request_.fresh ? nullptr : resume();
   if (!trainer) stage_ = 0, trainer = make_trainer(0);
   check_later_stages(stage_, *trainer);
@@ -422,6 +497,22 @@ RunOutcome Runner::run() {
   }
   if (comm) comm->rank0_work("run directory", rank0_io_limit(e_.loop.stall_timeout_secs), [&] { write_run_directory(network); });
   else write_run_directory(network);
+  try {
+    return train(trainer);
+  } catch (const ConfigError&) {
+    // Bad input found while training (a label out of range in a dataset that
+    // cannot list its labels up front) before the first checkpoint: the run
+    // directory this run made goes, and --fresh's previous one comes back.
+    undo_new_run_directory();
+    throw;
+  }
+}
+
+RunOutcome Runner::train(std::unique_ptr<Trainer>& trainer) {
+  const Context& context = session_->context;
+  const World& world = session_->world;
+  Communicator* comm = session_->comm.get();
+  const auto [params, trainable] = parameter_count(trainer->network());
   // Every rank's whole log, in the run directory (the console shows rank 0's).
   log_to_file((fs::path(run_dir_) / (context.rank == 0 ? std::string("trainyard.log")
                                                        : "trainyard-rank" + std::to_string(context.rank) + ".log"))

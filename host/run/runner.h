@@ -77,7 +77,9 @@ class Runner {
   /// The newest checkpoint that verifies and loads, as a trainer of its
   /// stage; null when there is none (a fresh start).
   std::unique_ptr<Trainer> resume();
-  void check_later_stages(size_t from_stage, Trainer& trainer) const;
+  /// Builds and checks every stage after `from_stage` (ConfigError naming
+  /// the stage), before anything is written.
+  void check_later_stages(size_t from_stage, Trainer& trainer);
   /// Refuses (ConfigError) a checkpoint whose manifest records another
   /// configuration than stage `stage` of this experiment, naming both hashes
   /// and the first differing keys, unless only allowed keys changed or
@@ -100,7 +102,12 @@ class Runner {
   /// --allow-config-change was not given.
   bool refused_changes(const std::vector<ConfigChange>& changes, const std::string& since) const;
   /// `network`: the network's facts for provenance.json (plugin, parameters, cost per sample).
-  void write_run_directory(const nlohmann::ordered_json& network) const;
+  void write_run_directory(const nlohmann::ordered_json& network);
+  /// Everything after the run directory is written: the stages' training.
+  RunOutcome train(std::unique_ptr<Trainer>& trainer);
+  /// Bad input stopped the run before its first checkpoint: removes the run
+  /// directory if this run made it (and puts --fresh's previous one back).
+  void undo_new_run_directory();
   void announce_stage(Trainer& trainer) const;
 
   const Experiment& e_;
@@ -115,6 +122,8 @@ class Runner {
   std::string resumed_from_;
   bool compare_saved_config_ = false;  ///< the resumed checkpoint records no configuration
   size_t stage_ = 0;
+  bool made_run_dir_ = false;   ///< this run created the run directory (rank 0)
+  std::string kept_previous_;   ///< where --fresh moved the previous run directory
 };
 
 }  // namespace trainyard::host

@@ -21,9 +21,11 @@
 #include "formats/run_paths.h"
 #include "report/report.h"
 #include "run/experiment_file.h"
+#include "run/inspect.h"
 #include "trainyard/error.h"
 #include "util/files.h"
 #include "util/json.h"
+#include "util/text.h"
 #include "sweep/halving.h"
 #include "sweep/space.h"
 
@@ -159,6 +161,16 @@ SweepOutcome run_sweep(const SweepRequest& request) {
       if (p.total_epochs != base.loop.epochs)
         throw ConfigError("sweep point " + p.point.name + ": --halving with loop.epochs varied",
                           "expected every trial to train loop.epochs " + std::to_string(base.loop.epochs), "");
+    // The name is checked before any trial trains: a misspelt one would
+    // train every trial's first rung and then rank nothing.
+    const std::vector<std::string> names = run_value_names(base);
+    if (!std::binary_search(names.begin(), names.end(), ranking.metric)) {
+      const std::string hint = did_you_mean(ranking.metric, names);
+      throw ConfigError((request.metric.empty() ? base.where("stopping.monitor") : "command line: --metric " + ranking.metric) +
+                            ": no value '" + ranking.metric + "' in the runs of " + request.experiment,
+                        "expected one of the run's values (" + join(names) + ")",
+                        hint.empty() ? "e.g. --metric test_accuracy_top1 or test_loss" : hint);
+    }
     // Trials start in an order drawn from --seed: a grid lists its values sorted.
     halving = std::make_unique<Halving>(request.min_epochs, base.loop.epochs, request.reduction, ranking.maximize,
                                         points.size(), seeded_order(points.size(), request.seed));

@@ -18,12 +18,14 @@ class TestMeterResults final : public HostHook {
   }
 };
 
-// The best epoch stays, whatever the rotation of checkpoints deletes.
+// The best epoch stays, whatever the rotation of checkpoints deletes. Kept
+// once the epoch's checkpoint is written, which is after the epoch's
+// after_epoch callbacks (Trainer::default_epoch).
 class KeepBestCheckpoint final : public HostHook {
  public:
   std::string name() const override { return "keep best checkpoint"; }
-  void after_epoch(Trainer& t) override {
-    if (!t.epoch_improved() || !t.experiment().stopping.keep_best) return;
+  void after_checkpoint(Trainer& t, const std::string&) override {
+    if (!t.epoch_end_checkpoint() || !t.epoch_improved() || !t.experiment().stopping.keep_best) return;
     const LoopPosition at = t.position_state();
     auto keep = [&] {
       if (t.writes_files()) t.checkpoints().keep_as_best(at);
@@ -42,8 +44,7 @@ class PeriodicTrainLog final : public HostHook {
     if (t.iteration() % t.experiment().loop.log_every_iters != 0) return;
     MeterValues v = t.train_meter_values();
     t.take_values(v);
-    v["lr"] = t.lr();
-    v["grad_norm"] = t.grad_norm();
+    t.add_update_values(v);
     t.log("train", v);
   }
 };

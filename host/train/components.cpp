@@ -4,6 +4,7 @@
 #include <filesystem>
 #include <map>
 #include <regex>
+#include <type_traits>
 
 #include <unistd.h>
 
@@ -37,6 +38,14 @@ Built<T> make(const ComponentConfig& config, const Context& base) {
   const auto& factory = std::get<Factory<T>>(config.component->factory);
   auto object = guarded(config, "construction", [&] { return factory(config.options, context); });
   if (!object) throw ComponentFailure(component_label(config) + " returned nothing from its factory");
+  if constexpr (std::is_same_v<T, Dataset>) {
+    // A negative count would pass every "is it empty" check and fail much later (an empty batch).
+    const int64_t size = guarded(config, "size", [&] { return object->size(); });
+    if (size < 0)
+      throw ConfigError(config.where + " (" + component_label(config) + "): size() returned " + std::to_string(size),
+                        "expected the number of samples, 0 or more, got " + std::to_string(size),
+                        "the dataset plugin's size() is wrong: fix it, or check the options it counts from");
+  }
   return {&config, std::move(object)};
 }
 
@@ -186,6 +195,24 @@ std::pair<int64_t, int64_t> parameter_count(Network& network) {
     if (p.requires_grad()) trainable += p.numel();
   }
   return {all, trainable};
+}
+
+void check_weights_carry_over(const Network& later, const Network& earlier, size_t earlier_stage) {
+  auto compare = [&](const torch::OrderedDict<std::string, at::Tensor>& mine,
+                     const torch::OrderedDict<std::string, at::Tensor>& theirs, const char* what) {
+    for (const auto& item : mine) {
+      const at::Tensor* there = theirs.find(item.key());
+      if (there && there->sizes() == item.value().sizes()) continue;
+      throw ConfigError("the network's " + std::string(what) + " '" + item.key() + "' is " +
+                            shape_text(item.value().sizes()) + " in this stage but " +
+                            (there ? shape_text(there->sizes()) : std::string("absent")) + " in stage " +
+                            std::to_string(earlier_stage + 1) + ", whose weights this stage starts from",
+                        "expected the same network shapes in every stage (the same classes and sample shape)",
+                        "give every stage a dataset of the same classes and sample shape, and the same network");
+    }
+  };
+  compare(later.named_parameters(), earlier.named_parameters(), "parameter");
+  compare(later.named_buffers(), earlier.named_buffers(), "buffer");
 }
 
 void check_network_settings(const ComponentConfig& net, Network& network) {

@@ -53,6 +53,12 @@ Components build_components(const Experiment& experiment, Context& context);
 /// without changing it (a later stage's settings, before the first trains).
 void check_network_settings(const ComponentConfig& network_config, Network& network);
 
+/// A later stage starts from the weights the earlier one ends with
+/// (Trainer::continue_from copies every parameter and buffer by name):
+/// throws ConfigError when `later` holds a name that `earlier` (stage
+/// `earlier_stage`, 0-based) lacks or holds with another shape.
+void check_weights_carry_over(const Network& later, const Network& earlier, size_t earlier_stage);
+
 /// The dataset's Dataset::input_normalization(), asked only of a plugin built
 /// with SDK 1.2 or later (an older one has no such virtual function to call);
 /// `plugin` is the dataset's plugin when it is not `config`'s (predict's input).

@@ -38,6 +38,9 @@ class HostHook {
   virtual void before_run(Trainer&) {}
   virtual void after_run(Trainer&) {}
   virtual void before_epoch(Trainer&) {}
+  /// Before the epoch's checkpoint, so that no call is lost to a failure
+  /// (Trainer::default_epoch); what needs that checkpoint on disk listens to
+  /// after_checkpoint and asks Trainer::epoch_end_checkpoint().
   virtual void after_epoch(Trainer&) {}
   virtual void before_train_iter(Trainer&, const Batch&) {}
   virtual void after_train_iter(Trainer&, const StepResult&) {}

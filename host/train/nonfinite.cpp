@@ -1,5 +1,8 @@
 #include "train/nonfinite.h"
 
+#include <cmath>
+#include <cstdio>
+#include <limits>
 #include <map>
 
 #include <ATen/ATen.h>
@@ -125,13 +128,29 @@ std::string locate_nonfinite_forward(Network& network, const Batch& batch) {
 }
 
 std::string diagnose_nonfinite_loss(Network& network, const Batch& batch, const at::Tensor& output,
-                                    const std::string& loss_name) {
+                                    const std::string& loss_name, const std::string& network_label) {
   auto bad = nonfinite_parameters(network);
   if (!bad.empty()) return "these parameters are not finite (a previous update made them so): " + join(bad);
-  if (finite(output)) return "the network's output is finite: the loss '" + loss_name + "' produced it";
+  const std::string loss = "the loss '" + loss_name + "'";
+  if (finite(output)) {
+    // A finite output so large that arithmetic on it overflows (its square
+    // past float's range) is the network's doing, though the loss overflowed.
+    const double largest = output.defined() && output.numel() > 0 && output.is_floating_point()
+                               ? output.detach().abs().max().item<double>()
+                               : 0.0;
+    if (largest > std::sqrt(static_cast<double>(std::numeric_limits<float>::max()))) {
+      char text[32];
+      std::snprintf(text, sizeof text, "%.3g", largest);
+      return "the output of " + network_label + " is finite but extreme (largest magnitude " + text +
+             "): " + loss + " overflowed on it; check the network's forward";
+    }
+    return "the network's output is finite: " + loss + " produced it";
+  }
   const std::string where = locate_nonfinite_forward(network, batch);
-  if (where.empty()) return "the network's output is not finite, but was finite when run again (nondeterministic?)";
-  return "the first non-finite value in the forward pass came from " + where;
+  const std::string not_loss = "; the output of " + network_label + " was already not finite, before " + loss;
+  if (where.empty())
+    return "the network's output is not finite, but was finite when run again (nondeterministic?)" + not_loss;
+  return "the first non-finite value in the forward pass came from " + where + not_loss;
 }
 
 }  // namespace trainyard::host

@@ -30,8 +30,10 @@ std::vector<std::string> nonfinite_gradients(Network& network);
 std::string locate_nonfinite_forward(Network& network, const Batch& batch);
 
 /// A whole diagnosis for a non-finite loss at this batch: bad parameters, or
-/// the forward operation, or (the network's output being finite) the loss.
+/// the forward operation (naming the network, `network_label`, whose output
+/// was not finite), or a finite output so extreme that the loss overflowed on
+/// it (the network named too), or else the loss.
 std::string diagnose_nonfinite_loss(Network& network, const Batch& batch, const at::Tensor& output,
-                                    const std::string& loss_name);
+                                    const std::string& loss_name, const std::string& network_label);
 
 }  // namespace trainyard::host

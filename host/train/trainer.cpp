@@ -340,6 +340,7 @@ void Trainer::default_epoch(int64_t epoch) {
     StepResult result = stages_.train_step(*batch);
     ++at_.position;
     ++at_.iteration;
+    mark_progress();  // the step is done: a hang in its after_train_iter names this iteration
     for (auto& m : c_.train_meters)
       guarded(*m.config, "update", [&] { m.object->update({result.batch, result.output, result.loss}); });
     train_seconds += seconds_since(t0);
@@ -377,15 +378,23 @@ void Trainer::default_epoch(int64_t epoch) {
     v["train_bad_records"] = values_["train_bad_records"];
     report_bad_records(*c_.train_data.config, *train_stats_, "epoch " + std::to_string(at_.epoch));
   }
-  v["lr"] = updater_.lr();
-  v["grad_norm"] = updater_.grad_norm();
+  add_update_values(v);
   log("train", v);
   if (tested_at_ != at_.iteration)  // the periodic test may have just run on this state
     take_meter_values(stages_.test(), at_.epoch, at_.iteration, values_, readings_);
   epoch_improved_ = judge_epoch();
-  stages_.checkpoint();
-  // The best checkpoint kept, then the users' callbacks (add_builtin_hooks()).
+  // The users' callbacks, then the epoch's checkpoint (MMEngine's order: its
+  // CheckpointHook saves after the other hooks' after_train_epoch). The
+  // checkpoint holds what they did, and one that throws leaves the previous
+  // checkpoint as the latest: the resume trains to this epoch's end again and
+  // calls after_epoch again, so no epoch's call is lost.
   hooks_.each([&](HostHook& h) { h.after_epoch(*this); });
+  epoch_end_checkpoint_ = true;  // the best checkpoint is kept in after_checkpoint (add_builtin_hooks())
+  struct Reset {
+    bool& flag;
+    ~Reset() { flag = false; }
+  } reset{epoch_end_checkpoint_};
+  stages_.checkpoint();
 }
 
 MeterValues Trainer::default_test() {
@@ -487,6 +496,15 @@ void Trainer::default_checkpoint() {
   if (comm_) comm_->rank0_work("checkpoint write", rank0_io_limit(e_.loop.stall_timeout_secs), save);
   else save();
   hooks_.each([&](HostHook& h) { h.after_checkpoint(*this, path); });
+}
+
+void Trainer::add_update_values(MeterValues& v) const {
+  v["lr"] = updater_.lr();
+  v["grad_norm"] = updater_.grad_norm();
+  // The fp16 scaler's state and the updates skipped, where the run has them
+  // (finish_update() keeps them in values_): series in metrics.jsonl.
+  for (const char* name : {"loss_scale", "scaler_skipped_updates", "skipped_updates"})
+    if (const auto it = values_.find(name); it != values_.end()) v[name] = it->second;
 }
 
 void Trainer::take_values(const MeterValues& values) {

@@ -124,8 +124,14 @@ class Trainer final : public Loop {
   bool writes_files() const { return context_.rank == 0; }
   /// The epoch that just ended improved the stopping rule's monitored value.
   bool epoch_improved() const { return epoch_improved_; }
+  /// The checkpoint being written is the one at an epoch's end (after its
+  /// after_epoch callbacks), not a periodic or stop-request one.
+  bool epoch_end_checkpoint() const { return epoch_end_checkpoint_; }
   /// The train meters' values over all ranks, named train_*.
   MeterValues train_meter_values() { return meter_values(c_.train_meters, "train_"); }
+  /// Adds what the last update says to a train log line: lr, grad_norm, and
+  /// loss_scale, scaler_skipped_updates and skipped_updates where kept.
+  void add_update_values(MeterValues& v) const;
   /// Makes `values` the latest of values() (and meter_readings(), at this epoch and iteration).
   void take_values(const MeterValues& values);
   /// A test ran at this iteration: the epoch's end does not test the same state again.
@@ -177,6 +183,7 @@ class Trainer final : public Loop {
   int64_t tested_at_ = -1;        ///< iteration of the last periodic test
   bool criterion_stop_ = false;   ///< the stop came from `stopping:` (ends the stage only)
   bool epoch_improved_ = false;   ///< the last judged epoch was the best so far
+  bool epoch_end_checkpoint_ = false;  ///< the epoch-end checkpoint is being written
   StageInfo stage_;
   bool debug_ = false;
   bool signal_stop_ = false;

@@ -164,7 +164,8 @@ void Updater::handle_nonfinite(const UpdateClock& clock, UpdateOutcome& outcome)
   Network& net = *c_.network.object;
   std::string cause;
   if (!loss_finite_ && batch_) {
-    cause = "non-finite loss; " + diagnose_nonfinite_loss(net, *batch_, last_output_, e_.loss.plugin);
+    cause = "non-finite loss; " + diagnose_nonfinite_loss(net, *batch_, last_output_, e_.loss.plugin,
+                                                               component_label(*c_.network.config));
   } else {
     auto bad = nonfinite_gradients(net);
     auto params = nonfinite_parameters(net);

@@ -174,7 +174,7 @@ const std::vector<std::string> kLoopValueNames = {
 // and is a likely misspelling of one the check's batch produced is refused
 // now, before anything is written. A name close to none is left to the
 // first test, which sees every value (a meter may add one later).
-void check_value_names(const Experiment& e, std::vector<std::string> names) {
+std::vector<std::string> check_value_names(const Experiment& e, std::vector<std::string> names) {
   names.insert(names.end(), kLoopValueNames.begin(), kLoopValueNames.end());
   // ema.evaluate: each test value again on the averaged weights (Trainer::default_test).
   if (e.ema.enabled && e.ema.evaluate)
@@ -193,11 +193,12 @@ void check_value_names(const Experiment& e, std::vector<std::string> names) {
     throw LocatedConfigError(e.where(key) + ": no meter value '" + name + "'",
                              "expected one of the run's values (" + join(names) + ")", hint);
   }
+  return names;
 }
 
 }  // namespace
 
-void check_wiring(Components& c, const Experiment& e, const Context& context) {
+std::vector<std::string> check_wiring(Components& c, const Experiment& e, const Context& context) {
   at::Generator cpu = at::detail::getDefaultCPUGenerator();
   at::Tensor rng_state;
   {
@@ -207,9 +208,10 @@ void check_wiring(Components& c, const Experiment& e, const Context& context) {
   std::vector<std::string> value_names;
   check_split(c, e, context, c.train_data, c.train_meters, "training", value_names);
   if (c.test_data.object) check_split(c, e, context, c.test_data, c.test_meters, "test", value_names);
-  check_value_names(e, value_names);
+  value_names = check_value_names(e, value_names);
   std::lock_guard<std::mutex> lock(cpu.mutex());
   cpu.set_state(rng_state);
+  return value_names;
 }
 
 }  // namespace trainyard::host

@@ -6,6 +6,9 @@
 // returns half the batch or nothing) is a ConfigError naming the component
 // and the shapes, instead of a crash in the loss or a run that trains
 // silently on nonsense.
+#include <string>
+#include <vector>
+
 #include "config/experiment.h"
 #include "train/components.h"
 
@@ -14,6 +17,8 @@ namespace trainyard::host {
 /// Checks the built components with a few samples of each split. Leaves the
 /// network's modes, the meters' accumulators and the CPU random generator
 /// as it found them, so a run is the same with or without the check.
-void check_wiring(Components& components, const Experiment& experiment, const Context& context);
+/// Returns the names of the values a run of them reports (train_*, test_*
+/// from the meters, and the loop's own: lr, grad_norm, ...), sorted.
+std::vector<std::string> check_wiring(Components& components, const Experiment& experiment, const Context& context);
 
 }  // namespace trainyard::host

@@ -1,14 +1,17 @@
 #include "util/files.h"
 
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
+#include <utility>
 
 #include "trainyard/error.h"
 
@@ -25,8 +28,29 @@ void sync_path(const std::string& path) {
   if (rc != 0) throw Error(path + ": fsync failed: " + std::strerror(saved));
 }
 
+namespace {
+
+// A new temporary file beside `path`, created here (O_EXCL: never an existing
+// file, a planted link or a device; O_NOFOLLOW), with the umask's mode. Returns
+// its name and open descriptor.
+std::pair<std::string, int> create_temporary(const std::string& path) {
+  static std::atomic<unsigned> counter{0};
+  for (int attempt = 0;; ++attempt) {
+    // PATH.tmp-PID, or PATH.tmp-PID-N when that is taken (a stale one, another thread's).
+    const std::string tmp =
+        path + ".tmp-" + std::to_string(::getpid()) + (attempt == 0 ? "" : "-" + std::to_string(++counter));
+    const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0666);
+    if (fd >= 0) return {tmp, fd};
+    if (errno != EEXIST || attempt >= 100)
+      throw Error(tmp + ": cannot create the temporary file: " + std::strerror(errno));
+  }
+}
+
+}  // namespace
+
 void replace_file_atomic(const std::string& path, const std::function<void(const std::string&)>& write) {
-  const std::string tmp = path + ".tmp-" + std::to_string(::getpid());
+  const auto [tmp, fd] = create_temporary(path);
+  ::close(fd);
   try {
     write(tmp);
     sync_path(tmp);
@@ -43,13 +67,67 @@ void replace_file_atomic(const std::string& path, const std::function<void(const
   sync_path(folder.empty() ? "." : folder);
 }
 
+namespace {
+// Writes all of `text` to `fd` and closes it; on failure closes it too and
+// throws "FAILURE: REASON".
+void write_and_close(int fd, const std::string& text, const std::string& failure) {
+  size_t done = 0;
+  while (done < text.size()) {
+    const ssize_t n = ::write(fd, text.data() + done, text.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      const int saved = n < 0 ? errno : EIO;
+      ::close(fd);
+      throw Error(failure + ": " + std::strerror(saved));
+    }
+    done += static_cast<size_t>(n);
+  }
+  if (::close(fd) != 0) throw Error(failure + ": " + std::strerror(errno));
+}
+}  // namespace
+
 void write_file_atomic(const std::string& path, const std::string& content) {
   replace_file_atomic(path, [&](const std::string& tmp) {
-    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    out << content;
-    out.close();
-    if (!out) throw Error(tmp + ": cannot write: " + std::strerror(errno));
+    // The file create_temporary made, opened again without following a link.
+    const int fd = ::open(tmp.c_str(), O_WRONLY | O_TRUNC | O_NOFOLLOW | O_CLOEXEC);
+    if (fd < 0) throw Error(tmp + ": cannot open: " + std::strerror(errno));
+    write_and_close(fd, content, tmp + ": cannot write");
   });
+}
+
+void check_output_file(const std::string& path, const std::string& origin) {
+  const fs::path p(path);
+  struct stat st {};
+  const bool exists = ::lstat(path.c_str(), &st) == 0;
+  const bool trailing_slash = !path.empty() && path.back() == '/';
+  if ((exists && S_ISDIR(st.st_mode)) || trailing_slash)
+    throw ConfigError(origin + ": is a folder", "expected the path of a file to write",
+                      "name a file in it, e.g. " + (p / "model.pt").lexically_normal().string());
+  const std::string folder = p.parent_path().empty() ? "." : p.parent_path().string();
+  std::error_code ec;
+  if (!fs::exists(folder, ec))
+    throw ConfigError(origin + ": the folder " + folder + " does not exist", "expected a file in an existing folder",
+                      "create the folder first (mkdir -p " + folder + ")");
+  if (!fs::is_directory(folder, ec))
+    throw ConfigError(origin + ": " + folder + " is not a folder", "expected a file in an existing folder", "");
+  if (exists && !S_ISREG(st.st_mode)) {
+    const char* kind = S_ISLNK(st.st_mode)    ? "a symbolic link"
+                       : S_ISFIFO(st.st_mode) ? "a FIFO"
+                       : S_ISCHR(st.st_mode)  ? "a character device"
+                       : S_ISBLK(st.st_mode)  ? "a block device"
+                       : S_ISSOCK(st.st_mode) ? "a socket"
+                                              : "not a regular file";
+    throw ConfigError(origin + ": is " + std::string(kind) + ", not a regular file",
+                      "expected a new file or a regular file to replace", "choose another path");
+  }
+  if (exists && (st.st_mode & 0222) == 0)
+    throw ConfigError(origin + ": the file is write-protected (mode " + [&] {
+                        char mode[8];
+                        std::snprintf(mode, sizeof mode, "%04o", static_cast<unsigned>(st.st_mode & 07777));
+                        return std::string(mode);
+                      }() + ")",
+                      "expected a new file or one that may be replaced", "choose another path, or chmod u+w it first");
+  check_output_folder(folder, origin);
 }
 
 void check_output_folder(const std::string& path, const std::string& origin) {
@@ -81,11 +159,21 @@ std::vector<std::string> read_lines(const std::string& path) {
 }
 
 void append_line(const std::string& path, const std::string& line) {
-  std::FILE* f = std::fopen(path.c_str(), "a");
-  if (!f) throw Error(path + ": cannot open for appending: " + std::strerror(errno));
-  std::fputs(line.c_str(), f);
-  std::fputc('\n', f);
-  if (std::fclose(f) != 0) throw Error(path + ": cannot append: " + std::strerror(errno));
+  // Never through a link planted where the file should be, never into a FIFO
+  // or device (O_NONBLOCK: opening a FIFO would wait for a reader).
+  const int fd = ::open(path.c_str(), O_WRONLY | O_APPEND | O_CREAT | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC, 0644);
+  if (fd < 0 && errno == ELOOP)
+    throw ConfigError(path + ": a symbolic link where trainyard appends its records",
+                      "expected a regular file that trainyard creates, or none",
+                      "remove the link; trainyard never writes through links");
+  if (fd < 0) throw Error(path + ": cannot open for appending: " + std::strerror(errno));
+  struct stat st {};
+  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    ::close(fd);
+    throw ConfigError(path + ": not a regular file where trainyard appends its records",
+                      "expected a regular file that trainyard creates, or none", "remove it");
+  }
+  write_and_close(fd, line + "\n", path + ": cannot append");
 }
 
 }  // namespace trainyard::host

@@ -17,6 +17,12 @@ void replace_file_atomic(const std::string& path, const std::function<void(const
 /// existing folder cannot be written (permissions, a read-only file system).
 /// Creates nothing: a refused run leaves no trace.
 void check_output_folder(const std::string& path, const std::string& origin);
+/// Refuses, with a ConfigError starting with `origin` ("command line: --output
+/// FILE"), an output file that is a folder (or ends in '/'), lies in a folder
+/// that does not exist, is not a regular file (a device, FIFO, socket or
+/// symbolic link: it is never replaced), or is write-protected; then checks its
+/// folder as check_output_folder does. Creates nothing.
+void check_output_file(const std::string& path, const std::string& origin);
 /// A file's whole contents, bytes as they are (empty if it does not exist or
 /// cannot be read: callers that must tell check first).
 std::string read_whole_file(const std::string& path);

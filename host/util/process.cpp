@@ -69,6 +69,44 @@ void on_fatal_signal(int signo) {
   raise(signo);
 }
 
+// A decimal number without allocating, for the signal handlers.
+void say_number(int64_t value) {
+  char digits[24];
+  int n = 0;
+  const bool negative = value < 0;
+  uint64_t v = negative ? 0 - static_cast<uint64_t>(value) : static_cast<uint64_t>(value);
+  do {
+    digits[n++] = static_cast<char>('0' + v % 10);
+    v /= 10;
+  } while (v != 0 && n < 22);
+  if (negative) digits[n++] = '-';
+  char text[24];
+  for (int i = 0; i < n; ++i) text[i] = digits[n - 1 - i];
+  text[n] = '\0';
+  say(text);
+}
+
+// "callback 'hang' (callback) from libx.so in after_epoch, at epoch 1,
+// iteration 16", from the watched thread's progress (lock-free atomics).
+void say_what_runs() {
+  const WatchedProgress& p = watched_progress();
+  if (const char* component = p.component.load()) {
+    say(component);
+    if (const char* action = p.action.load()) {
+      say(" in ");
+      say(action);
+    }
+  } else {
+    say("the host (no component running)");
+  }
+  say(", at epoch ");
+  say_number(p.epoch.load() + 1);
+  say(", iteration ");
+  say_number(p.iteration.load());
+}
+
+char g_abort_lock[4096];
+
 volatile sig_atomic_t g_stop_signal = 0;
 
 // Paths the start-up stop handler removes (set_startup_leftovers).
@@ -134,7 +172,12 @@ void on_exit_call() {
 
 void on_stop_signal(int signo) {
   if (g_stop_signal != 0 && signo == SIGINT) {
-    say("\ntrainyard: second SIGINT: aborting without a checkpoint\n");
+    // The user insists: no checkpoint. Say what was running (it is what kept
+    // the loop from its boundary), free the run directory, die of SIGINT.
+    say("\nerror: second SIGINT: aborted without a checkpoint while running ");
+    say_what_runs();
+    say("; the last checkpoint written is whole: run the same command to resume from it (exit code 130)\n");
+    release_abort_lock();
     signal(SIGINT, SIG_DFL);
     raise(SIGINT);
     return;
@@ -190,6 +233,35 @@ int stop_signal_received() { return g_stop_signal; }
 
 void install_startup_stop_signals(const std::vector<std::string>& names) {
   install_for(names, on_startup_stop_signal, 0);
+}
+
+namespace {
+// The default loop.stop_signals, by number (install_early_stop_signals runs
+// before any std::string may be made).
+constexpr int kEarlyStopSignals[] = {SIGINT, SIGTERM, SIGUSR1};
+}  // namespace
+
+void install_early_stop_signals() {
+  for (int signo : kEarlyStopSignals) {
+    struct sigaction action {};
+    action.sa_handler = on_startup_stop_signal;
+    sigemptyset(&action.sa_mask);
+    sigaction(signo, &action, nullptr);
+  }
+}
+
+void restore_default_stop_signals() {
+  for (int signo : kEarlyStopSignals) signal(signo, SIG_DFL);
+}
+
+void set_abort_lock_path(const std::string& path) {
+  g_abort_lock[0] = '\0';
+  if (path.size() >= sizeof g_abort_lock) return;
+  memcpy(g_abort_lock, path.c_str(), path.size() + 1);
+}
+
+void release_abort_lock() {
+  if (g_abort_lock[0] != '\0') unlink(g_abort_lock);
 }
 
 void write_thread_stacks(int fd) {

@@ -12,13 +12,15 @@ namespace trainyard::host {
 constexpr int kExitStoppedResumable = 4;
 /// Exit code of a run the stall watchdog ended: no step completed within
 /// loop.stall_timeout_secs, or a stop signal was not answered within
-/// loop.stop_grace_secs. Not resumable from that moment (no checkpoint).
+/// loop.stop_grace_secs. The run lock is released; the run resumes from its
+/// last checkpoint written (none is written at that moment).
 constexpr int kExitStalled = 5;
 
 /// The stop signals a run accepts, by name (loop.stop_signals).
 const std::vector<std::string>& stop_signal_names();
 /// SIGINT, SIGTERM, SIGUSR1, ... (those named) only set a flag, read at the
-/// next iteration boundary; a second SIGINT aborts at once.
+/// next iteration boundary; a second SIGINT aborts at once with an error
+/// line naming what ran, releases the run lock and dies of SIGINT (exit 130).
 void install_stop_signals(const std::vector<std::string>& names);
 /// Until the loop begins: the stop signals named end the process at once
 /// (exit kExitStoppedResumable, one line saying nothing was written), since
@@ -29,6 +31,20 @@ void install_startup_stop_signals(const std::vector<std::string>& names);
 /// at most 4 paths, in order; a file is unlinked, a folder removed if empty.
 /// An empty list clears them.
 void set_startup_leftovers(const std::vector<std::string>& paths);
+/// Before main() runs (an ELF preinit function of the executable, ahead of
+/// LibTorch's static initialisers): SIGINT, SIGTERM and SIGUSR1 end the
+/// process with one line and kExitStoppedResumable instead of silently.
+/// Allocates nothing: it runs before the C++ runtime is initialised.
+void install_early_stop_signals();
+/// Back to the default dispositions of the early stop signals, for commands
+/// that neither train nor start ranks (export, validate, ...).
+void restore_default_stop_signals();
+/// The run lock file to remove when the process is ended abruptly (the
+/// watchdog, a second SIGINT), so the next run need not take it over; ""
+/// clears it. Kept in a fixed buffer: read by signal handlers.
+void set_abort_lock_path(const std::string& path);
+/// Removes that file (async-signal-safe).
+void release_abort_lock();
 /// The first stop signal received, or 0.
 int stop_signal_received();
 /// "SIGTERM".

@@ -34,7 +34,8 @@ std::string running_now() {
 StallWatchdog::StallWatchdog(WatchdogOptions options) : options_(std::move(options)) {
   this_thread_watched() = true;
   heartbeat();
-  if (options_.stall_timeout_secs > 0) thread_ = std::thread([this] { watch(); });
+  // The grace after a stop signal holds also when the stall limit is off.
+  if (options_.stall_timeout_secs > 0 || options_.stop_grace_secs > 0) thread_ = std::thread([this] { watch(); });
 }
 
 StallWatchdog::~StallWatchdog() {
@@ -49,16 +50,18 @@ StallWatchdog::~StallWatchdog() {
 
 void StallWatchdog::watch() {
   // Checks a few times per timeout, and at least every second.
-  const auto period = std::chrono::duration<double>(std::clamp(options_.stall_timeout_secs / 4, 0.05, 1.0));
+  const double shortest = options_.stall_timeout_secs > 0 ? std::min(options_.stall_timeout_secs, options_.stop_grace_secs)
+                                                          : options_.stop_grace_secs;
+  const auto period = std::chrono::duration<double>(std::clamp(shortest / 4, 0.05, 1.0));
   int64_t signal_seen_ns = 0;
   std::unique_lock<std::mutex> lock(mutex_);
   while (!wake_.wait_for(lock, period, [this] { return stopping_; })) {
     const int64_t beat = watched_progress().beat_ns.load(std::memory_order_relaxed);
     const double quiet = seconds_since(beat);
-    if (quiet > options_.stall_timeout_secs)
+    if (options_.stall_timeout_secs > 0 && quiet > options_.stall_timeout_secs)
       fire("no progress for " + std::to_string(static_cast<int64_t>(std::floor(quiet))) +
            " s (loop.stall_timeout_secs " + std::to_string(static_cast<int64_t>(options_.stall_timeout_secs)) + ")");
-    if (stop_signal_received() != 0) {
+    if (options_.stop_grace_secs > 0 && stop_signal_received() != 0) {
       if (signal_seen_ns == 0) signal_seen_ns = std::chrono::steady_clock::now().time_since_epoch().count();
       // The grace runs from the signal or the last progress, whichever is later.
       const double waited = seconds_since(std::max(signal_seen_ns, beat));
@@ -82,8 +85,12 @@ void StallWatchdog::fire(const std::string& why) {
     ::close(fd);
     traces = "; stack traces of every thread in " + options_.traces_path;
   }
-  std::cerr << "error: stalled: " << why << "; running: " << running << traces << " (exit code " << kExitStalled
-            << ")" << std::endl;
+  // The next run finds the run directory free; the last checkpoint written
+  // is whole (checkpoints are renamed into place only once complete).
+  release_abort_lock();
+  std::cerr << "error: stalled: " << why << "; running: " << running << traces
+            << "; the last checkpoint written is whole: run the same command to resume from it (exit code "
+            << kExitStalled << ")" << std::endl;
   std::cout.flush();
   _exit(kExitStalled);
 }

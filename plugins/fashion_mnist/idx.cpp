@@ -15,12 +15,28 @@ namespace {
 
 size_t header_size(int rank) { return static_cast<size_t>(4 + 4 * rank); }
 
-// Reads exactly `size` bytes, or returns how many there were.
-size_t read_fully(gzFile f, void* out, size_t size) {
+// Reads exactly `size` bytes, or returns how many there were (a file that
+// ends early). Damaged compressed data (a CRC or length that does not match,
+// an invalid deflate stream) is a DataError naming the file and zlib's reason.
+size_t read_fully(gzFile f, void* out, size_t size, const std::string& path) {
   size_t done = 0;
   while (done < size) {
     unsigned chunk = static_cast<unsigned>(std::min<size_t>(size - done, 1u << 30));
     int n = gzread(f, static_cast<char*>(out) + done, chunk);
+    if (n < 0 || (n == 0 && done < size)) {
+      int code = Z_OK;
+      const char* why = gzerror(f, &code);
+      if (code == Z_DATA_ERROR || code == Z_ERRNO || code == Z_MEM_ERROR) {
+        std::string reason = why && *why ? why : "unknown zlib error";
+        if (reason.rfind(path + ": ", 0) == 0) reason.erase(0, path.size() + 2);  // zlib puts the path first
+        const bool check = reason.find("incorrect data check") != std::string::npos ||
+                           reason.find("incorrect length check") != std::string::npos;
+        throw trainyard::DataError(
+            path + ": " + (check ? "fails its gzip integrity check (" + reason + ": the data does not match its CRC-32)"
+                                 : "damaged gzip data (" + reason + ")"),
+            "expected an intact gzip file", "the file is damaged: download or reinstall the dataset");
+      }
+    }
     if (n <= 0) break;
     done += static_cast<size_t>(n);
   }
@@ -118,11 +134,11 @@ IdxArray read_idx(const std::string& path, int rank) {
     ~Closer() { gzclose(f); }
   } closer{f};
   std::vector<uint8_t> header(header_size(rank));
-  array.dims = parse_header(header.data(), read_fully(f, header.data(), header.size()), path, rank);
+  array.dims = parse_header(header.data(), read_fully(f, header.data(), header.size(), path), path, rank);
   const size_t total = element_count(array.dims);
   // Uninitialized: the read fills it (a zero-filled vector cost one more pass over 47 MB).
   array.data = at::empty({static_cast<int64_t>(total)}, at::kByte);
-  check_length(path, total, read_fully(f, array.data.mutable_data_ptr<uint8_t>(), total));
+  check_length(path, total, read_fully(f, array.data.mutable_data_ptr<uint8_t>(), total, path));
   return array;
 }
 

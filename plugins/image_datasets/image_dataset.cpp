@@ -27,9 +27,21 @@ void check_encoded(const void* data, size_t size, const std::string& what) {
   // on stderr beside ours: said here instead, before decoding.
   static const unsigned char png_signature[8] = {0x89, 'P', 'N', 'G', 0x0D, 0x0A, 0x1A, 0x0A};
   static const unsigned char iend[4] = {'I', 'E', 'N', 'D'};
-  if (size >= 8 && std::equal(std::begin(png_signature), std::end(png_signature), p) &&
-      std::find_end(p, p + size, std::begin(iend), std::end(iend)) == p + size)
+  const bool png = size >= 8 && std::equal(std::begin(png_signature), std::end(png_signature), p);
+  if (png && std::find_end(p, p + size, std::begin(iend), std::end(iend)) == p + size)
     throw trainyard::BadRecord(what + ": truncated PNG (" + std::to_string(size) + " bytes, no IEND chunk)");
+  // The frame a header claims, checked before a decoder allocates it: a
+  // 763-byte JPEG may claim 65500x65500 (12.9 GB of pixels).
+  cv::Size claimed;
+  if (const auto jpeg = read_jpeg_header(data, size)) claimed = jpeg->size;
+  const auto be32 = [&](size_t at) { return (uint64_t(p[at]) << 24) | (p[at + 1] << 16) | (p[at + 2] << 8) | p[at + 3]; };
+  uint64_t width = uint64_t(claimed.width), height = uint64_t(claimed.height);
+  if (png && size >= 24 && std::equal(p + 12, p + 16, "IHDR")) width = be32(16), height = be32(20);
+  if (width * height > kMaxImagePixels)  // each at most 2^32: no overflow
+    throw trainyard::BadRecord(what + ": its header claims " + std::to_string(height) + "x" + std::to_string(width) +
+                               " pixels (" + std::to_string(width * height) + "), expected at most " +
+                               std::to_string(kMaxImagePixels) +
+                               " (Pillow's decompression-bomb limit); the file is damaged or not a photograph");
 }
 
 void check_size(cv::Size size, const SourceImage& image) {

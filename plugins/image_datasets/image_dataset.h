@@ -62,6 +62,11 @@ class ImageDataset : public trainyard::Dataset {
   trainyard::DatasetInfo info_;
 };
 
+/// The most pixels an encoded image's header may claim: checked before a
+/// frame is allocated (a BadRecord above it). Pillow's DecompressionBombError
+/// threshold: 2 x Image.MAX_IMAGE_PIXELS (89,478,485), about 13,377 x 13,377.
+constexpr uint64_t kMaxImagePixels = 178'956'970;
+
 /// Decodes an encoded image (PNG, JPEG, ...) as stored; throws BadRecord.
 cv::Mat decode_image(const void* data, size_t size, const std::string& what);
 /// Reads a file's bytes; throws BadRecord naming the file.
@@ -95,6 +100,7 @@ struct WebDatasetOptions : TransformOptions {
   int64_t shuffle_buffer = 0;
   bool shuffle_shards = false;
   int64_t read_ahead = 0;
+  double start_timeout = 0;  ///< pipe: seconds to wait for the first sample at start-up
 };
 
 trainyard::Schema lmdb_schema();
@@ -108,7 +114,9 @@ std::shared_ptr<trainyard::Dataset> make_streamed_webdataset(const WebDatasetOpt
                                                              const trainyard::Context& context);
 /// A WebDataset shard pattern's names: the first {A..B} (zero-padded to A's
 /// width) or {x,y} is expanded, then the rest: "s-{00..02}.tar" -> s-00.tar, s-01.tar, s-02.tar.
+/// More than kMaxShardNames names is a ConfigError, found before any is made.
 std::vector<std::string> expand_braces(const std::string& pattern);
+constexpr uint64_t kMaxShardNames = 1'000'000;
 trainyard::Schema csv_schema();
 std::shared_ptr<trainyard::Dataset> make_csv(const trainyard::Options& options);
 

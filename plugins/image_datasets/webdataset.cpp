@@ -7,7 +7,8 @@
 // Local shards are indexed once when the dataset is built (the tar headers
 // only: 512 bytes read per member; an offset, a size, a label and the member's
 // name kept per sample), and each
-// sample is read by offset with pread: the loader's per-epoch shuffle,
+// sample is read by offset with pread (at most kMaxOpenShards shards open at
+// once, opened on demand): the loader's per-epoch shuffle,
 // rank split and exact resume work as for any indexed dataset, and memory
 // does not grow with the data. Streamed shards (`pipe:COMMAND`):
 // webdataset_stream.cpp.
@@ -17,6 +18,8 @@
 #include <algorithm>
 #include <cstring>
 #include <filesystem>
+#include <memory>
+#include <mutex>
 #include <regex>
 
 #include <ATen/ATen.h>
@@ -30,37 +33,73 @@ namespace fs = std::filesystem;
 namespace image_datasets {
 
 std::vector<std::string> expand_braces(const std::string& pattern) {
-  // The first {A..B} (numbers, zero-padded to A's width) or {x,y,z}; the rest recursively.
-  const size_t open = pattern.find('{');
-  if (open == std::string::npos) return {pattern};
-  const size_t close = pattern.find('}', open);
-  if (close == std::string::npos)
-    throw trainyard::ConfigError("shard pattern '" + pattern + "' has a '{' without a '}'",
-                                 "expected e.g. train-{000000..000146}.tar or {a,b}.tar", "");
-  const std::string inside = pattern.substr(open + 1, close - open - 1);
-  const std::string head = pattern.substr(0, open), tail = pattern.substr(close + 1);
-  std::vector<std::string> choices;
-  std::smatch range;
-  if (std::regex_match(inside, range, std::regex("([0-9]+)\\.\\.([0-9]+)"))) {
-    const std::string first = range[1], last = range[2];
-    const long long a = std::stoll(first), b = std::stoll(last);
-    if (b < a || b - a > 10'000'000)
-      throw trainyard::ConfigError("shard pattern '" + pattern + "': range {" + inside + "}",
-                                   "expected {FIRST..LAST} with FIRST <= LAST", "");
-    for (long long i = a; i <= b; ++i) {
-      std::string number = std::to_string(i);
-      if (number.size() < first.size()) number.insert(0, first.size() - number.size(), '0');
-      choices.push_back(number);
+  // Every {A..B} (numbers, zero-padded to A's width) or {x,y,z}, left to
+  // right; the names are counted before any is made.
+  struct Group {
+    size_t open = 0, close = 0;
+    bool range = false;
+    long long first = 0, last = 0;
+    size_t width = 0;
+    std::vector<std::string> items;
+    uint64_t count() const { return range ? uint64_t(last - first) + 1 : items.size(); }
+  };
+  std::vector<Group> groups;
+  uint64_t names = 1;
+  for (size_t at = 0, open; (open = pattern.find('{', at)) != std::string::npos;) {
+    Group g;
+    g.open = open;
+    g.close = pattern.find('}', open);
+    if (g.close == std::string::npos)
+      throw trainyard::ConfigError("shard pattern '" + pattern + "' has a '{' without a '}'",
+                                   "expected e.g. train-{000000..000146}.tar or {a,b}.tar", "");
+    const std::string inside = pattern.substr(open + 1, g.close - open - 1);
+    std::smatch range;
+    if (std::regex_match(inside, range, std::regex("([0-9]+)\\.\\.([0-9]+)"))) {
+      const std::string first = range[1], last = range[2];
+      const auto digits = [](const std::string& d) { return d.size() - std::min(d.find_first_not_of('0'), d.size()); };
+      if (digits(first) > 18 || digits(last) > 18)
+        throw trainyard::ConfigError("shard pattern '" + pattern + "': range {" + inside + "}",
+                                     "expected numbers of at most 18 digits", "");
+      g.range = true, g.first = std::stoll(first), g.last = std::stoll(last), g.width = first.size();
+      if (g.last < g.first)
+        throw trainyard::ConfigError("shard pattern '" + pattern + "': range {" + inside + "}",
+                                     "expected {FIRST..LAST} with FIRST <= LAST", "");
+    } else {
+      size_t start = 0;
+      for (size_t comma; (comma = inside.find(',', start)) != std::string::npos; start = comma + 1)
+        g.items.push_back(inside.substr(start, comma - start));
+      g.items.push_back(inside.substr(start));
     }
-  } else {
-    size_t start = 0;
-    for (size_t comma; (comma = inside.find(',', start)) != std::string::npos; start = comma + 1)
-      choices.push_back(inside.substr(start, comma - start));
-    choices.push_back(inside.substr(start));
+    if (g.count() > kMaxShardNames / names)
+      throw trainyard::ConfigError(
+          "shard pattern '" + pattern + "' expands to more than " + std::to_string(kMaxShardNames) + " names",
+          "expected at most " + std::to_string(kMaxShardNames) + " shards (the brace-pattern limit)",
+          "check the ranges: each {A..B} multiplies the count of the others");
+    names *= g.count();
+    at = g.close + 1;
+    groups.push_back(std::move(g));
   }
-  std::vector<std::string> out;
-  for (const auto& c : choices)
-    for (auto& rest : expand_braces(tail)) out.push_back(head + c + rest);
+  std::vector<std::string> out{std::string()};
+  size_t at = 0;
+  for (const auto& g : groups) {
+    const std::string literal = pattern.substr(at, g.open - at);
+    std::vector<std::string> next;
+    next.reserve(out.size() * g.count());
+    for (const auto& prefix : out) {
+      if (g.range) {
+        for (long long i = g.first; i <= g.last; ++i) {
+          std::string number = std::to_string(i);
+          if (number.size() < g.width) number.insert(0, g.width - number.size(), '0');
+          next.push_back(prefix + literal + number);
+        }
+      } else {
+        for (const auto& item : g.items) next.push_back(prefix + literal + item);
+      }
+    }
+    out = std::move(next);
+    at = g.close + 1;
+  }
+  for (auto& name : out) name += pattern.substr(at);
   return out;
 }
 
@@ -74,43 +113,52 @@ using tar::kBlock;
 
 struct Member {
   std::string path;
-  uint64_t offset = 0, size = 0;
+  uint64_t header = 0;            ///< the byte its (last) header starts at: named in errors
+  uint64_t offset = 0, size = 0;  ///< its data
 };
 
 // The regular files of a tar, in order, from its headers (ustar, GNU long
-// names, pax `path` records).
+// names, pax `path` records). Every size is checked against the bytes left
+// in the file before anything is read or allocated.
 std::vector<Member> list_members(int fd, const std::string& shard) {
   std::vector<Member> members;
   const uint64_t file_size = static_cast<uint64_t>(lseek(fd, 0, SEEK_END));
   uint64_t at = 0;
   std::string long_name;
+  std::string previous;  // "the member at byte N declares S bytes": said when the next header is wrong
   char h[kBlock];
   while (at + kBlock <= file_size) {
     if (pread(fd, h, kBlock, static_cast<off_t>(at)) != static_cast<ssize_t>(kBlock))
       throw DataError("shard " + shard + ": cannot read the header at byte " + std::to_string(at), "a readable tar", "");
     if (std::all_of(h, h + kBlock, [](char c) { return c == 0; })) break;  // end-of-archive blocks
     if (!tar::checksum_ok(h))
-      throw DataError("shard " + shard + ": the header at byte " + std::to_string(at) + " has a wrong checksum",
-                        "a tar file (WebDataset shard)", "check the shard; is it a tar at all?");
-    const uint64_t size = tar::number(h + 124, 12), data = at + kBlock;
-    if (data + size > file_size)
-      throw DataError("shard " + shard + ": member at byte " + std::to_string(at) + " runs past the end (" +
-                            std::to_string(size) + " bytes, " + std::to_string(file_size - data) + " left)",
-                        "a complete tar", "the shard is truncated: copy it again");
+      throw DataError("shard " + shard + ": the header at byte " + std::to_string(at) + " has a wrong checksum" +
+                          (previous.empty() ? "" : " (" + previous + ")"),
+                      "a tar file (WebDataset shard)",
+                      previous.empty() ? "check the shard; is it a tar at all?"
+                                       : "check the shard: a wrong size field before it puts this header at the wrong place");
+    const uint64_t data = at + kBlock;
+    const uint64_t size = tar::member_size(h, at, file_size - data, "shard " + shard);
+    previous = "after the member at byte " + std::to_string(at) + ", whose size field says " + std::to_string(size) + " bytes";
     const char type = h[156];
     const std::string path = tar::header_path(h);
     if (type == 'L' || type == 'x') {  // the next member's name (GNU) or pax records ("LEN path=NAME\n")
+      if (size > tar::kMaxNameRecordBytes)
+        throw DataError("shard " + shard + ": the " + (type == 'L' ? "long-name" : "pax") + " record at byte " +
+                            std::to_string(at) + " says " + std::to_string(size) + " bytes",
+                        "expected at most " + std::to_string(tar::kMaxNameRecordBytes) + " bytes (1 MiB)",
+                        "the header is damaged: check the shard");
       std::string body(size, '\0');
       if (pread(fd, body.data(), size, static_cast<off_t>(data)) != static_cast<ssize_t>(size))
         throw DataError("shard " + shard + ": cannot read the member at byte " + std::to_string(at), "a readable tar", "");
       long_name = tar::long_name(type, body);
     } else if (type == '0' || type == '\0') {
-      members.push_back({long_name.empty() ? path : long_name, data, size});
+      members.push_back({long_name.empty() ? path : long_name, at, data, size});
       long_name.clear();
     } else {
       long_name.clear();  // directories, links, global pax headers: not sample members
     }
-    at = data + (size + kBlock - 1) / kBlock * kBlock;
+    at = data + (size + kBlock - 1) / kBlock * kBlock;  // size <= file_size - data: no overflow
   }
   if (at < file_size && at + kBlock > file_size)
     throw DataError("shard " + shard + ": ends inside a member header at byte " + std::to_string(at),
@@ -125,11 +173,57 @@ struct Sample {
   std::string member;             ///< its path in the shard: named in errors
 };
 
+constexpr size_t kMaxOpenShards = 64;
+
+// Shards open at once, at most kMaxOpenShards: opened when a sample needs
+// one, the least recently used closed (after its last reader is done).
+class OpenShards {
+ public:
+  explicit OpenShards(const std::vector<std::string>& paths) : paths_(paths), files_(paths.size()) {}
+
+  struct File {
+    int fd = -1;
+    uint64_t used = 0;
+    ~File() {
+      if (fd >= 0) ::close(fd);
+    }
+  };
+
+  std::shared_ptr<File> get(uint32_t shard) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    auto& f = files_[shard];
+    if (!f) {
+      if (open_.size() >= kMaxOpenShards) {
+        const auto oldest = std::min_element(open_.begin(), open_.end(), [&](uint32_t a, uint32_t b) {
+          return files_[a]->used < files_[b]->used;
+        });
+        files_[*oldest].reset();  // closed when the last pread on it returns
+        open_.erase(oldest);
+      }
+      auto file = std::make_shared<File>();
+      file->fd = ::open(paths_[shard].c_str(), O_RDONLY | O_CLOEXEC);
+      if (file->fd < 0) throw BadRecord("shard " + paths_[shard] + ": cannot be opened: " + std::strerror(errno));
+      f = std::move(file);
+      open_.push_back(shard);
+    }
+    f->used = ++clock_;
+    return f;
+  }
+
+ private:
+  const std::vector<std::string>& paths_;
+  std::mutex mutex_;
+  std::vector<std::shared_ptr<File>> files_;
+  std::vector<uint32_t> open_;
+  uint64_t clock_ = 0;
+};
+
 class Shards : public ImageDataset {
  public:
   explicit Shards(const WebDatasetOptions& o) : ImageDataset(checked_transforms(o)) {
     const std::string pattern = o.urls;
     paths_ = expand_braces(pattern);
+    files_ = std::make_unique<OpenShards>(paths_);
     for (size_t s = 0; s < paths_.size(); ++s) index_shard(s);
     if (samples_.empty())
       throw DataError("urls: '" + pattern + "': " + std::to_string(paths_.size()) + " shards hold no samples",
@@ -143,9 +237,6 @@ class Shards : public ImageDataset {
                         "labels 0.." + std::to_string(classes - 1), "raise num_classes or set it to 0 (the largest label + 1)");
     describe(classes, {}, "urls '" + pattern + "'");
   }
-  ~Shards() override {
-    for (int fd : fds_) ::close(fd);
-  }
   int64_t size() const override { return static_cast<int64_t>(samples_.size()); }
 
  protected:
@@ -153,8 +244,9 @@ class Shards : public ImageDataset {
     const Sample& s = samples_.at(static_cast<size_t>(index));
     SourceImage image;
     image.what = paths_[s.shard] + ": " + s.member;
+    const auto file = files_->get(s.shard);
     image.bytes.resize(s.size);
-    if (pread(fds_[s.shard], image.bytes.data(), s.size, static_cast<off_t>(s.offset)) != static_cast<ssize_t>(s.size))
+    if (pread(file->fd, image.bytes.data(), s.size, static_cast<off_t>(s.offset)) != static_cast<ssize_t>(s.size))
       throw BadRecord(image.what + ": cannot read " + std::to_string(s.size) + " bytes");
     LoadedSample out;
     out.inputs.push_back(std::move(image));
@@ -169,27 +261,42 @@ class Shards : public ImageDataset {
     if (fd < 0)
       throw ConfigError("shard '" + path + "' cannot be opened: " + std::strerror(errno),
                         "a readable tar file for every name the pattern expands to", "check urls and the files");
-    fds_.push_back(fd);
+    struct Close {
+      int fd;
+      ~Close() { ::close(fd); }
+    } close{fd};  // indexed one at a time: a run opens shards on demand (OpenShards)
     const std::vector<Member> members = list_members(fd, path);
     // Consecutive members with one key form a sample.
     for (size_t i = 0; i < members.size();) {
       const std::string key = tar::key_and_extension(members[i].path).first;
+      const std::string where = "shard " + path + ", sample '" + key + "'";
       Sample sample;
       sample.shard = static_cast<uint32_t>(s);
-      bool image = false;
+      const Member *image = nullptr, *cls = nullptr, *json = nullptr;
+      std::vector<std::string> extensions;
       for (; i < members.size() && tar::key_and_extension(members[i].path).first == key; ++i) {
         const auto& m = members[i];
         const std::string ext = tar::key_and_extension(m.path).second;
-        if (!image && tar::is_image_extension(ext)) {
-          sample.offset = m.offset, sample.size = m.size, sample.member = m.path, image = true;
-        } else if (ext == "cls" || ext == "json") {
-          sample.label = read_label(fd, m, path, ext);
-        }
+        if (std::find(extensions.begin(), extensions.end(), ext) != extensions.end())
+          throw DataError(where + ": a second member '" + m.path + "' at byte " + std::to_string(m.header),
+                          "expected one member per key and extension (the webdataset package refuses duplicates too)",
+                          "rewrite the shard with unique keys");
+        extensions.push_back(ext);
+        if (!image && tar::is_image_extension(ext)) image = &m;
+        else if (ext == "cls") cls = &m;
+        else if (ext == "json") json = &m;
       }
+      // KEY.cls gives the class; KEY.json only without it, and only when it has "label" or "cls".
+      if (cls) sample.label = read_label(fd, *cls, path, "cls");
+      else if (json) sample.label = read_label(fd, *json, path, "json");
       if (!image && sample.label < 0) continue;  // e.g. a __meta__ member: not a sample
-      const std::string where = "shard " + path + ", sample '" + key + "'";
       if (!image) throw DataError(where + " has no image member", "KEY.jpg, KEY.jpeg, KEY.png or KEY.webp", "");
       if (sample.label < 0) throw DataError(where + " has no label member", "KEY.cls or KEY.json with \"label\"", "");
+      if (image->size > tar::kMaxMemberBytes)
+        throw DataError(where + ": the image member '" + image->path + "' at byte " + std::to_string(image->header) +
+                            " has " + std::to_string(image->size) + " bytes",
+                        "expected at most " + std::to_string(tar::kMaxMemberBytes) + " bytes (256 MiB) per image", "");
+      sample.offset = image->offset, sample.size = image->size, sample.member = image->path;
       samples_.push_back(sample);
     }
   }
@@ -202,7 +309,7 @@ class Shards : public ImageDataset {
   }
 
   std::vector<std::string> paths_;
-  std::vector<int> fds_;
+  std::unique_ptr<OpenShards> files_;
   std::vector<Sample> samples_;
 };
 
@@ -228,6 +335,10 @@ const trainyard::TypedSchema<WebDatasetOptions>& webdataset_typed_schema() {
           "pipe: only: shuffle the shard order every epoch (from seed and epoch)");
     t.add("read_ahead", &O::read_ahead, 1024, "pipe: only: samples read ahead of the decode threads")
         .range(1, 1000000);
+    t.add("start_timeout", &O::start_timeout, 60.0,
+          "pipe: only: seconds to wait at start-up for the first sample (the command that has not written it is "
+          "named and ended)")
+        .above(0);
     add_transform_options(t);
     return t;
   }();

@@ -23,17 +23,21 @@
 // yet decoded, plus the batches being decoded; never the data set.
 #include <fcntl.h>
 #include <signal.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
+#include <chrono>
 #include <condition_variable>
+#include <cstdio>
 #include <cstring>
 #include <exception>
 #include <map>
 #include <mutex>
 #include <numeric>
+#include <optional>
 #include <thread>
 
 #include <ATen/ATen.h>
@@ -52,11 +56,26 @@ using trainyard::DataError;
 
 // A shell command whose standard output is read through a pipe. Killed on
 // destruction if still running (a pass stopped early, or the dataset freed).
+//
+// The command runs under a guardian shell that leads the command's process
+// group, runs `/bin/sh -c COMMAND` and waits for it (kGuardian). The kernel
+// sends the guardian SIGTERM when the thread that started it ends
+// (PR_SET_PDEATHSIG, kept across exec), with the process too (a SIGTERM
+// during start-up, a crash, kill -9), and it then kills the group: a
+// pipeline (`curl | tar`) never outlives the run. Its exit status is the
+// command's (128 + N for a command killed by signal N). A shell, not a
+// forked copy of trainyard: a copy would stay alive beside the run and make
+// every page the run writes a copy-on-write fault.
 class Command {
  public:
+  /// $1 is the command. The trap ends the group, the guardian included; an
+  /// asynchronous command's standard input is /dev/null (POSIX).
+  static constexpr const char* kGuardian = "trap 'kill -KILL 0' TERM HUP; /bin/sh -c \"$1\" & wait $!";
+
   explicit Command(const std::string& command) : command_(command) {
     int fds[2];
     if (::pipe2(fds, O_CLOEXEC) != 0) throw ConfigError("pipe:" + command + ": cannot make a pipe: " + std::strerror(errno), "", "");
+    const pid_t self = ::getpid();
     pid_ = ::fork();
     if (pid_ < 0) {
       ::close(fds[0]), ::close(fds[1]);
@@ -65,7 +84,16 @@ class Command {
     if (pid_ == 0) {  // the child: only async-signal-safe calls until exec
       ::dup2(fds[1], STDOUT_FILENO);
       ::setpgid(0, 0);  // its own group: a stop kills the whole pipeline (sh, curl, ...)
-      ::execl("/bin/sh", "sh", "-c", command.c_str(), static_cast<char*>(nullptr));
+      sigset_t none;
+      sigemptyset(&none);
+      ::sigprocmask(SIG_SETMASK, &none, nullptr);  // the reader thread's mask is not the command's
+      struct sigaction dfl {};
+      dfl.sa_handler = SIG_DFL;
+      ::sigaction(SIGTERM, &dfl, nullptr);  // a signal ignored on entry cannot be trapped by sh
+      ::sigaction(SIGHUP, &dfl, nullptr);
+      ::prctl(PR_SET_PDEATHSIG, SIGTERM);
+      if (::getppid() != self) ::_exit(127);  // the run ended before the prctl
+      ::execl("/bin/sh", "sh", "-c", kGuardian, "trainyard-pipe", command.c_str(), static_cast<char*>(nullptr));
       ::_exit(127);
     }
     ::setpgid(pid_, pid_);
@@ -83,31 +111,46 @@ class Command {
   }
 
   /// Reads exactly n bytes; false at a clean end of the stream before any.
-  /// Throws ConfigError when the stream ends inside them.
-  bool read(char* out, size_t n, const char* what) {
+  /// Throws DataError when the stream ends inside them.
+  bool read(char* out, size_t n, const std::string& what) {
     size_t got = 0;
     while (got < n) {
-      const ssize_t r = ::read(fd_, out + got, n - got);
-      if (r < 0 && errno == EINTR) continue;
-      if (r < 0) throw ConfigError(name() + ": read failed: " + std::strerror(errno), "", "");
+      const size_t r = read_some(out + got, n - got);
       if (r == 0) {
         if (got == 0) return false;
         throw DataError(name() + ": the stream ends inside " + what + " (" + std::to_string(got) + " of " +
                               std::to_string(n) + " bytes)",
                           "a complete tar on the command's standard output", "check the command and the shard");
       }
-      got += static_cast<size_t>(r);
+      got += r;
     }
     return true;
   }
-  void skip(uint64_t n, const char* what) {
+  /// Reads n bytes into `out`, growing it with what arrives (1 MiB at a
+  /// time), never by a size the stream only declares.
+  void read_member(std::string& out, uint64_t n, const std::string& what) {
+    out.clear();
+    while (out.size() < n) {
+      const size_t had = out.size();
+      out.resize(had + static_cast<size_t>(std::min<uint64_t>(n - had, 1 << 20)));
+      const size_t r = read_some(out.data() + had, out.size() - had);
+      out.resize(had + r);
+      if (r == 0)
+        throw DataError(name() + ": the stream ends inside " + what + " (" + std::to_string(had) + " of " +
+                            std::to_string(n) + " bytes)",
+                        "a complete tar on the command's standard output", "check the command and the shard");
+    }
+  }
+  void skip(uint64_t n, const std::string& what) {
     char scratch[1 << 16];
+    const uint64_t all = n;
     while (n > 0) {
-      const size_t chunk = static_cast<size_t>(std::min<uint64_t>(n, sizeof scratch));
-      if (!read(scratch, chunk, what))
-        throw DataError(name() + ": the stream ends inside " + what, "a complete tar on the command's standard output",
-                          "check the command and the shard");
-      n -= chunk;
+      const size_t r = read_some(scratch, static_cast<size_t>(std::min<uint64_t>(n, sizeof scratch)));
+      if (r == 0)
+        throw DataError(name() + ": the stream ends inside " + what + " (" + std::to_string(all - n) + " of " +
+                            std::to_string(all) + " bytes)",
+                        "a complete tar on the command's standard output", "check the command and the shard");
+      n -= r;
     }
   }
   /// Waits for the command; throws ConfigError when it failed.
@@ -137,6 +180,15 @@ class Command {
   }
 
  private:
+  // Up to n bytes as they come; 0 at the end of the stream.
+  size_t read_some(char* out, size_t n) {
+    while (true) {
+      const ssize_t r = ::read(fd_, out, n);
+      if (r >= 0) return static_cast<size_t>(r);
+      if (errno != EINTR) throw ConfigError(name() + ": read failed: " + std::strerror(errno), "", "");
+    }
+  }
+
   std::string command_;
   pid_t pid_ = -1;
   int fd_ = -1;
@@ -153,7 +205,8 @@ class StreamedShards : public ImageDataset {
         buffer_(static_cast<size_t>(o.shuffle_buffer)),
         read_ahead_(static_cast<size_t>(o.read_ahead)),
         shuffle_shards_(o.shuffle_shards),
-        classes_(o.num_classes) {
+        classes_(o.num_classes),
+        start_timeout_(o.start_timeout) {
     const std::string pattern = o.urls;
     for (const auto& url : expand_braces(pattern)) {
       if (url.rfind("pipe:", 0) != 0)
@@ -173,11 +226,16 @@ class StreamedShards : public ImageDataset {
                             std::to_string(world_) + " ranks",
                         "at least one shard per rank (each rank reads its own shards)", "split the data into more shards");
     try {
-      describe(classes_, {}, "urls '" + pattern + "'");  // reads position 0 of epoch 0
+      // Reads position 0 of epoch 0, waiting at most start_timeout for it.
+      start_deadline_ = std::chrono::steady_clock::now() +
+                        std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+                            std::chrono::duration<double>(start_timeout_));
+      describe(classes_, {}, "urls '" + pattern + "'");
     } catch (...) {
       stop();  // no destructor runs for a constructor that throws: join the reader here
       throw;
     }
+    start_deadline_.reset();
     stop();
   }
   ~StreamedShards() override { stop(); }
@@ -253,7 +311,17 @@ class StreamedShards : public ImageDataset {
       lock.lock();
     }
     if (taken_.count(index)) return;
-    produced_.wait(lock, [&] { return window_.count(index) || error_ || stopping_; });
+    const auto ready = [&] { return window_.count(index) || error_ || stopping_; };
+    if (!start_deadline_) {
+      produced_.wait(lock, ready);
+    } else if (!produced_.wait_until(lock, *start_deadline_, ready)) {
+      char seconds[32];
+      std::snprintf(seconds, sizeof seconds, "%g", start_timeout_);
+      throw DataError("shard pipe:" + command_ + ": no complete sample within start_timeout " + seconds +
+                          " s of starting (" + std::to_string(command_bytes_) + " bytes read)",
+                      "expected a command that writes a tar shard to its standard output",
+                      "run the command by hand to see whether it stalls, or raise start_timeout");
+    }
     if (auto it = window_.find(index); it != window_.end()) {
       taken_[index] = std::move(it->second);
       window_.erase(it);
@@ -350,6 +418,8 @@ class StreamedShards : public ImageDataset {
       std::lock_guard<std::mutex> lock(mutex_);
       if (stopping_) return;
       command_pid_ = source.pid();
+      command_ = command;
+      command_bytes_ = 0;
     }
     struct Clear {
       const StreamedShards* self;
@@ -362,7 +432,12 @@ class StreamedShards : public ImageDataset {
     std::string key, long_name;
     Record current;
     bool image = false, labelled = false;
+    std::vector<std::string> extensions;  // of the current key's members: a second one is refused
+    std::exception_ptr json_error;  // a KEY.json that is no label: an error only without KEY.cls
+    bool cls_label = false;         // the label came from KEY.cls: a KEY.json beside it is metadata
     auto flush = [&]() {
+      if (json_error && !cls_label) std::rethrow_exception(json_error);
+      json_error = nullptr;
       if (key.empty() || (!image && !labelled)) return true;  // nothing, or a __meta__-like member
       const std::string where = shard + ", sample '" + key + "'";
       if (!image) throw DataError(where + " has no image member", "KEY.jpg, KEY.jpeg, KEY.png or KEY.webp", "");
@@ -377,45 +452,71 @@ class StreamedShards : public ImageDataset {
     };
     char h[tar::kBlock];
     uint64_t at = 0;
-    while (source.read(h, tar::kBlock, "a member header")) {
+    while (source.read(h, tar::kBlock, "a member header at byte " + std::to_string(at))) {
       if (std::all_of(h, h + tar::kBlock, [](char c) { return c == 0; })) break;  // end-of-archive blocks
       if (!tar::checksum_ok(h))
         throw DataError(shard + ": the header at byte " + std::to_string(at) + " has a wrong checksum",
                           "a tar stream (WebDataset shard)", "check the command's output; is it a tar at all?");
-      const uint64_t size = tar::number(h + 124, 12), padded = (size + tar::kBlock - 1) / tar::kBlock * tar::kBlock;
+      // A stream's length is unknown: a size is bounded by what arrives (read_member) and,
+      // for what is held in memory, by kMaxMemberBytes / kMaxNameRecordBytes.
+      const uint64_t size = tar::member_size(h, at, UINT64_MAX - 2 * tar::kBlock - at, shard);
+      const uint64_t padded = (size + tar::kBlock - 1) / tar::kBlock * tar::kBlock;
       const char type = h[156];
       const std::string path = long_name.empty() ? tar::header_path(h) : long_name;
+      const std::string member = "a member, '" + path + "' at byte " + std::to_string(at);
+      const auto bounded = [&](uint64_t limit, const char* kind) {
+        if (size > limit)
+          throw DataError(shard + ": the member '" + path + "' at byte " + std::to_string(at) + " says " + std::to_string(size) + " bytes",
+                          "expected at most " + std::to_string(limit) + " bytes per " + kind + " read from a stream",
+                          "the header is damaged, or the member is not what its name says");
+      };
       long_name.clear();
       if (type == 'L' || type == 'x') {
-        std::string body(size, '\0');
-        source.read(body.data(), size, "a member");
-        source.skip(padded - size, "a member");
+        bounded(tar::kMaxNameRecordBytes, "long-name or pax record (1 MiB)");
+        std::string body;
+        source.read_member(body, size, member);
+        source.skip(padded - size, member);
         long_name = tar::long_name(type, body);
       } else if (type == '0' || type == '\0') {
         const auto [member_key, ext] = tar::key_and_extension(path);
         if (member_key != key) {
           if (!flush()) return;
           key = member_key;
+          extensions.clear();
+          cls_label = false;
         }
+        if (std::find(extensions.begin(), extensions.end(), ext) != extensions.end())
+          throw DataError(shard + ", sample '" + key + "': a second member '" + path + "' at byte " + std::to_string(at),
+                          "expected one member per key and extension (the webdataset package refuses duplicates too)",
+                          "rewrite the shard with unique keys");
+        extensions.push_back(ext);
         if (!image && tar::is_image_extension(ext)) {
-          current.bytes.resize(size);
-          source.read(current.bytes.data(), size, "a member");
+          bounded(tar::kMaxMemberBytes, "image (256 MiB)");
+          source.read_member(current.bytes, size, member);
           current.what = shard + ": " + path;
           image = true;
-        } else if (ext == "cls" || ext == "json") {
-          std::string body(std::min<uint64_t>(size, 1 << 20), '\0');
-          source.read(body.data(), body.size(), "a member");
-          source.skip(size - body.size(), "a member");
-          current.label = tar::parse_label(body, ext, shard + ", member " + path);
-          labelled = true;
+        } else if (ext == "cls" || (ext == "json" && !cls_label)) {
+          std::string body;
+          source.read_member(body, std::min<uint64_t>(size, 1 << 20), member);
+          source.skip(size - body.size(), member);
+          int64_t label = -1;
+          try {
+            label = tar::parse_label(body, ext, shard + ", member " + path);
+          } catch (const DataError&) {
+            if (ext == "cls") throw;
+            json_error = std::current_exception();
+          }
+          if (label >= 0) current.label = label, labelled = true, cls_label = ext == "cls";
         } else {
-          source.skip(size, "a member");
+          source.skip(size, member);
         }
-        source.skip(padded - size, "a member");
+        source.skip(padded - size, member);
       } else {
-        source.skip(padded, "a member");  // directories, links, global pax headers
+        source.skip(padded, member);  // directories, links, global pax headers
       }
       at += tar::kBlock + padded;
+      std::lock_guard<std::mutex> lock(mutex_);
+      command_bytes_ = at;
     }
     if (!flush()) return;
     source.drain();
@@ -428,6 +529,7 @@ class StreamedShards : public ImageDataset {
   const size_t buffer_, read_ahead_;
   const bool shuffle_shards_;
   const int64_t classes_;
+  const double start_timeout_;
   std::vector<std::string> commands_;
 
   mutable std::mutex mutex_;
@@ -437,6 +539,9 @@ class StreamedShards : public ImageDataset {
   mutable std::exception_ptr error_;
   mutable bool stopping_ = false, started_ = false;
   mutable pid_t command_pid_ = 0;
+  mutable std::string command_;       ///< the command running: named by the start-up timeout
+  mutable uint64_t command_bytes_ = 0;
+  mutable std::optional<std::chrono::steady_clock::time_point> start_deadline_;
   mutable std::thread reader_;
 };
 

@@ -210,7 +210,12 @@ std::string record(const std::string& payload) {
 }
 
 EventWriter::EventWriter(const std::string& dir) {
-  std::filesystem::create_directories(dir);
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  if (ec)
+    throw trainyard::ConfigError("tensorboard: cannot create the folder " + dir + " (" + ec.message() + ")",
+                                 "expected a folder this user can write the event files in",
+                                 "choose another dir or fix its permissions");
   char host[256] = {};
   ::gethostname(host, sizeof host - 1);
   path_ = (std::filesystem::path(dir) / ("events.out.tfevents." + std::to_string(static_cast<int64_t>(now_seconds())) +

@@ -4,13 +4,18 @@
 // throughput every N iterations, optionally histograms of the parameters at
 // each test pass, and the run's hyper-parameters (its resolved experiment,
 // flattened) for TensorBoard's HPARAMS tab.
+#include <unistd.h>
+
+#include <cerrno>
 #include <chrono>
+#include <cstring>
 #include <filesystem>
 #include <memory>
 
 #include <torch/nn/module.h>
 #include <torch/optim/optimizer.h>
 #include <trainyard/callback.h>
+#include <trainyard/error.h>
 #include <trainyard/logger_helpers.h>
 #include <trainyard/network.h>
 #include <trainyard/plugin.h>
@@ -55,6 +60,27 @@ class TensorBoard : public trainyard::Callback {
       : dir_(o.dir), run_dir_(c.run_dir), every_(o.every_iters), hparams_(o.hparams), histograms_(o.histograms),
         rank_(c.rank) {
     if (dir_.empty()) dir_ = (std::filesystem::path(c.run_dir) / "tensorboard").string();
+    else if (c.rank == 0) check_writable(dir_);
+  }
+  // A `dir` that cannot be written is the user's to fix, so it is a ConfigError
+  // (exit 2) found now, before training: not a filesystem error at before_run.
+  // Nothing is created here. (The default, inside the run directory, is the
+  // host's to check.)
+  static void check_writable(const std::string& dir) {
+    namespace fs = std::filesystem;
+    std::error_code ec;
+    fs::path existing = fs::absolute(dir, ec).lexically_normal();
+    while (!fs::exists(existing, ec) && existing.has_parent_path() && existing != existing.parent_path())
+      existing = existing.parent_path();
+    const std::string what = "dir " + dir;
+    if (!fs::is_directory(existing, ec))
+      throw trainyard::ConfigError(what + ": " + existing.string() + " is not a folder",
+                                   "expected a folder for the event files (or a path where one can be created)",
+                                   "choose another dir");
+    if (::access(existing.c_str(), W_OK | X_OK) != 0)
+      throw trainyard::ConfigError(what + ": cannot write in " + existing.string() + " (" + std::strerror(errno) + ")",
+                                   "expected a folder this user can write the event files in",
+                                   "choose another dir or fix its permissions");
   }
   ~TensorBoard() override {
     // A run that ends by an error leaves its session marked as failed.

@@ -6,6 +6,10 @@
 
 #include "trainyard/error.h"
 
+// The 0.x calls (Schema::add, Options::get) are deprecated for plugins; this
+// file implements them and calls them from one another.
+#pragma GCC diagnostic ignored "-Wdeprecated-declarations"
+
 namespace trainyard {
 
 const char* type_name(OptionType type) {

@@ -117,10 +117,36 @@ TEST(BadInput, EveryBrokenPluginLibraryIsOneClearErrorAndExitTwo) {
       {"wrong_major", "SDK API major version differs"},
       {"newer_minor", "built against a newer SDK than this host"},
       {"bad_fingerprint", "build fingerprint differs"},
-      {"register_throws", "failed while registering its components"},
-      {"twins", "is registered twice"}};
+      {"register_throws", "failed while registering its components"}};
   for (const auto& [dir, expected] : libraries)
     expect_one_clear_error({dir, "run " + exp + " --plugin-dir " + fixture_dir(dir), expected});
+}
+
+TEST(BadInput, ANameSeveralLibrariesRegisterIsAmbiguousAndItsQualifiedNameRuns) {
+  // twin_a and twin_b register a meter 'confusion_matrix', as the built-in
+  // `meters` library does (an outside library meeting a built-in added
+  // later): no library is refused. The short name is one error listing the
+  // qualified names, before anything is written; a qualified name trains.
+  const std::string exp = temp_dir("exp-clash") + "/clash.yaml";
+  write_file(exp, synthetic_experiment("clash"));
+  const std::string plugins = " --plugin-dir " + fixture_dir("twins");
+  expect_one_clear_error({"short", "run " + exp + plugins + " --set meters.0.plugin=confusion_matrix",
+                          "meters[0].plugin: meter 'confusion_matrix' is ambiguous: 3 libraries register it "
+                          "(meters::confusion_matrix from "});
+  expect_one_clear_error({"short", "run " + exp + plugins + " --set meters.0.plugin=confusion_matrix",
+                          "write one of meters::confusion_matrix, twin_a::confusion_matrix, twin_b::confusion_matrix"});
+  expect_one_clear_error({"twin", "run " + exp + plugins + " --set loss.plugin=twin",
+                          "loss 'twin' is ambiguous: 2 libraries register it"});
+  expect_one_clear_error({"unknown", "run " + exp + plugins + " --set meters.0.plugin=twin_c::confusion_matrix",
+                          "meter 'twin_c::confusion_matrix' is not registered (known meters: loss, "
+                          "meters::confusion_matrix, retrieval, topk_accuracy, twin_a::confusion_matrix, "
+                          "twin_b::confusion_matrix); did you mean 'twin_a::confusion_matrix'?"});
+  const std::string out = temp_dir("out-clash");
+  auto r = trainyard("run " + exp + plugins + " --output-dir " + out +
+                     " --set meters.0.plugin=meters::confusion_matrix --set loop.epochs=1");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_TRUE(fs::exists(out + "/clash/meters/confusion_matrix-e1.csv")) << r.err;
+  EXPECT_TRUE(contains(read_file(out + "/clash/config.yaml"), "meters::confusion_matrix")) << read_file(out + "/clash/config.yaml");
 }
 
 TEST(BadInput, EveryDamagedRecordInTheCorpusIsOneClearErrorAndExitTwo) {

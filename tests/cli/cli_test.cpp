@@ -1,6 +1,8 @@
 // The trainyard command line end to end: real processes, real files.
 #include <gtest/gtest.h>
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <filesystem>
 
@@ -161,6 +163,59 @@ TEST(Cli, MissingOrTruncatedDatasetFilesAreBadInput) {
   write_file(data + "/train-images-idx3-ubyte", images.substr(0, 16 + 100));
   expect_bad_input(exp, "train-images-idx3-ubyte: truncated; expected 784 data bytes, got 100");
   expect_bad_input(exp + " --set dataset.train.directory=/nonexistent", "directory '/nonexistent' does not exist");
+}
+
+TEST(Cli, AGzipCrcErrorInAnIdxFileIsNamedAsOne) {
+  // Real Fashion-MNIST files, the labels' gzip trailer CRC-32 changed: the
+  // data inflates, its check fails (it was reported as "not an idx file").
+  const std::string fashion = "/usr/share/datasets/fashion-mnist", data = temp_dir("data");
+  if (!fs::exists(fashion + "/t10k-labels-idx1-ubyte.gz")) GTEST_SKIP() << "needs " << fashion;
+  fs::copy_file(fashion + "/t10k-images-idx3-ubyte.gz", data + "/train-images-idx3-ubyte.gz");
+  std::string labels = read_file(fashion + "/t10k-labels-idx1-ubyte.gz");
+  labels[labels.size() - 8] = static_cast<char>(labels[labels.size() - 8] ^ 0x5a);
+  write_file(data + "/train-labels-idx1-ubyte.gz", labels);
+  std::string yaml = synthetic_experiment("fm");
+  const std::string train = "{plugin: synthetic, size: 512, num_classes: 4, shape: [1, 4, 4], seed: 1}";
+  yaml.replace(yaml.find(train), train.size(), "{plugin: fashion_mnist, directory: " + data + "}");
+  const std::string exp = temp_dir("exp") + "/fm.yaml";
+  write_file(exp, yaml);
+  expect_bad_input(exp, data + "/train-labels-idx1-ubyte.gz: fails its gzip integrity check (incorrect data check");
+}
+
+TEST(Cli, ANonUtf8SetValueIsRefusedNamingItsKey) {
+  // Was accepted; the run's config.yaml then could not be read back (no resume, no export).
+  const std::string exp = experiment("latin1");
+  expect_bad_input(exp + " --set 'extra.note=caf\xe9'",
+                   "error: --set extra.note: the value is not UTF-8 text (byte 0xe9 at offset 3 of the value); "
+                   "expected UTF-8 text");
+  expect_bad_input(exp + " --set 'output.dir=runs-\xc3\x28'", "--set output.dir: the value is not UTF-8 text (byte 0xc3");
+  expect_bad_input(exp + " --set 'extra.note=\xed\xa0\x80'", "(byte 0xed at offset 0 of the value)");  // a surrogate
+  const std::string out = temp_dir("out");
+  auto r = trainyard("run " + exp + " --output-dir " + out + " --set loop.epochs=1 --set 'extra.note=caf\xc3\xa9'");
+  EXPECT_EQ(r.exit_code, 0) << r.err;  // UTF-8 is fine
+}
+
+TEST(Cli, AReadOnlyRunDirectoryIsNamedAsOneNotAsABadCheckpoint) {
+  // Was: "no checkpoint of this run could be loaded (...); ... run with --fresh".
+  const std::string out = temp_dir("out"), exp = experiment("ro"), run = out + "/ro";
+  ASSERT_EQ(trainyard("run " + exp + " --output-dir " + out + " --set loop.epochs=1").exit_code, 0);
+  const std::string again = trainyard_binary() + " run " + exp + " --output-dir " + out + " --set loop.epochs=2";
+  CommandResult r;
+  if (::geteuid() != 0) {
+    fs::permissions(run, fs::perms(0555));
+    r = run_command(again);
+    fs::permissions(run, fs::perms(0755));
+  } else {
+    // Root writes through permissions: a read-only bind mount in a mount namespace of its own.
+    const std::string ro = "unshare -m sh -c 'mount --bind " + run + " " + run + " && mount -o remount,ro,bind " + run;
+    if (run_command(ro + " && ! touch " + run + "/probe 2>/dev/null'").exit_code != 0)
+      GTEST_SKIP() << "no read-only bind mount here (needs unshare and mount)";
+    r = run_command(ro + " && " + again + "'");
+  }
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  EXPECT_EQ(nonempty_lines(r.err).size(), 1u) << r.err;
+  EXPECT_TRUE(contains(r.err, "error: " + run + ": the run directory is not writable (")) << r.err;
+  EXPECT_FALSE(contains(r.err, "could be loaded")) << r.err;
 }
 
 TEST(Cli, PretrainedInitializesTheNetworkOrNamesTheMismatch) {

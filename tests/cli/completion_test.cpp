@@ -2,6 +2,8 @@
 // completion function called as bash would call it.
 #include <gtest/gtest.h>
 
+#include <filesystem>
+
 #include "support/support.h"
 
 namespace trainyard::test {
@@ -41,6 +43,22 @@ TEST(Completion, CommandsFlagsKeysAndComponentNames) {
   EXPECT_EQ(complete({"describe", "ml"}), "mlflow_logger\nmlp\n");
   EXPECT_EQ(complete({"run", exp, "--set", "network.plugin", "=", "con"}), "convnet\n");
   EXPECT_EQ(complete({"completion", ""}), "bash\n");
+}
+
+TEST(Completion, AnExperimentOthersCanChangeDoesNotLoadItsPluginFolders) {
+  // A TAB press next to an experiment file loads the plugin folders it names
+  // only when the file is trusted as plugin code is (yours or root's,
+  // writable by nobody else).
+  const std::string exp = temp_dir("exp-complete") + "/theirs.yaml";
+  write_file(exp, "name: theirs\nplugin_dirs: [" + fixture_dir("misbehaving") + "]\n"
+                  "dataset: {train: {plugin: misfit_data}, test: {plugin: misfit_data}}\n"
+                  "network: {plugin: misfit}\nloss: {plugin: cross_entropy}\noptimizer: {plugin: sgd, lr: 0.1}\n"
+                  "loop: {epochs: 1, batch_per_device: 16}\n");
+  std::filesystem::permissions(exp, std::filesystem::perms(0644));
+  EXPECT_EQ(complete({"run", exp, "--set", "network.ou"}), "network.outputs=\n");
+  std::filesystem::permissions(exp, std::filesystem::perms(0666));
+  EXPECT_EQ(complete({"run", exp, "--set", "network.ou"}), "\n");  // nothing offered
+  EXPECT_EQ(complete({"run", exp, "--set", "loop.epo"}), "loop.epochs=\n");  // the host's keys still complete
 }
 
 }  // namespace

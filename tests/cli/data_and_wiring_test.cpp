@@ -75,6 +75,11 @@ TEST(Wiring, ComponentsThatDoNotFitAreNamedWithTheirShapes) {
        "for 4 indices; expected 4 rows in both"},
       {"label_beyond_classes", with(base, train, "train: {plugin: misfit_data, how: labels_beyond}"),
        "sample 63 has label 40; expected a class index from 0 to 3 (the dataset has 4 classes)"},
+      {"negative_size", with(base, train, "train: {plugin: misfit_data, how: negative_size}"),
+       "(dataset 'misfit_data' from libmisbehaving.so 1.0.0): size() returned -64; expected the number of samples, 0 "
+       "or more, got -64"},
+      {"negative_test_size", with(base, "test: {plugin: misfit_data}", "test: {plugin: misfit_data, how: negative_size}"),
+       "(dataset 'misfit_data' from libmisbehaving.so 1.0.0): size() returned -64"},
       {"mixed_sizes", with(base, train, "train: {plugin: misfit_data, how: mixed_sizes}"),
        "samples 0 and 21 differ in input shape; expected the samples of a batch to have one shape, got [1, 4, 4] and "
        "[1, 5, 5]"},
@@ -88,7 +93,7 @@ TEST(Wiring, ComponentsThatDoNotFitAreNamedWithTheirShapes) {
        "test samples of shape [1, 5, 5], training samples [1, 4, 4]"},
   };
   for (const auto& [name, yaml, expected] : cases) expect_refused(name, yaml, expected);
-  EXPECT_GE(cases.size(), 11u);
+  EXPECT_GE(cases.size(), 13u);
 }
 
 TEST(DataConsistency, ABadLabelFoundDuringTrainingIsBadInputAndNoCheckpointIsWritten) {
@@ -101,6 +106,35 @@ TEST(DataConsistency, ABadLabelFoundDuringTrainingIsBadInputAndNoCheckpointIsWri
   EXPECT_EQ(nonempty_lines(r.err).size(), 1u) << r.err;
   EXPECT_TRUE(contains(r.err, "dataset 'misfit_data' from libmisbehaving.so 1.0.0): sample 10 has label 40")) << r.err;
   EXPECT_EQ(latest_checkpoint(out + "/fit"), "");
+  // Nothing half-written: the run directory this run made is gone, and the lock with it.
+  EXPECT_TRUE(fs::is_empty(out)) << "left behind: " << fs::directory_iterator(out)->path();
+  // With --fresh, the previous run directory comes back as it was.
+  fs::create_directories(out + "/fit");
+  write_file(out + "/fit/notes.txt", "an earlier run's file");
+  auto again = trainyard("run " + exp + " --output-dir " + out + " --fresh");
+  EXPECT_EQ(again.exit_code, 2) << again.err;
+  EXPECT_EQ(read_file(out + "/fit/notes.txt"), "an earlier run's file");
+  EXPECT_EQ(std::distance(fs::directory_iterator(out), fs::directory_iterator()), 1) << "a renamed copy was left";
+}
+
+TEST(NonFinite, ANetworkWhoseOutputTurnsBadAfterTheFirstBatchIsNamedNotTheLoss) {
+  // Was: "the network's output is finite: the loss 'cross_entropy' produced it".
+  for (const std::string how : {"huge_after_first", "inf_after_first"}) {
+    const std::string exp = temp_dir("exp-" + how) + "/bad.yaml", out = temp_dir("out-" + how);
+    write_file(exp, with(fitting_experiment(), "network: {plugin: misfit}", "network: {plugin: misfit, how: " + how + "}"));
+    auto r = trainyard("run " + exp + " --output-dir " + out);
+    EXPECT_EQ(r.exit_code, 1) << how << ": " << r.err;
+    EXPECT_EQ(nonempty_lines(r.err).size(), 1u) << r.err;
+    EXPECT_TRUE(contains(r.err, "stopped at iteration 2 (epoch 1, batch 2): non-finite loss; ")) << r.err;
+    EXPECT_FALSE(contains(r.err, "the loss 'cross_entropy' produced it")) << r.err;
+    const std::string named = how == "huge_after_first"
+                                  ? "the output of network 'misfit' from libmisbehaving.so 1.0.0 is finite but extreme "
+                                    "(largest magnitude "
+                                  : "came from aten::mul (after layer 'fc', the last with parameters; its inputs were "
+                                    "finite); the output of network 'misfit' from libmisbehaving.so 1.0.0 was already "
+                                    "not finite, before the loss 'cross_entropy'";
+    EXPECT_TRUE(contains(r.err, named)) << how << ": expected '" << named << "' in: " << r.err;
+  }
 }
 
 TEST(Wiring, AStageThatSwitchesToADatasetThatDoesNotFitIsRefusedWhenItStarts) {
@@ -116,6 +150,26 @@ TEST(Wiring, AStageThatSwitchesToADatasetThatDoesNotFitIsRefusedWhenItStarts) {
   EXPECT_EQ(nonempty_lines(r.err).size(), 1u) << r.err;
   EXPECT_TRUE(contains(r.err, "error: stage 2 'second': ")) << r.err;
   EXPECT_TRUE(contains(r.err, "get_batch returned input [1, 1, 4, 4] and target [1] for 4 indices")) << r.err;
+  // Found before stage 1 trained: nothing was written.
+  EXPECT_FALSE(contains(r.out, "stage 1/2")) << r.out;
+  EXPECT_TRUE(fs::is_empty(out)) << "something was written";
+}
+
+TEST(Wiring, AStageWhoseNetworkCannotTakeTheEarlierStagesWeightsIsRefusedBeforeAnythingIsWritten) {
+  // Stage 2 switches to 9 classes: its own parts fit together, but the
+  // classifier it would start from has 4 outputs.
+  const std::string exp = temp_dir("exp") + "/nine.yaml", out = temp_dir("out");
+  const std::string nine = "{plugin: synthetic, size: 64, num_classes: 9, shape: [1, 4, 4]}";
+  write_file(exp, fitting_experiment() + "stages:\n  - {name: four}\n"
+                                         "  - {name: nine, dataset: {train: " + nine + ", test: " + nine + "}}\n");
+  for (const std::string command : {"run", "validate"}) {
+    auto r = trainyard(command + " " + exp + (command == "run" ? " --output-dir " + out : ""));
+    EXPECT_EQ(r.exit_code, 2) << command << ": " << r.err;
+    EXPECT_EQ(nonempty_lines(r.err).size(), 1u) << command << ": " << r.err;
+    EXPECT_TRUE(contains(r.err, "error: stage 2 'nine': ")) << r.err;
+    EXPECT_TRUE(contains(r.err, "in this stage but [4, 16] in stage 1, whose weights this stage starts from")) << r.err;
+  }
+  EXPECT_TRUE(fs::is_empty(out)) << "something was written";
 }
 
 TEST(Wiring, PredictRefusesInputsOfAnotherShapeThanTheNetworkTrainedOn) {

@@ -48,6 +48,64 @@ std::string accuracy_text(double v) {
   return buf;
 }
 
+// One `error:` line and exit 2, for an --output export cannot or must not write.
+void expect_export_refused(const std::string& run, const std::string& output, const std::string& expected) {
+  auto r = trainyard("export " + run + " --format state_dict --output " + output);
+  EXPECT_EQ(r.exit_code, 2) << output << ": " << r.err;
+  EXPECT_EQ(nonempty_lines(r.err).size(), 1u) << output << ": " << r.err;
+  EXPECT_EQ(r.err.rfind("error: command line: --output " + output + ": ", 0), 0u) << r.err;
+  EXPECT_TRUE(contains(r.err, expected)) << "expected '" << expected << "' in: " << r.err;
+}
+
+TEST(Export, AnOutputThatCannotOrMustNotBeWrittenIsOneErrorLine) {
+  const std::string dir = temp_dir("export-targets"), exp = dir + "/ex.yaml", run = dir + "/runs/ex";
+  write_file(exp, synthetic_experiment("ex"));
+  ASSERT_EQ(trainyard("run " + exp + " --output-dir " + dir + "/runs --set loop.epochs=1").exit_code, 0);
+  std::string checkpoint;
+  for (const auto& f : fs::directory_iterator(run + "/checkpoints"))
+    if (f.path().extension() == ".pt") checkpoint = f.path().string();
+  ASSERT_FALSE(checkpoint.empty());
+  const std::string config = read_file(run + "/config.yaml"), provenance = read_file(run + "/provenance.json"),
+                    weights = read_file(checkpoint);
+
+  // Into a folder, into a missing folder, onto a write-protected file (was exit 1 or a replaced file).
+  fs::create_directories(dir + "/folder");
+  expect_export_refused(run, dir + "/folder", "is a folder; expected the path of a file to write");
+  expect_export_refused(run, dir + "/folder/", "is a folder");
+  expect_export_refused(run, dir + "/missing/m.pt", "the folder " + dir + "/missing does not exist");
+  write_file(dir + "/locked.pt", "keep");
+  fs::permissions(dir + "/locked.pt", fs::perms(0444));
+  expect_export_refused(run, dir + "/locked.pt", "the file is write-protected (mode 0444)");
+  EXPECT_EQ(read_file(dir + "/locked.pt"), "keep");
+  // Never a FIFO or a link replaced by a regular file (was exit 0).
+  ASSERT_EQ(run_command("mkfifo " + dir + "/fifo").exit_code, 0);
+  expect_export_refused(run, dir + "/fifo", "is a FIFO, not a regular file");
+  EXPECT_TRUE(fs::is_fifo(dir + "/fifo"));
+  fs::create_symlink(dir + "/locked.pt", dir + "/link.pt");
+  expect_export_refused(run, dir + "/link.pt", "is a symbolic link, not a regular file");
+  EXPECT_TRUE(fs::is_symlink(dir + "/link.pt"));
+  // Never the run's own inputs (was exit 0, and the next resume was refused).
+  expect_export_refused(run, checkpoint, "would replace " + checkpoint);
+  expect_export_refused(run, run + "/config.yaml", "would replace " + run + "/config.yaml, the run's own config.yaml");
+  expect_export_refused(run, run + "/provenance.json", "the run's own provenance.json");
+  auto own = trainyard("export " + exp + " --output-dir " + dir + "/runs --output " + exp);  // the experiment itself
+  EXPECT_EQ(own.exit_code, 2) << own.err;
+  EXPECT_TRUE(contains(own.err, "error: command line: --output " + exp + ": would replace " + exp)) << own.err;
+  EXPECT_EQ(nonempty_lines(own.err).size(), 1u) << own.err;
+  EXPECT_EQ(read_file(run + "/config.yaml"), config);
+  EXPECT_EQ(read_file(run + "/provenance.json"), provenance);
+  EXPECT_EQ(read_file(checkpoint), weights);
+  // A file of the user's beside them is fine, written again too; no temporary file is left.
+  for (int i = 0; i < 2; ++i) {
+    auto r = trainyard("export " + run + " --format state_dict --output " + run + "/model.pt");
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+  }
+  for (const auto& f : fs::directory_iterator(run))
+    EXPECT_FALSE(contains(f.path().filename().string(), ".tmp-")) << f.path();
+  auto resumed = trainyard("run " + exp + " --output-dir " + dir + "/runs --set loop.epochs=2");
+  EXPECT_EQ(resumed.exit_code, 0) << resumed.err;
+}
+
 TEST(Export, AStateDictLoadsIntoTheEquivalentModuleAndGivesEvalsAccuracy) {
   const std::string dir = temp_dir("state-dict"), exp = source_dir() + "/experiments/fashion_mnist_mlp.yaml";
   const std::string small = " --set dataset.train.limit=4000 --set dataset.test.limit=2000 --set loop.epochs=1"

@@ -62,5 +62,32 @@ TEST(PluginTrust, AResumeWithChangedPluginCodeIsRefusedUnlessAccepted) {
   EXPECT_TRUE(contains(r.out, "resuming from ")) << r.out;
 }
 
+TEST(PluginTrust, ADamagedOrMissingProvenanceRecordIsRefusedOnResumeNotTakenForNoChange) {
+  const std::string exp = temp_dir("exp-record") + "/record.yaml", out = temp_dir("out-record");
+  write_file(exp, synthetic_experiment("record", ""));
+  const std::string args = "run " + exp + " --output-dir " + out, record = out + "/record/provenance.json";
+  ASSERT_EQ(trainyard(args + " --set loop.epochs=1").exit_code, 0);
+  const std::string intact = read_file(record);
+  const std::vector<std::pair<std::string, std::string>> damages = {
+      {"", "record/provenance.json: missing; expected the record of the plugin libraries"},
+      {"{\"plugins\": [", "record/provenance.json: damaged ("},
+      {"{\"command\": []}", "record/provenance.json: damaged (no \"plugins\" list)"}};
+  for (const auto& [text, expected] : damages) {
+    if (text.empty()) fs::remove(record);
+    else write_file(record, text);
+    auto r = trainyard(args + " --set loop.epochs=2");
+    EXPECT_EQ(r.exit_code, 2) << r.err;
+    ASSERT_EQ(nonempty_lines(r.err).size(), 1u) << r.err;
+    EXPECT_TRUE(contains(r.err, expected)) << r.err;
+    EXPECT_TRUE(contains(r.err, "run with --allow-plugin-change to resume without the check")) << r.err;
+  }
+  // The flag resumes, says so, and writes the record anew.
+  auto r = trainyard(args + " --set loop.epochs=2 --allow-plugin-change");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_TRUE(contains(r.err, "warning: --allow-plugin-change: resuming without the changed-plugin check")) << r.err;
+  EXPECT_TRUE(contains(read_file(record), "\"sha256\"")) << read_file(record);
+  EXPECT_NE(intact, "");
+}
+
 }  // namespace
 }  // namespace trainyard::test

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <filesystem>
+#include <map>
 
 #include <nlohmann/json.hpp>
 #include <opencv2/imgcodecs.hpp>
@@ -110,6 +111,17 @@ TEST(EmbedAndSearch, ACatalogNumpyReadsAndAQueryImageFindsItselfAndItsClass) {
   for (size_t at = html.find("src=\"data:image/"); at != std::string::npos; at = html.find("src=\"data:image/", at + 1))
     ++pictures;
   EXPECT_EQ(pictures, 3u * (1 + 5));
+
+  // A catalog is data: a plugin folder written into its catalog.json is not
+  // loaded (this fixture's library throws as it registers, so loading it
+  // would end the search with an error).
+  const std::string planted = cat + "/catalog.json";
+  auto record = nlohmann::json::parse(read_file(planted));
+  record["plugin_dirs"] = std::vector<std::string>{fixture_dir("register_throws")};
+  write_file(planted, record.dump(2));
+  s = trainyard("search " + cat + " --query " + queries[0] + " --output " + temp_dir("results-planted"));
+  EXPECT_EQ(s.exit_code, 0) << s.err;
+  EXPECT_FALSE(contains(s.err, "register_throws")) << s.err;
 }
 
 TEST(EmbedAndSearch, MismatchedOrDamagedInputIsOneErrorLine) {
@@ -165,6 +177,23 @@ TEST(EmbedAndSearch, MismatchedOrDamagedInputIsOneErrorLine) {
   EXPECT_EQ(nonempty_lines(r.err).size(), 1u) << r.err;
   EXPECT_TRUE(contains(r.err, cat + "/embeddings.npy: ")) << r.err;
   EXPECT_TRUE(contains(r.err, "bytes of values for shape")) << r.err;
+
+  // A 200-byte file whose header declares 64 GB, or more than 64 bits count: refused
+  // before anything is allocated (it asked for the 64 GB first).
+  for (const auto& [shape, declared] : std::map<std::string, std::string>{
+           {"(4000000000, 4)", "the header declares 64000000000 bytes"},
+           {"(1099511627776, 1099511627776)", "the header declares more than 2^64 bytes"}}) {
+    std::string header = "{'descr': '<f4', 'fortran_order': False, 'shape': " + shape + ", }";
+    header.append(127 - 10 - header.size(), ' ');
+    header += '\n';
+    std::string npy = std::string("\x93NUMPY\x01\x00", 8) + char(header.size()) + '\0' + header;
+    npy.append(200 - npy.size(), '\0');
+    write_file(cat + "/embeddings.npy", npy);
+    r = trainyard("search " + cat + " --query " + queries[0]);
+    EXPECT_EQ(r.exit_code, 2) << r.err;
+    EXPECT_EQ(nonempty_lines(r.err).size(), 1u) << r.err;
+    EXPECT_TRUE(contains(r.err, cat + "/embeddings.npy: 72 bytes of values for shape " + shape + " (" + declared)) << r.err;
+  }
 }
 
 TEST(EmbedAndSearch, AQueryOfAnotherSizeThanTheTrainingImagesIsNamedWithBothShapes) {

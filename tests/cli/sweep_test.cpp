@@ -148,6 +148,24 @@ TEST(Sweep, UntilEpochStopsAndTheNextRunContinuesTheSameSchedule) {
             "");
 }
 
+TEST(Sweep, AMisspeltHalvingMetricIsRefusedBeforeAnyTrialTrains) {
+  // Was: every trial's first rung trained, then an end with no line at all.
+  const std::string exp = experiment("metric"), out = test::temp_dir("metric-out");
+  const auto r = test::trainyard("sweep " + exp + " --grid optimizer.lr=0.01,0.1 --halving --metric test_acuracy_top1" +
+                                 " --output-dir " + out);
+  EXPECT_EQ(r.exit_code, 2) << r.out << r.err;
+  EXPECT_EQ(test::nonempty_lines(r.err).size(), 1u) << r.err;
+  EXPECT_TRUE(test::contains(r.err, "error: command line: --metric test_acuracy_top1: no value 'test_acuracy_top1' in the "
+                                    "runs of " + exp + "; expected one of the run's values (")) << r.err;
+  EXPECT_TRUE(test::contains(r.err, "did you mean 'test_accuracy_top1'?")) << r.err;
+  EXPECT_TRUE(fs::is_empty(out)) << "a trial started: " << r.out;
+  // A name close to none is refused as well, with an example.
+  const auto far = test::trainyard("sweep " + exp + " --grid optimizer.lr=0.01,0.1 --halving --metric zzz --output-dir " + out);
+  EXPECT_EQ(far.exit_code, 2) << far.err;
+  EXPECT_TRUE(test::contains(far.err, "no value 'zzz'")) << far.err;
+  EXPECT_TRUE(fs::is_empty(out));
+}
+
 TEST(Sweep, HalvingStopsTheTrialsAGridRunsToTheEndAndFindsTheSameBest) {
   const std::string exp = experiment("sh");
   const std::string grid_out = test::temp_dir("grid"), halving_out = test::temp_dir("halving");

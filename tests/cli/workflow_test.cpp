@@ -485,6 +485,40 @@ TEST(NewPlugin, EveryKindBindsItsOptionsToAStructAndEveryPlaceholderIsFilled) {
   }
 }
 
+// The body of the first function in `source` whose declaration contains
+// `signature` (from its opening brace to the matching closing one), or "".
+std::string function_body(const std::string& source, const std::string& signature) {
+  const size_t at = source.find(signature);
+  if (at == std::string::npos) return "";
+  const size_t open = source.find('{', at);
+  int depth = 0;
+  for (size_t i = open; i < source.size(); ++i) {
+    if (source[i] == '{') ++depth;
+    if (source[i] == '}' && --depth == 0) return source.substr(open, i - open + 1);
+  }
+  return "";
+}
+
+TEST(NewPlugin, NoTemplateReadsAValueBackFromTheDeviceAtEveryStep) {
+  // docs/writing-a-plugin.md: what runs at every step (a meter's update, a
+  // network's forward, a loss's compute) keeps to tensor operations; on a GPU
+  // .item(), .cpu(), an accessor or data_ptr waits for the device. Sums stay
+  // on the device and are read in accumulators()/values() (the meter), or
+  // every N iterations (the callback's log line).
+  const std::vector<std::pair<std::string, std::string>> per_step = {
+      {"meter", "void update("}, {"network", " forward("}, {"loss", " compute("}};
+  for (const auto& [kind, signature] : per_step) {
+    const std::string source = plugin_project("my_thing", kind).at("my_thing.cpp");
+    const std::string body = function_body(source, signature);
+    ASSERT_FALSE(body.empty()) << kind << ": no" << signature << "\n" << source;
+    for (const char* read_back : {".item", ".cpu()", "accessor<", "data_ptr", ".to(at::kCPU", ".to(torch::kCPU"})
+      EXPECT_FALSE(test::contains(body, read_back)) << kind << ":" << signature << " reads " << read_back << "\n" << body;
+  }
+  // The meter's sums are read where the guide says: accumulators() and values().
+  const std::string meter = plugin_project("my_thing", "meter").at("my_thing.cpp");
+  EXPECT_TRUE(test::contains(meter, "at::Tensor sums_;")) << meter;
+}
+
 TEST(NewPlugin, AMissingTemplateFolderIsOneErrorNamingItAndWritesNothing) {
   const std::string missing = test::temp_dir("scaffold") + "/nowhere", out = test::temp_dir("new") + "/my_net";
   auto r = test::trainyard_with_env("TRAINYARD_SCAFFOLD_DIR=" + missing,

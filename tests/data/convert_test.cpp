@@ -4,6 +4,7 @@
 #include <lmdb.h>
 
 #include <ATen/ATen.h>
+#include <algorithm>
 #include <filesystem>
 #include <opencv2/imgcodecs.hpp>
 
@@ -136,6 +137,74 @@ TEST(Convert, RefusesToOverwriteAndNeverLeavesAHalfWrittenDatabase) {
   write_images(fs::path(root) / "b", ".png", 1, 10);
   ASSERT_EQ(convert("--from folder --input " + root + " --output " + db + " --overwrite").exit_code, 0);
   EXPECT_EQ(dataset("lmdb", {{"path", db}})->size(), 3);
+}
+
+// What a folder holds, by name (nothing half-written may be among them).
+std::vector<std::string> names_in(const std::string& dir) {
+  std::vector<std::string> names;
+  for (const auto& e : fs::directory_iterator(dir)) names.push_back(e.path().filename().string());
+  std::sort(names.begin(), names.end());
+  return names;
+}
+
+TEST(Convert, ATrailingSlashNamesTheSameFolder) {
+  const std::string root = test::temp_dir("images"), out = test::temp_dir("db");
+  write_images(fs::path(root) / "a", ".png", 2, 10);
+  auto r = convert("--from folder --input " + root + "/ --output " + out + "/x/");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(dataset("lmdb", {{"path", out + "/x"}})->size(), 2);
+  EXPECT_EQ(names_in(out), std::vector<std::string>{"x"});
+  r = convert("--from folder --input " + root + " --output " + out + "/x/ --overwrite --to webdataset");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(names_in(out), std::vector<std::string>{"x"});
+  EXPECT_EQ(names_in(out + "/x"), std::vector<std::string>{"shard-000000.tar"});
+}
+
+TEST(Convert, NeverReplacesTheCurrentFolderOrOneItDidNotWrite) {
+  const std::string root = test::temp_dir("images"), work = test::temp_dir("work");
+  write_images(fs::path(root) / "a", ".png", 2, 10);
+  test::write_file(work + "/notes.txt", "mine");
+  for (const std::string output : std::vector<std::string>{".", "./", "..", work}) {
+    for (const std::string overwrite : {"", " --overwrite"}) {
+      auto r = test::run_command("cd " + work + " && " + test::trainyard_binary() + " convert --quiet --from folder --input " +
+                                 root + " --output " + output + overwrite);
+      EXPECT_EQ(r.exit_code, 2) << output << overwrite << ": " << r.err;
+      EXPECT_EQ(test::nonempty_lines(r.err).size(), 1u) << r.err;
+      EXPECT_TRUE(contains(r.err, "error: convert: --output " + output + ": is the current folder or one above it"))
+          << r.err;
+    }
+  }
+  EXPECT_EQ(names_in(work), std::vector<std::string>{"notes.txt"});
+  // --overwrite replaces only what convert wrote: not the user's folder, not the input.
+  auto r = convert("--from folder --input " + root + " --output " + work + "/.. --overwrite");
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  auto mine = convert("--from folder --input " + root + " --output " + work + " --overwrite");
+  EXPECT_EQ(mine.exit_code, 2) << mine.err;
+  EXPECT_TRUE(contains(mine.err, "--overwrite replaces only a folder convert wrote; expected a folder holding data.mdb "
+                                 "or shard-*.tar (or train/ and test/ with them), got a folder without them"))
+      << mine.err;
+  auto input = convert("--from folder --input " + root + "/a --output " + root + " --overwrite");
+  EXPECT_EQ(input.exit_code, 2) << input.err;
+  EXPECT_TRUE(contains(input.err, "holds the input " + root + "/a")) << input.err;
+  EXPECT_EQ(names_in(work), std::vector<std::string>{"notes.txt"});
+  EXPECT_EQ(names_in(root), std::vector<std::string>{"a"});
+}
+
+TEST(Convert, ASplitThatWouldBeEmptyIsRefusedBeforeAnythingIsWritten) {
+  const std::string root = test::temp_dir("images"), out = test::temp_dir("db");
+  write_images(fs::path(root) / "a", ".png", 2, 10);
+  for (const std::string to : {"lmdb", "webdataset"}) {
+    auto r = convert("--from folder --input " + root + " --to " + to + " --test-fraction 0.9 --output " + out + "/x");
+    EXPECT_EQ(r.exit_code, 2) << r.err;
+    EXPECT_EQ(test::nonempty_lines(r.err).size(), 1u) << r.err;
+    EXPECT_TRUE(contains(r.err, "error: convert: --test-fraction 0.9 of 2 samples leaves the training split empty; "
+                                "expected at least one sample in each split, got 0 training and 2 test"))
+        << r.err;
+    r = convert("--from folder --input " + root + " --to " + to + " --test-fraction 0.1 --output " + out + "/x");
+    EXPECT_EQ(r.exit_code, 2) << r.err;
+    EXPECT_TRUE(contains(r.err, "leaves the test split empty")) << r.err;
+    EXPECT_TRUE(fs::is_empty(out)) << to;
+  }
 }
 
 TEST(Convert, SplitAndShuffle) {

@@ -2,10 +2,18 @@
 // package from PyPI, and shards that package wrote read by trainyard.
 #include <gtest/gtest.h>
 
+#include <signal.h>
+
 #include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
 #include <filesystem>
+#include <fstream>
+#include <thread>
 
 #include <ATen/ATen.h>
+#include <opencv2/imgcodecs.hpp>
 
 #include <trainyard/error.h>
 
@@ -226,6 +234,230 @@ TEST(WebDataset, ARunFromPipeShardsStoppedMidEpochResumesToTheSameWeightsAsOneWi
                                            "{epochs: 100, batch_per_device: 2, decode_threads: 2}",
                                            ", size: 20, num_classes: 10, shuffle_buffer: 6");
   expect_exact_resume(exp, dir);
+}
+
+// Hostile shards, written byte by byte: one tar member (a ustar header with
+// its checksum right, the body padded to 512 bytes). `size_field` replaces
+// the 12 bytes of the size field (octal of the body's length otherwise).
+std::string tar_member(const std::string& name, const std::string& body, const std::string& size_field = "",
+                       char type = '0') {
+  char h[512] = {};
+  std::memcpy(h, name.data(), std::min<size_t>(name.size(), 100));
+  std::snprintf(h + 100, 8, "%07o", 0644);
+  std::snprintf(h + 108, 8, "%07o", 0);
+  std::snprintf(h + 116, 8, "%07o", 0);
+  if (size_field.empty()) std::snprintf(h + 124, 12, "%011o", static_cast<unsigned>(body.size()));
+  else std::memcpy(h + 124, size_field.data(), std::min<size_t>(size_field.size(), 12));
+  std::snprintf(h + 136, 12, "%011o", 0);
+  h[156] = type;
+  std::memcpy(h + 257, "ustar", 6);
+  std::memcpy(h + 263, "00", 2);
+  std::memset(h + 148, ' ', 8);
+  unsigned sum = 0;
+  for (unsigned char c : h) sum += c;
+  std::snprintf(h + 148, 8, "%06o", sum);
+  h[155] = ' ';
+  return std::string(h, 512) + body + std::string((512 - body.size() % 512) % 512, '\0');
+}
+const std::string kTarEnd(1024, '\0');
+
+// A small JPEG (16x16, one grey level per sample) and a sample of it.
+std::string small_jpeg(int level) {
+  std::vector<uchar> out;
+  cv::imencode(".jpg", cv::Mat(16, 16, CV_8UC3, cv::Scalar(level, 255 - level, 128)), out);
+  return std::string(out.begin(), out.end());
+}
+std::string tar_sample(int key, int label) {
+  char name[16];
+  std::snprintf(name, sizeof name, "%04d", key);
+  return tar_member(std::string(name) + ".jpg", small_jpeg(key * 7 % 256)) +
+         tar_member(std::string(name) + ".cls", std::to_string(label));
+}
+// A base-256 size field: 0x80, then the value big-endian in 11 bytes.
+std::string base256(uint64_t v) {
+  std::string f(12, '\0');
+  f[0] = char(0x80);
+  for (int i = 11; i >= 4; --i, v >>= 8) f[i] = char(v & 0xff);
+  return f;
+}
+
+test::CommandResult validate(const std::string& dir, const std::string& urls, const std::string& more = "") {
+  // `timeout`: a reader that loops forever is a failure, not a hung test.
+  return test::run_command("timeout 120 " + test::trainyard_binary() + " validate " +
+                           shard_experiment(dir, urls, "{epochs: 1}", more));
+}
+
+void expect_one_error(const test::CommandResult& r, const std::string& part) {
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  EXPECT_EQ(test::nonempty_lines(r.err).size(), 1u) << r.err;
+  EXPECT_EQ(r.err.rfind("error: ", 0), 0u) << r.err;
+  EXPECT_TRUE(test::contains(r.err, part)) << "expected '" << part << "' in: " << r.err;
+}
+
+TEST(WebDatasetBounds, ASizeFieldThatWrapsOrIsNotOctalIsNamedAtItsOffsetBeforeAnythingIsAllocated) {
+  const std::string dir = test::temp_dir("tar-sizes");
+  // Base-256 2^64 - 512: header + size wraps to the header itself (it was re-indexed forever).
+  const std::string first = tar_sample(0, 1), at = std::to_string(first.size()), field = std::to_string(first.size() + 124);
+  const std::string wraps = dir + "/wraps.tar";
+  test::write_file(wraps, first + tar_member("0001.jpg", small_jpeg(9), base256(~uint64_t{0} - 511)) + kTarEnd);
+  expect_one_error(validate(dir, wraps), "shard " + wraps + ": the size field of the header at byte " + at + " (byte " +
+                                             field + ") says " + std::to_string(~uint64_t{0} - 511) + " bytes, and only ");
+  // A base-256 size past the end, and a negative one.
+  const std::string big = dir + "/big.tar";
+  test::write_file(big, tar_sample(0, 1) + tar_member("0001.jpg", small_jpeg(9), base256(uint64_t{64} << 30)) + kTarEnd);
+  expect_one_error(validate(dir, big), "(byte " + field + ") says 68719476736 bytes, and only ");
+  const std::string negative = dir + "/negative.tar";
+  test::write_file(negative, tar_sample(0, 1) + tar_member("0001.jpg", small_jpeg(9), std::string(12, char(0xff))) + kTarEnd);
+  expect_one_error(validate(dir, negative), "(byte " + field + ") is a negative or oversized base-256 number");
+  // Not octal: it was read as another size, and the next header was blamed for a wrong checksum.
+  const std::string typo = dir + "/typo.tar";
+  test::write_file(typo, tar_sample(0, 1) + tar_member("0001.jpg", small_jpeg(9), std::string("0000000g750\0", 12)) +
+                             tar_member("0001.cls", "2") + kTarEnd);
+  expect_one_error(validate(dir, typo), "shard " + typo + ": the size field of the header at byte " + at + " (byte " + field + ") is "
+                                        "'0000000g750.'; expected octal digits");
+}
+
+TEST(WebDatasetBounds, APipeMemberIsReadAsItArrivesAndBoundedByTheMemberLimit) {
+  const std::string dir = test::temp_dir("pipe-sizes");
+  const std::string more = ", size: 20, num_classes: 10";
+  // A 9 KB stream that declares a 200 MB image (it allocated the declared size first).
+  const std::string claims = dir + "/claims.tar";
+  test::write_file(claims, tar_member("0000.jpg", std::string(8192, 'x'), "01372000000") + kTarEnd);
+  expect_one_error(validate(dir, "pipe:cat " + claims, more),
+                   "shard pipe:cat " + claims + ": the stream ends inside a member, '0000.jpg' at byte 0 (");
+  // Over the limit: refused before any byte of it is read.
+  const std::string huge = dir + "/huge.tar";
+  test::write_file(huge, tar_member("0000.jpg", small_jpeg(1), base256(uint64_t{64} << 30)) + kTarEnd);
+  expect_one_error(validate(dir, "pipe:cat " + huge, more),
+                   "shard pipe:cat " + huge + ": the member '0000.jpg' at byte 0 says 68719476736 bytes; expected at "
+                   "most 268435456 bytes per image (256 MiB) read from a stream");
+}
+
+TEST(WebDatasetBounds, BracePatternsAreBoundedBeforeAnyNameIsMade) {
+  // 10^7 names: refused (they were all made first).
+  ASSERT_THROW(expand_braces("s-{0..999}-{0..9999}.tar"), trainyard::ConfigError);
+  try {
+    expand_braces("s-{0000..9999}-{0000..9999}.tar");  // 10^8: ran out of memory
+    ADD_FAILURE() << "no error";
+  } catch (const trainyard::ConfigError& e) {
+    EXPECT_TRUE(test::contains(e.what(), "expands to more than 1000000 names")) << e.what();
+  }
+  EXPECT_THROW(expand_braces("s-{0..99999999999999999999}.tar"), trainyard::ConfigError);
+  EXPECT_EQ(expand_braces("s-{0..999}-{0..999}.tar").size(), 1000000u);
+  const std::string dir = test::temp_dir("brace-limit");
+  expect_one_error(validate(dir, dir + "/s-{0000..9999}-{0000..9999}.tar"), "expands to more than 1000000 names");
+}
+
+TEST(WebDatasetBounds, AJpegWhoseHeaderClaimsTooManyPixelsIsABadRecordThatSkipSkips) {
+  const std::string dir = test::temp_dir("jpeg-bomb");
+  // A real JPEG whose frame header says 65500x65500 (12.9 GB of pixels).
+  std::string bomb = small_jpeg(200);
+  const auto sof = bomb.find("\xff\xc0");
+  ASSERT_NE(sof, std::string::npos);
+  bomb[sof + 5] = bomb[sof + 7] = char(0xff), bomb[sof + 6] = bomb[sof + 8] = char(0xdc);
+  std::string shard;
+  for (int i = 0; i < 24; ++i) shard += tar_sample(i, i % 3);
+  shard += tar_member("0024.jpg", bomb) + tar_member("0024.cls", "1") + kTarEnd;
+  test::write_file(dir + "/bomb.tar", shard);
+  const std::string loop = "{epochs: 1, batch_per_device: 5}";
+  auto r = test::trainyard("run " + shard_experiment(dir, dir + "/bomb.tar", loop) + " --output-dir " + dir + "/a");
+  expect_one_error(r, dir + "/bomb.tar: 0024.jpg: its header claims 65500x65500 pixels (4290250000), expected at most "
+                      "178956970 (Pillow's decompression-bomb limit)");
+  std::string yaml = test::read_file(shard_experiment(dir, dir + "/bomb.tar", loop));
+  yaml.replace(yaml.find("{plugin: webdataset"), 19, "{plugin: webdataset, on_bad_record: skip");
+  test::write_file(dir + "/skip.yaml", yaml);
+  r = test::trainyard("run " + dir + "/skip.yaml --output-dir " + dir + "/b");
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_TRUE(test::contains(r.err, "skipped 1 bad record")) << r.err;
+  EXPECT_TRUE(test::contains(r.err, "claims 65500x65500 pixels")) << r.err;
+}
+
+TEST(WebDatasetBounds, ADuplicateMemberInASampleIsRefusedNamingShardKeyAndOffset) {
+  const std::string dir = test::temp_dir("duplicates");
+  const std::string images = dir + "/images.tar", labels = dir + "/labels.tar";
+  test::write_file(images, tar_sample(0, 1) + tar_member("0001.jpg", small_jpeg(1)) + tar_member("0001.jpg", small_jpeg(2)) +
+                               tar_member("0001.cls", "2") + kTarEnd);
+  test::write_file(labels, tar_sample(0, 1) + tar_member("0001.jpg", small_jpeg(1)) + tar_member("0001.cls", "2") +
+                               tar_member("0001.cls", "3") + kTarEnd);
+  const size_t sample = tar_sample(0, 1).size(), image = tar_member("0001.jpg", small_jpeg(1)).size();
+  const std::string second_image = std::to_string(sample + image), second_label = std::to_string(sample + image + 512 + 512);
+  expect_one_error(validate(dir, images), "shard " + images + ", sample '0001': a second member '0001.jpg' at byte " + second_image);
+  expect_one_error(validate(dir, labels), "shard " + labels + ", sample '0001': a second member '0001.cls' at byte " + second_label);
+  const std::string more = ", size: 20, num_classes: 10";
+  expect_one_error(validate(dir, "pipe:cat " + images, more),
+                   "shard pipe:cat " + images + ", sample '0001': a second member '0001.jpg' at byte " + second_image);
+  expect_one_error(validate(dir, "pipe:cat " + labels, more),
+                   "shard pipe:cat " + labels + ", sample '0001': a second member '0001.cls' at byte " + second_label);
+}
+
+TEST(WebDatasetBounds, MetadataMembersAreIgnoredAsDocumented) {
+  // img2dataset's layout: KEY.jpg, KEY.cls, and a KEY.json of metadata without "label"; and a __meta__.json.
+  const std::string dir = test::temp_dir("metadata");
+  std::string shard = tar_member("__meta__.json", "{\"source\": \"img2dataset\"}");
+  for (int i = 0; i < 3; ++i)
+    shard += tar_sample(i, i) + tar_member("000" + std::to_string(i) + ".json", "{\"url\": \"https://x/" +
+                                                                               std::to_string(i) + ".jpg\", \"width\": 16}");
+  test::write_file(dir + "/meta.tar", shard + kTarEnd);
+  auto r = validate(dir, dir + "/meta.tar");
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_TRUE(test::contains(r.out, "dataset webdataset (3 train")) << r.out;
+  r = validate(dir, "pipe:cat " + dir + "/meta.tar", ", size: 3, num_classes: 3");
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  // A KEY.json with "label" still labels a sample without KEY.cls.
+  test::write_file(dir + "/json.tar", tar_member("0000.jpg", small_jpeg(3)) + tar_member("0000.json", "{\"label\": 2}") + kTarEnd);
+  r = validate(dir, dir + "/json.tar");
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_TRUE(test::contains(r.out, "dataset webdataset (1 train")) << r.out;
+}
+
+// Whether process `pid` has ended, waiting for it at most 30 s (a zombie has ended).
+bool process_ends(const std::string& pid) {
+  for (int i = 0; i < 3000; ++i) {
+    std::ifstream stat("/proc/" + pid + "/stat");
+    std::string line;
+    if (!std::getline(stat, line)) return true;
+    const auto close = line.rfind(')');
+    if (close != std::string::npos && line.size() > close + 2 && line[close + 2] == 'Z') return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  return false;
+}
+
+TEST(WebDatasetBounds, APipeThatNeverWritesIsTimedOutAtStartUpAndEndedWithTheRun) {
+  const std::string dir = test::temp_dir("pipe-silent");
+  // The command's own child writes its pid; the command then waits, writing nothing.
+  const std::string command = "pipe:sleep 1000 & echo $! > " + dir + "/pid; wait";
+  auto r = validate(dir, command, ", size: 20, num_classes: 10, start_timeout: 0.5");
+  expect_one_error(r, "shard " + command + ": no complete sample within start_timeout 0.5 s of starting (0 bytes read)");
+  EXPECT_TRUE(process_ends(test::read_file(dir + "/pid").substr(0, test::read_file(dir + "/pid").find('\n'))));
+
+  // SIGTERM while it waits (the default timeout, 60 s): the command ends with the run.
+  fs::remove(dir + "/pid");
+  const std::string exp = shard_experiment(dir, command, "{epochs: 1}", ", size: 20, num_classes: 10");
+  // As test::interrupted, with a longer bounded wait for the command to start (a busy machine).
+  test::write_file(dir + "/term.sh", test::trainyard_binary() + " run " + exp + " --output-dir " + dir + "/out >" + dir + "/stdout 2>" + dir +
+                                         "/err &\npid=$!\nfor i in $(seq 3000); do [ -s " + dir +
+                                         "/pid ] && break; sleep 0.02; done\nkill -TERM $pid\nwait $pid\necho $?\n");
+  r = test::run_command("bash " + dir + "/term.sh");
+  EXPECT_NE(r.out, "0\n") << test::read_file(dir + "/err");
+  const std::string pid = test::read_file(dir + "/pid");
+  ASSERT_FALSE(pid.empty());
+  const bool ended = process_ends(pid.substr(0, pid.find('\n')));
+  EXPECT_TRUE(ended) << "the command's child outlived the run";
+  if (!ended) ::kill(std::stoi(pid), SIGKILL);
+}
+
+TEST(WebDatasetBounds, ShardsAreOpenedOnDemandSoMoreShardsThanOpenFilesTrain) {
+  const std::string dir = test::temp_dir("many-shards");
+  for (int s = 0; s < 400; ++s) {
+    char name[32];
+    std::snprintf(name, sizeof name, "/s-%03d.tar", s);
+    test::write_file(dir + name, tar_sample(s, s % 4) + kTarEnd);
+  }
+  const std::string exp = shard_experiment(dir, dir + "/s-{000..399}.tar", "{epochs: 1, batch_per_device: 8, decode_threads: 2}");
+  auto r = test::run_command("ulimit -n 256 && " + test::trainyard_binary() + " iterate " + exp);
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_TRUE(test::contains(r.out, "iterate: 400 samples")) << r.out;
 }
 
 }  // namespace

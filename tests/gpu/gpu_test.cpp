@@ -251,8 +251,11 @@ TEST(Gpu, TheProfileOfAGpuRunHoldsItsKernelsAndTheAverageEvaluatesAsOnTheCpu) {
   EXPECT_TRUE(contains(summary, "kernel (device)")) << summary;
   EXPECT_TRUE(contains(summary, "iterations 6-10: 5 steps recorded")) << summary;
   // The average kept on the GPU tests on the CPU as it tested on the GPU.
+  // eval is given the experiment the run trained: its --set ema.enabled too (without it the
+  // experiment keeps no average, and eval says so).
   auto e = trainyard_with_env(kDeterministic, "eval " + convnet_experiment("profile-gpu", 8, 8) + " --output-dir " +
-                                                  out + " --weights ema --output " + out + "/eval.json");
+                                                  out + " --set ema.enabled=true --set ema.evaluate=true"
+                                                  " --weights ema --output " + out + "/eval.json");
   ASSERT_EQ(e.exit_code, 0) << e.err;
   const auto on_gpu = json_of(run_dir(out) + "/summary.json")["metrics"];
   const auto on_cpu = json_of(out + "/eval.json")["values"];

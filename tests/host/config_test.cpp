@@ -14,6 +14,13 @@ namespace {
 
 using test::contains;
 
+// A resolved option as the host holds it (Options::get<T> is the deprecated
+// plugin-side 0.x call).
+template <class T>
+const T& option(const Options& options, const std::string& key) {
+  return std::get<T>(options.values().at(key));
+}
+
 const Registry& registry() {
   static const Registry r = [] {
     Registry reg;
@@ -57,11 +64,11 @@ TEST(ExperimentConfig, ValidExperimentFillsDefaults) {
   EXPECT_EQ(e.seed, 7u);
   EXPECT_EQ(e.loop.epochs, 2);
   EXPECT_EQ(e.loop.test_every_iters, 0);  // default
-  EXPECT_EQ(e.network.options.get<std::string>("activation"), "relu");  // plugin default
-  EXPECT_EQ(e.network.options.get<std::vector<int64_t>>("hidden_sizes"), std::vector<int64_t>{32});
-  EXPECT_DOUBLE_EQ(e.optimizer.options.get<double>("lr"), 0.05);
+  EXPECT_EQ(option<std::string>(e.network.options, "activation"), "relu");  // plugin default
+  EXPECT_EQ(option<std::vector<int64_t>>(e.network.options, "hidden_sizes"), std::vector<int64_t>{32});
+  EXPECT_DOUBLE_EQ(option<double>(e.optimizer.options, "lr"), 0.05);
   ASSERT_EQ(e.meters.size(), 2u);
-  EXPECT_EQ(e.meters[1].options.get<std::vector<int64_t>>("k"), (std::vector<int64_t>{1, 2}));
+  EXPECT_EQ(option<std::vector<int64_t>>(e.meters[1].options, "k"), (std::vector<int64_t>{1, 2}));
 }
 
 TEST(ExperimentConfig, YamlSyntaxErrorNamesFileLineAndColumn) {
@@ -131,10 +138,10 @@ TEST(ExperimentConfig, UnknownSectionSuggestsClosest) {
 TEST(ExperimentConfig, SetOverridesValuesAndCreatesSections) {
   Experiment e = load(replace(kBase, "loop: {epochs: 2, batch_per_device: 32, log_every_iters: 4}\n", ""),
                       {"optimizer.lr=0.5", "loop.epochs=3", "network.hidden_sizes=[8, 4]", "meters.1.k=[1, 3]"});
-  EXPECT_DOUBLE_EQ(e.optimizer.options.get<double>("lr"), 0.5);
+  EXPECT_DOUBLE_EQ(option<double>(e.optimizer.options, "lr"), 0.5);
   EXPECT_EQ(e.loop.epochs, 3);
-  EXPECT_EQ(e.network.options.get<std::vector<int64_t>>("hidden_sizes"), (std::vector<int64_t>{8, 4}));
-  EXPECT_EQ(e.meters[1].options.get<std::vector<int64_t>>("k"), (std::vector<int64_t>{1, 3}));
+  EXPECT_EQ(option<std::vector<int64_t>>(e.network.options, "hidden_sizes"), (std::vector<int64_t>{8, 4}));
+  EXPECT_EQ(option<std::vector<int64_t>>(e.meters[1].options, "k"), (std::vector<int64_t>{1, 3}));
 }
 
 TEST(ExperimentConfig, SetOnKeyThatDoesNotExistIsAnError) {
@@ -223,12 +230,17 @@ TEST(ExperimentConfig, PlotsOfConfigReadsOutputPlots) {
 }
 
 TEST(ExperimentConfig, ComponentOptionsCheckAFlowMapLikeAFile) {
-  Schema schema;
-  schema.add("mean", std::vector<double>{0.5}, "mean");
-  schema.add("size", 4, "size").min(1);
+  struct Input {
+    std::vector<double> mean;
+    int64_t size = 0;
+  };
+  TypedSchema<Input> typed;
+  typed.add("mean", &Input::mean, {0.5}, "mean");
+  typed.add("size", &Input::size, 4, "size").min(1);
+  const Schema& schema = typed.schema();
   Options o = component_options(schema, {{"size", Value(int64_t{8})}}, "{mean: [0.286]}", "--input-options");
-  EXPECT_EQ(o.get<std::vector<double>>("mean"), std::vector<double>{0.286});
-  EXPECT_EQ(o.get<int64_t>("size"), 8);
+  EXPECT_EQ(option<std::vector<double>>(o, "mean"), std::vector<double>{0.286});
+  EXPECT_EQ(option<int64_t>(o, "size"), 8);
   try {
     component_options(schema, {}, "{size: 0}", "--input-options");
     FAIL() << "no error";
@@ -243,10 +255,15 @@ TEST(ExperimentConfig, ComponentOptionsCheckAFlowMapLikeAFile) {
 const Registry& registry_with_paths() {
   static const Registry r = [] {
     Registry reg = registry();
-    Component c{Kind::callback, "pathy", "a callback with a path option", Schema{}, nullptr, {}};
-    c.schema.add_path("vocabulary", "", "word list");
-    c.schema.add_path("cache", "cache.bin", "cache file");
-    c.schema.add("keep", 0.5, "fraction kept").above(0.0).below(1.0);
+    struct Pathy {
+      std::string vocabulary, cache;
+      double keep = 0;
+    };
+    TypedSchema<Pathy> schema;
+    schema.add_path("vocabulary", &Pathy::vocabulary, "", "word list");
+    schema.add_path("cache", &Pathy::cache, "cache.bin", "cache file");
+    schema.add("keep", &Pathy::keep, 0.5, "fraction kept").above(0.0).below(1.0);
+    Component c{Kind::callback, "pathy", "a callback with a path option", schema.schema(), nullptr, {}};
     auto library = std::make_shared<LibraryInfo>();
     library->path = "/test/libpathy.so";
     library->name = "pathy";
@@ -264,17 +281,22 @@ TEST(ExperimentConfig, PathOptionsResolveAgainstTheExperimentFolder) {
   test::write_file(path, kBase + "callbacks: [{plugin: pathy, vocabulary: ../data/words.txt}]\n");
   Experiment e = validate_experiment(read_experiment(path, {}), registry_with_paths());
   const auto& o = e.callbacks.at(0).options;
-  EXPECT_EQ(o.get<std::string>("vocabulary"), std::filesystem::absolute(dir + "/data/words.txt").lexically_normal().string());
-  EXPECT_EQ(o.get<std::string>("cache"), std::filesystem::absolute(dir + "/exp/cache.bin").lexically_normal().string());
-  // Given with --set: relative to the working directory, like any command-line path.
-  Experiment set = validate_experiment(read_experiment(path, {"callbacks.0.vocabulary=w.txt"}), registry_with_paths());
-  EXPECT_EQ(set.callbacks.at(0).options.get<std::string>("vocabulary"),
-            (std::filesystem::current_path() / "w.txt").lexically_normal().string());
+  EXPECT_EQ(option<std::string>(o, "vocabulary"), std::filesystem::absolute(dir + "/data/words.txt").lexically_normal().string());
+  EXPECT_EQ(option<std::string>(o, "cache"), std::filesystem::absolute(dir + "/exp/cache.bin").lexically_normal().string());
+  // Given with --set: the same rule, relative to the experiment file's folder
+  // (not the working directory), so that a resume started from another
+  // folder resolves what the run's config.yaml holds.
+  Experiment set = validate_experiment(read_experiment(path, {"callbacks.0.vocabulary=w.txt",
+                                                              "network.pretrained=../models/init.pt"}),
+                                       registry_with_paths());
+  EXPECT_EQ(option<std::string>(set.callbacks.at(0).options, "vocabulary"),
+            std::filesystem::absolute(dir + "/exp/w.txt").lexically_normal().string());
+  EXPECT_EQ(set.network.pretrained, std::filesystem::absolute(dir + "/models/init.pt").lexically_normal().string());
   // An empty path stays empty.
   test::write_file(path, kBase + "callbacks: [{plugin: pathy, vocabulary: '', cache: ''}]\n");
   Experiment empty = validate_experiment(read_experiment(path, {}), registry_with_paths());
-  EXPECT_EQ(empty.callbacks.at(0).options.get<std::string>("vocabulary"), "");
-  EXPECT_EQ(empty.callbacks.at(0).options.get<std::string>("cache"), "");
+  EXPECT_EQ(option<std::string>(empty.callbacks.at(0).options, "vocabulary"), "");
+  EXPECT_EQ(option<std::string>(empty.callbacks.at(0).options, "cache"), "");
 }
 
 TEST(ExperimentConfig, ExclusiveBoundsRefuseTheBoundItself) {

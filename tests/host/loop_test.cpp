@@ -306,9 +306,30 @@ TEST(Callbacks, RunInPriorityOrderAndSeeEveryStage) {
   auto lines = test::read_lines(events);
   std::vector<std::string> expected;
   for (const char* stage : {"before_run", "before_epoch 0", "before_train_iter 0", "before_test", "after_test 3",
-                            "before_checkpoint", "after_checkpoint", "after_epoch 1", "after_run"})
+                            "after_epoch 1", "before_checkpoint", "after_checkpoint", "after_run"})
     for (const char* tag : {"early", "middle", "late"}) expected.push_back(std::string(tag) + " " + stage);
   EXPECT_EQ(lines, expected);
+}
+
+TEST(Callbacks, AnAfterEpochThatThrowsIsCalledAgainByTheResume) {
+  // after_epoch runs before the epoch's checkpoint: when it throws at epoch
+  // 2, the latest checkpoint is epoch 1's, and the resume trains epoch 2
+  // again and calls after_epoch 2 again. (Were the checkpoint written
+  // first, the resume would continue after it: epoch 2's call lost.)
+  const std::string dir = test::temp_dir("owed");
+  const std::string calls = dir + "/calls", marker = dir + "/thrown";
+  const std::string callbacks =
+      "callbacks: [{plugin: throw_once, path: " + calls + ", marker: " + marker + ", epoch: 2}]\n";
+  RunOutput first = run("owed", callbacks, "--set loop.epochs=3");
+  ASSERT_NE(first.result.exit_code, 0) << first.result.err;
+  EXPECT_TRUE(contains(first.result.err, "throw_once fixture: after_epoch 2")) << first.result.err;
+  EXPECT_TRUE(fs::exists(marker));
+  EXPECT_EQ(test::read_lines(calls), (std::vector<std::string>{"after_epoch 1"}));
+  RunOutput second = run("owed", callbacks, "--set loop.epochs=3", first.dir);
+  ASSERT_EQ(second.result.exit_code, 0) << second.result.err;
+  EXPECT_TRUE(contains(second.result.out, "resuming from")) << second.result.out;
+  EXPECT_TRUE(contains(second.result.out, "(epoch 1 done")) << second.result.out;
+  EXPECT_EQ(test::read_lines(calls), (std::vector<std::string>{"after_epoch 1", "after_epoch 2", "after_epoch 3"}));
 }
 
 TEST(Resume, TwoEpochsEqualOneEpochThenResume) {

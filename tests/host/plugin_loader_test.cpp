@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <fstream>
 
 #include "plugins/loader.h"
 #include "support/support.h"
@@ -105,12 +106,42 @@ TEST(PluginLoader, ReportsRegistrationThatThrowsAndKeepsNothing) {
   EXPECT_TRUE(r.libraries().empty());
 }
 
-TEST(PluginLoader, DuplicateKindAndNameNamesBothFiles) {
+TEST(PluginLoader, AClashOfNamesLoadsEveryLibraryAndTheQualifiedNameChooses) {
+  // twin_a and twin_b both register loss 'twin' and meter 'confusion_matrix',
+  // which the built-in `meters` library registers too: all load.
   Registry r;
-  std::string err = load_error("twins", r);
-  EXPECT_TRUE(contains(err, "loss 'twin' is registered twice")) << err;
-  EXPECT_TRUE(contains(err, "libtwin_a.so")) << err;
-  EXPECT_TRUE(contains(err, "libtwin_b.so")) << err;
+  load_plugin_folders({{test::builtin_plugin_dir(), "built-in"}, {test::fixture_dir("twins"), "test"}}, r);
+  EXPECT_EQ(load_error("twins", r), "library 'twin_a' is loaded twice: from " + test::fixture_dir("twins") +
+                                        "/libtwin_a.so and from " + test::fixture_dir("twins") +
+                                        "/libtwin_a.so; expected one library per name (its components are named "
+                                        "twin_a::NAME); remove one of the two files from the plugin folders");
+  // The short name is ambiguous; each qualified name names one.
+  EXPECT_EQ(r.find(Kind::loss, "twin"), nullptr);
+  EXPECT_EQ(r.matches(Kind::loss, "twin").size(), 2u);
+  ASSERT_NE(r.find(Kind::loss, "twin_b::twin"), nullptr);
+  EXPECT_EQ(r.find(Kind::loss, "twin_b::twin")->library->name, "twin_b");
+  EXPECT_EQ(r.get(Kind::meter, "meters::confusion_matrix").library->name, "meters");
+  EXPECT_EQ(r.find(Kind::meter, "nowhere::confusion_matrix"), nullptr);
+  try {
+    r.get(Kind::meter, "confusion_matrix");
+    FAIL() << "no error";
+  } catch (const ConfigError& e) {
+    const std::string dir = test::fixture_dir("twins");
+    EXPECT_EQ(std::string(e.what()),
+              "meter 'confusion_matrix' is ambiguous: 3 libraries register it (meters::confusion_matrix from " +
+                  test::builtin_plugin_dir() + "/libmeters.so, twin_a::confusion_matrix from " + dir +
+                  "/libtwin_a.so, twin_b::confusion_matrix from " + dir +
+                  "/libtwin_b.so); expected a name that one library registers, or LIBRARY::NAME, got "
+                  "'confusion_matrix'; write one of meters::confusion_matrix, twin_a::confusion_matrix, "
+                  "twin_b::confusion_matrix");
+  }
+  // Unambiguous short names keep working; the listing qualifies the ambiguous ones.
+  EXPECT_EQ(r.get(Kind::meter, "topk_accuracy").library->name, "meters");
+  EXPECT_EQ(r.names(Kind::meter), (std::vector<std::string>{"loss", "meters::confusion_matrix", "retrieval",
+                                                             "topk_accuracy", "twin_a::confusion_matrix",
+                                                             "twin_b::confusion_matrix"}));
+  EXPECT_EQ(r.names(Kind::loss), (std::vector<std::string>{"arcface", "contrastive", "cross_entropy", "triplet_margin",
+                                                            "twin_a::twin", "twin_b::twin"}));
 }
 
 TEST(PluginLoader, MissingFolderIsAnError) {
@@ -190,6 +221,24 @@ TEST_F(InsecurePlugins, AnotherUsersLibraryOrAGroupWritableFolderIsRefused) {
   EXPECT_TRUE(contains(err, "its folder " + folder_ + " is writable by its group (mode 0775, owner root)")) << err;
   ASSERT_EQ(::chown(folder_.c_str(), 0, 0), 0);
   EXPECT_EQ(refusal(), "");
+}
+
+TEST_F(InsecurePlugins, ALibraryForAnotherMachineNamesBothElfMachines) {
+#if !defined(__x86_64__)
+  GTEST_SKIP() << "the expected text names x86-64 as this host's machine";
+#endif
+  // The same library with its ELF header's e_machine (bytes 18-19, little-endian) set to aarch64 (183).
+  {
+    std::fstream f(library_, std::ios::in | std::ios::out | std::ios::binary);
+    f.seekp(18);
+    const char aarch64[2] = {static_cast<char>(183), 0};
+    f.write(aarch64, 2);
+    ASSERT_TRUE(f.good());
+  }
+  const std::string err = refusal();
+  EXPECT_TRUE(contains(err, library_ + ": a library built for another machine; expected ELF machine x86-64 (this "
+                                "host's), got aarch64; rebuild the plugin")) << err;
+  EXPECT_FALSE(contains(err, "No such file")) << err;
 }
 
 TEST(Registry, UnknownNameListsKnownAndSuggests) {

@@ -122,6 +122,12 @@ TEST(Precision, Fp16LossScalingRunsInTheTrainerAndItsStateIsCheckpointed) {
   EXPECT_EQ(state.loss_scale_skipped, static_cast<int64_t>(skipped));
   EXPECT_LE(state.loss_scale_finite_in_a_row, 16 - static_cast<int64_t>(skipped));
   EXPECT_GT(state.loss_scale_finite_in_a_row, 0);
+  // metrics.jsonl holds the scale and the skipped updates as series (the
+  // GPU suite reads them so), ending where the trainer ended.
+  const auto scales = test::series(out + "/metrics.jsonl", "loss_scale");
+  ASSERT_FALSE(scales.empty());
+  EXPECT_EQ(scales.back(), scale);
+  EXPECT_EQ(test::series(out + "/metrics.jsonl", "scaler_skipped_updates").back(), skipped);
 }
 
 // `trainyard validate` of the synthetic experiment with one --set: its stderr.

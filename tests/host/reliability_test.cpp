@@ -371,6 +371,15 @@ std::string misbehaving_experiment(const std::string& name, const std::string& m
   return path;
 }
 
+// Rewrites one entry of an experiment file (misbehaving_experiment's).
+void replace_in(const std::string& path, const std::string& from, const std::string& to) {
+  std::string yaml = read_file(path);
+  yaml.replace(yaml.find(from), from.size(), to);
+  write_file(path, yaml);
+}
+
+const char* kSyntheticTrain = "{plugin: synthetic, size: 512, num_classes: 4, shape: [1, 4, 4], seed: 1}";
+
 TEST(Watchdog, AHungCallbackIsNamedWithEveryThreadsStackAndExitFive) {
   const std::string exp = misbehaving_experiment(
       "hung", "callbacks: [{plugin: hang, hook: after_epoch}]\n", "loop: {epochs: 2, batch_per_device: 32, stall_timeout_secs: 2}");
@@ -401,14 +410,86 @@ TEST(Watchdog, AStopSignalIntoAHungCallbackEndsTheRunAfterTheGrace) {
   EXPECT_TRUE(contains(r.err, "callback 'hang'")) << r.err;
 }
 
+TEST(Watchdog, SigtermIntoAHungIterationIsNamedWithinTheDefaultGraceAndTheLockIsFreed) {
+  // The defaults: stall limit 1800 s, stop grace 15 s (under Slurm's and
+  // Kubernetes' 30 s between SIGTERM and SIGKILL).
+  const std::string marker = temp_dir("marker") + "/hanging";
+  const std::string exp = misbehaving_experiment(
+      "deaf_iter", "callbacks: [{plugin: hang, hook: after_train_iter, at: 5, marker: " + marker + "}]\n",
+      "loop: {epochs: 2, batch_per_device: 32}");
+  const std::string out = temp_dir("out");
+  auto r = interrupted("run " + exp + " --output-dir " + out, marker, 0, "TERM");
+  EXPECT_EQ(r.exit_code, 5) << r.err;
+  const auto errors = nonempty_lines(r.err);
+  ASSERT_FALSE(errors.empty());
+  const std::string& error = errors.back();
+  EXPECT_TRUE(contains(error, "error: stalled: SIGTERM received, but the loop did not reach a boundary within 15 s "
+                              "(loop.stop_grace_secs)")) << r.err;
+  EXPECT_TRUE(contains(error, "callback 'hang'")) << error;
+  EXPECT_TRUE(contains(error, "in after_train_iter, at epoch 1, iteration 5")) << error;
+  EXPECT_TRUE(contains(error, "stack traces of every thread in " + out + "/deaf_iter/stall-rank0.txt")) << error;
+  EXPECT_TRUE(contains(read_file(out + "/deaf_iter/stall-rank0.txt"), "libmisbehaving.so"));
+  EXPECT_FALSE(fs::exists(out + "/deaf_iter.lock")) << "the next run would have to take the lock over";
+}
+
+TEST(Watchdog, ASecondSigintNamesWhatHangsAndFreesTheLock) {
+  const std::string dir = temp_dir("second-sigint"), marker = dir + "/hanging";
+  const std::string exp = misbehaving_experiment(
+      "impatient", "callbacks: [{plugin: hang, hook: after_train_iter, at: 3, marker: " + marker + "}]\n",
+      "loop: {epochs: 2, batch_per_device: 32}");
+  const std::string out = temp_dir("out");
+  // The second SIGINT once the first was acknowledged (an event, not a delay).
+  write_file(dir + "/run.sh", trainyard_binary() + " run " + exp + " --output-dir " + out + " >" + dir + "/out 2>" +
+                                  dir + "/err &\npid=$!\n"
+                                  "for i in $(seq 15000); do [ -s " + marker + " ] && break; sleep 0.02; done\n"
+                                  "kill -INT $pid\n"
+                                  "for i in $(seq 15000); do grep -q 'stop signal received' " + dir + "/out " + dir +
+                                  "/err && break; sleep 0.02; done\n"
+                                  "kill -INT $pid\nwait $pid\necho $? >" + dir + "/rc\n");
+  run_command("bash " + dir + "/run.sh");
+  EXPECT_EQ(std::stoi(read_file(dir + "/rc")), 130);
+  const std::string err = read_file(dir + "/err");
+  EXPECT_TRUE(contains(err, "error: second SIGINT: aborted without a checkpoint while running callback 'hang'")) << err;
+  EXPECT_TRUE(contains(err, "in after_train_iter, at epoch 1, iteration 3")) << err;
+  EXPECT_FALSE(fs::exists(out + "/impatient.lock"));
+}
+
+TEST(Watchdog, AStopSignalAsTheProcessStartsIsAnsweredWithOneLine) {
+  // From the executable's preinit function on (before LibTorch's static
+  // initialisers run): one line and exit 4, never a silent death by the
+  // signal. The script waits for the event itself, SIGTERM caught in
+  // /proc/PID/status, then signals at once and at later moments of start-up.
+  // The training data takes 30 s to load: every signal falls in start-up.
+  const std::string exp = misbehaving_experiment("early", "");
+  replace_in(exp, kSyntheticTrain, "{plugin: slow_start, load_secs: 30}");
+  for (const char* delay : {"0", "0.05", "0.15", "0.3"}) {
+    const std::string dir = temp_dir("early-signal"), out = temp_dir("out");
+    write_file(dir + "/run.sh",
+               trainyard_binary() + " run " + exp + " --output-dir " + out + " >" + dir + "/out 2>" + dir +
+                   "/err &\npid=$!\n"
+                   "bin=$(readlink -f " + trainyard_binary() + ")\n"
+                   "caught() { [ \"$(readlink /proc/$pid/exe)\" = \"$bin\" ] || return 1; "
+                   "m=$(awk '/^SigCgt/ {print $2}' /proc/$pid/status 2>/dev/null); "
+                   "[ -n \"$m\" ] && [ $(( (0x$m >> 14) & 1 )) -eq 1 ]; }\n"  // bit 14: SIGTERM (15)
+                   "for i in $(seq 150000); do caught && break; sleep 0.0002; done\n"
+                   // caught before the experiment's plugin library was loaded: before main() ran
+                   "grep -q libmisbehaving.so /proc/$pid/maps || echo early >" + dir + "/when\n"
+                   "sleep " + delay + "\nkill -TERM $pid\nwait $pid\necho $? >" + dir + "/rc\n");
+    run_command("bash " + dir + "/run.sh");
+    if (std::string(delay) == "0") EXPECT_TRUE(fs::exists(dir + "/when")) << "the handler came after start-up began";
+    const int code = std::stoi(read_file(dir + "/rc"));
+    const std::string err = read_file(dir + "/err");
+    EXPECT_EQ(code, 4) << "after " << delay << " s: " << err;
+    EXPECT_TRUE(contains(err, "SIGTERM during start-up: stopped before training began")) << err;
+    EXPECT_EQ(nonempty_lines(err).size(), 1u) << err;
+  }
+}
+
 TEST(Watchdog, AStopSignalWhileTheDataLoadsEndsTheProcessAtOnceAndWritesNothing) {
   const std::string exp = misbehaving_experiment("slow", "");
-  std::string yaml = read_file(exp);
-  const std::string train = "{plugin: synthetic, size: 512, num_classes: 4, shape: [1, 4, 4], seed: 1}";
-  yaml.replace(yaml.find(train), train.size(), "{plugin: slow_start, load_secs: 60}");
-  const std::string test = "{plugin: synthetic, size: 128, num_classes: 4, shape: [1, 4, 4], seed: 2}";
-  yaml.replace(yaml.find(test), test.size(), "{plugin: slow_start, load_secs: 0}");
-  write_file(exp, yaml);
+  replace_in(exp, kSyntheticTrain, "{plugin: slow_start, load_secs: 60}");
+  replace_in(exp, "{plugin: synthetic, size: 128, num_classes: 4, shape: [1, 4, 4], seed: 2}",
+             "{plugin: slow_start, load_secs: 0}");
   const std::string out = temp_dir("out");
   const auto t0 = std::chrono::steady_clock::now();
   auto r = interrupted("run " + exp + " --output-dir " + out, exp, 1500, "TERM");  // exp exists: 1.5 s after start
@@ -419,12 +500,33 @@ TEST(Watchdog, AStopSignalWhileTheDataLoadsEndsTheProcessAtOnceAndWritesNothing)
   EXPECT_TRUE(fs::is_empty(out)) << "something was written";
 }
 
+TEST(RunFiles, ALinkPlantedInTheRunDirectoryIsNeverWrittenThrough) {
+  // metrics.jsonl and provenance.jsonl are appended to, the log is opened
+  // by name: each refuses a symbolic link where it should be (exit 2), and
+  // the link's target is left as it was.
+  const std::string exp = misbehaving_experiment("planted", "", "loop: {epochs: 1, batch_per_device: 32}");
+  const std::string out = temp_dir("out"), run = out + "/planted", victim = temp_dir("victim") + "/victim.txt";
+  ASSERT_EQ(trainyard("run " + exp + " --output-dir " + out).exit_code, 0);
+  for (const char* file : {"metrics.jsonl", "provenance.jsonl", "trainyard.log"}) {
+    write_file(victim, "not trainyard's\n");
+    const std::string kept = read_file(run + "/" + file);
+    fs::remove(run + "/" + file);
+    fs::create_symlink(victim, run + "/" + file);
+    auto r = trainyard("run " + exp + " --output-dir " + out + " --set loop.epochs=2");
+    EXPECT_EQ(read_file(victim), "not trainyard's\n") << file << " was written through";
+    // Refused with the link named, or (metrics.jsonl, rewritten to the
+    // checkpoint's position on resume) replaced by a file of its own.
+    if (r.exit_code == 0) EXPECT_FALSE(fs::is_symlink(run + "/" + file)) << file;
+    else EXPECT_TRUE(contains(r.err, run + "/" + file + ": a symbolic link")) << file << ": " << r.err;
+    if (std::string(file) != "metrics.jsonl") EXPECT_NE(r.exit_code, 0) << file;
+    fs::remove(run + "/" + file);
+    write_file(run + "/" + file, kept);
+  }
+}
+
 TEST(ExitGuard, AComponentThatCallsExitIsNamedAndTheRunFails) {
   const std::string exp = misbehaving_experiment("quits", "");
-  std::string yaml = read_file(exp);
-  const std::string net = "{plugin: mlp, hidden_sizes: [32], dropout: 0.1}";
-  yaml.replace(yaml.find(net), net.size(), "{plugin: exits, code: 0, at: 3}");
-  write_file(exp, yaml);
+  replace_in(exp, "{plugin: mlp, hidden_sizes: [32], dropout: 0.1}", "{plugin: exits, code: 0, at: 3}");
   auto r = trainyard("run " + exp + " --output-dir " + temp_dir("out"));
   EXPECT_EQ(r.exit_code, 1) << r.err;
   EXPECT_TRUE(contains(r.err, "error: network 'exits'")) << r.err;

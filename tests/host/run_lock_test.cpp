@@ -35,16 +35,24 @@ struct TwoRuns {
 
 // Starts `first` in the background, waits until `started` exists, runs
 // `second` to its end, then waits for the first (or sends it `signal` first).
+// With `signal`, the first run gets it once the second says `waiting` (an
+// event, not a delay: on a busy machine the second may take seconds to start).
 TwoRuns overlapping(const std::string& first, const std::string& started, const std::string& second,
-                    const std::string& signal = "", const std::string& environment = "") {
+                    const std::string& signal = "", const std::string& environment = "",
+                    const std::string& waiting = "") {
   const std::string dir = temp_dir("overlap");
   const std::string bin = trainyard_binary();
+  const std::string second_run = environment + bin + " " + second + " >" + dir + "/out2 2>" + dir + "/err2";
   write_file(dir + "/run.sh",
              environment + bin + " " + first + " >" + dir + "/out1 2>" + dir + "/err1 &\n"
              "pid=$!\necho $pid >" + dir + "/pid\n"
-             "for i in $(seq 1500); do [ -s " + started + " ] && break; sleep 0.02; done\n" +
-             (signal.empty() ? "" : "( sleep 1; kill -" + signal + " $pid ) &\n") +
-             environment + bin + " " + second + " >" + dir + "/out2 2>" + dir + "/err2\necho $? >" + dir + "/rc2\n"
+             "for i in $(seq 15000); do [ -s " + started + " ] && break; sleep 0.02; done\n" +
+             (signal.empty()
+                  ? second_run + "\necho $? >" + dir + "/rc2\n"
+                  : second_run + " &\nsecond=$!\n"
+                    "for i in $(seq 15000); do grep -qF '" + waiting + "' " + dir + "/out2 2>/dev/null && break; "
+                    "kill -0 $second 2>/dev/null || break; sleep 0.02; done\n"
+                    "kill -" + signal + " $pid\nwait $second\necho $? >" + dir + "/rc2\n") +
              "wait $pid\necho $? >" + dir + "/rc1\n");
   run_command("bash " + dir + "/run.sh");
   TwoRuns r;
@@ -104,7 +112,7 @@ TEST(RunLock, ARequeuedSlurmJobWaitsForItsEarlierStepToEnd) {
   // for it, then resumes: nothing trained twice.
   const std::string out = temp_dir("requeue"), run_dir = out + "/fashion_mnist_mlp";
   const TwoRuns r = overlapping(demo_args(out, 200), run_dir + "/metrics.jsonl", demo_args(out, 3), "TERM",
-                                "SLURM_JOB_ID=424242 TRAINYARD_RUN_LOCK_WAIT=120 ");
+                                "SLURM_JOB_ID=424242 TRAINYARD_RUN_LOCK_WAIT=120 ", "held by an earlier step");
   EXPECT_EQ(r.first.exit_code, 4) << r.first.err;
   ASSERT_EQ(r.second.exit_code, 0) << r.second.out << r.second.err;
   EXPECT_TRUE(contains(r.second.out, run_dir + ".lock is held by an earlier step of Slurm job 424242 (host ")) << r.second.out;
@@ -131,6 +139,36 @@ TEST(RunLock, AnotherJobIsRefusedAtOnceEvenWhenBothRunUnderSlurm) {
   held.reset();
   EXPECT_FALSE(fs::exists(run_dir + ".lock"));
   EXPECT_TRUE(fs::is_directory(dir + "/runs"));  // it existed before the lock
+}
+
+TEST(RunLock, ALinkOrSpecialFilePlantedAsTheLockIsRefusedAndItsTargetUntouched) {
+  const std::string dir = temp_dir("lock-planted"), run_dir = dir + "/x", lock = run_dir + ".lock";
+  const std::string victim = dir + "/victim.txt";
+  write_file(victim, "someone else's file\n");
+  auto refusal = [&] {
+    try {
+      host::RunLock::acquire(run_dir);
+    } catch (const ConfigError& e) {
+      return std::string(e.what());
+    }
+    return std::string("granted");
+  };
+  fs::create_symlink(victim, lock);
+  EXPECT_TRUE(contains(refusal(), lock + ": the run lock is a symbolic link (to " + victim + ")")) << refusal();
+  EXPECT_EQ(read_file(victim), "someone else's file\n");
+  fs::remove(lock);
+  fs::create_symlink(dir + "/not-yet", lock);  // dangling: following it would create the target
+  EXPECT_TRUE(contains(refusal(), "the run lock is a symbolic link")) << refusal();
+  EXPECT_FALSE(fs::exists(dir + "/not-yet"));
+  fs::remove(lock);
+  fs::create_hard_link(victim, lock);
+  EXPECT_TRUE(contains(refusal(), lock + ": the run lock has 2 hard links")) << refusal();
+  EXPECT_EQ(read_file(victim), "someone else's file\n");
+  fs::remove(lock);
+  ASSERT_EQ(::mkfifo(lock.c_str(), 0600), 0);
+  EXPECT_TRUE(contains(refusal(), lock + ": the run lock is not a regular file (a FIFO)")) << refusal();
+  fs::remove(lock);
+  EXPECT_EQ(refusal(), "granted");  // a plain run directory still locks
 }
 
 TEST(RunLock, AFolderMadeOnlyForTheLockGoesWithIt) {

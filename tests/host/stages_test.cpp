@@ -14,6 +14,13 @@ namespace fs = std::filesystem;
 namespace trainyard::host {
 namespace {
 
+// A resolved option as the host holds it (Options::get<T> is the deprecated
+// plugin-side 0.x call).
+template <class T>
+const T& option(const Options& options, const std::string& key) {
+  return std::get<T>(options.values().at(key));
+}
+
 // Stage 1 trains the classifier only (layers.0 frozen) with SGD at 0.1 (momentum
 // from the base); stage 2 unfreezes, trains with Adam at 0.001 on a cosine schedule.
 const char* kStages =
@@ -68,14 +75,14 @@ TEST(Stages, EachStageInheritsTheBaseAndEarlierStagesAndOverridesItsOwnKeys) {
   EXPECT_EQ(head.stage_name, "head");
   EXPECT_EQ(all.stage_name, "all");
   EXPECT_EQ(head.optimizer.plugin, "sgd");
-  EXPECT_DOUBLE_EQ(head.optimizer.options.get<double>("lr"), 0.1);
-  EXPECT_DOUBLE_EQ(head.optimizer.options.get<double>("momentum"), 0.9);  // from the base
+  EXPECT_DOUBLE_EQ(option<double>(head.optimizer.options, "lr"), 0.1);
+  EXPECT_DOUBLE_EQ(option<double>(head.optimizer.options, "momentum"), 0.9);  // from the base
   EXPECT_EQ(head.network.freeze, std::vector<std::string>{"layers.0"});
   EXPECT_EQ(head.loop.epochs, 1);
   EXPECT_EQ(head.schedule.policy, "constant");
   // Another optimizer plugin replaces the whole map: no SGD momentum reaches Adam.
   EXPECT_EQ(all.optimizer.plugin, "adam");
-  EXPECT_DOUBLE_EQ(all.optimizer.options.get<double>("lr"), 0.001);
+  EXPECT_DOUBLE_EQ(option<double>(all.optimizer.options, "lr"), 0.001);
   EXPECT_FALSE(all.optimizer.options.has("momentum"));
   EXPECT_TRUE(all.network.freeze.empty());
   EXPECT_EQ(all.loop.epochs, 2);
@@ -88,7 +95,7 @@ TEST(Stages, EachStageInheritsTheBaseAndEarlierStagesAndOverridesItsOwnKeys) {
       registry());
   EXPECT_EQ(set.stages[1].stage_name, "stage2");
   EXPECT_EQ(set.stages[1].loop.epochs, 4);
-  EXPECT_DOUBLE_EQ(set.stages[1].optimizer.options.get<double>("lr"), 0.2);  // from stage 1
+  EXPECT_DOUBLE_EQ(option<double>(set.stages[1].optimizer.options, "lr"), 0.2);  // from stage 1
 }
 
 TEST(Stages, WhatAStageCannotSetIsAnErrorNamingTheStage) {

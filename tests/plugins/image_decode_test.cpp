@@ -131,6 +131,36 @@ TEST(ImageDecode, ADamagedJpegIsABadRecordNamingTheFileAtAnyScale) {
   }
 }
 
+// A header that claims more pixels than kMaxImagePixels is a bad record
+// before any frame is allocated, for a center crop too (a 65500x65500 JPEG
+// asked for a 12.9 GB frame and ended the run as a component crash).
+TEST(ImageDecode, AHeaderClaimingMoreThanThePixelLimitIsABadRecordBeforeDecoding) {
+  std::string bomb = jpeg(pattern(64, 64));
+  const auto sof = bomb.find("\xff\xc0");
+  ASSERT_NE(sof, std::string::npos);
+  bomb[sof + 5] = bomb[sof + 7] = char(0xff), bomb[sof + 6] = bomb[sof + 8] = char(0xdc);  // 65500x65500
+  std::vector<uchar> png;
+  cv::imencode(".png", pattern(8, 8), png);
+  std::string png_bomb(png.begin(), png.end());
+  png_bomb[16] = png_bomb[20] = 0, png_bomb[17] = png_bomb[21] = 1;  // IHDR: 65544x65544 (its CRC no longer matters)
+  TransformOptions center;
+  center.crop = "center";
+  center.crop_size = {32, 32};
+  for (const auto& [bytes, claim] : {std::pair{bomb, std::string("65500x65500 pixels (4290250000)")},
+                                     std::pair{png_bomb, std::string("65544x65544 pixels (4296015936)")}}) {
+    OneJpeg dataset(bytes, center);
+    try {
+      dataset.get_seeded(0, 0);
+      ADD_FAILURE() << "decoded";
+    } catch (const trainyard::BadRecord& e) {
+      EXPECT_NE(std::string(e.what()).find("photo.jpg: its header claims " + claim + ", expected at most 178956970 "
+                                           "(Pillow's decompression-bomb limit)"),
+                std::string::npos)
+          << e.what();
+    }
+  }
+}
+
 TEST(ImageDecode, ARegionDecodeGivesTheWholeDecodesPixelsInsideTheRegion) {
   const std::string bytes = jpeg(pattern(768, 1024));  // 4:2:0, as most photographs
   const std::vector<cv::Rect> regions = {{300, 200, 240, 180}, {0, 0, 100, 90}, {900, 650, 124, 118},

@@ -1,6 +1,8 @@
 // The tensorboard plugin's files, read back by an independent reader.
 #include <gtest/gtest.h>
 
+#include <unistd.h>
+
 #include <cmath>
 #include <filesystem>
 
@@ -35,6 +37,31 @@ std::string reader(const std::vector<std::string>& files, int& exit_code) {
   auto r = run_command(cmd);
   exit_code = r.exit_code;
   return r.exit_code == 0 ? r.out : r.err;
+}
+
+TEST(TensorBoard, ADirThatCannotBeWrittenIsOneErrorLineBeforeTraining) {
+  // A dir under a file (what root meets; a read-only folder when not root):
+  // was exit 1 with create_directories' raw filesystem error.
+  const std::string base = temp_dir("tb-dirs"), file = base + "/a-file";
+  write_file(file, "not a folder\n");
+  std::vector<std::pair<std::string, std::string>> cases = {
+      {file + "/tb", "dir " + file + "/tb: " + file + " is not a folder; expected a folder for the event files"}};
+  if (::geteuid() != 0) {
+    fs::create_directories(base + "/read-only");
+    fs::permissions(base + "/read-only", fs::perms(0555));
+    cases.push_back({base + "/read-only/tb", "dir " + base + "/read-only/tb: cannot write in " + base + "/read-only"});
+  }
+  for (const auto& [dir, expected] : cases) {
+    const std::string exp = temp_dir("exp") + "/tbd.yaml", out = temp_dir("out");
+    write_file(exp, synthetic_experiment("tbd", "callbacks: [{plugin: tensorboard, dir: '" + dir + "'}]\n"));
+    auto r = trainyard("run " + exp + " --output-dir " + out);
+    EXPECT_EQ(r.exit_code, 2) << r.err;
+    EXPECT_EQ(nonempty_lines(r.err).size(), 1u) << r.err;
+    EXPECT_EQ(r.err.rfind("error: ", 0), 0u) << r.err;
+    EXPECT_TRUE(contains(r.err, "(callback 'tensorboard' from libtensorboard.so")) << r.err;
+    EXPECT_TRUE(contains(r.err, expected)) << "expected '" << expected << "' in: " << r.err;
+    EXPECT_TRUE(fs::is_empty(out)) << "trained or wrote something first: " << r.out;
+  }
 }
 
 TEST(TensorBoard, EventFilesParseBackWithCorrectCrcsAndTheRunsValues) {

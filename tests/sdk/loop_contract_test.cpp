@@ -77,13 +77,14 @@ TEST(SdkLoop, CallbackHooksSeeEpochPositionAndIterationAsDocumented) {
     // The epoch's end: epoch() has counted it, position() is back to 0.
     expected.push_back(at("before_test", e + 1, 0, iteration));
     expected.push_back(at("after_test", e + 1, 0, iteration));
-    expected.push_back(at("before_checkpoint", e + 1, 0, iteration));
-    expected.push_back(at("after_checkpoint", e + 1, 0, iteration));
+    // after_epoch, then the epoch's checkpoint (which holds what it did).
     expected.push_back(at("after_epoch", e + 1, 0, iteration));
     expected.push_back("reading test_accuracy_top1 e" + std::to_string(e + 1) + " i" + std::to_string(iteration) +
                        " fresh");
     expected.push_back("reading test_mean_class_recall e" + std::to_string(e + 1) + " i" +
                        std::to_string(iteration) + " fresh");
+    expected.push_back(at("before_checkpoint", e + 1, 0, iteration));
+    expected.push_back(at("after_checkpoint", e + 1, 0, iteration));
   }
   expected.push_back(at("after_run", 2, 0, 32));
   EXPECT_EQ(r.lines, expected);

@@ -55,8 +55,11 @@ TEST(Options, BindFillsTheStructAndBackAgain) {
   EXPECT_FALSE(m.bias);
   EXPECT_EQ(m.weights, "/w.pt");
   EXPECT_EQ(typed.options_of(m).values(), o.values());
-  // get<T> by string still works on the same options.
+  // get<T> by string (the deprecated 0.x call) still works on the same options.
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wdeprecated-declarations"
   EXPECT_EQ(o.get<std::string>("activation"), "gelu");
+#pragma GCC diagnostic pop
 }
 
 TEST(Options, BindOfOptionsMissingAKeyNamesIt) {

@@ -26,8 +26,22 @@ fi
 } > "$work/src/CMakeLists.txt"
 launcher=()
 if command -v ccache >/dev/null 2>&1; then launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache); fi
-cmake -S "$work/src" -B "$work/build" -DCMAKE_PREFIX_PATH="$prefix" -DCMAKE_BUILD_TYPE=Release "${launcher[@]}" >/dev/null
-cmake --build "$work/build" -j 2 >/dev/null
+# C++ plugins need no CUDA toolkit: configured and built with no nvcc on the
+# PATH and CUDACXX, CUDA_HOME, CUDA_PATH pointing nowhere (docs/writing-a-plugin.md).
+no_nvcc_path=""
+IFS=: read -ra path_dirs <<< "$PATH"
+for d in "${path_dirs[@]}"; do [ -x "$d/nvcc" ] || no_nvcc_path+="${no_nvcc_path:+:}$d"; done
+no_cuda=(env PATH="$no_nvcc_path" CUDACXX=/nonexistent/bin/nvcc CUDA_HOME=/nonexistent CUDA_PATH=/nonexistent
+         CUDA_ROOT=/nonexistent CUDAToolkit_ROOT=/nonexistent)
+if "${no_cuda[@]}" sh -c 'command -v nvcc' >/dev/null; then echo "FAIL: nvcc still on the PATH"; exit 1; fi
+"${no_cuda[@]}" cmake -S "$work/src" -B "$work/build" -DCMAKE_PREFIX_PATH="$prefix" -DCMAKE_BUILD_TYPE=Release \
+  "${launcher[@]}" > "$work/configure.log" 2>&1 || { echo "FAIL: configure without a CUDA toolkit"; tail -30 "$work/configure.log"; exit 1; }
+if grep -q "^CMAKE_CUDA_COMPILER:" "$work/build/CMakeCache.txt"; then
+  echo "FAIL: the C++ plugin project enabled CUDA"; grep "^CMAKE_CUDA" "$work/build/CMakeCache.txt"; exit 1
+fi
+"${no_cuda[@]}" cmake --build "$work/build" -j 2 > "$work/build.log" 2>&1 || { echo "FAIL: build"; tail -30 "$work/build.log"; exit 1; }
+# The templates follow the guide: no deprecated 0.x option calls.
+if grep -q "Wdeprecated-declarations" "$work/build.log"; then echo "FAIL: deprecation warnings"; grep -B2 -A2 deprecated "$work/build.log"; exit 1; fi
 for kind in "${kinds[@]}"; do cp "$work/build/gen_$kind/libgen_$kind.so" "$work/dropin/"; done
 
 listing=$("$host" plugins --plugin-dir "$work/dropin")

@@ -241,7 +241,7 @@ CommandResult interrupted(const std::string& args, const std::string& started, i
                           const std::string& environment) {
   const std::string dir = temp_dir("interrupt");
   write_file(dir + "/run.sh", environment + trainyard_binary() + " " + args + " >" + dir + "/out 2>" + dir + "/err &\npid=$!\n" +
-                                  "for i in $(seq 300); do [ -s " + started + " ] && break; sleep 0.02; done\n" +
+                                  "for i in $(seq 15000); do [ -s " + started + " ] && break; sleep 0.02; done\n" +
                                   "sleep " + std::to_string(delay_ms / 1000.0) + "\nkill -" + signal +
                                   " $pid\nwait $pid\necho $? >" + dir + "/rc\n");
   run_command("bash " + dir + "/run.sh");

@@ -20,10 +20,9 @@ struct Document {
 
   /// "FILE:LINE:COL: KEY" for a node read from the file, "--set KEY=VALUE: KEY" for one set.
   std::string where(const YAML::Node& node, const std::string& key) const;
-  /// The folder relative paths in the file are resolved against.
+  /// The folder relative paths are resolved against, those in the file and
+  /// those given with --set alike.
   std::string folder() const;
-  /// Whether `key` (or a map above it) was given with --set.
-  bool set_on_command_line(const std::string& key) const;
 };
 
 /// Bounds on a YAML file the host reads: its size, the values it expands to
@@ -40,6 +39,11 @@ YAML::Node load_yaml_file(const std::string& path, const std::string& what);
 /// The tree checks of load_yaml_file on a parsed value (a --set value);
 /// `origin` starts each message.
 void check_yaml_tree(const std::string& origin, const YAML::Node& root);
+/// The offset of the first byte of `text` that is not part of well-formed
+/// UTF-8 (no overlong forms, surrogates or code points past U+10FFFF), or
+/// std::string::npos. Every key and value is UTF-8 text: config.yaml and
+/// provenance.json are written from them and must read back.
+size_t first_invalid_utf8(const std::string& text);
 
 /// The sections an experiment may have.
 extern const std::vector<std::string> kTopLevelKeys;
@@ -70,7 +74,7 @@ OptionSpec host_spec(const std::string& key, OptionType type, std::vector<std::s
                        const std::string& hint = "");
 
 /// One value checked against its spec: type, range, choices. A path option is
-/// made absolute against the document's folder unless given with --set.
+/// made absolute against the document's folder (also when given with --set).
 Value convert(const Document& document, const OptionSpec& spec, const YAML::Node& node, const std::string& key);
 
 /// Checks `map` against `schema` (skipping `host_keys`) and returns the values

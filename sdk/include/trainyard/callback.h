@@ -22,6 +22,9 @@ class Callback {
   virtual void before_run(Loop&) {}
   virtual void after_run(Loop&) {}
   virtual void before_epoch(Loop&) {}
+  /// After an epoch's test and before its checkpoint: the
+  /// checkpoint holds what it did; if it throws, the run resumes from the
+  /// checkpoint before, trains to this epoch's end again and calls it again.
   virtual void after_epoch(Loop&) {}
   virtual void before_train_iter(Loop&, const Batch&) {}
   virtual void after_train_iter(Loop&, const StepResult&) {}

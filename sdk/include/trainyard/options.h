@@ -26,8 +26,10 @@
 ///   SgdOptions o = schema.bind(options);
 ///
 /// Compatibility: Schema::add and Options::get<T>("key") read by string, as
-/// plugins written against SDK 1.0 and 1.1 do; they keep working, and new
-/// code does not use them (docs/sdk-changes.md).
+/// plugins written against SDK 1.0 and 1.1 do; they keep working (same ABI)
+/// but are marked [[deprecated]], so a plugin that calls them compiles with
+/// a warning naming the replacement (docs/sdk-changes.md). A plugin that must
+/// keep them for now compiles with -Wno-deprecated-declarations.
 
 #include <cstdint>
 #include <functional>
@@ -84,17 +86,32 @@ struct OptionSpec {
   bool required() const { return !default_value.has_value(); }
 };
 
+/// The message of the 0.x option calls' deprecation.
+#define TRAINYARD_DEPRECATED_SCHEMA_ADD                                                                          \
+  [[deprecated("SDK 0.x option call: declare options with trainyard::TypedSchema<T>::add(key, &T::field, default, " \
+               "description) (docs/sdk-changes.md)")]]
+#define TRAINYARD_DEPRECATED_OPTIONS_GET                                                                        \
+  [[deprecated("SDK 0.x option call: read options with trainyard::TypedSchema<T>::bind(options) into your options " \
+               "struct (docs/sdk-changes.md)")]]
+
 /// The options a component accepts, in declaration order.
 class Schema {
  public:
-  /// An optional key; its type is the default's type. The int, int64_t,
-  /// double, bool and const char* overloads keep a literal default from
-  /// converting to another type (true must not become an integer).
+  /// Deprecated (SDK 0.x; use TypedSchema<T>::add): an optional key; its type
+  /// is the default's type. The int, int64_t, double, bool and const char*
+  /// overloads keep a literal default from converting to another type (true
+  /// must not become an integer).
+  TRAINYARD_DEPRECATED_SCHEMA_ADD
   OptionSpec& add(const std::string& key, Value default_value, const std::string& description);
+  TRAINYARD_DEPRECATED_SCHEMA_ADD
   OptionSpec& add(const std::string& key, const char* default_value, const std::string& description);
+  TRAINYARD_DEPRECATED_SCHEMA_ADD
   OptionSpec& add(const std::string& key, int default_value, const std::string& description);
+  TRAINYARD_DEPRECATED_SCHEMA_ADD
   OptionSpec& add(const std::string& key, int64_t default_value, const std::string& description);
+  TRAINYARD_DEPRECATED_SCHEMA_ADD
   OptionSpec& add(const std::string& key, double default_value, const std::string& description);
+  TRAINYARD_DEPRECATED_SCHEMA_ADD
   OptionSpec& add(const std::string& key, bool default_value, const std::string& description);
   /// A key the user must give.
   OptionSpec& require(const std::string& key, OptionType type, const std::string& description);
@@ -116,13 +133,12 @@ class Options {
   Options() = default;
   explicit Options(std::map<std::string, Value> values) : values_(std::move(values)) {}
 
-  /// The value of a declared key. Throws trainyard::Error naming the key if it
-  /// is absent or of another type (a bug in the component, not user input).
+  /// Deprecated (SDK 0.x; use TypedSchema<T>::bind): the value of a declared
+  /// key. Throws trainyard::Error naming the key if it is absent or of
+  /// another type (a bug in the component, not user input).
   template <class T>
-  const T& get(const std::string& key) const {
-    const Value& v = at(key);
-    if (const T* p = std::get_if<T>(&v)) return *p;
-    throw_type_mismatch(key, v);
+  TRAINYARD_DEPRECATED_OPTIONS_GET const T& get(const std::string& key) const {
+    return value<T>(key);
   }
   bool has(const std::string& key) const { return values_.count(key) != 0; }
   /// Throws trainyard::Error naming `key` when it is absent.
@@ -130,6 +146,15 @@ class Options {
   const std::map<std::string, Value>& values() const { return values_; }
 
  private:
+  template <class T>
+  friend class TypedSchema;
+  /// What get() returns; TypedSchema::bind() reads through it.
+  template <class T>
+  const T& value(const std::string& key) const {
+    const Value& v = at(key);
+    if (const T* p = std::get_if<T>(&v)) return *p;
+    throw_type_mismatch(key, v);
+  }
   const Value& at(const std::string& key) const;
   [[noreturn]] static void throw_type_mismatch(const std::string& key, const Value& found);
   std::map<std::string, Value> values_;
@@ -180,7 +205,8 @@ class TypedSchema {
   template <OptionField F>
   OptionSpec& add(const std::string& key, F T::*field, std::type_identity_t<F> default_value,
                   const std::string& description) {
-    OptionSpec& spec = schema_.add(key, Value(std::move(default_value)), description);
+    OptionSpec& spec = schema_.require(key, OptionTypeOf<F>::value, description);
+    spec.default_value = Value(std::move(default_value));  // what Schema::add declares, without the 0.x call
     bind_field(key, field);
     return spec;
   }
@@ -232,7 +258,7 @@ class TypedSchema {
     fields_.push_back({key,
                        [key, field](const Options& options, T& out) {
                          options.require_key(key);
-                         out.*field = options.get<F>(key);
+                         out.*field = options.value<F>(key);
                        },
                        [field](const T& values) { return Value(values.*field); }});
   }
