@@ -168,7 +168,10 @@ NetworkCost network_cost(const Experiment& e, const Components& c, const Context
   }
   cost.flops = cost.modules.front().flops;
   // Leaves among the modules whose outputs the graph shows.
-  for (const auto& [module, out] : facts.outputs) {
+  for (const auto& shown : facts.outputs) {
+    // Not a structured binding: clang 14 (scripts/fuzz.sh) cannot capture one in a lambda.
+    const std::string& module = shown.first;
+    const at::Tensor& out = shown.second;
     const bool has_shown_child = std::any_of(facts.outputs.begin(), facts.outputs.end(), [&](const auto& other) {
       return other.first != module && inside(module, other.first);
     });
