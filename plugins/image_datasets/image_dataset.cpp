@@ -142,8 +142,37 @@ bool jpeg_is_complete(const void* data, size_t size) {
   return false;
 }
 
+namespace {
+
+// The formats trainyard decodes, by their first bytes. imdecode picks a
+// decoder by content, whatever the file is called: without this gate any
+// bytes would reach every codec OpenCV was built with (Radiance HDR,
+// OpenEXR, JPEG 2000, GDAL's), which photographs never need.
+bool known_image_signature(const unsigned char* p, size_t size) {
+  auto starts = [&](const char* magic, size_t n, size_t at = 0) {
+    return size >= at + n && std::equal(p + at, p + at + n, reinterpret_cast<const unsigned char*>(magic));
+  };
+  return starts("\xFF\xD8\xFF", 3)                              // JPEG
+         || starts("\x89PNG\r\n\x1A\n", 8)                        // PNG
+         || starts("BM", 2)                                        // BMP
+         || starts("II*\0", 4) || starts("MM\0*", 4)              // TIFF
+         || (starts("RIFF", 4) && starts("WEBP", 4, 8))            // WebP
+         || (size >= 2 && p[0] == 'P' && p[1] >= '1' && p[1] <= '6');  // PBM, PGM, PPM
+}
+
+[[noreturn]] void not_an_image(const void* data, size_t size, const std::string& what) {
+  const auto* p = static_cast<const unsigned char*>(data);
+  std::string start;
+  for (size_t i = 0; i < std::min<size_t>(size, 8); ++i) start += std::isprint(p[i]) ? char(p[i]) : '.';
+  throw trainyard::BadRecord(what + ": not an image trainyard decodes (expected JPEG, PNG, BMP, TIFF, WebP or "
+                             "PNM; the file starts with '" + start + "')");
+}
+
+}  // namespace
+
 cv::Mat decode_image(const void* data, size_t size, const std::string& what) {
   check_encoded(data, size, what);
+  if (!known_image_signature(static_cast<const unsigned char*>(data), size)) not_an_image(data, size, what);
   cv::Mat encoded(1, static_cast<int>(size), CV_8U, const_cast<void*>(data));  // a view, no copy
   cv::Mat image;
   try {
@@ -151,14 +180,7 @@ cv::Mat decode_image(const void* data, size_t size, const std::string& what) {
   } catch (const cv::Exception& e) {
     throw trainyard::BadRecord(what + ": cannot decode image: " + e.what());
   }
-  if (image.empty()) {
-    const auto* p = static_cast<const unsigned char*>(data);
-    std::string start;
-    for (size_t i = 0; i < std::min<size_t>(size, 8); ++i)
-      start += std::isprint(p[i]) ? char(p[i]) : '.';
-    throw trainyard::BadRecord(what + ": not an image OpenCV decodes (expected JPEG, PNG, BMP, TIFF or WebP; "
-                               "the file starts with '" + start + "')");
-  }
+  if (image.empty()) not_an_image(data, size, what);
   if (image.depth() != CV_8U) image.convertTo(image, CV_8U, image.depth() == CV_16U ? 1.0 / 257 : 1.0);
   return image;
 }

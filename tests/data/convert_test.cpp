@@ -238,7 +238,7 @@ TEST(LmdbDataset, DamagedRecordsAndUndecodableImagesAreNamedOrSkipped) {
     lmdb->get(9);
     FAIL();
   } catch (const BadRecord& e) {
-    EXPECT_TRUE(contains(e.what(), "record 0000000009 image 0 (png): not an image OpenCV decodes")) << e.what();
+    EXPECT_TRUE(contains(e.what(), "record 0000000009 image 0 (png): not an image trainyard decodes")) << e.what();
   }
   // Through a real training run: an error naming the sample by default, counted when skipped.
   const std::string exp = test::temp_dir("exp") + "/bad.yaml";

@@ -85,7 +85,7 @@ TEST_P(PhotoSetFile, IsOneErrorNamingTheFileOrDecodesAsTorchvisionDoes) {
 INSTANTIATE_TEST_SUITE_P(Damaged, PhotoSetFile,
                          ::testing::Values(Damaged{"truncated.jpg", "truncated JPEG"},
                                            Damaged{"empty.jpg", "empty file (0 bytes)"},
-                                           Damaged{"not_an_image.jpg", "not an image OpenCV decodes"},
+                                           Damaged{"not_an_image.jpg", "not an image trainyard decodes"},
                                            Damaged{"png_named.jpg", ""}, Damaged{"cmyk.jpg", ""},
                                            Damaged{"greyscale.jpg", ""}, Damaged{"sixteen_bit.png", ""},
                                            Damaged{"exif_rotated.jpg", ""}),

@@ -134,6 +134,30 @@ TEST(ImageDecode, ADamagedJpegIsABadRecordNamingTheFileAtAnyScale) {
 // A header that claims more pixels than kMaxImagePixels is a bad record
 // before any frame is allocated, for a center crop too (a 65500x65500 JPEG
 // asked for a 12.9 GB frame and ended the run as a component crash).
+TEST(ImageDecode, OnlyThePhotographFormatsReachADecoder) {
+  // imdecode chooses a codec by content: a Radiance HDR (OpenCV decodes it,
+  // through a temporary file) or an OpenEXR header named .jpg is refused
+  // before any codec sees it; the formats trainyard reads still decode.
+  for (const std::string bytes : {std::string("#?RADIANCE\nFORMAT=32-bit_rle_rgbe\n\n-Y 2 +X 2\n") + std::string(16, '\x80'),
+                                  std::string("\x76\x2f\x31\x01\x02\x00\x00\x00", 8) + std::string(64, '\0')}) {
+    try {
+      decode_image(bytes.data(), bytes.size(), "odd.jpg");
+      ADD_FAILURE() << "decoded: " << bytes.substr(0, 4);
+    } catch (const trainyard::BadRecord& e) {
+      EXPECT_NE(std::string(e.what()).find("odd.jpg: not an image trainyard decodes (expected JPEG, PNG, BMP, TIFF, "
+                                           "WebP or PNM; the file starts with '"),
+                std::string::npos)
+          << e.what();
+    }
+  }
+  std::vector<uchar> png, bmp;
+  const cv::Mat gray(4, 4, CV_8UC1, cv::Scalar(7));
+  cv::imencode(".png", gray, png);
+  cv::imencode(".bmp", gray, bmp);
+  for (const auto* encoded : {&png, &bmp})
+    EXPECT_EQ(decode_image(encoded->data(), encoded->size(), "ok").at<uchar>(2, 2), 7);
+}
+
 TEST(ImageDecode, AHeaderClaimingMoreThanThePixelLimitIsABadRecordBeforeDecoding) {
   std::string bomb = jpeg(pattern(64, 64));
   const auto sof = bomb.find("\xff\xc0");

@@ -40,7 +40,7 @@ CASES = {
     "image_past_the_end": (record(images=[image(data=bytes(100), size=784)]), "truncated record"),
     "raw_size_mismatch": (record(images=[image(data=bytes(700))]), "raw image of 28x28x1"),
     "unknown_encoding": (record(images=[image(encoding=7)]), "unknown image encoding 7"),
-    "undecodable_png": (record(images=[image(encoding=1, data=b"definitely not a png")]), "not an image OpenCV decodes"),
+    "undecodable_png": (record(images=[image(encoding=1, data=b"definitely not a png")]), "not an image trainyard decodes"),
     "unknown_label_kind": (record(labels=[struct.pack("<Bq", 5, 3)]), "unknown label kind 5"),
     "huge_label_vector": (record(labels=[struct.pack("<BI", 1, 1_000_000_000)]), "a label of 1000000000 values"),
     "trailing_bytes": (record() + b"xx", "2 unexpected bytes after the record"),
