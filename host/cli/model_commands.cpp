@@ -114,7 +114,7 @@ int export_command(int argc, char** argv) {
   Registry registry;
   Experiment e = load_experiment(experiment, many<std::string>(vm, "set"), many<std::string>(vm, "plugin-dir"), registry);
   request.checkpoint = checkpoint_to_read(maybe<std::string>(vm, "checkpoint"), e, output_dir);
-  refuse_run_files(request.output, (std::filesystem::path(output_dir.empty() ? e.output.dir : output_dir) / e.name).string(),
+  refuse_run_files(request.output, run_directory(e, output_dir),
                    {request.checkpoint, experiment, vm["experiment"].as<std::string>()});
   const size_t tensors = export_model(e, request);
   std::cout << "export: " << tensors << " tensors of " << request.checkpoint << " -> " << request.output << " ("

@@ -1,7 +1,6 @@
 // Reading the experiment file, applying --set KEY=VALUE, and pointing at the
 // line a key came from.
 #include <cerrno>
-#include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 
@@ -120,11 +119,10 @@ ExperimentSource read_experiment(const std::string& path, const std::vector<std:
       const size_t eq = set.find('=');
       const std::string key = set.substr(0, eq);
       const bool in_value = eq != std::string::npos && bad > eq && first_invalid_utf8(key) == std::string::npos;
-      char byte[8];
-      std::snprintf(byte, sizeof byte, "0x%02x", static_cast<unsigned>(static_cast<unsigned char>(set[bad])));
-      throw ConfigError(in_value ? "--set " + key + ": the value is not UTF-8 text (byte " + std::string(byte) +
-                                       " at offset " + std::to_string(bad - eq - 1) + " of the value)"
-                                 : "--set: a key is not UTF-8 text (byte " + std::string(byte) + ")",
+      const std::string byte = byte_text(static_cast<unsigned char>(set[bad]));
+      throw ConfigError(in_value ? "--set " + key + ": the value is not UTF-8 text (byte " + byte + " at offset " +
+                                       std::to_string(bad - eq - 1) + " of the value)"
+                                 : "--set: a key is not UTF-8 text (byte " + byte + ")",
                         "expected UTF-8 text", "write it in UTF-8 (a run's config.yaml must read back)");
     }
     const std::string origin = "--set " + set;

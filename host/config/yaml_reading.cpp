@@ -42,12 +42,6 @@ size_t utf8_length(const std::string& s, size_t i) {
   return n;
 }
 
-std::string byte_text(unsigned char byte) {
-  char text[8];
-  std::snprintf(text, sizeof text, "0x%02x", static_cast<unsigned>(byte));
-  return text;
-}
-
 // A key or value that is not UTF-8 text, named by its key.
 void check_utf8(const std::string& where, const std::string& what, const std::string& text) {
   const size_t bad = first_invalid_utf8(text);
@@ -161,6 +155,12 @@ void check_flow_depth(const std::string& path, const std::string& text) {
 }  // namespace
 
 void check_yaml_tree(const std::string& origin, const YAML::Node& root) { Walk{origin}.visit(root, "", 0); }
+
+std::string byte_text(unsigned char byte) {
+  char text[8];
+  std::snprintf(text, sizeof text, "0x%02x", static_cast<unsigned>(byte));
+  return text;
+}
 
 size_t first_invalid_utf8(const std::string& text) {
   for (size_t i = 0; i < text.size();) {

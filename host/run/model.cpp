@@ -33,6 +33,10 @@ namespace fs = std::filesystem;
 namespace trainyard::host {
 
 
+std::string run_directory(const Experiment& e, const std::string& output_dir) {
+  return (fs::path(output_dir.empty() ? e.output.dir : output_dir) / e.name).string();
+}
+
 std::string checkpoint_to_read(const std::optional<std::string>& explicit_path, const Experiment& e,
                                const std::string& output_dir) {
   if (explicit_path) {
@@ -40,7 +44,7 @@ std::string checkpoint_to_read(const std::optional<std::string>& explicit_path, 
       throw ConfigError("command line: --checkpoint " + *explicit_path + ": no such file", "expected a checkpoint file", "");
     return *explicit_path;
   }
-  const CheckpointStore store(RunPaths((fs::path(output_dir.empty() ? e.output.dir : output_dir) / e.name).string()).checkpoints, 0);
+  const CheckpointStore store(RunPaths(run_directory(e, output_dir)).checkpoints, 0);
   auto all = store.list();
   if (all.empty())
     throw ConfigError(store.dir() + ": no checkpoint to read", "expected a trained run of " + e.path,

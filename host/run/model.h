@@ -10,6 +10,10 @@
 
 namespace trainyard::host {
 
+/// A run's directory: OUTPUT_DIR/NAME, OUTPUT_DIR being `output_dir`
+/// (--output-dir) when given, else the experiment's output.dir.
+std::string run_directory(const Experiment& experiment, const std::string& output_dir);
+
 /// The checkpoint to read: `explicit_path` when given (it must exist), else
 /// the latest of the run's checkpoints in `output_dir` ("" for output.dir).
 /// Throws ConfigError when there is none.

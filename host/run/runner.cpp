@@ -8,12 +8,9 @@
 #include <ctime>
 #include <filesystem>
 #include <iostream>
-#include <optional>
 #include <random>
 
-#include <ATen/CPUGeneratorImpl.h>
 #include <ATen/Parallel.h>
-#include <ATen/detail/CUDAHooksInterface.h>
 #include <torch/utils.h>
 
 #include "config/snapshot.h"
@@ -23,9 +20,11 @@
 #include "report/report.h"
 #include "run/assembly.h"
 #include "run/experiment_file.h"
+#include "run/model.h"
 #include "run/session.h"
 #include "train/checkpoint_store.h"
 #include "train/complexity.h"
+#include "train/generator_states.h"
 #include "train/profiler.h"
 #include "train/trainer.h"
 #include "train/wiring_check.h"
@@ -145,39 +144,6 @@ std::unique_ptr<RunLock> take_run_lock(Communicator* comm, int rank, const std::
   return lock;
 }
 
-// The CPU generator's state (and the run's GPU's), put back when it ends.
-class GeneratorStates {
- public:
-  explicit GeneratorStates(const c10::Device& device) : cpu_(at::detail::getDefaultCPUGenerator()) {
-    std::lock_guard<std::mutex> lock(cpu_.mutex());
-    cpu_state_ = cpu_.get_state();
-    if (device.is_cuda()) {
-      gpu_ = at::detail::getCUDAHooks().getDefaultGenerator(device.index());
-      std::lock_guard<std::mutex> gpu_lock(gpu_->mutex());
-      gpu_state_ = gpu_->get_state();
-    }
-  }
-  ~GeneratorStates() {
-    std::lock_guard<std::mutex> lock(cpu_.mutex());
-    cpu_.set_state(cpu_state_);
-    if (gpu_) {
-      std::lock_guard<std::mutex> gpu_lock(gpu_->mutex());
-      gpu_->set_state(gpu_state_);
-    }
-  }
-  GeneratorStates(const GeneratorStates&) = delete;
-  GeneratorStates& operator=(const GeneratorStates&) = delete;
-
- private:
-  at::Generator cpu_;
-  std::optional<at::Generator> gpu_;
-  at::Tensor cpu_state_, gpu_state_;
-};
-
-std::string run_dir_of(const Experiment& e, const RunRequest& request) {
-  return (fs::path(request.output_dir.empty() ? e.output.dir : request.output_dir) / e.name).string();
-}
-
 }  // namespace
 
 void check_profile_window(const std::string& window) { parse_profile_window(window); }
@@ -205,7 +171,7 @@ Runner::Runner(const Experiment& experiment, const Registry& registry, RunReques
     : e_(experiment),
       registry_(registry),
       request_(std::move(request)),
-      run_dir_(run_dir_of(e_, request_)),
+      run_dir_(run_directory(e_, request_.output_dir)),
       store_(std::make_shared<CheckpointStore>(RunPaths(run_dir_).checkpoints, e_.output.keep_checkpoints)),
       profiler_(request_.profile.empty()
                     ? nullptr

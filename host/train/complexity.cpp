@@ -7,7 +7,7 @@
 #include <set>
 
 #include <ATen/ATen.h>
-#include <ATen/CPUGeneratorImpl.h>
+#include "train/generator_states.h"
 #include <torch/csrc/autograd/function.h>
 #include <torch/csrc/autograd/variable.h>
 
@@ -109,13 +109,9 @@ std::string short_type(const std::string& type) {
 
 NetworkCost network_cost(const Experiment& e, const Components& c, const Context& context) {
   Network& net = *c.network.object;
-  // Nothing here may draw random numbers a resumed run would not draw.
-  at::Tensor rng_state;
-  {
-    auto gen = at::detail::getDefaultCPUGenerator();
-    std::lock_guard<std::mutex> lock(gen.mutex());
-    rng_state = gen.get_state();
-  }
+  // Nothing here may draw random numbers a resumed run would not draw (put
+  // back also when the forward fails: the cost never changes the run).
+  const GeneratorStates put_back;
   // The first training sample, prepared as training prepares it.
   auto stats = std::make_shared<LoaderStats>();
   BatchStream one = guarded(*c.train_data.config, "get_batch", [&] {
@@ -143,11 +139,6 @@ NetworkCost network_cost(const Experiment& e, const Components& c, const Context
   for (auto& [p, flag] : asked) p.requires_grad_(flag);
   if (training) net.train();
   for (auto& m : c.frozen) m->eval();
-  {
-    auto gen = at::detail::getDefaultCPUGenerator();
-    std::lock_guard<std::mutex> lock(gen.mutex());
-    gen.set_state(rng_state);
-  }
 
   NetworkCost cost;
   for (const auto& m : net.named_modules()) {

@@ -1,7 +1,7 @@
 #include "train/wiring_check.h"
 
 #include <ATen/ATen.h>
-#include <ATen/CPUGeneratorImpl.h>
+#include "train/generator_states.h"
 
 #include <algorithm>
 
@@ -199,19 +199,11 @@ std::vector<std::string> check_value_names(const Experiment& e, std::vector<std:
 }  // namespace
 
 std::vector<std::string> check_wiring(Components& c, const Experiment& e, const Context& context) {
-  at::Generator cpu = at::detail::getDefaultCPUGenerator();
-  at::Tensor rng_state;
-  {
-    std::lock_guard<std::mutex> lock(cpu.mutex());
-    rng_state = cpu.get_state();
-  }
+  const GeneratorStates put_back;  // the CPU generator: the check's batch draws nothing the run would
   std::vector<std::string> value_names;
   check_split(c, e, context, c.train_data, c.train_meters, "training", value_names);
   if (c.test_data.object) check_split(c, e, context, c.test_data, c.test_meters, "test", value_names);
-  value_names = check_value_names(e, value_names);
-  std::lock_guard<std::mutex> lock(cpu.mutex());
-  cpu.set_state(rng_state);
-  return value_names;
+  return check_value_names(e, value_names);
 }
 
 }  // namespace trainyard::host

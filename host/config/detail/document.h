@@ -44,6 +44,8 @@ void check_yaml_tree(const std::string& origin, const YAML::Node& root);
 /// std::string::npos. Every key and value is UTF-8 text: config.yaml and
 /// provenance.json are written from them and must read back.
 size_t first_invalid_utf8(const std::string& text);
+/// "0xe9": how messages name a byte that is not text.
+std::string byte_text(unsigned char byte);
 
 /// The sections an experiment may have.
 extern const std::vector<std::string> kTopLevelKeys;
