@@ -18,12 +18,16 @@ source "$here/torch-env.sh"
 packages=(
   # toolchain; python3-venv for the LibTorch environment
   build-essential cmake pkg-config ccache git zlib1g-dev python3-venv
+  # scripts/package.sh: the packed binaries find their libraries relative to themselves
+  patchelf
   # whole-buffer gzip decompression, 3x zlib's speed (the Fashion-MNIST plugin's start-up)
   libdeflate-dev
   # configuration, CLI, plugin loading; JSON for every file the host writes or reads
   libyaml-cpp-dev nlohmann-json3-dev libspdlog-dev libboost-dev libboost-program-options-dev libboost-filesystem-dev
-  # the data pipeline: packed datasets and image decoding/augmentation
-  liblmdb-dev libopencv-core-dev libopencv-imgproc-dev libopencv-imgcodecs-dev lmdb-utils
+  # the data pipeline: packed datasets and image augmentation (OpenCV's core
+  # and imgproc); images decode through their own libraries (trainyard/image_codec.h),
+  # not OpenCV's imgcodecs, whose Debian build links GDAL, GDCM and OpenEXR
+  liblmdb-dev libopencv-core-dev libopencv-imgproc-dev lmdb-utils libpng-dev libwebp-dev libtiff-dev
   # JPEG decode straight to BGR at 1/2-1/8 scale (libjpeg-turbo's libjpeg API)
   libjpeg-dev
   # tests: GoogleTest; protoc and Python's protobuf to read TensorBoard files
@@ -84,8 +88,13 @@ fi
 
 mkdir -p "$TRAINYARD_CACHE"
 
-# --- LibTorch from PyPI -------------------------------------------------------
-if [ -f "$TRAINYARD_VENV/.complete" ]; then
+# --- LibTorch ------------------------------------------------------------------
+# PyPI's wheel in our own environment, or the torch named by
+# TRAINYARD_TORCH_PYTHON / TRAINYARD_TORCH_DIR (scripts/torch-env.sh), which
+# is used as it is: nothing is installed into an environment we did not make.
+if [ -n "$TRAINYARD_TORCH_EXTERNAL" ]; then
+  echo "install-deps: using torch $TRAINYARD_TORCH_VERSION in $trainyard_torch_dir as it is (nothing installed into it)"
+elif [ -f "$TRAINYARD_VENV/.complete" ]; then
   echo "install-deps: torch $TRAINYARD_TORCH_VERSION present in $TRAINYARD_VENV"
 else
   echo "install-deps: installing torch $TRAINYARD_TORCH_VERSION (about 3 GB) into $TRAINYARD_VENV"
@@ -106,24 +115,29 @@ fi
 # TensorBoard's own event reader (and hparams protos), MLflow (its client,
 # with pandas for mlflow.search_runs, and its tracking server); for the photo
 # set: scikit-image (its wheel ships the photographs the set is cut from),
-# torchvision (PyTorch's image pipeline, the benchmark's other side: 0.29.2 is
-# the newest on PyPI and asks for torch >= 2.14; its PIL path needs none of
-# its C++ ops), webdataset (reads the shards trainyard writes),
-# pytorch-metric-learning (the reference the metric-learning losses are
-# checked against), safetensors (reads `export --format safetensors`) and
+# torchvision (PyTorch's image pipeline, the benchmark's other side; its PIL
+# path needs none of its C++ ops), webdataset (reads the shards trainyard
+# writes), pytorch-metric-learning (the reference the metric-learning losses
+# are checked against), safetensors (reads `export --format safetensors`) and
 # torch-tb-profiler (TensorBoard's PyTorch profiler view: reads `run --profile`'s
-# traces; 0.4.3 is its last release). Pinned;
-# into the same environment as torch, whose Python the tests run.
-# Pinned for the default torch; for another TRAINYARD_TORCH_VERSION,
-# torchvision is the newest release that accepts that torch. Every reader is
+# traces; 0.4.3 is its last release). Pinned, into the same environment as
+# torch, whose Python the tests run. torchvision is pinned per torch version
+# (each release accepts one torch minor: 0.26 for 2.11 ... 0.29 for 2.14;
+# 0.29.2, the newest on PyPI, also installs beside 2.15), and every reader is
 # installed under a constraint that holds torch at the environment's version:
-# a reader never changes the torch trainyard builds against (torchvision
-# 0.29.2 alone would pull torch 2.15 into a 2.11 environment).
+# a reader never changes the torch trainyard builds against (an unpinned
+# torchvision 0.29.2 alone would pull torch 2.15 into a 2.11 environment).
+torch_minor="${TRAINYARD_TORCH_VERSION#2.}"; torch_minor="${torch_minor%%.*}"
 torchvision_pin="torchvision==0.29.2"
-[ "$TRAINYARD_TORCH_VERSION" = "2.15.0" ] || torchvision_pin="torchvision"
+if [[ $TRAINYARD_TORCH_VERSION == 2.* ]] && [ "$torch_minor" -lt 15 ] 2>/dev/null; then
+  torchvision_pin="torchvision==0.$(( torch_minor + 15 )).*"
+fi
 readers=(tensorboard==2.21.0 mlflow==3.17.2 pandas==3.1.1 scikit-image==0.26.0 "$torchvision_pin" webdataset==1.0.2
          pytorch-metric-learning==2.9.0 safetensors==0.8.0 torch-tb-profiler==0.4.3)
-if [ "$(cat "$TRAINYARD_VENV/.readers" 2>/dev/null)" != "${readers[*]}" ]; then
+if [ -n "$TRAINYARD_TORCH_EXTERNAL" ]; then
+  echo "install-deps: the readers (${readers[*]}) are not installed into $trainyard_torch_dir's environment;" \
+       "the tests that read trainyard's files with them fail there (docs/building.md: the torch check's part of the suite)"
+elif [ "$(cat "$TRAINYARD_VENV/.readers" 2>/dev/null)" != "${readers[*]}" ]; then
   echo "install-deps: installing ${readers[*]} into $TRAINYARD_VENV (torch held at $TRAINYARD_TORCH_VERSION)"
   constraint="$TRAINYARD_VENV/.torch-constraint.txt"
   echo "torch==$TRAINYARD_TORCH_VERSION" > "$constraint"
@@ -148,7 +162,7 @@ fi
 # library's vtables). scripts/check-gloo-headers.py is the gate: it compares
 # the headers with the symbols and vtables libtorch_cpu.so exports, and runs
 # again whenever the torch version changes.
-libtorch_cpu="$(ls "$TRAINYARD_VENV"/lib/python3*/site-packages/torch/lib/libtorch_cpu.so | head -n1)"
+libtorch_cpu="$trainyard_torch_dir/lib/libtorch_cpu.so"
 stamp="$TRAINYARD_GLOO_INCLUDE/.complete"
 if [ -f "$stamp" ] && grep -qF "torch $TRAINYARD_TORCH_VERSION" "$stamp"; then
   echo "install-deps: Gloo headers present in $TRAINYARD_GLOO_INCLUDE ($(head -n1 "$stamp"))"

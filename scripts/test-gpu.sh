@@ -15,8 +15,13 @@
 # (the wheel has kernels for sm_75 to sm_120), /dev/shm (NCCL's intra-node
 # transport). Every test runs alone under a time limit (TEST_TIMEOUT, default
 # 600 s); TF32 is off (NVIDIA_TF32_OVERRIDE=0) so fp32 comparisons mean fp32.
+# With one GPU, the MultiGpu tests run with two ranks sharing it over Gloo
+# (TRAINYARD_TEST_SHARED_GPU=1, a test setting: docs/distributed.md); those
+# whose point is two physical GPUs skip, saying so.
 # Ends with a summary to paste into an issue. Installs and builds as
-# scripts/test.sh does.
+# scripts/test.sh does, unless TRAINYARD_PREBUILT names a finished build: a
+# package's bin/test-gpu (scripts/package.sh) sets it, with
+# TRAINYARD_PREBUILT_CUDA (the CUDA of the torch it was built against).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 if ! command -v nvidia-smi >/dev/null 2>&1; then
@@ -30,19 +35,35 @@ if [ "${listed:-0}" -eq 0 ]; then
 fi
 nvidia-smi -L
 
-# --- What the wheel needs from this machine --------------------------------------
-min_driver=580
+# --- What the torch needs from this machine --------------------------------------
+if [ -n "${TRAINYARD_PREBUILT:-}" ]; then
+  build="$TRAINYARD_PREBUILT"; cuda="${TRAINYARD_PREBUILT_CUDA:-none}"; python="${TRAINYARD_TEST_PYTHON:-}"
+else
+  source scripts/torch-env.sh
+  build="$TRAINYARD_BUILD_DIR"; python="$TRAINYARD_PYTHON"
+  cuda="$(sed -n "s/^cuda: .* = '\([^']*\)'.*/\1/p" "$trainyard_torch_dir/version.py" 2>/dev/null | head -n1)"
+  cuda="${cuda:-none}"
+fi
+# CUDA 13 needs driver 580 or newer, CUDA 12 (with minor-version compatibility) 525.
+case "${cuda%%.*}" in 13) min_driver=580 ;; 12) min_driver=525 ;; *) min_driver=0 ;; esac
 driver=$(nvidia-smi --query-gpu=driver_version --format=csv,noheader | head -n1 | tr -d ' ')
 if [ "${driver%%.*}" -lt "$min_driver" ] 2>/dev/null; then
-  echo "error: test-gpu: NVIDIA driver $driver; expected >= $min_driver for the CUDA 13.2 torch wheel;" \
-       "install a newer driver, or set TRAINYARD_TORCH_VERSION to a torch built for an older CUDA" >&2
+  echo "error: test-gpu: NVIDIA driver $driver; expected >= $min_driver for torch built with CUDA $cuda;" \
+       "install a newer driver, or use a torch built for an older CUDA (docs/building.md)" >&2
   exit 2
 fi
+# The compute capabilities torch has kernels for (sm_75 ... sm_120 for the cu13x wheels).
+arches=""
+[ -n "$python" ] && arches=$(env -u LD_LIBRARY_PATH "$python" -c \
+  'import torch; print(" ".join(a[3:] for a in torch.cuda.get_arch_list() if a.startswith("sm_")))' 2>/dev/null || true)
+arches=${arches:-"75 80 86 90 100 120"}
 unsupported=$(nvidia-smi --query-gpu=index,name,compute_cap --format=csv,noheader |
-  awk -F', ' '{ split($3, c, "."); cap = c[1] * 10 + c[2]; if (cap < 75 || cap > 120) print "GPU " $1 " (" $2 ", compute capability " $3 ")" }')
+  awk -F', ' -v arches="$arches" '{ split($3, c, "."); cap = c[1] * 10 + c[2]; n = split(arches, a, " "); ok = 0
+    for (i = 1; i <= n; i++) if (a[i] + 0 <= cap && int(a[i] / 10) == c[1]) ok = 1
+    if (!ok) print "GPU " $1 " (" $2 ", compute capability " $3 ")" }')
 if [ -n "$unsupported" ]; then
-  echo "error: test-gpu: $unsupported: the torch wheel has kernels for compute capability 7.5 to 12.0 only;" \
-       "expected a GPU from Turing (T4) on" >&2
+  echo "error: test-gpu: $unsupported: this torch has kernels for compute capabilities $arches only;" \
+       "expected a GPU it supports, or a torch built for this one" >&2
   exit 2
 fi
 shm_mb=$(df -Pm /dev/shm 2>/dev/null | awk 'NR == 2 { print $2 }')
@@ -52,26 +73,33 @@ if [ -n "$shm_mb" ] && [ "$shm_mb" -lt 1024 ]; then
   export NCCL_SHM_DISABLE=1
 fi
 
-bash scripts/install-deps.sh
-bash scripts/build.sh
+if [ -z "${TRAINYARD_PREBUILT:-}" ]; then
+  bash scripts/install-deps.sh
+  bash scripts/build.sh
+fi
 
 # GPUs as LibTorch sees them (CUDA_VISIBLE_DEVICES, MIG instances), not as nvidia-smi lists them.
-gpus=$(build/bin/trainyard --version | sed -n 's/.*, \([0-9]*\) GPUs* visible.*/\1/p')
+gpus=$("$build/bin/trainyard" --version | sed -n 's/.*, \([0-9]*\) GPUs* visible.*/\1/p')
 gpus=${gpus:-0}
 if [ "$gpus" -eq 0 ]; then
   echo "error: test-gpu: nvidia-smi lists $listed GPU(s) but LibTorch sees none" \
        "(CUDA_VISIBLE_DEVICES='${CUDA_VISIBLE_DEVICES:-}'; a driver older than the wheel's CUDA?)" >&2
   exit 2
 fi
-filter='Gpu.*'
-[ "$gpus" -ge 2 ] && filter='Gpu.*:MultiGpu.*'
-echo "test-gpu: LibTorch sees $gpus GPU(s) of the $listed nvidia-smi lists; running $filter"
+filter='Gpu.*:MultiGpu.*'
+shared=""
+if [ "$gpus" -eq 1 ]; then
+  # One GPU: the MultiGpu tests' ranks share it over Gloo (a test setting).
+  shared="MultiGpu.* with 2 ranks sharing GPU 0 over Gloo (TRAINYARD_TEST_SHARED_GPU=1)"
+  export TRAINYARD_TEST_SHARED_GPU=1
+fi
+echo "test-gpu: LibTorch sees $gpus GPU(s) of the $listed nvidia-smi lists; running $filter${shared:+; $shared}"
 
 # TRAINYARD_EXPECT_GPUS turns "LibTorch sees no GPU" from a skip into a failure.
 # Two GPUs are enough for every MultiGpu test; ranks take cuda:LOCAL_RANK.
 export TRAINYARD_EXPECT_GPUS="$gpus" OMP_NUM_THREADS=1 NVIDIA_TF32_OVERRIDE=0
 timeout_s="${TEST_TIMEOUT:-600}"
-cd build/tests
+cd "$build/tests"
 log=$(mktemp)
 results=()
 failed=0
@@ -97,7 +125,8 @@ echo "=== test-gpu summary (paste into an issue) ==="
 echo "machine: $(nvidia-smi --query-gpu=name,compute_cap,memory.total --format=csv,noheader | sort | uniq -c | sed 's/^ *//' | paste -sd';' -)"
 echo "driver $driver; $(../bin/trainyard --version | grep '^LibTorch')"
 ../bin/trainyard --version | grep '^cpu: '
-echo "/dev/shm: ${shm_mb:-?} MB${NCCL_SHM_DISABLE:+ (NCCL_SHM_DISABLE=1)}; LibTorch sees $gpus GPU(s); TF32 off"
+echo "/dev/shm: ${shm_mb:-?} MB${NCCL_SHM_DISABLE:+ (NCCL_SHM_DISABLE=1)}; LibTorch sees $gpus GPU(s); TF32 off${shared:+; $shared}"
+echo "build: ${TRAINYARD_PREBUILT:+package }$(cd .. && pwd)"
 printf '%s\n' "${results[@]}"
 grep '^gpu-metric: ' "$log" | sort -u || true
 echo "$(( ${#results[@]} - failed )) passed, $failed failed"

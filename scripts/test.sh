@@ -4,5 +4,5 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/install-deps.sh
 bash scripts/build.sh
-cd build
+cd "${TRAINYARD_BUILD_DIR:-build}"
 ctest --output-on-failure -j "${TRAINYARD_TEST_JOBS:-2}"

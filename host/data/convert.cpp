@@ -13,10 +13,10 @@
 #include <iterator>
 #include <numeric>
 
-#include <opencv2/imgcodecs.hpp>
 #include <opencv2/imgproc.hpp>
 
 #include "trainyard/error.h"
+#include "trainyard/image_codec.h"
 #include "trainyard/labeled_files.h"
 #include "trainyard/random.h"
 #include "trainyard/record.h"
@@ -164,13 +164,12 @@ EncodedImage encode(const cv::Mat& image, const ConvertOptions& o, const std::st
     e.bytes.assign(reinterpret_cast<const char*>(c.data), c.total() * c.elemSize());
     return e;
   }
-  std::vector<uchar> buf;
-  std::vector<int> params;
-  if (o.encoding == "jpeg") params = {cv::IMWRITE_JPEG_QUALITY, o.quality};
-  if (!cv::imencode(o.encoding == "png" ? ".png" : ".jpg", m, buf, params))
-    throw Error("convert: cannot encode " + what + " as " + o.encoding);
+  try {
+    e.bytes = o.encoding == "png" ? image_codec::encode_png(m) : image_codec::encode_jpeg(m, o.quality);
+  } catch (const image_codec::Error& failure) {
+    throw Error("convert: cannot encode " + what + " as " + o.encoding + ": " + failure.what());
+  }
   e.encoding = o.encoding == "png" ? ImageEncoding::png : ImageEncoding::jpeg;
-  e.bytes.assign(buf.begin(), buf.end());
   return e;
 }
 
@@ -182,8 +181,12 @@ std::string read_bytes(const std::string& path) {
 // The image in a file's bytes, as a record stores it: 8-bit, BGR or gray.
 cv::Mat decode_file(const std::string& bytes, const std::string& path) {
   cv::Mat m;
-  if (!bytes.empty()) m = cv::imdecode(cv::Mat(1, int(bytes.size()), CV_8U, const_cast<char*>(bytes.data())), cv::IMREAD_UNCHANGED);
-  if (m.empty()) throw ConfigError("convert: " + path + ": cannot read or decode the image", "expected a PNG or JPEG file", "remove or fix the file");
+  try {
+    m = image_codec::decode(bytes.data(), bytes.size());
+  } catch (const image_codec::Error& e) {
+    throw ConfigError("convert: " + path + ": cannot read or decode the image (" + e.what() + ")",
+                      "expected a JPEG, PNG, BMP, TIFF, WebP or PNM file", "remove or fix the file");
+  }
   if (m.channels() == 4) cv::cvtColor(m, m, cv::COLOR_BGRA2BGR);
   if (m.depth() != CV_8U) m.convertTo(m, CV_8U, m.depth() == CV_16U ? 1.0 / 257 : 1.0);
   return m;

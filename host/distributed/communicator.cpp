@@ -35,9 +35,12 @@ struct Communicator::Impl {
   c10::intrusive_ptr<c10d::Store> store;
   c10::intrusive_ptr<c10d::Backend> group;
   /// Small host values (the per-step flags, meter sums): Gloo on the CPU. In
-  /// a GPU run a second group beside NCCL, so that agreeing on the next step
-  /// never makes the host wait for the GPU; in a CPU run the same group.
+  /// a GPU run a second group beside NCCL (or beside the GPU tensors' Gloo
+  /// group, under ranks_share_gpu_for_tests()), so that agreeing on the next
+  /// step never makes the host wait for the GPU; in a CPU run the same group.
   c10::intrusive_ptr<c10d::Backend> control;
+  /// `group` is NCCL's: shut down or aborted at exit.
+  bool nccl = false;
   /// A collective failed: at exit NCCL is aborted, since a clean shutdown
   /// would wait for kernels that wait for a dead peer.
   bool failed = false;
@@ -60,7 +63,8 @@ void collective(const char* what, F&& f, Communicator* comm = nullptr) {
     return "; " + comm->unresponsive_ranks();
   };
   try {
-    // NCCL runs on the rank's GPU whatever device a callback made current.
+    // NCCL runs on the rank's GPU whatever device a callback made current
+    // (Gloo's CUDA work stages on the tensors' own device; the guard is harmless).
     c10::OptionalDeviceGuard guard;
     if (comm && comm->device().is_cuda()) guard.reset_device(comm->device());
     f();
@@ -251,13 +255,16 @@ std::vector<std::shared_ptr<::gloo::transport::Device>> gloo_devices(const World
 Communicator::Communicator(const World& world, std::chrono::milliseconds timeout, c10::Device rank_device)
     : impl_(std::make_unique<Impl>()), world_(world), view_(std::make_unique<CollectivesView>(*this)) {
   impl_->device = collective_device(rank_device);
+  impl_->nccl = uses_nccl(rank_device);
+  // The test setting TRAINYARD_TEST_SHARED_GPU: Gloo with the GPU's tensors.
+  const bool gloo_on_gpu = rank_device.is_cuda() && !impl_->nccl;
   collective("rendezvous", [&] {
     // The interface is checked before waiting for anyone.
     std::vector<std::shared_ptr<::gloo::transport::Device>> gloo;
-    if (!uses_nccl(rank_device)) gloo = gloo_devices(world, transport_);
+    if (!impl_->nccl) gloo = gloo_devices(world, transport_);
     impl_->store = open_store(world, timeout);
 #ifdef USE_C10D_NCCL
-    if (uses_nccl(rank_device)) {
+    if (impl_->nccl) {
       // The rank's GPU is current before NCCL creates its communicator, and
       // the group is bound to it (as torch.distributed's device_id does):
       // the communicator is created now, on that device, not at the first
@@ -285,7 +292,7 @@ Communicator::Communicator(const World& world, std::chrono::milliseconds timeout
       return;
     }
 #else
-    if (uses_nccl(rank_device))
+    if (impl_->nccl)
       throw ConfigError("GPUs requested but this LibTorch was built without NCCL",
                         "expected a CUDA LibTorch with NCCL (docs/distributed.md)", "set distributed.num_gpus: 0");
 #endif
@@ -295,6 +302,23 @@ Communicator::Communicator(const World& world, std::chrono::milliseconds timeout
       impl_->group = c10::make_intrusive<c10d::ProcessGroupGloo>(
           c10::make_intrusive<c10d::PrefixStore>("gloo", impl_->store), world.rank, world.world_size, options);
       impl_->control = impl_->group;
+      if (gloo_on_gpu) {
+        // As beside NCCL: the flags in their own group, never queued behind
+        // a GPU tensor's staging. ProcessGroupGloo takes CUDA tensors for
+        // allreduce and broadcast (the only calls made on `group`): each is
+        // copied to pinned host memory on a side stream, reduced or sent by
+        // Gloo, copied back, and wait() makes the current stream wait for it.
+        impl_->control = c10::make_intrusive<c10d::ProcessGroupGloo>(
+            c10::make_intrusive<c10d::PrefixStore>("gloo-control", impl_->store), world.rank, world.world_size,
+            [&] {
+              auto control_options = c10d::ProcessGroupGloo::Options::create(timeout);
+              std::string unused;  // the same choice as `gloo`, in devices of its own (as beside NCCL)
+              control_options->devices = gloo_devices(world, unused);
+              return control_options;
+            }());
+        transport_ += " with " + impl_->device.str() + "'s tensors staged through host memory (test setting "
+                      "TRAINYARD_TEST_SHARED_GPU=1, in place of NCCL), flags over a second Gloo group";
+      }
     } catch (const std::exception& e) {
       // Every rank reached the store, but not each other at the addresses
       // they advertised through it.
@@ -321,8 +345,10 @@ void configure_nccl_environment() {
 
 Communicator::~Communicator() {
   // NCCL warns at exit about a group never destroyed; after a failure its
-  // communicator is aborted instead. (Gloo's backend needs neither.)
-  if (!impl_ || !impl_->group || !impl_->device.is_cuda()) return;
+  // communicator is aborted instead. (Gloo's backend needs neither, also
+  // when it holds CUDA tensors: its destructor drains its queue and joins
+  // its threads, and Backend's shutdown() and abort() do nothing for it.)
+  if (!impl_ || !impl_->group || !impl_->nccl) return;
   try {
     if (std::uncaught_exceptions() == 0 && !impl_->failed) impl_->group->shutdown();
     else impl_->group->abort();

@@ -58,7 +58,8 @@ std::chrono::milliseconds rank0_io_limit(double stall_timeout_secs);
 class Communicator {
  public:
   /// Joins the group (waits for every rank up to the timeout): NCCL when
-  /// `rank_device` is a GPU (made current first), Gloo on the CPU.
+  /// `rank_device` is a GPU (made current first), Gloo on the CPU, and Gloo
+  /// with the GPU's tensors under the test setting ranks_share_gpu_for_tests().
   Communicator(const World& world, std::chrono::milliseconds timeout, c10::Device rank_device);
   ~Communicator();
 

@@ -30,8 +30,19 @@ int64_t gpu_index_for(int64_t first_gpu_id, int64_t local_rank, int64_t visible)
   return -1;
 }
 
+bool ranks_share_gpu_for_tests() {
+  const char* value = std::getenv("TRAINYARD_TEST_SHARED_GPU");
+  if (!value || !*value || std::string(value) == "0") return false;
+  if (std::string(value) == "1") return true;
+  throw ConfigError("environment: TRAINYARD_TEST_SHARED_GPU='" + std::string(value) + "' is not a setting",
+                    "expected 1 (ranks share one GPU over Gloo: a test setting) or 0 (or unset)",
+                    "unset it; it is for the MultiGpu tests on a machine with one GPU, never for real runs");
+}
+
+bool uses_nccl(c10::Device rank_device) { return rank_device.is_cuda() && !ranks_share_gpu_for_tests(); }
+
 c10::Device collective_device(c10::Device rank_device) {
-  return uses_nccl(rank_device) ? rank_device : c10::Device(c10::DeviceType::CPU);
+  return rank_device.is_cuda() ? rank_device : c10::Device(c10::DeviceType::CPU);
 }
 
 void make_current(c10::Device device) {

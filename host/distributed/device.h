@@ -9,13 +9,24 @@
 
 namespace trainyard::host {
 
-/// Where a collective's tensors must live: NCCL takes only tensors on the
-/// rank's own GPU, Gloo takes CPU tensors. The Communicator builds every flag,
-/// sum and barrier tensor here, and the NCCL path asks the same function.
+/// Where a collective's tensors must live: the rank's own GPU when it trains
+/// on one (NCCL takes nothing else; under ranks_share_gpu_for_tests(), Gloo
+/// stages them through host memory), else the CPU. The Communicator builds
+/// its gather and broadcast tensors here, and the GPU paths ask the same function.
 c10::Device collective_device(c10::Device rank_device);
 
-/// True when the collectives of a rank on `rank_device` go through NCCL.
-inline bool uses_nccl(c10::Device rank_device) { return rank_device.is_cuda(); }
+/// The test setting TRAINYARD_TEST_SHARED_GPU: "1" lets several ranks share
+/// one GPU, their collectives over Gloo with CUDA tensors (staged through
+/// pinned host memory: slow) instead of NCCL, which refuses two ranks on one
+/// device; the one-GPU-per-rank check is skipped. For the MultiGpu tests on a
+/// machine with one GPU (docs/distributed.md), never for real runs. Unset,
+/// empty or "0": off. Anything else throws ConfigError naming the variable.
+/// Read at each call (the environment does not change during a run).
+bool ranks_share_gpu_for_tests();
+
+/// True when the collectives of a rank on `rank_device` go through NCCL: a
+/// GPU rank, unless ranks_share_gpu_for_tests().
+bool uses_nccl(c10::Device rank_device);
 
 /// Makes a CUDA device current for this thread (and later CUDA calls that
 /// name no device); a no-op for the CPU. Call before creating NCCL's group.

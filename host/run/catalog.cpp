@@ -10,7 +10,6 @@
 
 #include <ATen/ATen.h>
 #include <opencv2/core.hpp>
-#include <opencv2/imgcodecs.hpp>
 
 #include "formats/npy.h"
 #include "report/svg_chart.h"
@@ -18,6 +17,7 @@
 #include "train/guard.h"
 #include "train/loader_settings.h"
 #include "trainyard/error.h"
+#include "trainyard/image_codec.h"
 #include "trainyard/embeddings.h"
 #include "trainyard/network.h"
 #include "trainyard/version.h"
@@ -143,9 +143,13 @@ std::string sample_uri(const Dataset& dataset, int64_t index, const std::optiona
   if (x.size(2) == 3) x = x.flip(2).contiguous();  // RGB -> OpenCV's BGR
   cv::Mat image(static_cast<int>(x.size(0)), static_cast<int>(x.size(1)), x.size(2) == 3 ? CV_8UC3 : CV_8UC1,
                 x.data_ptr<uint8_t>());
-  std::vector<uchar> png;
-  if (!cv::imencode(".png", image, png)) return "";
-  return "data:image/png;base64," + base64(std::string(png.begin(), png.end()));
+  std::string png;
+  try {
+    png = image_codec::encode_png(image);
+  } catch (const image_codec::Error&) {
+    return "";
+  }
+  return "data:image/png;base64," + base64(png);
 }
 
 }  // namespace

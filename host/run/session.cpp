@@ -10,6 +10,7 @@
 
 #include <unistd.h>
 
+#include <map>
 #include <set>
 
 #include "config/snapshot.h"
@@ -50,6 +51,30 @@ void check_one_gpu_per_rank(Communicator& comm, const World& world, c10::Device 
                           "expected one GPU per rank",
                           "start as many processes per node as it has GPUs, or give each rank its own "
                           "(CUDA_VISIBLE_DEVICES, Slurm's --gpus-per-task=1)");
+}
+
+// The test setting TRAINYARD_TEST_SHARED_GPU in place of the check above:
+// rank 0 says once which ranks share which GPU, and why that is allowed.
+void announce_shared_gpus(Communicator& comm, const World& world, c10::Device device) {
+  const auto gpu = gpu_facts(device.index());
+  if (!gpu) return;
+  char host[256] = {};
+  ::gethostname(host, sizeof host - 1);
+  const std::vector<std::string> used = comm.exchange(std::string(host) + " " + gpu->uuid);
+  if (world.rank != 0) return;
+  std::map<std::string, std::vector<int>> ranks_on;
+  for (int r = 0; r < world.world_size; ++r) ranks_on[used[r]].push_back(r);
+  for (const auto& [where, ranks] : ranks_on) {
+    if (ranks.size() < 2) continue;
+    std::string list;
+    for (size_t i = 0; i < ranks.size(); ++i)
+      list += (i == 0 ? "" : i + 1 == ranks.size() ? " and " : ", ") + std::to_string(ranks[i]);
+    const std::string host_name = where.substr(0, where.rfind(' ')), uuid = where.substr(where.rfind(' ') + 1);
+    InfoLine() << "trainyard: " << ranks.size() << " ranks (" << list << ") share GPU " << uuid << " on " << host_name
+               << (where == used[0] ? " (rank 0's " + device.str() + ", " + gpu->name + ")" : std::string())
+               << " over Gloo, because the test setting "
+               << "TRAINYARD_TEST_SHARED_GPU=1 is set (collectives staged through host memory: slow; never for real runs)\n";
+  }
 }
 
 }  // namespace
@@ -136,7 +161,8 @@ Session::Session(const Experiment& e, const Registry& registry, const std::strin
       comm->check_same("loop.precision auto", e.loop.effective_precision() + ": " + e.loop.precision_reason,
                        "expected every rank to choose the same precision (auto decides from each machine's CPU or GPU)",
                        "set loop.precision to fp32 or bf16-mixed when the machines differ", /*show_values=*/true);
-    if (context.device.is_cuda()) check_one_gpu_per_rank(*comm, world, context.device);
+    if (context.device.is_cuda() && ranks_share_gpu_for_tests()) announce_shared_gpus(*comm, world, context.device);
+    else if (context.device.is_cuda()) check_one_gpu_per_rank(*comm, world, context.device);
   }
   context.run_dir = run_dir;
   context.collectives = comm ? &comm->collectives() : nullptr;

@@ -6,8 +6,8 @@
 #include <optional>
 
 #include <ATen/ATen.h>
-#include <opencv2/imgcodecs.hpp>
 #include <trainyard/error.h>
+#include <trainyard/image_codec.h>
 
 #include "jpeg_decode.h"
 
@@ -144,22 +144,10 @@ bool jpeg_is_complete(const void* data, size_t size) {
 
 namespace {
 
-// The formats trainyard decodes, by their first bytes. imdecode picks a
-// decoder by content, whatever the file is called: without this gate any
-// bytes would reach every codec OpenCV was built with (Radiance HDR,
-// OpenEXR, JPEG 2000, GDAL's), which photographs never need.
-bool known_image_signature(const unsigned char* p, size_t size) {
-  auto starts = [&](const char* magic, size_t n, size_t at = 0) {
-    return size >= at + n && std::equal(p + at, p + at + n, reinterpret_cast<const unsigned char*>(magic));
-  };
-  return starts("\xFF\xD8\xFF", 3)                              // JPEG
-         || starts("\x89PNG\r\n\x1A\n", 8)                        // PNG
-         || starts("BM", 2)                                        // BMP
-         || starts("II*\0", 4) || starts("MM\0*", 4)              // TIFF
-         || (starts("RIFF", 4) && starts("WEBP", 4, 8))            // WebP
-         || (size >= 2 && p[0] == 'P' && p[1] >= '1' && p[1] <= '6');  // PBM, PGM, PPM
-}
-
+// Anything but the formats trainyard decodes (JPEG, PNG, BMP, TIFF, WebP,
+// PNM by their first bytes: trainyard::image_codec::sniff) is said in these
+// words before any decoder sees it: a Radiance HDR or an OpenEXR header named
+// .jpg, say.
 [[noreturn]] void not_an_image(const void* data, size_t size, const std::string& what) {
   const auto* p = static_cast<const unsigned char*>(data);
   std::string start;
@@ -172,15 +160,14 @@ bool known_image_signature(const unsigned char* p, size_t size) {
 
 cv::Mat decode_image(const void* data, size_t size, const std::string& what) {
   check_encoded(data, size, what);
-  if (!known_image_signature(static_cast<const unsigned char*>(data), size)) not_an_image(data, size, what);
-  cv::Mat encoded(1, static_cast<int>(size), CV_8U, const_cast<void*>(data));  // a view, no copy
+  if (trainyard::image_codec::sniff(data, size) == trainyard::image_codec::Format::unknown)
+    not_an_image(data, size, what);
   cv::Mat image;
   try {
-    image = cv::imdecode(encoded, cv::IMREAD_UNCHANGED);
-  } catch (const cv::Exception& e) {
+    image = trainyard::image_codec::decode(data, size);  // channels as stored, 8 or 16 bits
+  } catch (const trainyard::image_codec::Error& e) {
     throw trainyard::BadRecord(what + ": cannot decode image: " + e.what());
   }
-  if (image.empty()) not_an_image(data, size, what);
   if (image.depth() != CV_8U) image.convertTo(image, CV_8U, image.depth() == CV_16U ? 1.0 / 257 : 1.0);
   return image;
 }

@@ -11,6 +11,7 @@
 #include <opencv2/core.hpp>
 #include <trainyard/context.h>
 #include <trainyard/dataset.h>
+#include <trainyard/image_codec.h>
 #include <trainyard/options.h>
 
 #include "transforms.h"
@@ -63,9 +64,8 @@ class ImageDataset : public trainyard::Dataset {
 };
 
 /// The most pixels an encoded image's header may claim: checked before a
-/// frame is allocated (a BadRecord above it). Pillow's DecompressionBombError
-/// threshold: 2 x Image.MAX_IMAGE_PIXELS (89,478,485), about 13,377 x 13,377.
-constexpr uint64_t kMaxImagePixels = 178'956'970;
+/// frame is allocated (a BadRecord above it); the codecs' own limit.
+constexpr uint64_t kMaxImagePixels = trainyard::image_codec::kMaxPixels;
 
 /// Decodes an encoded image (PNG, JPEG, ...) as stored; throws BadRecord.
 cv::Mat decode_image(const void* data, size_t size, const std::string& what);

@@ -7,9 +7,10 @@
 #include <filesystem>
 #include <functional>
 
-#include <opencv2/imgcodecs.hpp>
+#include <opencv2/core.hpp>
 
 #include "support/support.h"
+#include "trainyard/image_codec.h"
 #include "trainyard/record.h"
 
 namespace fs = std::filesystem;
@@ -176,7 +177,8 @@ TEST(Wiring, PredictRefusesInputsOfAnotherShapeThanTheNetworkTrainedOn) {
   const std::string exp = temp_dir("exp") + "/fit.yaml", out = temp_dir("out"), images = temp_dir("images");
   write_file(exp, fitting_experiment());
   ASSERT_EQ(trainyard("run " + exp + " --output-dir " + out).exit_code, 0);
-  for (int i = 0; i < 3; ++i) cv::imwrite(images + "/" + std::to_string(i) + ".png", cv::Mat(8, 8, CV_8UC1, cv::Scalar(i)));
+  for (int i = 0; i < 3; ++i)
+    write_file(images + "/" + std::to_string(i) + ".png", image_codec::encode_png(cv::Mat(8, 8, CV_8UC1, cv::Scalar(i))));
   auto r = trainyard("predict " + exp + " --output-dir " + out + " --input " + images + " --output " + out + "/p.csv");
   EXPECT_EQ(r.exit_code, 2) << r.err;
   EXPECT_EQ(nonempty_lines(r.err).size(), 1u) << r.err;
@@ -189,8 +191,7 @@ TEST(Wiring, PredictRefusesInputsOfAnotherShapeThanTheNetworkTrainedOn) {
 TEST(DataConsistency, RealFilesThatDisagreeAreBadInput) {
   const std::string dir = temp_dir("data");
   auto png = [&](const std::string& path, int rows, int cols) {
-    fs::create_directories(fs::path(path).parent_path());
-    cv::imwrite(path, cv::Mat(rows, cols, CV_8UC1, cv::Scalar(rows)));
+    write_file(path, image_codec::encode_png(cv::Mat(rows, cols, CV_8UC1, cv::Scalar(rows))));
   };
   for (int i = 0; i < 4; ++i) {
     png(dir + "/mixed/a/" + std::to_string(i) + ".png", 8, 8);

@@ -38,7 +38,7 @@ double eval_top1(const std::string& args, const std::string& json) {
 
 std::string python_accuracy(const std::string& dir, const std::string& script) {
   write_file(dir + "/check.py", script);
-  auto r = run_command(std::string(TRAINYARD_PYTHON) + " " + dir + "/check.py");
+  auto r = run_command(::trainyard::test::python() + " " + dir + "/check.py");
   return r.exit_code == 0 ? r.out : "python failed: " + r.err;
 }
 
@@ -172,7 +172,7 @@ TEST(Export, ATorchScriptNetworkComesBackAsTorchScriptWithTheTrainedValues) {
              "        return self.fc(self.features(x).flatten(1))\n"
              "torch.manual_seed(0)\n"
              "torch.jit.script(Net()).save(sys.argv[1])\n");
-  auto made = run_command(std::string(TRAINYARD_PYTHON) + " " + dir + "/make.py " + dir + "/net.pt");
+  auto made = run_command(::trainyard::test::python() + " " + dir + "/make.py " + dir + "/net.pt");
   ASSERT_EQ(made.exit_code, 0) << made.err;
   const std::string exp = source_dir() + "/experiments/fashion_mnist_mlp.yaml";
   // The mlp's own options do not apply to torchscript: replace the whole entry.
@@ -219,7 +219,7 @@ TEST(Pretrained, APythonStateDictLoadsWithRenamedKeysAndReportsMissingAndUnexpec
              "state = {'model.layers.' + k: v for k, v in layers.state_dict().items() if k != '4.bias'}\n"
              "state['model.extra'] = torch.zeros(3)\n"
              "torch.save(state, sys.argv[1])\n");
-  auto saved = run_command(std::string(TRAINYARD_PYTHON) + " " + dir + "/save.py " + dir + "/weights.pt");
+  auto saved = run_command(::trainyard::test::python() + " " + dir + "/save.py " + dir + "/weights.pt");
   ASSERT_EQ(saved.exit_code, 0) << saved.err;
   std::string yaml = read_file(source_dir() + "/experiments/fashion_mnist_mlp.yaml");
   yaml.replace(yaml.find("  activation: relu\n"), 18,
@@ -239,7 +239,7 @@ TEST(Pretrained, APythonStateDictLoadsWithRenamedKeysAndReportsMissingAndUnexpec
              "a = torch.load(sys.argv[1], weights_only=True); b = torch.load(sys.argv[2], weights_only=True)\n"
              "print('equal', all(torch.equal(b['layers.' + k[len('model.layers.'):]], v) for k, v in a.items() "
              "if k.startswith('model.layers.')))\n");
-  auto compared = run_command(std::string(TRAINYARD_PYTHON) + " " + dir + "/compare.py " + dir + "/weights.pt " + dir +
+  auto compared = run_command(::trainyard::test::python() + " " + dir + "/compare.py " + dir + "/weights.pt " + dir +
                               "/out.pt");
   EXPECT_TRUE(contains(compared.out, "equal True")) << compared.out << compared.err;
 

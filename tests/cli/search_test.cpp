@@ -8,9 +8,10 @@
 #include <map>
 
 #include <nlohmann/json.hpp>
-#include <opencv2/imgcodecs.hpp>
+#include <opencv2/core.hpp>
 
 #include "support/support.h"
+#include "trainyard/image_codec.h"
 #include "util/csv.h"
 
 namespace fs = std::filesystem;
@@ -47,7 +48,7 @@ std::vector<std::string> query_images(const std::string& dir, int n) {
                      "keep = np.nonzero(y >= 6)[0]\n"
                      "for i in range(int(sys.argv[3])):\n"
                      "    Image.fromarray(x[keep[i]]).save('%s/q%d.png' % (sys.argv[2], i))\n");
-  const auto r = run_command(std::string(TRAINYARD_PYTHON) + " " + script + " " + kData + " " + dir + " " + std::to_string(n));
+  const auto r = run_command(::trainyard::test::python() + " " + script + " " + kData + " " + dir + " " + std::to_string(n));
   EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
   std::vector<std::string> files;
   for (int i = 0; i < n; ++i) files.push_back(dir + "/q" + std::to_string(i) + ".png");
@@ -69,7 +70,7 @@ TEST(EmbedAndSearch, ACatalogNumpyReadsAndAQueryImageFindsItselfAndItsClass) {
                     "assert set(y.tolist()) == {6, 7, 8, 9}, set(y.tolist())\n"
                     "d = ((e[:, None, :] - e[None, :, :]) ** 2).sum(-1); np.fill_diagonal(d, np.inf)\n"
                     "print(e.shape[0], (y[d.argmin(1)] == y).mean())\n");
-  auto py = run_command(std::string(TRAINYARD_PYTHON) + " " + check + " " + cat);
+  auto py = run_command(::trainyard::test::python() + " " + check + " " + cat);
   ASSERT_EQ(py.exit_code, 0) << py.out << py.err;
   std::stringstream words(py.out);
   int64_t items = 0;
@@ -206,7 +207,7 @@ TEST(EmbedAndSearch, AQueryOfAnotherSizeThanTheTrainingImagesIsNamedWithBothShap
     for (int i = 0; i < 8; ++i) {
       cv::Mat m(8, 8, CV_8UC1);
       rng.fill(m, cv::RNG::UNIFORM, 40 + 80 * c, 60 + 80 * c);
-      ASSERT_TRUE(cv::imwrite(dir + "/" + std::to_string(i) + ".png", m));
+      write_file(dir + "/" + std::to_string(i) + ".png", image_codec::encode_png(m));
     }
   }
   const std::string exp = temp_dir("exp-folder") + "/folder.yaml";
@@ -229,7 +230,7 @@ TEST(EmbedAndSearch, AQueryOfAnotherSizeThanTheTrainingImagesIsNamedWithBothShap
   for (size_t i = 1; i < found.size(); ++i) EXPECT_EQ(found[i][5], "c") << i;
   // A 12x10 query cannot be embedded by a network trained on 8x8 images.
   cv::Mat big(10, 12, CV_8UC1, cv::Scalar(200));
-  ASSERT_TRUE(cv::imwrite(queries + "/big.png", big));
+  write_file(queries + "/big.png", image_codec::encode_png(big));
   auto r = trainyard("search " + out + "/cat --query " + queries + "/big.png --output " + queries + "/big");
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_EQ(nonempty_lines(r.err).size(), 1u) << r.err;

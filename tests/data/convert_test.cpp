@@ -6,11 +6,12 @@
 #include <ATen/ATen.h>
 #include <algorithm>
 #include <filesystem>
-#include <opencv2/imgcodecs.hpp>
+#include <opencv2/core.hpp>
 
 #include "plugins/loader.h"
 #include "support/support.h"
 #include "trainyard/error.h"
+#include "trainyard/image_codec.h"
 #include "trainyard/dataset.h"
 #include "trainyard/record.h"
 
@@ -59,13 +60,15 @@ TEST(Convert, IdxToLmdbReturnsIdenticalPixelsAndLabels) {
   }
 }
 
-// Writes images with OpenCV: class c's images have value 40 * (c + 1).
+// Writes PNG or JPEG images: class c's images have value 40 * (c + 1).
 void write_images(const fs::path& dir, const std::string& ext, int count, int value, bool color = false) {
   fs::create_directories(dir);
   for (int i = 0; i < count; ++i) {
     cv::Mat m(12, 10, color ? CV_8UC3 : CV_8UC1, cv::Scalar(value, value / 2, value / 4));
     m.at<uint8_t>(0, 0) = uint8_t(i);
-    ASSERT_TRUE(cv::imwrite((dir / ("img" + std::to_string(i) + ext)).string(), m));
+    ASSERT_TRUE(ext == ".png" || ext == ".jpg") << ext;
+    test::write_file((dir / ("img" + std::to_string(i) + ext)).string(),
+                     ext == ".png" ? image_codec::encode_png(m) : image_codec::encode_jpeg(m));
   }
 }
 

@@ -27,7 +27,7 @@ namespace {
 // uint8 tensor {H, W, 3}; undefined when PIL cannot open it.
 at::Tensor pil_rgb(const std::string& file) {
   const std::string raw = test::temp_dir("pil") + "/" + fs::path(file).filename().string() + ".raw";
-  auto r = test::run_command(std::string(TRAINYARD_PYTHON) + " -c \"import sys; from PIL import Image; "
+  auto r = test::run_command(::trainyard::test::python() + " -c \"import sys; from PIL import Image; "
                              "im = Image.open(sys.argv[1]).convert('RGB'); open(sys.argv[2], 'wb').write(im.tobytes()); "
                              "print(im.size[1], im.size[0])\" " + file + " " + raw);
   if (r.exit_code != 0) return {};

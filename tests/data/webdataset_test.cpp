@@ -13,9 +13,10 @@
 #include <thread>
 
 #include <ATen/ATen.h>
-#include <opencv2/imgcodecs.hpp>
+#include <opencv2/core.hpp>
 
 #include <trainyard/error.h>
+#include <trainyard/image_codec.h>
 
 #include "image_dataset.h"
 #include "plugins/registry.h"
@@ -82,7 +83,7 @@ TEST(WebDataset, ConvertWritesShardsTheWebdatasetPackageReadsAndTrainyardTrainsF
                    "    Image.open(io.BytesIO(s['jpg'])).load()\n"
                    "    n += 1; total += int(s['cls'])\n"
                    "print(n, total)\n");
-  r = test::run_command(std::string(TRAINYARD_PYTHON) + " " + check + " '" + dir + "/shards/shard-{000000..000002}.tar'");
+  r = test::run_command(::trainyard::test::python() + " " + check + " '" + dir + "/shards/shard-{000000..000002}.tar'");
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_EQ(r.out, "20 90\n") << "2 samples of each class 0..9";
 
@@ -103,7 +104,7 @@ TEST(WebDataset, ShardsTheWebdatasetPackageWroteTrainInTrainyard) {
                    "        for f in sorted(os.listdir(os.path.join(root, c))):\n"
                    "            data = open(os.path.join(root, c, f), 'rb').read()\n"
                    "            sink.write({'__key__': c + '/' + f.split('.')[0], 'jpg': data, 'json': {'label': label}})\n");
-  auto r = test::run_command(std::string(TRAINYARD_PYTHON) + " " + write + " " + test::small_photo_set() + "/train " + dir);
+  auto r = test::run_command(::trainyard::test::python() + " " + write + " " + test::small_photo_set() + "/train " + dir);
   ASSERT_EQ(r.exit_code, 0) << r.err;
   ASSERT_TRUE(fs::exists(dir + "/part-002.tar"));
   const std::string exp = shard_experiment(dir, dir + "/part-{000..002}.tar");
@@ -263,9 +264,7 @@ const std::string kTarEnd(1024, '\0');
 
 // A small JPEG (16x16, one grey level per sample) and a sample of it.
 std::string small_jpeg(int level) {
-  std::vector<uchar> out;
-  cv::imencode(".jpg", cv::Mat(16, 16, CV_8UC3, cv::Scalar(level, 255 - level, 128)), out);
-  return std::string(out.begin(), out.end());
+  return trainyard::image_codec::encode_jpeg(cv::Mat(16, 16, CV_8UC3, cv::Scalar(level, 255 - level, 128)));
 }
 std::string tar_sample(int key, int label) {
   char name[16];

@@ -5,6 +5,7 @@
 
 #include <chrono>
 #include <filesystem>
+#include <torch/cuda.h>
 #include <torch/serialize/input-archive.h>
 
 #include <nlohmann/json.hpp>
@@ -268,7 +269,7 @@ TEST(SlurmEnvironment, SrunWithoutTasksPerNodeStillSharesTheNodesCores) {
 }
 
 // torchrun from the PyTorch the build uses, next to its Python.
-std::string torchrun() { return (fs::path(TRAINYARD_PYTHON).parent_path() / "torchrun").string(); }
+std::string torchrun() { return (fs::path(::trainyard::test::python()).parent_path() / "torchrun").string(); }
 
 TEST(Distributed, TorchrunStaticAndStandaloneModesEqualOneProcess) {
   ASSERT_TRUE(fs::exists(torchrun())) << torchrun();
@@ -316,6 +317,27 @@ TEST(Distributed, AKilledWorkerStopsTheOthersAndIsNamed) {
   EXPECT_TRUE(contains(results[0].err, "failed: another rank died, hung or could not be reached")) << results[0].err;
   EXPECT_TRUE(contains(results[0].err, "; rank 1 stopped answering")) << results[0].err;
   EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - t1).count(), 25.0);
+}
+
+TEST(Distributed, TheSharedGpuTestSettingLeavesCpuRanksAloneAndGpuRanksStillNeedAGpu) {
+  // TRAINYARD_TEST_SHARED_GPU=1 (docs/distributed.md) only changes GPU runs:
+  // CPU ranks keep their plain Gloo group and say nothing of sharing a GPU.
+  const std::string out = temp_dir("shared-cpu");
+  auto r = trainyard_with_env("TRAINYARD_TEST_SHARED_GPU=1", "run " + experiment("dp") + " --output-dir " + out +
+                                                                 " --set loop.batch_per_device=32 --nproc-per-node 2");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_TRUE(contains(r.out, "[rank 0] trainyard: rank 0 of 2 (launched by trainyard --nproc-per-node; Gloo on 127.0.0.1)"))
+      << r.out;
+  EXPECT_FALSE(contains(r.out + rank_log(out + "/dp", 1), "TRAINYARD_TEST_SHARED_GPU")) << r.out;
+  // Ranks asking for GPUs on a machine without one get the same one-line refusal as without the setting.
+  if (torch::cuda::is_available()) GTEST_SKIP() << "this machine has a GPU";
+  for (const std::string env : {"TRAINYARD_TEST_SHARED_GPU=1", "TRAINYARD_TEST_SHARED_GPU=0"}) {
+    auto g = trainyard_with_env(env, "run " + experiment("dp") + " --output-dir " + temp_dir("shared-gpu") +
+                                         " --set distributed.num_gpus=2");
+    EXPECT_EQ(g.exit_code, 2) << env << ": " << g.err;
+    EXPECT_TRUE(contains(g.err, "distributed.num_gpus: GPUs requested but this ")) << env << ": " << g.err;
+    EXPECT_FALSE(contains(g.err, "TRAINYARD_TEST_SHARED_GPU")) << env << ": " << g.err;
+  }
 }
 
 TEST(Distributed, InterruptedAndResumedEqualsUninterrupted) {

@@ -16,7 +16,7 @@ namespace fs = std::filesystem;
 namespace trainyard::test {
 namespace {
 
-std::string torchrun() { return (fs::path(TRAINYARD_PYTHON).parent_path() / "torchrun").string(); }
+std::string torchrun() { return (fs::path(::trainyard::test::python()).parent_path() / "torchrun").string(); }
 
 // Starts one shell command per rank in the background and waits for all.
 std::vector<CommandResult> run_ranks(const std::vector<std::string>& commands) {

@@ -1,7 +1,9 @@
 // The GPU suite: run by scripts/test-gpu.sh on a machine with GPUs, never by
-// ctest (CI has none). Gpu.* needs one GPU, MultiGpu.* two. Without GPUs each
-// test skips, unless TRAINYARD_EXPECT_GPUS says how many there must be (the
-// script sets it from nvidia-smi): then a LibTorch that sees fewer fails.
+// ctest (CI has none). Gpu.* needs one GPU, MultiGpu.* two, or one under the
+// test setting TRAINYARD_TEST_SHARED_GPU=1 (the ranks share it over Gloo:
+// docs/distributed.md; the trainyard processes inherit the variable). Without
+// GPUs each test skips, unless TRAINYARD_EXPECT_GPUS says how many there must
+// be (the script sets it from nvidia-smi): then a LibTorch that sees fewer fails.
 #include <gtest/gtest.h>
 
 #include <chrono>
@@ -13,6 +15,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "distributed/device.h"
 #include "support/data_parallel.h"
 #include "trainyard/version.h"
 
@@ -33,6 +36,24 @@ int visible_gpus() { return torch::cuda::is_available() ? static_cast<int>(torch
                << " (driver too old for CUDA " << TRAINYARD_CUDA << "? CUDA_VISIBLE_DEVICES?)";          \
       GTEST_SKIP() << "needs " << (needed) << " GPU(s), " << visible_gpus() << " visible";               \
     }                                                                                                    \
+  } while (0)
+
+// MultiGpu.*: two ranks, on two GPUs, or on one they share under the test
+// setting TRAINYARD_TEST_SHARED_GPU=1.
+bool shared_gpu() { return host::ranks_share_gpu_for_tests(); }
+#define REQUIRE_RANK_GPUS(ranks)                      \
+  do {                                                \
+    if (shared_gpu() && visible_gpus() >= 1) break;   \
+    REQUIRE_GPUS(ranks);                              \
+  } while (0)
+
+// A test whose point is two physical GPUs: skipped, saying why, when the ranks share one.
+#define REQUIRE_TWO_PHYSICAL_GPUS(why)                                                                  \
+  do {                                                                                                  \
+    if (shared_gpu() && visible_gpus() < 2)                                                             \
+      GTEST_SKIP() << "TRAINYARD_TEST_SHARED_GPU=1 with " << visible_gpus() << " GPU: the ranks share "  \
+                   << "it, and this test needs two physical GPUs (" << (why) << ")";                  \
+    REQUIRE_GPUS(2);                                                                                    \
   } while (0)
 
 // cuBLAS picks reduction orders per workspace: a fixed one makes runs repeatable.
@@ -73,14 +94,17 @@ void metric(const std::string& name, const std::string& run_dir) {
 }
 
 // Stops at iteration 9, resumes, and compares with an uninterrupted run.
-void expect_resume_bit_identical(const std::string& args, const std::string& resumed_line) {
+// With `ranks` 2, rank 1's own log must say it resumed too (the other ranks
+// show only warnings and errors on the console).
+void expect_resume_bit_identical(const std::string& args, int ranks) {
   const std::string straight = temp_dir("straight"), split = temp_dir("split");
   const std::string with_fixtures = args + " --plugin-dir " + fixture_dir("components");
   ASSERT_EQ(train(straight, with_fixtures).exit_code, 0);
   ASSERT_EQ(train(split, with_fixtures, "callbacks: [{plugin: stop_at, iteration: 9}]\n").exit_code, 0);
   auto r = train(split, with_fixtures);
   ASSERT_EQ(r.exit_code, 0) << r.err;
-  EXPECT_TRUE(contains(r.out, resumed_line)) << r.out;
+  EXPECT_TRUE(contains(r.out, "trainyard: resuming from")) << r.out;
+  if (ranks > 1) EXPECT_TRUE(contains(rank_log(run_dir(split), 1), "trainyard: resuming from")) << rank_log(run_dir(split), 1);
   EXPECT_EQ(compare_checkpoint_networks(last(straight), last(split)), "");
 }
 
@@ -160,7 +184,7 @@ TEST(Gpu, EightBitPhotoBatchesNormalizedOnTheGpuTrainAsFloatBatchesFromTheHost) 
 
 TEST(Gpu, Fp16RunInterruptedAndResumedIsBitIdentical) {
   REQUIRE_GPUS(1);
-  expect_resume_bit_identical("--set distributed.num_gpus=1 --set loop.precision=fp16-mixed", "resuming from");
+  expect_resume_bit_identical("--set distributed.num_gpus=1 --set loop.precision=fp16-mixed", 1);
 }
 
 TEST(Gpu, AutoPrecisionResolvesFromTheComputeCapability) {
@@ -263,7 +287,7 @@ TEST(Gpu, TheProfileOfAGpuRunHoldsItsKernelsAndTheAverageEvaluatesAsOnTheCpu) {
 }
 
 TEST(MultiGpu, EveryRankHoldsTheSameAverageOverNccl) {
-  REQUIRE_GPUS(2);
+  REQUIRE_RANK_GPUS(2);
   const std::string out = temp_dir("ema-nccl");
   auto r = trainyard_with_env(kDeterministic, "run " + convnet_experiment("ema-nccl", 8, 8) + " --output-dir " + out +
                                                   " --set distributed.num_gpus=2 --set ema.enabled=true");
@@ -272,7 +296,7 @@ TEST(MultiGpu, EveryRankHoldsTheSameAverageOverNccl) {
 }
 
 TEST(MultiGpu, RetrievalOverNcclGathersEveryRanksEmbeddings) {
-  REQUIRE_GPUS(2);
+  REQUIRE_RANK_GPUS(2);
   const std::string exp = retrieval_experiment("retrieval-nccl", "{plugin: triplet_margin, margin: 0.2}");
   const std::string out = temp_dir("retrieval-nccl");
   auto r = trainyard_with_env(kDeterministic, "run " + exp + " --output-dir " + out +
@@ -291,19 +315,25 @@ TEST(MultiGpu, RetrievalOverNcclGathersEveryRanksEmbeddings) {
 }
 
 TEST(MultiGpu, TwoRanksOverNcclEqualOneGpuWithTheSameGlobalBatch) {
-  REQUIRE_GPUS(2);
+  REQUIRE_RANK_GPUS(2);
   const std::string one = temp_dir("one"), two = temp_dir("two");
   ASSERT_EQ(train(one, "--set distributed.num_gpus=1").exit_code, 0);
   auto r = train(two, "--set distributed.num_gpus=2 --set loop.batch_per_device=32");
   ASSERT_EQ(r.exit_code, 0) << r.err;
-  EXPECT_TRUE(contains(r.out, "[rank 1] trainyard: rank 1 of 2")) << r.out;
+  // Rank 1 shows only warnings and errors on the console: its own log has its start-up line.
+  EXPECT_TRUE(contains(rank_log(run_dir(two), 1), "trainyard: rank 1 of 2")) << rank_log(run_dir(two), 1);
+  if (shared_gpu() && visible_gpus() == 1) {  // rank 0 says once that the ranks share the GPU, and why
+    EXPECT_TRUE(contains(r.out, "trainyard: 2 ranks (0 and 1) share GPU GPU-")) << r.out;
+    EXPECT_TRUE(contains(r.out, "because the test setting TRAINYARD_TEST_SHARED_GPU=1 is set")) << r.out;
+    EXPECT_TRUE(contains(r.out, "; Gloo on 127.0.0.1 with cuda:0's tensors staged through host memory")) << r.out;
+  }
   EXPECT_LT(max_checkpoint_difference(last(one), last(two)), 1e-4);
   EXPECT_EQ(series(run_dir(one) + "/metrics.jsonl", "test_accuracy_top1"),
             series(run_dir(two) + "/metrics.jsonl", "test_accuracy_top1"));
 }
 
 TEST(MultiGpu, SyncBatchNormOverNcclEqualsOneGpu) {
-  REQUIRE_GPUS(2);
+  REQUIRE_RANK_GPUS(2);
   auto exp = [](const std::string& name) { return convnet_experiment("bn-" + name, 4, 8); };
   const std::string one = temp_dir("bn-one"), two = temp_dir("bn-two");
   ASSERT_EQ(trainyard_with_env(kDeterministic, "run " + exp("a") + " --output-dir " + one + " --set distributed.num_gpus=1")
@@ -316,7 +346,7 @@ TEST(MultiGpu, SyncBatchNormOverNcclEqualsOneGpu) {
 }
 
 TEST(MultiGpu, AKilledRankIsNamedWithinTheTimeout) {
-  REQUIRE_GPUS(2);
+  REQUIRE_RANK_GPUS(2);
   const std::string exp = dp_experiment("gpu", "callbacks: [{plugin: die_at, iteration: 5, rank: 1}]\n");
   const auto t0 = std::chrono::steady_clock::now();
   // Without the launcher: rank 0 must find out (the per-step flags over Gloo fail) and name rank 1.
@@ -332,15 +362,14 @@ TEST(MultiGpu, AKilledRankIsNamedWithinTheTimeout) {
 }
 
 TEST(MultiGpu, InterruptedAndResumedOnTwoGpusIsBitIdentical) {
-  REQUIRE_GPUS(2);
-  expect_resume_bit_identical("--set distributed.num_gpus=2 --set loop.batch_per_device=32",
-                              "[rank 1] trainyard: resuming from");
+  REQUIRE_RANK_GPUS(2);
+  expect_resume_bit_identical("--set distributed.num_gpus=2 --set loop.batch_per_device=32", 2);
 }
 
 TEST(MultiGpu, AResumedRankOneHoldsNothingOnGpuZero) {
   // Checkpoints are loaded onto each rank's own GPU: before, every tensor
   // went back to cuda:0, where rank 0 had saved it from.
-  REQUIRE_GPUS(2);
+  REQUIRE_TWO_PHYSICAL_GPUS("rank 1 must hold nothing on cuda:0, where rank 0 trains");
   const std::string out = temp_dir("rank1-mem"), with_fixtures = " --plugin-dir " + fixture_dir("components");
   const std::string args = "--set distributed.num_gpus=2 --set loop.batch_per_device=32" + with_fixtures;
   ASSERT_EQ(train(out, args, "callbacks: [{plugin: stop_at, iteration: 9}]\n").exit_code, 0);
@@ -355,7 +384,7 @@ TEST(MultiGpu, AResumedRankOneHoldsNothingOnGpuZero) {
 TEST(MultiGpu, EachRankSeeingOnlyItsOwnGpuTrains) {
   // Slurm's --gpus-per-task=1 or a per-rank CUDA_VISIBLE_DEVICES: every rank
   // sees one GPU, as cuda:0, and must use it.
-  REQUIRE_GPUS(2);
+  REQUIRE_TWO_PHYSICAL_GPUS("rank 1 is started with CUDA_VISIBLE_DEVICES=1");
   const std::string out = temp_dir("own-gpu"), exp = dp_experiment("gpu");
   const int port = free_port();
   std::string script;
@@ -376,7 +405,7 @@ TEST(MultiGpu, EachRankSeeingOnlyItsOwnGpuTrains) {
 TEST(MultiGpu, SyncBatchNormInReducedPrecisionWithLargePerRankCountsStaysNearFp32) {
   // 32 samples of 64x64 per rank: 131,072 values per channel, past float16's
   // 65,504, where counting in the input's dtype made every layer NaN.
-  REQUIRE_GPUS(2);
+  REQUIRE_RANK_GPUS(2);
   const std::string exp = convnet_experiment("sbn", 8, 64);
   const std::string common = " --set distributed.num_gpus=2 --set loop.batch_per_device=32 --set distributed.sync_batch_norm=true";
   std::map<std::string, double> loss;
@@ -394,7 +423,7 @@ TEST(MultiGpu, SyncBatchNormInReducedPrecisionWithLargePerRankCountsStaysNearFp3
 }
 
 TEST(MultiGpu, BuffersAreRankZerosSoTheReportedTestIsTheSavedModel) {
-  REQUIRE_GPUS(2);
+  REQUIRE_RANK_GPUS(2);
   const std::string exp = convnet_experiment("bnb", 4, 8), out = temp_dir("bnb");
   auto r = trainyard_with_env(kDeterministic, "run " + exp + " --output-dir " + out +
                                                   " --set distributed.num_gpus=2 --set loop.batch_per_device=32");

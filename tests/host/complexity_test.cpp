@@ -45,7 +45,7 @@ int64_t torch_flops(const std::string& builder, const std::string& recipe) {
                      "with torch.no_grad(), FlopCounterMode(display=False) as counter:\n"
                      "    net(torch.zeros(1, 1, 28, 28))\n"
                      "print(counter.get_total_flops())\n");
-  const auto r = run_command(std::string(TRAINYARD_PYTHON) + " " + script + " " + source_dir() + "/scripts/bench");
+  const auto r = run_command(::trainyard::test::python() + " " + script + " " + source_dir() + "/scripts/bench");
   EXPECT_EQ(r.exit_code, 0) << r.err;
   return r.exit_code == 0 ? std::stoll(r.out) : -2;
 }

@@ -294,11 +294,11 @@ TEST_P(OlderSdk, APluginBuiltWithItsHeadersLoadsTrainsAndHearsOnlyItsOwnEvents) 
                         "callbacks: [{plugin: events" + suffix + ", path: " + events + "}]\n"
                         "loop: {epochs: 2, batch_per_device: 16, test_batch_per_device: 16}\n"
                         "distributed: {threads_per_process: 1}\n");
-  const auto plugins = test::trainyard("plugins --plugin-dir " FIXTURE_DIR "/older_sdk");
+  const auto plugins = test::trainyard("plugins --plugin-dir " + test::fixture_dir("older_sdk"));
   ASSERT_EQ(plugins.exit_code, 0) << plugins.err;
   EXPECT_TRUE(contains(plugins.out, "older_sdk" + suffix + " 1." + minor + ".0 (API 1." + minor + ")")) << plugins.out;
 
-  const auto run = test::trainyard("run " + exp + " --plugin-dir " FIXTURE_DIR "/older_sdk --output-dir " + dir + "/out");
+  const auto run = test::trainyard("run " + exp + " --plugin-dir " + test::fixture_dir("older_sdk") + " --output-dir " + dir + "/out");
   ASSERT_EQ(run.exit_code, 0) << run.out << run.err;
   const std::string heard = test::read_file(events);
   EXPECT_TRUE(contains(heard, "before_run\n")) << heard;

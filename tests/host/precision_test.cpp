@@ -6,6 +6,7 @@
 #include <ATen/autocast_mode.h>
 #include <chrono>
 #include <cmath>
+#include <cstdlib>
 
 #include <nlohmann/json.hpp>
 #include <torch/cuda.h>
@@ -21,6 +22,7 @@
 #include "train/components.h"
 #include "train/precision.h"
 #include "train/trainer.h"
+#include "trainyard/error.h"
 #include "util/text.h"
 
 namespace trainyard::host {
@@ -307,7 +309,7 @@ TEST(Device, ACheckpointWrittenOnAGpuLoadsOntoTheDeviceThisProcessTrainsOn) {
   Trainer trainer(e, build_components(e, context), context, RunPaths(out));
   trainer.run();
   const std::string written = test::latest_checkpoint(out), relocated = out + "/from-gpu.pt";
-  auto moved = test::run_command(std::string(TRAINYARD_PYTHON) + " " + test::source_dir() +
+  auto moved = test::run_command(::trainyard::test::python() + " " + test::source_dir() +
                                  "/tests/support/relocate_checkpoint.py " + written + " " + relocated + " cuda:0");
   ASSERT_EQ(moved.exit_code, 0) << moved.err;
   if (!torch::cuda::is_available()) {  // the premise: the file really names a GPU
@@ -337,6 +339,44 @@ TEST(Device, EachRankSeeingOneGpuUsesItAndOtherwiseTheIndexMustExist) {
   EXPECT_EQ(gpu_index_for(0, 3, 1), 0);   // --gpus-per-task=1: every rank sees its own as cuda:0
   EXPECT_EQ(gpu_index_for(0, 2, 2), -1);  // two GPUs seen, a third rank: refused
   EXPECT_EQ(gpu_index_for(1, 0, 1), -1);  // first_gpu_id past the only GPU
+}
+
+TEST(Device, TheSharedGpuTestSettingIsOneOrOffKeepsTensorsOnTheGpuAndRefusesAnythingElse) {
+  // TRAINYARD_TEST_SHARED_GPU (docs/distributed.md): "1" puts a GPU rank's
+  // collectives on Gloo, their tensors still on its GPU; a CPU rank never reads it.
+  const char* before = std::getenv("TRAINYARD_TEST_SHARED_GPU");
+  const std::string saved = before ? before : "";
+  const c10::Device gpu(c10::DeviceType::CUDA, 0), cpu(c10::DeviceType::CPU);
+  ::unsetenv("TRAINYARD_TEST_SHARED_GPU");
+  EXPECT_FALSE(ranks_share_gpu_for_tests());
+  EXPECT_TRUE(uses_nccl(gpu));
+  EXPECT_EQ(collective_device(gpu), gpu);
+  EXPECT_EQ(collective_device(cpu), cpu);
+  for (const char* off : {"", "0"}) {
+    ::setenv("TRAINYARD_TEST_SHARED_GPU", off, 1);
+    EXPECT_FALSE(ranks_share_gpu_for_tests()) << "'" << off << "'";
+    EXPECT_TRUE(uses_nccl(gpu)) << "'" << off << "'";
+  }
+  ::setenv("TRAINYARD_TEST_SHARED_GPU", "1", 1);
+  EXPECT_TRUE(ranks_share_gpu_for_tests());
+  EXPECT_FALSE(uses_nccl(gpu));
+  EXPECT_FALSE(uses_nccl(cpu));
+  EXPECT_EQ(collective_device(gpu), gpu);  // where NCCL would want them
+  EXPECT_EQ(collective_device(cpu), cpu);
+  for (const char* garbage : {"yes", "2", " 1", "true"}) {
+    ::setenv("TRAINYARD_TEST_SHARED_GPU", garbage, 1);
+    try {
+      ranks_share_gpu_for_tests();
+      ADD_FAILURE() << "'" << garbage << "' accepted";
+    } catch (const ConfigError& e) {
+      EXPECT_TRUE(test::contains(e.what(), "environment: TRAINYARD_TEST_SHARED_GPU='" + std::string(garbage) + "'")) << e.what();
+      EXPECT_TRUE(test::contains(e.what(), "expected 1 (ranks share one GPU over Gloo: a test setting) or 0")) << e.what();
+    }
+    EXPECT_THROW(uses_nccl(gpu), ConfigError) << garbage;
+    EXPECT_FALSE(uses_nccl(cpu)) << garbage;  // a CPU run never reads it
+  }
+  if (before) ::setenv("TRAINYARD_TEST_SHARED_GPU", saved.c_str(), 1);
+  else ::unsetenv("TRAINYARD_TEST_SHARED_GPU");
 }
 
 TEST(MemoryFormat, ChannelsLastPutsWeightsAndInputsInNhwcEvenWithOneChannel) {

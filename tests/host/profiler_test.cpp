@@ -56,7 +56,7 @@ TEST(Profiler, TheTraceOfTheAskedStepsOpensInTensorBoardsProfilerWithTheNetworks
              "print('steps', ','.join(row[0] for row in profile.overview['steps']['rows']))\n"
              "for op in profile.operation_table_by_name['data']:\n"
              "    print('op', op['name'], op['calls'], op['host_self_duration'])\n");
-  const auto read = run_command(std::string(TRAINYARD_PYTHON) + " " + dir + "/../read.py " + dir + "/rank0.pt.trace.json");
+  const auto read = run_command(::trainyard::test::python() + " " + dir + "/../read.py " + dir + "/rank0.pt.trace.json");
   ASSERT_EQ(read.exit_code, 0) << read.out << read.err;
   EXPECT_TRUE(contains(read.out, "steps 4,5,6,7,8\n")) << read.out;
   std::istringstream lines(read.out);

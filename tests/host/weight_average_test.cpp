@@ -164,7 +164,7 @@ TEST(WeightAverage, ResumesExactlyIsTestedBesideTheTrainedWeightsAndIsExported) 
     ASSERT_EQ(x.exit_code, 0) << x.err;
   }
   const auto check = test::run_command(
-      std::string(TRAINYARD_PYTHON) +
+      ::trainyard::test::python() +
       " -c \"import torch, sys; a = torch.load(sys.argv[1]); b = torch.load(sys.argv[2]); "
       "print(sorted(a) == sorted(b), max((a[k] - b[k]).abs().max().item() for k in a))\" " +
       dir + "/trained.pt " + dir + "/ema.pt");

@@ -25,7 +25,7 @@ std::string read_with_python(const std::string& csv) {
       "print('empty lr in test rows', all(r['lr'] == '' for r in rows if r['phase'] == 'test'))\n";
   const std::string file = temp_dir("py") + "/read.py";
   write_file(file, script);
-  auto r = run_command(std::string(TRAINYARD_PYTHON) + " " + file + " " + csv);
+  auto r = run_command(::trainyard::test::python() + " " + file + " " + csv);
   return r.exit_code == 0 ? r.out : "python failed: " + r.err;
 }
 

@@ -6,8 +6,9 @@
 #include <cmath>
 
 #include <ATen/ATen.h>
-#include <opencv2/imgcodecs.hpp>
+#include <opencv2/core.hpp>
 #include <trainyard/error.h>
+#include <trainyard/image_codec.h>
 
 #include "image_dataset.h"
 #include "jpeg_decode.h"
@@ -26,10 +27,21 @@ cv::Mat pattern(int rows, int cols) {
   return m;
 }
 
-std::string jpeg(const cv::Mat& m, int quality = 92) {
-  std::vector<uchar> out;
-  cv::imencode(".jpg", m, out, {cv::IMWRITE_JPEG_QUALITY, quality});
-  return std::string(out.begin(), out.end());
+std::string jpeg(const cv::Mat& m, int quality = 92) { return trainyard::image_codec::encode_jpeg(m, quality); }
+
+// An 8-bit grey BMP (a 256-level palette, rows bottom-up), as image editors write one.
+std::string grey_bmp(const cv::Mat& m) {
+  const uint32_t stride = (uint32_t(m.cols) + 3) / 4 * 4, pixels = stride * uint32_t(m.rows), offset = 14 + 40 + 1024;
+  std::string b = "BM";
+  const auto u32 = [&](uint32_t v) { for (int i = 0; i < 4; ++i) b += char(v >> (8 * i)); };
+  const auto u16 = [&](uint16_t v) { b += char(v), b += char(v >> 8); };
+  u32(offset + pixels), u32(0), u32(offset);
+  u32(40), u32(uint32_t(m.cols)), u32(uint32_t(m.rows)), u16(1), u16(8), u32(0), u32(pixels), u32(2835), u32(2835),
+      u32(256), u32(0);
+  for (int i = 0; i < 256; ++i) b += std::string{char(i), char(i), char(i), '\0'};
+  for (int r = m.rows - 1; r >= 0; --r)
+    b += std::string(m.ptr<char>(r), size_t(m.cols)) + std::string(stride - uint32_t(m.cols), '\0');
+  return b;
 }
 
 // One JPEG as a dataset: the path every source (folder, LMDB) goes through.
@@ -71,8 +83,7 @@ TEST(ImageDecode, TheJpegHeaderGivesSizeAndComponentsAndNothingForOtherFiles) {
   ASSERT_TRUE(h.has_value());
   EXPECT_EQ(h->size, cv::Size(30, 40));
   EXPECT_EQ(h->components, 1);
-  std::vector<uchar> png;
-  cv::imencode(".png", grey, png);
+  const std::string png = trainyard::image_codec::encode_png(grey);
   EXPECT_FALSE(read_jpeg_header(png.data(), png.size()).has_value());
   EXPECT_FALSE(read_jpeg_header(colour.data(), 20).has_value()) << "cut before the frame header";
   EXPECT_FALSE(read_jpeg_header("", 0).has_value());
@@ -135,7 +146,7 @@ TEST(ImageDecode, ADamagedJpegIsABadRecordNamingTheFileAtAnyScale) {
 // before any frame is allocated, for a center crop too (a 65500x65500 JPEG
 // asked for a 12.9 GB frame and ended the run as a component crash).
 TEST(ImageDecode, OnlyThePhotographFormatsReachADecoder) {
-  // imdecode chooses a codec by content: a Radiance HDR (OpenCV decodes it,
+  // A Radiance HDR (OpenCV's imdecode, which trainyard once used, decoded it
   // through a temporary file) or an OpenEXR header named .jpg is refused
   // before any codec sees it; the formats trainyard reads still decode.
   for (const std::string bytes : {std::string("#?RADIANCE\nFORMAT=32-bit_rle_rgbe\n\n-Y 2 +X 2\n") + std::string(16, '\x80'),
@@ -150,10 +161,8 @@ TEST(ImageDecode, OnlyThePhotographFormatsReachADecoder) {
           << e.what();
     }
   }
-  std::vector<uchar> png, bmp;
   const cv::Mat gray(4, 4, CV_8UC1, cv::Scalar(7));
-  cv::imencode(".png", gray, png);
-  cv::imencode(".bmp", gray, bmp);
+  const std::string png = trainyard::image_codec::encode_png(gray), bmp = grey_bmp(gray);
   for (const auto* encoded : {&png, &bmp})
     EXPECT_EQ(decode_image(encoded->data(), encoded->size(), "ok").at<uchar>(2, 2), 7);
 }
@@ -163,9 +172,7 @@ TEST(ImageDecode, AHeaderClaimingMoreThanThePixelLimitIsABadRecordBeforeDecoding
   const auto sof = bomb.find("\xff\xc0");
   ASSERT_NE(sof, std::string::npos);
   bomb[sof + 5] = bomb[sof + 7] = char(0xff), bomb[sof + 6] = bomb[sof + 8] = char(0xdc);  // 65500x65500
-  std::vector<uchar> png;
-  cv::imencode(".png", pattern(8, 8), png);
-  std::string png_bomb(png.begin(), png.end());
+  std::string png_bomb = trainyard::image_codec::encode_png(pattern(8, 8));
   png_bomb[16] = png_bomb[20] = 0, png_bomb[17] = png_bomb[21] = 1;  // IHDR: 65544x65544 (its CRC no longer matters)
   TransformOptions center;
   center.crop = "center";

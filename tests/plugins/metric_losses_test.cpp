@@ -68,7 +68,7 @@ TEST(MetricLosses, EqualPytorchMetricLearningInValueAndGradient) {
   test::write_matrix(dir + "/x.txt", x);
   test::write_matrix(dir + "/y.txt", y);
   test::write_file(dir + "/reference.py", kReference);
-  const auto r = test::run_command(std::string(TRAINYARD_PYTHON) + " " + dir + "/reference.py " + dir + "/x.txt " + dir +
+  const auto r = test::run_command(::trainyard::test::python() + " " + dir + "/reference.py " + dir + "/x.txt " + dir +
                                    "/y.txt " + dir + "/expected.txt");
   ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
   int cases = 0;
@@ -136,7 +136,7 @@ TEST(MetricLosses, ArcFaceEqualsPytorchMetricLearningInValueAndGradients) {
   test::write_matrix(dir + "/y.txt", y);
   test::write_file(dir + "/reference.py", kArcFaceReference);
   for (const double margin : {28.6, 60.0}) {  // 60 degrees: some angles pass 180 - margin (the linear stand-in)
-    const auto r = test::run_command(std::string(TRAINYARD_PYTHON) + " " + dir + "/reference.py " + dir + "/x.txt " +
+    const auto r = test::run_command(::trainyard::test::python() + " " + dir + "/reference.py " + dir + "/x.txt " +
                                      dir + "/y.txt " + dir + "/w.txt " + std::to_string(margin));
     ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
     const auto lines = test::nonempty_lines(r.out);
@@ -192,7 +192,7 @@ TEST(MetricLosses, ArcFaceCentresTrainWithTheNetworkCheckpointResumeAndStayOutOf
   const std::string out = test::temp_dir("arcface-export") + "/model.pt";
   auto x = test::trainyard("export " + exp + " --output-dir " + straight + " --output " + out);
   ASSERT_EQ(x.exit_code, 0) << x.err;
-  const auto check = test::run_command(std::string(TRAINYARD_PYTHON) + " -c \"import torch, sys; "
+  const auto check = test::run_command(::trainyard::test::python() + " -c \"import torch, sys; "
                                        "print(sorted(torch.load(sys.argv[1])))\" " + out);
   ASSERT_EQ(check.exit_code, 0) << check.err;
   EXPECT_FALSE(test::contains(check.out, "loss.")) << check.out;

@@ -36,7 +36,7 @@ std::string read_with_mlflow(const std::string& uri, const std::string& experime
       "print('run name', client.get_run(run['run_id']).info.run_name)\n";
   const std::string file = temp_dir("py") + "/read.py";
   write_file(file, script);
-  auto r = run_command("MLFLOW_ALLOW_FILE_STORE=true " + std::string(TRAINYARD_PYTHON) + " " + file + " " + uri + " " +
+  auto r = run_command("MLFLOW_ALLOW_FILE_STORE=true " + ::trainyard::test::python() + " " + file + " " + uri + " " +
                        experiment + " 2>&1");
   return r.exit_code == 0 ? r.out : "python failed: " + r.out;
 }
@@ -86,7 +86,7 @@ TEST(MlflowLogger, TheRealMlflowReadsParamsMetricsArtifactsAndAResumedRunContinu
 // serving artifacts), started and stopped by PID in the test.
 TEST(MlflowLogger, ARunOnARealTrackingServerThroughTheRestApi) {
   const std::string dir = temp_dir("server");
-  const std::string mlflow = (fs::path(TRAINYARD_PYTHON).parent_path() / "mlflow").string();
+  const std::string mlflow = (fs::path(::trainyard::test::python()).parent_path() / "mlflow").string();
   ASSERT_TRUE(fs::exists(mlflow)) << mlflow << " (scripts/install-deps.sh installs mlflow into the test environment)";
   const int port = 20000 + (::getpid() * 13) % 20000;
   const std::string url = "http://127.0.0.1:" + std::to_string(port);
@@ -95,7 +95,7 @@ TEST(MlflowLogger, ARunOnARealTrackingServerThroughTheRestApi) {
                         "/server.log 2>&1 & echo $! > " + dir + "/server.pid").exit_code, 0);
   const std::string pid = nonempty_lines(read_file(dir + "/server.pid")).at(0);
   const std::string wait =
-      std::string(TRAINYARD_PYTHON) + " -c \"import time, urllib.request\n"
+      ::trainyard::test::python() + " -c \"import time, urllib.request\n"
       "for _ in range(120):\n"
       "    try:\n"
       "        urllib.request.urlopen('" + url + "/health', timeout=1); break\n"

@@ -127,7 +127,7 @@ namespace {
 // The Python of the torch environment the build used (scripts/torch-env.sh):
 // the exported model then comes from the same PyTorch as the LibTorch that loads it.
 std::string python_with_torch() {
-  const std::string python = TRAINYARD_PYTHON;
+  const std::string python = ::trainyard::test::python();
   if (!python.empty() && test::run_command(python + " -c 'import torch'").exit_code == 0) return python;
   return "";
 }
@@ -143,7 +143,7 @@ std::vector<double> train_losses(const std::string& run_dir) {
 
 TEST(TorchScript, ANetworkExportedFromPythonTrainsChecksPointsAndResumes) {
   const std::string python = python_with_torch();
-  ASSERT_FALSE(python.empty()) << "no Python with torch at TRAINYARD_PYTHON='" << TRAINYARD_PYTHON
+  ASSERT_FALSE(python.empty()) << "no Python with torch at '" << ::trainyard::test::python()
                                << "' (scripts/install-deps.sh installs it): cannot export a model";
   const std::string dir = test::temp_dir("script");
   // torch.jit.script reads the class's source, so the exporter is a file.

@@ -69,7 +69,7 @@ TEST(Retrieval, EqualsPytorchMetricLearningsAccuracyCalculator) {
   test::write_matrix(dir + "/x.txt", x);
   test::write_matrix(dir + "/y.txt", y);
   test::write_file(dir + "/reference.py", kReference);
-  const auto r = test::run_command(std::string(TRAINYARD_PYTHON) + " " + dir + "/reference.py " + dir + "/x.txt " +
+  const auto r = test::run_command(::trainyard::test::python() + " " + dir + "/reference.py " + dir + "/x.txt " +
                                    dir + "/y.txt " + dir + "/expected.txt");
   ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
   int cases = 0;

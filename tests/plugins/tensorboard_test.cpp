@@ -151,7 +151,7 @@ TEST(TensorBoard, TheRealTensorBoardReadsScalarsHistogramsAndHyperParameters) {
       "print('metrics', ' '.join(sorted(m.name.tag for m in experiment.metric_infos)))\n";
   const std::string file = temp_dir("py") + "/read.py";
   write_file(file, script);
-  auto read = run_command(std::string(TRAINYARD_PYTHON) + " " + file + " " + out + "/tbr/tensorboard");
+  auto read = run_command(::trainyard::test::python() + " " + file + " " + out + "/tbr/tensorboard");
   ASSERT_EQ(read.exit_code, 0) << read.err;
   const std::string& o = read.out;
   EXPECT_TRUE(contains(o, "scalars test/accuracy_top1 test/accuracy_top2 test/loss train/accuracy_top1 "

@@ -25,15 +25,32 @@ namespace fs = std::filesystem;
 
 namespace trainyard::test {
 
-std::string trainyard_binary() { return TRAINYARD_BIN; }
-std::string builtin_plugin_dir() { return BUILTIN_PLUGIN_DIR; }
-std::string fixture_dir(const std::string& name) { return std::string(FIXTURE_DIR) + "/" + name; }
-std::string source_dir() { return SOURCE_DIR; }
+namespace {
+// A path CMake baked in under `built` (the build or the source tree), moved
+// under the folder the variable names when it is set.
+std::string relocated(const std::string& path, const char* built, const char* variable) {
+  const char* moved = std::getenv(variable);
+  if (!moved || !*moved) return path;
+  const std::string prefix = built;
+  if (path.compare(0, prefix.size(), prefix) != 0) return path;
+  return std::string(moved) + path.substr(prefix.size());
+}
+std::string in_build(const std::string& path) { return relocated(path, BUILD_DIR, "TRAINYARD_TEST_BUILD_DIR"); }
+}  // namespace
+
+std::string trainyard_binary() { return in_build(TRAINYARD_BIN); }
+std::string builtin_plugin_dir() { return in_build(BUILTIN_PLUGIN_DIR); }
+std::string fixture_dir(const std::string& name) { return in_build(FIXTURE_DIR) + "/" + name; }
+std::string source_dir() { return relocated(SOURCE_DIR, SOURCE_DIR, "TRAINYARD_TEST_SOURCE_DIR"); }
+std::string python() {
+  const char* python = std::getenv("TRAINYARD_TEST_PYTHON");
+  return python && *python ? python : TRAINYARD_PYTHON;
+}
 
 std::string temp_dir(const std::string& name) {
   const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
   std::string test = info ? std::string(info->test_suite_name()) + "." + info->name() : "nontest";
-  fs::path dir = fs::path(TEST_TMP_DIR) / test / name;
+  fs::path dir = fs::path(in_build(TEST_TMP_DIR)) / test / name;
   fs::remove_all(dir);
   fs::create_directories(dir);
   return dir.string();
@@ -255,7 +272,7 @@ CommandResult interrupted(const std::string& args, const std::string& started, i
 const std::string& small_photo_set() {
   static const std::string dir = [] {
     const std::string out = temp_dir("small-photo-set") + "/set";
-    auto r = run_command(std::string(TRAINYARD_PYTHON) + " " + source_dir() + "/scripts/data/make_photo_set.py " + out +
+    auto r = run_command(python() + " " + source_dir() + "/scripts/data/make_photo_set.py " + out +
                          " --train 20 --val 10");
     if (r.exit_code != 0) throw std::runtime_error("make_photo_set.py failed: " + r.out + r.err);
     return out;

@@ -41,11 +41,17 @@ bool contains(const std::string& text, const std::string& part);
 /// `more` is appended as extra top-level YAML.
 std::string synthetic_experiment(const std::string& name, const std::string& more = "");
 
-/// Paths baked in by CMake.
+/// Paths baked in by CMake, moved where a relocated copy of the build says:
+/// a package made by scripts/package.sh runs the suite from wherever it is
+/// unpacked, against that machine's Python (TRAINYARD_TEST_BUILD_DIR,
+/// TRAINYARD_TEST_SOURCE_DIR, TRAINYARD_TEST_PYTHON; see bin/trainyard-tests
+/// in the package).
 std::string trainyard_binary();
 std::string builtin_plugin_dir();
 std::string fixture_dir(const std::string& name);
 std::string source_dir();
+/// The Python with torch (and the readers) that tests run.
+std::string python();
 
 /// The largest absolute difference between the floating-point tensors of two
 /// checkpoint files' "network" archives.

@@ -1,0 +1,52 @@
+#pragma once
+/// Image decoding and encoding through the codec libraries themselves
+/// (libjpeg-turbo, libpng, libwebp, libtiff; BMP and PNM by hand), into
+/// and out of OpenCV's cv::Mat. Needs OpenCV's core only: a plugin that
+/// includes this header links opencv_core besides Trainyard::sdk_helpers.
+///
+/// Example:
+///   cv::Mat image = trainyard::image_codec::decode(bytes.data(), bytes.size());
+///   std::string png = trainyard::image_codec::encode_png(image);
+#include <cstddef>
+#include <cstdint>
+#include <stdexcept>
+#include <string>
+
+#include <opencv2/core.hpp>
+
+namespace trainyard::image_codec {
+
+/// Damaged or unsupported image data, or an image an encoder cannot take.
+/// The message names the format and what was wrong ("truncated PNG (812
+/// bytes): ...", "BMP: its header claims ..."); callers prefix the file.
+class Error : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+/// The most pixels a header may claim (Pillow's decompression-bomb limit),
+/// checked before any frame is allocated.
+inline constexpr uint64_t kMaxPixels = 178'956'970;
+
+enum class Format { unknown, jpeg, png, bmp, tiff, webp, pnm };
+
+/// The format by the data's first bytes.
+Format sniff(const void* data, size_t size);
+/// "JPEG", "PNG", ..., "unknown".
+const char* format_name(Format format);
+
+/// Decodes a JPEG, PNG, BMP, TIFF (its first page), WebP or PNM (P1-P6)
+/// with the channels as stored, like OpenCV's IMREAD_UNCHANGED: grey
+/// (CV_8UC1 or CV_16UC1), BGR (3 channels) or BGRA (4; a PNG of grey plus
+/// alpha, a palette or colour PNG with a transparent entry, a 32-bit BMP
+/// with an alpha mask, a TIFF with an extra sample, a WebP with alpha).
+/// 16-bit samples stay 16-bit for PNG, PNM and TIFF (grey or RGB);
+/// everything else is 8-bit. Throws Error for anything else.
+cv::Mat decode(const void* data, size_t size);
+
+/// A PNG of an 8- or 16-bit grey, BGR or BGRA image; `compression` 0-9 (zlib's levels).
+std::string encode_png(const cv::Mat& image, int compression = 3);
+/// A baseline JPEG (4:2:0) of an 8-bit grey, BGR or BGRA (alpha dropped) image; `quality` 1-100.
+std::string encode_jpeg(const cv::Mat& image, int quality = 95);
+
+}  // namespace trainyard::image_codec
