@@ -34,7 +34,7 @@ trap 'rm -rf "$work"' EXIT
 # Python without the package's library path (its torch finds its own libraries).
 py() { env -u LD_LIBRARY_PATH -u LD_PRELOAD "$python" "$@"; }
 
-echo "GPU: $(nvidia-smi --query-gpu=name,driver_version,compute_cap,memory.total --format=csv,noheader | head -n1)"
+echo "GPU: $(nvidia-smi --query-gpu=name,driver_version,compute_cap,memory.total --format=csv,noheader | sed -n 1p)"
 source "$here/bench/cpu-header.sh" && bench_cpu_header "$bin"
 echo "$cpus CPUs; $threads decode threads / DataLoader workers; batch $batch; $epochs epochs (the last one counts)"
 "$bin" --version | grep '^LibTorch'

@@ -41,12 +41,12 @@ if [ -n "${TRAINYARD_PREBUILT:-}" ]; then
 else
   source scripts/torch-env.sh
   build="$TRAINYARD_BUILD_DIR"; python="$TRAINYARD_PYTHON"
-  cuda="$(sed -n "s/^cuda: .* = '\([^']*\)'.*/\1/p" "$trainyard_torch_dir/version.py" 2>/dev/null | head -n1)"
+  cuda="$(sed -n "s/^cuda: .* = '\([^']*\)'.*/\1/p" "$trainyard_torch_dir/version.py" 2>/dev/null | head -n1 || true)"
   cuda="${cuda:-none}"
 fi
 # CUDA 13 needs driver 580 or newer, CUDA 12 (with minor-version compatibility) 525.
 case "${cuda%%.*}" in 13) min_driver=580 ;; 12) min_driver=525 ;; *) min_driver=0 ;; esac
-driver=$(nvidia-smi --query-gpu=driver_version --format=csv,noheader | head -n1 | tr -d ' ')
+driver=$(nvidia-smi --query-gpu=driver_version --format=csv,noheader | sed -n '1s/ //gp')
 if [ "${driver%%.*}" -lt "$min_driver" ] 2>/dev/null; then
   echo "error: test-gpu: NVIDIA driver $driver; expected >= $min_driver for torch built with CUDA $cuda;" \
        "install a newer driver, or use a torch built for an older CUDA (docs/building.md)" >&2

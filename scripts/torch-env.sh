@@ -16,7 +16,7 @@ TRAINYARD_TORCH_EXTERNAL=""
 # The version a torch folder holds, without importing torch (which takes seconds).
 trainyard_torch_version_in() {
   if [ -f "$1/version.py" ]; then
-    sed -n "s/^__version__ = '\([^']*\)'.*/\1/p" "$1/version.py" | head -n1
+    sed -n "s/^__version__ = '\([^']*\)'.*/\1/p" "$1/version.py" | head -n1 || true
   elif [ -f "$1/build-version" ]; then  # LibTorch's zip
     head -n1 "$1/build-version"
   fi

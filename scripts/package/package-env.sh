@@ -31,8 +31,8 @@ fi
           "expected site-packages/torch of an environment with torch $TY_TORCH_VERSION"
 
 # --- the same torch the package was built against -------------------------------------
-ty_found="$(sed -n "s/^__version__ = '\([^']*\)'.*/\1/p" "$ty_torch/version.py" | head -n1)"
-ty_found_cuda="$(sed -n "s/^cuda: .* = '\([^']*\)'.*/\1/p; s/^cuda = '\([^']*\)'.*/\1/p" "$ty_torch/version.py" | head -n1)"
+ty_found="$(sed -n "s/^__version__ = '\([^']*\)'.*/\1/p" "$ty_torch/version.py" | head -n1 || true)"
+ty_found_cuda="$(sed -n "s/^cuda: .* = '\([^']*\)'.*/\1/p; s/^cuda = '\([^']*\)'.*/\1/p" "$ty_torch/version.py" | head -n1 || true)"
 ty_found_cuda="${ty_found_cuda:-none}"
 if [ "${ty_found%%+*}" != "$TY_TORCH_VERSION" ] || [ "${ty_found_cuda%%.*}" != "${TY_TORCH_CUDA%%.*}" ]; then
   ty_fail "built against torch $TY_TORCH_VERSION with CUDA $TY_TORCH_CUDA, but $ty_torch ($ty_named) is torch $ty_found" \
@@ -46,7 +46,7 @@ if [ -n "$ty_glibc" ] && [ -n "$TY_GLIBC" ] && [ "$(printf '%s\n%s\n' "$TY_GLIBC
   ty_fail "this machine's glibc is $ty_glibc; expected $TY_GLIBC or newer (the glibc the package was built with);" \
           "build the package on a system no newer than this one"
 fi
-ty_libstdcxx="$(ldconfig -p 2>/dev/null | awk '/libstdc\+\+\.so\.6 .*x86-64/ { print $NF; exit }')"
+ty_libstdcxx="$(ldconfig -p 2>/dev/null | awk '/libstdc\+\+\.so\.6 .*x86-64/ && !found { print $NF; found = 1 }' || true)"
 if [ -n "$TY_GLIBCXX" ] && [ -n "$ty_libstdcxx" ] && ! grep -qaF "GLIBCXX_$TY_GLIBCXX" "$ty_libstdcxx"; then
   ty_fail "this machine's $ty_libstdcxx lacks GLIBCXX_$TY_GLIBCXX; expected the C++ runtime of GCC" \
           "$TY_GCC or newer (the one the package was built with); build the package on a system no newer than this one"

@@ -67,8 +67,9 @@ refused() {  # expected-text, then env assignments
 torch_version="$(sed -n 's/^TY_TORCH_VERSION=//p' "$pkg/share/build-info.sh")"
 cuda="$(sed -n 's/^TY_TORCH_CUDA=//p' "$pkg/share/build-info.sh")"
 fake="$scratch/fake/torch"; mkdir -p "$fake/lib"; : > "$fake/lib/libtorch_cpu.so"
-printf "__version__ = '2.11.0+cu130'\ncuda: Optional[str] = '%s'\n" "$cuda" > "$fake/version.py"
-refused "built against torch $torch_version with CUDA $cuda, but $fake .* is torch 2.11.0+cu130" TRAINYARD_TORCH_DIR="$fake"
+other_version=2.11.0; [ "$torch_version" = 2.11.0 ] && other_version=2.10.0
+printf "__version__ = '%s+cu130'\ncuda: Optional[str] = '%s'\n" "$other_version" "$cuda" > "$fake/version.py"
+refused "built against torch $torch_version with CUDA $cuda, but $fake .* is torch $other_version+cu130" TRAINYARD_TORCH_DIR="$fake"
 printf "__version__ = '%s+cu126'\ncuda: Optional[str] = '12.6'\n" "$torch_version" > "$fake/version.py"
 [ "${cuda%%.*}" != 12 ] && refused "with CUDA 12.6; expected the same torch version and CUDA major" TRAINYARD_TORCH_DIR="$fake"
 refused "has no torch" TRAINYARD_TORCH_PYTHON=/usr/bin/python3
