@@ -36,31 +36,26 @@ std::string fingerprint_of(const std::string& text) {
 
 // Two ranks on one GPU fail inside NCCL ("duplicate GPU") or share its
 // memory: a launcher that gives each rank one visible GPU makes every rank
-// see index 0, so the physical GPUs are compared.
-void check_one_gpu_per_rank(Communicator& comm, const World& world, c10::Device device) {
+// see index 0, so the physical GPUs are compared. Under the test setting
+// TRAINYARD_TEST_SHARED_GPU sharing is allowed: rank 0 says once which ranks
+// share which GPU, and why.
+void check_gpus_of_ranks(Communicator& comm, const World& world, c10::Device device) {
   const auto gpu = gpu_facts(device.index());
   if (!gpu) return;
   char host[256] = {};
   ::gethostname(host, sizeof host - 1);
   const std::vector<std::string> used = comm.exchange(std::string(host) + " " + gpu->uuid);
-  for (int r = 0; r < world.world_size; ++r)
-    for (int q = 0; q < r; ++q)
-      if (used[r] == used[q])
-        throw ConfigError("distributed.num_gpus: ranks " + std::to_string(q) + " and " + std::to_string(r) +
-                              " both train on GPU " + used[r] + " (" + gpu->name + ")",
-                          "expected one GPU per rank",
-                          "start as many processes per node as it has GPUs, or give each rank its own "
-                          "(CUDA_VISIBLE_DEVICES, Slurm's --gpus-per-task=1)");
-}
-
-// The test setting TRAINYARD_TEST_SHARED_GPU in place of the check above:
-// rank 0 says once which ranks share which GPU, and why that is allowed.
-void announce_shared_gpus(Communicator& comm, const World& world, c10::Device device) {
-  const auto gpu = gpu_facts(device.index());
-  if (!gpu) return;
-  char host[256] = {};
-  ::gethostname(host, sizeof host - 1);
-  const std::vector<std::string> used = comm.exchange(std::string(host) + " " + gpu->uuid);
+  if (!ranks_share_gpu_for_tests()) {
+    for (int r = 0; r < world.world_size; ++r)
+      for (int q = 0; q < r; ++q)
+        if (used[r] == used[q])
+          throw ConfigError("distributed.num_gpus: ranks " + std::to_string(q) + " and " + std::to_string(r) +
+                                " both train on GPU " + used[r] + " (" + gpu->name + ")",
+                            "expected one GPU per rank",
+                            "start as many processes per node as it has GPUs, or give each rank its own "
+                            "(CUDA_VISIBLE_DEVICES, Slurm's --gpus-per-task=1)");
+    return;
+  }
   if (world.rank != 0) return;
   std::map<std::string, std::vector<int>> ranks_on;
   for (int r = 0; r < world.world_size; ++r) ranks_on[used[r]].push_back(r);
@@ -161,8 +156,7 @@ Session::Session(const Experiment& e, const Registry& registry, const std::strin
       comm->check_same("loop.precision auto", e.loop.effective_precision() + ": " + e.loop.precision_reason,
                        "expected every rank to choose the same precision (auto decides from each machine's CPU or GPU)",
                        "set loop.precision to fp32 or bf16-mixed when the machines differ", /*show_values=*/true);
-    if (context.device.is_cuda() && ranks_share_gpu_for_tests()) announce_shared_gpus(*comm, world, context.device);
-    else if (context.device.is_cuda()) check_one_gpu_per_rank(*comm, world, context.device);
+    if (context.device.is_cuda()) check_gpus_of_ranks(*comm, world, context.device);
   }
   context.run_dir = run_dir;
   context.collectives = comm ? &comm->collectives() : nullptr;
