@@ -18,6 +18,7 @@
 #include "config/sections.h"
 #include "plugins/loader.h"
 #include "run/experiment_file.h"
+#include "run/model.h"
 #include "trainyard/error.h"
 #include "trainyard/trusted_code.h"
 #include "util/text.h"
@@ -152,7 +153,7 @@ int complete_command(int argc, char** argv) {
     } else if (command == "completion" && cword == 2) {
       out = {"bash"};
     } else if (prev == "--format") {
-      out = {"state_dict", "torchscript"};
+      out = export_format_names();  // export's only --format
     } else if (prev == "--mode") {
       out = {"restart", "sweep"};
     } else if (prev == "--kind") {

@@ -78,15 +78,16 @@ int eval_command(int argc, char** argv) {
 }
 
 int export_command(int argc, char** argv) {
-  const std::string usage =
-      "trainyard export RUN_DIR|EXP.yaml --format state_dict|safetensors|torchscript --output FILE [--checkpoint PATH] "
-      "[--weights trained|ema] "
-      "[--output-dir DIR] [--set KEY=VALUE]... [--plugin-dir DIR]...";
+  const std::string usage = "trainyard export RUN_DIR|EXP.yaml --format " + join(export_format_names(), "|") +
+                            " --output FILE [--checkpoint PATH] "
+                            "[--weights trained|ema] "
+                            "[--output-dir DIR] [--set KEY=VALUE]... [--plugin-dir DIR]...";
+  std::string format_help;  // "state_dict: ...; safetensors: ...; torchscript: ..."
+  for (const auto& f : export_formats())
+    format_help += (format_help.empty() ? "" : "; ") + std::string(f.name) + ": " + f.description;
   po::options_description own("export options");
-  own.add_options()("format", po::value<std::string>()->default_value("state_dict"),
-                    "state_dict: {name: tensor} for torch.load and nn.Module.load_state_dict; safetensors: the same "
-                    "tensors for safetensors.torch.load_file (Hugging Face's format); torchscript: the network's "
-                    "TorchScript module with the trained values (network.plugin: torchscript)")(
+  own.add_options()("format", po::value<std::string>()->default_value(export_formats().front().name),
+                    format_help.c_str())(
       "output", po::value<std::string>(), "the file to write")(
       "checkpoint", po::value<std::string>(), "weights to export (default: the run's latest checkpoint)")(
       "weights", po::value<std::string>()->default_value("trained"), kWeightsHelp)(

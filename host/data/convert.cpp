@@ -364,7 +364,8 @@ std::string write_shards(const std::string& dir, const Source& s, const std::vec
     }
     char key[32];
     std::snprintf(key, sizeof key, "%09zu", r);
-    write_tar_member(out, std::string(key) + (image.encoding == ImageEncoding::png ? ".png" : ".jpg"), image.bytes);
+    const auto format = image.encoding == ImageEncoding::png ? image_codec::Format::png : image_codec::Format::jpeg;
+    write_tar_member(out, std::string(key) + "." + image_codec::extension_of(format), image.bytes);
     write_tar_member(out, std::string(key) + ".cls", std::to_string(item.label));
     progress.update(++done);
   }

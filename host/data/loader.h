@@ -1,6 +1,6 @@
 #pragma once
-// Turning a dataset into batches: a per-epoch permutation from (seed, epoch),
-// sharding by rank, decode threads with a bounded prefetch queue, collation,
+// Turning a dataset into batches: a Sampler's order of indices (a per-epoch
+// permutation from (seed, epoch), sharded by rank: data/sampler.h), decode threads with a bounded prefetch queue, collation,
 // starting mid-epoch without touching the skipped samples, and the bad-record
 // policy. Batches depend only on (seed, epoch, rank, position): never on the
 // number of threads.
@@ -14,33 +14,11 @@
 
 #include <c10/core/Device.h>
 
+#include "data/sampler.h"
 #include "trainyard/dataset.h"
 #include "trainyard/loop.h"
 
 namespace trainyard::host {
-
-struct EpochPlan {
-  int64_t dataset_size = 0;
-  int64_t samples_per_epoch = 0;  ///< 0: one pass over the dataset
-  int64_t batch_size = 1;
-  bool shuffle = true;
-  bool drop_last = false;
-  uint64_t seed = 0;
-  int rank = 0, world_size = 1;
-  /// P x K batches (classes_per_batch P > 0): each batch P classes of K
-  /// samples; `labels` holds every sample's class (Dataset's AllLabels).
-  int64_t classes_per_batch = 0, samples_per_class = 0;
-  bool pk_with_replacement = false;
-  std::shared_ptr<const std::vector<int64_t>> labels;
-  int64_t pk_total_batches = 0;  ///< pk_batches() of the labels' class sizes, over all ranks
-
-  /// The sample indices this rank visits in `epoch`, in order: every
-  /// world_size-th entry of the epoch's order, starting at `rank`, so each
-  /// sample is in exactly one shard. P x K: every world_size-th batch of the
-  /// epoch's batches, so that each rank's batches are P x K too.
-  std::vector<int64_t> indices(int64_t epoch) const;
-  int64_t batches_per_epoch() const;
-};
 
 /// Class labels outside 0..num_classes-1: the first one's position in the
 /// labels and its value, and how many there are; nothing when all are in
@@ -49,12 +27,6 @@ struct LabelOutOfRange {
   int64_t position = 0, label = 0, count = 0;
 };
 std::optional<LabelOutOfRange> first_label_out_of_range(const at::Tensor& labels, int64_t num_classes);
-
-/// P x K: how many batches of P classes an epoch holds over all ranks, given
-/// each class's sample count (a class of n samples gives n / K groups of K;
-/// with replacement, one group when n < K). The same for every epoch.
-int64_t pk_batches(const std::vector<int64_t>& class_sizes, int64_t classes_per_batch, int64_t samples_per_class,
-                   bool with_replacement);
 
 struct LoaderOptions {
   int64_t batch_size = 1;
@@ -103,5 +75,9 @@ uint64_t sample_seed(uint64_t seed, int64_t epoch, int64_t index);
 /// skipped and counted in `stats`.
 BatchStream batch_stream(const Dataset& dataset, std::vector<int64_t> indices, int64_t epoch, int64_t first_batch,
                          const LoaderOptions& options, std::shared_ptr<LoaderStats> stats = nullptr);
+/// The sampler's current epoch from its position (state()): what training
+/// reads. `options.batch_size` must be the sampler's batch_size().
+BatchStream batch_stream(const Dataset& dataset, const Sampler& sampler, const LoaderOptions& options,
+                         std::shared_ptr<LoaderStats> stats = nullptr);
 
 }  // namespace trainyard::host

@@ -1,9 +1,7 @@
 #include "distributed/communicator.h"
 
-#include <torch/csrc/distributed/c10d/FileStore.hpp>
 #include <torch/csrc/distributed/c10d/PrefixStore.hpp>
 #include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
-#include <torch/csrc/distributed/c10d/TCPStore.hpp>
 #ifdef USE_C10D_NCCL
 #include <c10/cuda/CUDAGuard.h>
 #include <torch/csrc/distributed/c10d/ProcessGroupNCCL.hpp>
@@ -12,10 +10,6 @@
 #include <c10/core/DeviceGuard.h>
 #include <torch/nn/module.h>
 
-#include <arpa/inet.h>
-#include <net/if.h>
-#include <netdb.h>
-#include <sys/socket.h>
 #include <unistd.h>
 
 #include <cstdlib>
@@ -24,6 +18,7 @@
 #include <thread>
 
 #include "distributed/device.h"
+#include "distributed/rendezvous.h"
 #include "trainyard/error.h"
 
 namespace trainyard::host {
@@ -99,156 +94,6 @@ class CollectivesView : public Collectives {
  private:
   Communicator& comm_;
 };
-
-}  // namespace
-
-namespace {
-
-std::string endpoint(const World& world) { return world.master_addr + ":" + std::to_string(world.master_port); }
-
-// The rendezvous store, with the real cause when it cannot be made: a port
-// in use, a master that cannot be reached, ranks that never came, a file a
-// killed run left behind.
-c10::intrusive_ptr<c10d::Store> open_store(const World& world, std::chrono::milliseconds timeout) {
-  const std::string secs = std::to_string(timeout.count() / 1000) + " s (distributed.timeout_secs)";
-  if (world.rendezvous == "file") {
-    auto store = c10::make_intrusive<c10d::FileStore>(world.rendezvous_file, world.world_size);
-    store->setTimeout(timeout);
-    // FileStore keeps every key a run ever set, and a killed run never
-    // removes its file: more joins than ranks means a previous run's file.
-    const int64_t joined = store->add("trainyard/joined", 1);
-    if (joined > world.world_size)
-      throw ConfigError("distributed.rendezvous_file " + world.rendezvous_file + " holds an earlier run's rendezvous (" +
-                            std::to_string(joined) + " joins for a world of " + std::to_string(world.world_size) + ")",
-                        "expected a file that no other run uses; a killed run leaves its file behind",
-                        "delete it before launching, or give each run its own file");
-    const auto deadline = std::chrono::steady_clock::now() + timeout;
-    for (int64_t now = joined; now < world.world_size; now = store->add("trainyard/joined", 0)) {
-      if (std::chrono::steady_clock::now() > deadline)
-        throw Error("distributed rendezvous: " + std::to_string(now) + " of " + std::to_string(world.world_size) +
-                    " ranks joined " + world.rendezvous_file + " within " + secs +
-                    ": the others were not started or see another file (is it on a file system every rank shares? "
-                    "a file left by a killed run also counts its ranks: delete it and relaunch)");
-      std::this_thread::sleep_for(std::chrono::milliseconds(20));
-    }
-    return store;
-  }
-  c10d::TCPStoreOptions options;
-  options.port = static_cast<uint16_t>(world.master_port);
-  options.isServer = world.rank == 0 && !world.agent_store;  // torchrun's agent may serve it already
-  options.numWorkers = world.world_size;
-  options.waitWorkers = true;
-  options.timeout = timeout;
-  try {
-    c10::intrusive_ptr<c10d::Store> store = c10::make_intrusive<c10d::TCPStore>(world.master_addr, options);
-    // Keys of an attempt torchrun restarted (Gloo's addresses of dead ranks
-    // among them) stay in its agent's store: each attempt has its own.
-    if (world.attempt > 0)
-      store = c10::make_intrusive<c10d::PrefixStore>("attempt-" + std::to_string(world.attempt), store);
-    store->setTimeout(timeout);
-    return store;
-  } catch (const c10::DistError& e) {
-    const std::string why = e.what_without_backtrace();
-    if (options.isServer && (why.find("EADDRINUSE") != std::string::npos || why.find("already in use") != std::string::npos))
-      throw ConfigError("distributed: rank 0 cannot listen on port " + std::to_string(world.master_port) +
-                            ": the port is in use (another run, or another program, holds it)",
-                        "expected a free port for rank 0's store",
-                        "give another --master-port (or MASTER_PORT, or distributed.master_port), or stop what holds it");
-    if (options.isServer)
-      throw Error("distributed rendezvous: rank 0 waited " + secs + " at " + endpoint(world) +
-                  " for the other ranks, who did not all come: they were not started, or cannot reach " +
-                  endpoint(world) + " (a wrong --master-addr, or a firewall) (" + why + ")");
-    throw Error("distributed rendezvous: rank " + std::to_string(world.rank) + " could not reach the store at " +
-                endpoint(world) + " within " + secs + ": rank 0 was not started or failed, the address is wrong, " +
-                "or a firewall blocks the port (" + why + ")");
-  }
-}
-
-std::string interface_names() {
-  std::string names;
-  if (struct if_nameindex* all = if_nameindex()) {
-    for (auto* i = all; i->if_index != 0; ++i) names += (names.empty() ? "" : ", ") + std::string(i->if_name);
-    if_freenameindex(all);
-  }
-  return names;
-}
-
-// The local address a connection to `host` would leave from (the routing
-// table's choice); empty when `host` does not resolve.
-std::string route_source(const std::string& host) {
-  addrinfo hints{};
-  hints.ai_family = AF_UNSPEC;
-  hints.ai_socktype = SOCK_DGRAM;
-  addrinfo* found = nullptr;
-  if (getaddrinfo(host.c_str(), "9", &hints, &found) != 0 || !found) return "";
-  std::string out;
-  const int fd = ::socket(found->ai_family, SOCK_DGRAM, 0);
-  sockaddr_storage local{};
-  socklen_t length = sizeof local;
-  // connect() on a datagram socket sends nothing: it only picks the route.
-  if (fd >= 0 && ::connect(fd, found->ai_addr, found->ai_addrlen) == 0 &&
-      ::getsockname(fd, reinterpret_cast<sockaddr*>(&local), &length) == 0) {
-    char text[INET6_ADDRSTRLEN] = {};
-    const void* where = local.ss_family == AF_INET ? static_cast<const void*>(&reinterpret_cast<sockaddr_in&>(local).sin_addr)
-                                                   : static_cast<const void*>(&reinterpret_cast<sockaddr_in6&>(local).sin6_addr);
-    if (inet_ntop(local.ss_family, where, text, sizeof text)) out = text;
-  }
-  if (fd >= 0) ::close(fd);
-  freeaddrinfo(found);
-  return out;
-}
-
-// Where Gloo listens and what it tells the other ranks to connect to:
-//   1. GLOO_SOCKET_IFNAME=eth0[,eth1]: those interfaces (as torch.distributed),
-//      or TRAINYARD_GLOO_ADDRESS=A: that address;
-//   2. all ranks on this machine: loopback;
-//   3. else the address of the route to rank 0's store, which rank 0 also
-//      reaches the others by (the host name may resolve to 127.0.1.1);
-//   4. else (a file rendezvous) what the host name resolves to.
-std::vector<std::shared_ptr<::gloo::transport::Device>> gloo_devices(const World& world, std::string& described) {
-  if (const char* names = std::getenv("GLOO_SOCKET_IFNAME"); names && *names) {
-    std::vector<std::shared_ptr<::gloo::transport::Device>> devices;
-    std::string list = names;
-    for (size_t start = 0; start <= list.size();) {
-      const size_t comma = std::min(list.find(',', start), list.size());
-      const std::string name = list.substr(start, comma - start);
-      if (name.empty() || if_nametoindex(name.c_str()) == 0)
-        throw ConfigError("environment: GLOO_SOCKET_IFNAME='" + list + "': no interface '" + name + "' on this machine",
-                          "expected interface names, comma-separated", "interfaces here: " + interface_names());
-      devices.push_back(c10d::ProcessGroupGloo::createDeviceForInterface(name));
-      start = comma + 1;
-    }
-    described = "Gloo on " + list + " (GLOO_SOCKET_IFNAME)";
-    return devices;
-  }
-  if (const char* address = std::getenv("TRAINYARD_GLOO_ADDRESS"); address && *address) {
-    // This machine's address to listen on and advertise (one per machine, so
-    // an environment variable rather than an experiment key).
-    try {
-      auto device = c10d::ProcessGroupGloo::createDeviceForHostname(address);
-      described = "Gloo on " + std::string(address) + " (TRAINYARD_GLOO_ADDRESS)";
-      return {device};
-    } catch (const std::exception& e) {
-      throw ConfigError("environment: TRAINYARD_GLOO_ADDRESS='" + std::string(address) + "': Gloo cannot listen there",
-                        "expected an address of this machine", "interfaces here: " + interface_names());
-    }
-  }
-  const bool loopback_master = world.master_addr == "localhost" || world.master_addr.rfind("127.", 0) == 0 ||
-                               world.master_addr == "::1";
-  if (world.local_world_size >= world.world_size && (world.rendezvous == "file" || loopback_master)) {
-    described = "Gloo on 127.0.0.1";
-    return {c10d::ProcessGroupGloo::createDeviceForHostname("127.0.0.1")};
-  }
-  if (world.rendezvous == "tcp") {
-    const std::string source = route_source(world.master_addr);
-    if (!source.empty()) {
-      described = "Gloo on " + source + " (the route to " + world.master_addr + ")";
-      return {c10d::ProcessGroupGloo::createDeviceForHostname(source)};
-    }
-  }
-  described = "Gloo on this host name's address";
-  return {c10d::ProcessGroupGloo::createDefaultDevice()};
-}
 
 }  // namespace
 
@@ -558,129 +403,20 @@ bool Communicator::any(bool flag) { return sum({flag ? 1.0 : 0.0})[0] > 0; }
 
 void Communicator::barrier() { sum({0.0}); }
 
+c10::intrusive_ptr<c10d::Work> Communicator::start_allreduce(std::vector<at::Tensor>& tensors) {
+  c10::intrusive_ptr<c10d::Work> work;
+  collective("allreduce", [&] { work = impl_->group->allreduce(tensors); }, this);
+  return work;
+}
+
+void Communicator::wait(c10d::Work& work) {
+  collective("allreduce", [&] { work.wait(); }, this);
+}
+
 double Communicator::take_seconds() {
   double s = seconds_;
   seconds_ = 0;
   return s;
-}
-
-struct GradientReducer::Impl {
-  Communicator* comm = nullptr;
-  std::vector<at::Tensor> parameters;
-  struct Bucket {
-    std::vector<size_t> members;  // parameter indices
-    std::vector<int64_t> offsets;
-    at::Tensor flat;
-    size_t pending = 0;
-    bool ready = false;
-    c10::intrusive_ptr<c10d::Work> work;
-  };
-  std::vector<Bucket> buckets;
-  std::vector<std::pair<size_t, int64_t>> place;  // parameter -> (bucket, offset)
-  size_t next_launch = 0;
-  bool active = true;
-  std::vector<bool> filled;
-  std::chrono::steady_clock::time_point started;
-
-  void launch_ready() {
-    while (next_launch < buckets.size() && buckets[next_launch].ready) {
-      Bucket& b = buckets[next_launch++];
-      std::vector<at::Tensor> tensors{b.flat};
-      collective("allreduce", [&] { b.work = comm->impl_->group->allreduce(tensors); }, comm);
-    }
-  }
-};
-
-GradientReducer::GradientReducer(Communicator& comm, std::vector<at::Tensor> parameters, size_t bucket_bytes)
-    : impl_(std::make_unique<Impl>()) {
-  impl_->comm = &comm;
-  for (auto& p : parameters)
-    if (p.requires_grad()) impl_->parameters.push_back(p);
-  auto& params = impl_->parameters;
-  impl_->place.resize(params.size());
-  impl_->filled.assign(params.size(), false);
-  // Gradients arrive roughly from the last layer to the first: bucket in that
-  // order. The first bucket is small (1 MB, as PyTorch's DDP does) so that
-  // communication starts early in the backward pass.
-  const size_t first_bytes = std::min<size_t>(bucket_bytes, 1u << 20);
-  size_t bytes = bucket_bytes;
-  for (size_t k = params.size(); k-- > 0;) {
-    if (bytes >= (impl_->buckets.size() == 1 ? first_bytes : bucket_bytes)) {
-      impl_->buckets.emplace_back();
-      bytes = 0;
-    }
-    auto& b = impl_->buckets.back();
-    int64_t offset = b.offsets.empty() ? 0 : b.offsets.back() + params[b.members.back()].numel();
-    b.members.push_back(k);
-    b.offsets.push_back(offset);
-    impl_->place[k] = {impl_->buckets.size() - 1, offset};
-    bytes += static_cast<size_t>(params[k].numel()) * params[k].element_size();
-  }
-  for (auto& b : impl_->buckets) {
-    int64_t total = b.offsets.back() + params[b.members.back()].numel();
-    b.flat = at::zeros({total}, params[b.members.front()].options());
-  }
-  Impl* impl = impl_.get();
-  for (size_t k = 0; k < params.size(); ++k)
-    params[k].register_hook([impl, k](const at::Tensor& grad) {
-      if (!impl->active) return;
-      auto [bucket, offset] = impl->place[k];
-      Impl::Bucket& b = impl->buckets[bucket];
-      // The hook runs before autograd adds `grad` into .grad: add what earlier
-      // micro-steps accumulated.
-      at::Tensor slice = b.flat.narrow(0, offset, grad.numel());
-      const at::Tensor& earlier = impl->parameters[k].grad();
-      if (earlier.defined()) slice.copy_((earlier + grad).reshape({-1}));
-      else slice.copy_(grad.reshape({-1}));
-      impl->filled[k] = true;
-      if (--b.pending == 0) {
-        b.ready = true;
-        impl->launch_ready();
-      }
-    });
-}
-
-GradientReducer::~GradientReducer() = default;
-
-void GradientReducer::set_active(bool active) { impl_->active = active; }
-
-void GradientReducer::prepare() {
-  impl_->next_launch = 0;
-  impl_->active = true;
-  std::fill(impl_->filled.begin(), impl_->filled.end(), false);
-  impl_->started = std::chrono::steady_clock::now();
-  for (auto& b : impl_->buckets) {
-    b.flat.zero_();  // a parameter without a gradient this step contributes zeros
-    b.pending = b.members.size();
-    b.ready = false;
-    b.work.reset();
-  }
-}
-
-void GradientReducer::finish() {
-  // What is not hidden behind backward: launching the rest and waiting.
-  const auto t0 = std::chrono::steady_clock::now();
-  // Gradients no hook saw (accumulated without communication, or none at all).
-  for (size_t k = 0; k < impl_->parameters.size(); ++k) {
-    if (impl_->filled[k]) continue;
-    auto [bucket, offset] = impl_->place[k];
-    const at::Tensor& grad = impl_->parameters[k].grad();
-    if (grad.defined()) impl_->buckets[bucket].flat.narrow(0, offset, grad.numel()).copy_(grad.reshape({-1}));
-  }
-  for (auto& b : impl_->buckets) b.ready = true;
-  impl_->launch_ready();
-  const double world = impl_->comm->size();
-  for (auto& b : impl_->buckets) {
-    collective("allreduce", [&] { b.work->wait(); }, impl_->comm);
-    b.flat.div_(world);
-    for (size_t i = 0; i < b.members.size(); ++i) {
-      at::Tensor& p = impl_->parameters[b.members[i]];
-      at::Tensor slice = b.flat.narrow(0, b.offsets[i], p.numel()).view_as(p);
-      if (p.mutable_grad().defined()) p.mutable_grad().copy_(slice);
-      else p.mutable_grad() = slice.clone();
-    }
-  }
-  impl_->comm->seconds_ += since(t0);
 }
 
 }  // namespace trainyard::host

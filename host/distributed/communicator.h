@@ -9,6 +9,7 @@
 
 #include <ATen/core/Tensor.h>
 #include <c10/core/Device.h>
+#include <c10/util/intrusive_ptr.h>
 
 #include "distributed/world.h"
 #include "trainyard/collectives.h"
@@ -17,34 +18,12 @@ namespace torch::nn {
 class Module;
 }
 
+namespace c10d {
+class Work;
+}
+
 namespace trainyard::host {
 
-class Communicator;
-
-/// Averages gradients over ranks while backward runs: a hook on every
-/// parameter copies its gradient into a flat bucket as soon as autograd
-/// produces it, and a full bucket starts its all-reduce at once, overlapping
-/// communication with the rest of the backward pass. Buckets are launched in
-/// one fixed order on every rank (Gloo matches collectives by order).
-///
-///   reducer.prepare();  loss.backward();  reducer.finish();  optimizer.step();
-class GradientReducer {
- public:
-  GradientReducer(Communicator& comm, std::vector<at::Tensor> parameters, size_t bucket_bytes);
-  ~GradientReducer();
-  /// Before the first backward of an update: empty buckets.
-  void prepare();
-  /// With gradient accumulation, only the update's last backward
-  /// communicates; earlier ones just accumulate into .grad.
-  void set_active(bool active);
-  /// After backward (or instead of it, for a rank without data): launches what
-  /// is left, waits, and writes the averaged gradients into .grad.
-  void finish();
-
- private:
-  struct Impl;
-  std::unique_ptr<Impl> impl_;
-};
 
 /// Where trainyard would set what LibTorch's NCCL backend reads from the
 /// environment (main() calls it first, through run/launch.h, before any thread exists); today it
@@ -118,6 +97,11 @@ class Communicator {
 
  private:
   friend class GradientReducer;
+  /// For the GradientReducer: an in-place sum over ranks, started now (its
+  /// failure named as every collective's), and the wait for one.
+  c10::intrusive_ptr<c10d::Work> start_allreduce(std::vector<at::Tensor>& tensors);
+  void wait(c10d::Work& work);
+  void add_seconds(double seconds) { seconds_ += seconds; }
   /// Throws Error naming `what` when `tensor` is not on device().
   void check_on_group_device(const at::Tensor& tensor, const std::string& what) const;
   struct Impl;

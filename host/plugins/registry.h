@@ -21,8 +21,9 @@ std::string kind_plural(Kind kind);
 /// What an SDK minor added to the component interfaces. A plugin built
 /// against an older minor has no such virtual function in its vtable, so the
 /// host must not call it: the registry answers, from the library's API
-/// number, once per question (docs/sdk-changes.md, "Adding to the SDK").
-/// No other part of the host reads an API minor.
+/// number (docs/sdk-changes.md, "Adding to the SDK"), asked once per built
+/// component by facets_of (plugins/facets.h), whose record the rest of the
+/// host reads. No other part of the host reads an API minor.
 enum class SdkFeature {
   test_batch_callback,  ///< 1.1: Callback::after_test_batch
   image_preprocessing,  ///< 1.1: Dataset::image_preprocessing
@@ -56,9 +57,6 @@ struct Component {
   /// "LIBRARY::NAME" ("meters::confusion_matrix"): the name no other
   /// library's component can take; NAME for a component without a library.
   std::string qualified_name() const;
-  /// Whether the component's library supports `feature`; false for a
-  /// component without a library (one a test built in).
-  bool supports(SdkFeature feature) const { return library && library->supports(feature); }
 };
 
 /// Component names are namespaced by library: `meters::confusion_matrix` is

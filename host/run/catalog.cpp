@@ -112,10 +112,12 @@ std::string base64(const std::string& bytes) {
 
 // A file as an <img> source the page carries itself.
 std::string file_uri(const std::string& path) {
-  std::string ext = fs::path(path).extension().string();
-  for (auto& c : ext) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  const std::string type = ext == ".png" ? "png" : ext == ".bmp" ? "bmp" : ext == ".pgm" ? "x-portable-graymap" : "jpeg";
-  return "data:image/" + type + ";base64," + base64(read_whole_file(path));
+  // The media type by the file's name (image_codec.h's table); JPEG's for a name it does not know.
+  const auto format = image_codec::format_for_extension(fs::path(path).extension().string());
+  std::string type = "image/jpeg";
+  for (const auto& f : image_codec::formats())
+    if (f.format == format) type = f.media_type;
+  return "data:" + type + ";base64," + base64(read_whole_file(path));
 }
 
 // A dataset sample drawn back as a PNG: its preprocessing undone (mean, std

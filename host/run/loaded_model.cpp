@@ -45,7 +45,7 @@ LoadedModel load_model(const Experiment& e, const std::string& checkpoint, const
   const Components& c = m.trainer->components();
   const Built<Dataset>& split = c.test_data.object ? c.test_data : c.train_data;
   m.evaluation_split = split.config->key + " (" + split.config->component->label() + ")";
-  if (split.config->component->supports(SdkFeature::image_preprocessing))
+  if (split.facets.image_preprocessing)
     m.image_preprocessing = guarded(*split.config, "image_preprocessing", [&] { return split.object->image_preprocessing(); });
   std::vector<CheckpointPart*> parts;
   if (WeightAverage* average = m.trainer->weight_average()) parts.push_back(average);
@@ -101,7 +101,7 @@ InputSet open_input(const LoadedModel& m, const Experiment& e, const Registry& r
           throw ConfigError("command line: " + origin + ": " + f + ": no such file", "expected an image file", "");
         if (!trainyard::is_image_file(f))
           throw ConfigError("command line: " + origin + ": " + f + " is not an image file",
-                            "expected .png, .jpg, .jpeg, .bmp or .pgm", "");
+                            "expected ." + join(trainyard::image_file_extensions(), ", .") + " (any case)", "");
         files.push_back(fs::absolute(f).string());
       }
     } else {
@@ -111,7 +111,7 @@ InputSet open_input(const LoadedModel& m, const Experiment& e, const Registry& r
       std::sort(files.begin(), files.end());
       if (files.empty())
         throw ConfigError("command line: " + origin + ": no images in this folder",
-                          "expected .png, .jpg, .jpeg, .bmp or .pgm files", "");
+                          "expected ." + join(trainyard::image_file_extensions(), ", .") + " files (any case)", "");
     }
     for (const auto& f : files)
       if (f.find_first_of(",\"\n") != std::string::npos)
@@ -163,7 +163,8 @@ InputSet open_input(const LoadedModel& m, const Experiment& e, const Registry& r
     for (int64_t i = 0; i < set.dataset->size(); ++i) set.sources.push_back("lmdb:" + std::to_string(i));
   set.loader.batch_size = e.loop.test_batch_per_device > 0 ? e.loop.test_batch_per_device : e.loop.batch_per_device;
   set.loader.device = context.device;
-  set.loader.normalization = input_normalization(split, *set.dataset, &component);
+  // The input's own dataset (csv or lmdb), not the split's: its record, once, as it is built.
+  set.loader.normalization = input_normalization(split, *set.dataset, facets_of(&component, *set.dataset));
   return set;
 }
 

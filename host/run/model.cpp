@@ -56,24 +56,43 @@ MeterValues evaluate(const Experiment& e, const std::string& checkpoint, const s
   return load_model(e, checkpoint, weights).trainer->test_pass();
 }
 
+const std::vector<ExportFormat>& export_formats() {
+  static const std::vector<ExportFormat> table{
+      {"state_dict", "{name: tensor} for torch.load and nn.Module.load_state_dict"},
+      {"safetensors", "the same tensors for safetensors.torch.load_file (Hugging Face's format)"},
+      {"torchscript", "the network's TorchScript module with the trained values (network.plugin: torchscript)"},
+  };
+  return table;
+}
+
+std::vector<std::string> export_format_names() {
+  std::vector<std::string> names;
+  for (const auto& f : export_formats()) names.push_back(f.name);
+  return names;
+}
+
 size_t export_model(const Experiment& e, const ExportRequest& request) {
-  if (request.format != "state_dict" && request.format != "safetensors" && request.format != "torchscript")
-    throw ConfigError("command line: --format " + request.format, "expected state_dict, safetensors or torchscript",
-                      did_you_mean(request.format, {"state_dict", "safetensors", "torchscript"}));
+  const std::vector<std::string> names = export_format_names();
+  if (std::find(names.begin(), names.end(), request.format) == names.end()) {
+    std::string choices;  // "a, b or c"
+    for (size_t i = 0; i < names.size(); ++i)
+      choices += (i == 0 ? "" : i + 1 == names.size() ? " or " : ", ") + names[i];
+    throw ConfigError("command line: --format " + request.format, "expected " + choices,
+                      did_you_mean(request.format, names));
+  }
   const ComponentConfig& network_config = e.network;
-  // The built-in one, however the experiment named it (torchscript or torchscript::torchscript).
-  const bool from_torchscript =
-      network_config.component && network_config.component->qualified_name() == "torchscript::torchscript";
-  if (request.format == "torchscript" && !from_torchscript)
+  LoadedModel m = load_model(e, request.checkpoint, request.weights);
+  // The network says which TorchScript file it was built from (SDK 1.4 ScriptedModule); no plugin is known by name.
+  const ScriptedModule* scripted = m.trainer->components().network.facets.scripted_module;
+  if (request.format == "torchscript" && !scripted)
     throw ConfigError("command line: --format torchscript: network '" + network_config.plugin +
                           "' is not built from a TorchScript module",
                       "a network with plugin: torchscript (its module is written back with the trained values)",
                       "export --format state_dict, which PyTorch loads into the equivalent nn.Module");
-  LoadedModel m = load_model(e, request.checkpoint, request.weights);
   torch::nn::Module& network = m.trainer->network();
   std::vector<std::pair<std::string, at::Tensor>> tensors;
   // A loss's own parameters (registered as "loss", SDK 1.4 LossParameters) are not the network's.
-  const bool loss_owned = dynamic_cast<const LossParameters*>(m.trainer->components().loss.object.get()) != nullptr;
+  const bool loss_owned = m.trainer->components().loss.facets.loss_parameters != nullptr;
   auto network_tensor = [&](const std::string& name) { return !loss_owned || name.rfind("loss.", 0) != 0; };
   for (const auto& p : network.named_parameters())
     if (network_tensor(p.key())) tensors.emplace_back(p.key(), p.value().detach().cpu());
@@ -91,8 +110,7 @@ size_t export_model(const Experiment& e, const ExportRequest& request) {
     return tensors.size();
   }
   // The module the network was built from, its tensors replaced by name.
-  const std::string script_path = std::get<std::string>(network_config.options.values().at("path"));
-  torch::jit::Module script = torch::jit::load(script_path, c10::Device(c10::kCPU));
+  torch::jit::Module script = torch::jit::load(scripted->script_path(), c10::Device(c10::kCPU));
   size_t copied = 0;
   std::map<std::string, at::Tensor> trained(tensors.begin(), tensors.end());
   auto copy_into = [&](const std::string& name, at::Tensor target) {

@@ -4,6 +4,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "config/experiment.h"
 #include "trainyard/loop.h"
@@ -25,9 +26,22 @@ std::string checkpoint_to_read(const std::optional<std::string>& explicit_path, 
 /// `weights`: trained, or ema (the `ema:` average the checkpoint holds).
 MeterValues evaluate(const Experiment& experiment, const std::string& checkpoint, const std::string& weights = "trained");
 
+/// One way `trainyard export` writes a network: its --format name and what
+/// the file is (one line, for --help).
+struct ExportFormat {
+  const char* name;
+  const char* description;
+};
+/// Every export format, in the order help lists them: the one table that
+/// export's check and its error, `trainyard export --help` and the shell
+/// completion of `--format` read.
+const std::vector<ExportFormat>& export_formats();
+/// The names of export_formats(): {"state_dict", "safetensors", "torchscript"}.
+std::vector<std::string> export_format_names();
+
 struct ExportRequest {
   std::string checkpoint;
-  std::string format;  ///< state_dict | safetensors | torchscript
+  std::string format;  ///< a name of export_formats()
   std::string output;
   std::string weights = "trained";  ///< trained | ema
 };

@@ -497,11 +497,7 @@ RunOutcome Runner::train(std::unique_ptr<Trainer>& trainer) {
     const DecodeThreads threads = decode_threads(e_.loop);
     InfoLine() << "trainyard: data: " << count_of(threads.count, "decode thread") << " per rank ("
                << (threads.how == "set" ? "loop.decode_threads" : threads.how) << ")"
-               << (e_.loop.classes_per_batch > 0 ? "; P x K batches of " +
-                                                        count_of(e_.loop.classes_per_batch, "class", "classes") +
-                                                        " x " + count_of(e_.loop.samples_per_class, "sample")
-                                                  : "")
-               << "\n";
+               << sampling_note(e_.loop) << "\n";
   }
   if (!resumed_from_.empty()) {
     auto at = trainer->position_state();

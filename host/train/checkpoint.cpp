@@ -8,7 +8,6 @@
 #include <fstream>
 #include <map>
 #include <optional>
-#include <regex>
 #include <chrono>
 #include <cstdlib>
 #include <sstream>
@@ -41,8 +40,6 @@ c10::Device network_device(Network& network) {
 }
 
 constexpr int64_t kFormatVersion = 1;
-const std::regex kName(R"(ckpt-e(\d+)-i(\d+)\.pt)");
-
 int64_t read_int(torch::serialize::InputArchive& archive, const std::string& key) {
   c10::IValue v;
   archive.read(key, v);
@@ -70,13 +67,6 @@ void read_stage_and_values(torch::serialize::InputArchive& archive, CheckpointSt
 }
 
 }  // namespace
-
-std::string checkpoint_file_name(const LoopPosition& at) {
-  char name[64];
-  std::snprintf(name, sizeof name, "ckpt-e%04lld-i%08lld.pt", static_cast<long long>(at.epoch),
-                static_cast<long long>(at.iteration));
-  return name;
-}
 
 void save_checkpoint(const std::string& path, Network& network, torch::optim::Optimizer& optimizer,
                      const CheckpointState& state, const std::vector<const CheckpointPart*>& parts) {
@@ -187,24 +177,6 @@ void verify_checkpoint(const std::string& path) {
   if (sha256_file(path) != expected) throw Error(path + ": damaged: its SHA-256 differs from the manifest's");
 }
 
-std::vector<std::string> remove_stale_temporaries(const std::string& dir) {
-  std::vector<std::string> removed;
-  if (!fs::is_directory(dir)) return removed;
-  for (const auto& entry : fs::directory_iterator(dir)) {
-    const std::string name = entry.path().filename().string();
-    const bool temporary = name.find(".tmp-") != std::string::npos;
-    const std::string suffix = ".manifest.json";
-    const bool orphan = name.size() > suffix.size() && name.compare(name.size() - suffix.size(), suffix.size(), suffix) == 0 &&
-                        !fs::exists(entry.path().parent_path() / name.substr(0, name.size() - suffix.size()));
-    if (temporary || orphan) {
-      std::error_code ec;
-      fs::remove(entry.path(), ec);
-      if (!ec) removed.push_back(name);
-    }
-  }
-  return removed;
-}
-
 CheckpointState load_checkpoint(const std::string& path, Network& network, torch::optim::Optimizer& optimizer,
                                 Verify verify, const std::vector<CheckpointPart*>& parts) {
   CheckpointState state;
@@ -309,191 +281,6 @@ CheckpointState peek_checkpoint(const std::string& path) {
     throw Error(path + ": cannot load checkpoint: " + e.what_without_backtrace());
   }
   return state;
-}
-
-std::optional<LoopPosition> position_of_name(const std::string& path) {
-  std::smatch m;
-  const std::string name = fs::path(path).filename().string();
-  if (!std::regex_match(name, m, kName)) return std::nullopt;
-  LoopPosition at;
-  at.epoch = std::stoll(m[1]);
-  at.iteration = std::stoll(m[2]);
-  return at;
-}
-
-std::vector<std::string> list_checkpoints(const std::string& dir) {
-  std::vector<std::pair<std::pair<int64_t, int64_t>, std::string>> found;
-  std::error_code ec;
-  if (fs::exists(dir, ec) && !fs::is_directory(dir, ec))
-    throw ConfigError(dir + ": not a folder", "expected the run's checkpoint folder, found a file",
-                      "move the file away, or run with --fresh to start over");
-  if (!fs::is_directory(dir)) return {};
-  for (const auto& entry : fs::directory_iterator(dir)) {
-    std::smatch m;
-    const std::string name = entry.path().filename().string();
-    if (entry.is_regular_file() && std::regex_match(name, m, kName))
-      found.push_back({{std::stoll(m[2]), std::stoll(m[1])}, entry.path().string()});
-  }
-  std::sort(found.begin(), found.end());
-  std::vector<std::string> out;
-  for (auto& f : found) out.push_back(std::move(f.second));
-  return out;
-}
-
-void prune_checkpoints(const std::string& dir, int64_t keep) {
-  if (keep <= 0) return;
-  auto files = list_checkpoints(dir);
-  // Oldest first; the newest `keep` stay (the one just written among them), and
-  // best.pt is not a ckpt-* file: rotation never touches it.
-  for (size_t i = 0; i + static_cast<size_t>(keep) < files.size(); ++i) {
-    fs::remove(manifest_path(files[i]));
-    fs::remove(files[i]);
-  }
-}
-
-namespace {
-
-// Walks the module tree and the archive side by side.
-void match(torch::nn::Module& module, torch::serialize::InputArchive& archive, const std::string& prefix,
-           PretrainedReport& report, std::vector<std::string>& shape_errors) {
-  std::vector<std::string> keys = archive.keys();
-  auto has_key = [&](const std::string& k) { return std::find(keys.begin(), keys.end(), k) != keys.end(); };
-  std::vector<std::string> own;
-  auto load_tensor = [&](const std::string& name, at::Tensor& target, bool is_buffer) {
-    own.push_back(name);
-    at::Tensor value;
-    if (!has_key(name) || !archive.try_read(name, value, is_buffer)) {
-      report.missing.push_back(prefix + name);
-      return;
-    }
-    if (value.sizes() != target.sizes()) {
-      shape_errors.push_back(prefix + name + " (file " + shape_text(value) + ", network " + shape_text(target) + ")");
-      return;
-    }
-    at::NoGradGuard no_grad;
-    target.copy_(value);
-    report.loaded.push_back(prefix + name);
-  };
-  for (auto& p : module.named_parameters(/*recurse=*/false)) load_tensor(p.key(), p.value(), false);
-  for (auto& b : module.named_buffers(/*recurse=*/false)) load_tensor(b.key(), b.value(), true);
-  for (auto& child : module.named_children()) {
-    own.push_back(child.key());
-    torch::serialize::InputArchive sub;
-    if (has_key(child.key()) && archive.try_read(child.key(), sub)) {
-      match(*child.value(), sub, prefix + child.key() + ".", report, shape_errors);
-    } else {
-      for (auto& p : child.value()->named_parameters()) report.missing.push_back(prefix + child.key() + "." + p.key());
-    }
-  }
-  for (const auto& k : keys)
-    if (std::find(own.begin(), own.end(), k) == own.end()) report.unexpected.push_back(prefix + k);
-}
-
-}  // namespace
-
-PretrainedReport load_pretrained_archive(const std::string& path, Network& network);
-
-namespace {
-
-// A pretrained file whose shapes do not fit, or whose names match nothing.
-void refuse_unusable(const std::string& where, const PretrainedReport& report,
-                     const std::vector<std::string>& shape_errors, const std::string& what_matches,
-                     const std::string& shape_hint, const std::string& name_hint) {
-  if (!shape_errors.empty())
-    throw ConfigError(where + ": parameter shapes do not fit the network: " + join(shape_errors),
-                      "expected the same shapes as the network's parameters", shape_hint);
-  if (report.loaded.empty())
-    throw ConfigError(where + ": no " + what_matches + " matches the network",
-                      "expected names like " + (report.missing.empty() ? std::string("(none)") : report.missing.front()) +
-                          ", got " + (report.unexpected.empty() ? std::string("nothing") : join(report.unexpected)),
-                      name_hint);
-}
-
-// A state_dict from Python: a dict of name -> tensor in torch.save's format.
-std::optional<std::map<std::string, at::Tensor>> python_state_dict(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::vector<char> bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  c10::IValue value;
-  try {
-    value = torch::pickle_load(bytes);
-  } catch (const c10::Error&) {
-    return std::nullopt;
-  }
-  if (!value.isGenericDict()) return std::nullopt;
-  std::map<std::string, at::Tensor> out;
-  for (const auto& item : value.toGenericDict()) {
-    if (!item.key().isString() || !item.value().isTensor()) return std::nullopt;
-    out[item.key().toStringRef()] = item.value().toTensor();
-  }
-  return out;
-}
-
-}  // namespace
-
-PretrainedReport load_pretrained(const std::string& path, Network& network,
-                                 const std::vector<std::pair<std::string, std::string>>& rename) {
-  const std::string where_file = "network.pretrained: " + path;
-  if (fs::is_regular_file(path)) {
-    if (auto state = python_state_dict(path)) {
-      PretrainedReport report;
-      std::map<std::string, at::Tensor> renamed;
-      for (auto& [key, tensor] : *state) {
-        std::string name = key;
-        for (const auto& [from, to] : rename)
-          if (name.rfind(from, 0) == 0) {
-            name = to + name.substr(from.size());
-            break;
-          }
-        renamed[name] = tensor;
-      }
-      std::vector<std::string> shape_errors;
-      std::map<std::string, bool> used;
-      auto load = [&](const std::string& name, at::Tensor target) {
-        auto it = renamed.find(name);
-        if (it == renamed.end()) return report.missing.push_back(name);
-        used[name] = true;
-        if (it->second.sizes() != target.sizes())
-          return shape_errors.push_back(name + " (file " + shape_text(it->second) + ", network " + shape_text(target) + ")");
-        at::NoGradGuard no_grad;
-        target.copy_(it->second);
-        report.loaded.push_back(name);
-      };
-      for (auto& p : network.named_parameters()) load(p.key(), p.value());
-      for (auto& b : network.named_buffers()) load(b.key(), b.value());
-      for (const auto& [name, tensor] : renamed)
-        if (!used.count(name)) report.unexpected.push_back(name);
-      refuse_unusable(where_file, report, shape_errors, "key of this state_dict",
-                      "check network.pretrained_rename, or the network's options",
-                      "map the file's key prefixes with network.pretrained_rename: {\"FILE_PREFIX.\": \"NETWORK_PREFIX.\"}");
-      return report;
-    }
-  }
-  return load_pretrained_archive(path, network);
-}
-
-PretrainedReport load_pretrained_archive(const std::string& path, Network& network) {
-  const std::string where = "network.pretrained: " + path;
-  if (!fs::is_regular_file(path))
-    throw ConfigError(where + ": file does not exist", "expected a trainyard checkpoint or a torch::save'd module",
-                      "check the path (relative to the working directory)");
-  PretrainedReport report;
-  std::vector<std::string> shape_errors;
-  try {
-    torch::serialize::InputArchive archive;
-    archive.load_from(path, c10::Device(c10::DeviceType::CPU));  // copied into the network's tensors below
-    torch::serialize::InputArchive net;
-    auto keys = archive.keys();
-    if (std::find(keys.begin(), keys.end(), "format") != keys.end() && archive.try_read("network", net))
-      match(network, net, "", report, shape_errors);
-    else
-      match(network, archive, "", report, shape_errors);
-  } catch (const c10::Error& e) {
-    throw ConfigError(where + ": cannot read: " + e.what_without_backtrace(),
-                      "expected a trainyard checkpoint or a torch::save'd module", "");
-  }
-  refuse_unusable(where, report, shape_errors, "parameter name", "use a checkpoint of the same network with the same options",
-                  "use a checkpoint of the same network");
-  return report;
 }
 
 }  // namespace trainyard::host

@@ -66,9 +66,6 @@ class CheckpointPart {
   virtual void load_part(torch::serialize::InputArchive& archive) = 0;
 };
 
-/// checkpoints/ckpt-e0002-i00001876.pt
-std::string checkpoint_file_name(const LoopPosition& at);
-
 /// Writes to a temporary file and renames it into place, then writes
 /// PATH.manifest.json (size, SHA-256, config hash) the same way: a checkpoint
 /// is complete only with its manifest.
@@ -106,32 +103,5 @@ ManifestRecord read_manifest(const std::string& checkpoint);
 /// Throws trainyard::Error when the checkpoint has no manifest or its size or
 /// SHA-256 differs from the manifest's (truncated, bit-flipped, half-written).
 void verify_checkpoint(const std::string& path);
-/// Deletes temporary files of interrupted writes (*.tmp-PID) and manifests
-/// whose checkpoint is gone; returns their names.
-std::vector<std::string> remove_stale_temporaries(const std::string& dir);
-
-/// The loop position a checkpoint's file name gives (ckpt-e0002-i00001876.pt),
-/// or nullopt for another name.
-std::optional<LoopPosition> position_of_name(const std::string& path);
-
-/// Checkpoint files in `dir`, oldest first (by iteration). Throws
-/// ConfigError when `dir` exists but is not a folder.
-std::vector<std::string> list_checkpoints(const std::string& dir);
-
-/// Deletes all but the newest `keep` checkpoints (keep 0: delete none).
-void prune_checkpoints(const std::string& dir, int64_t keep);
-
-/// What `pretrained:` loading matched.
-struct PretrainedReport {
-  std::vector<std::string> loaded, missing, unexpected;
-};
-
-/// Initializes the network's parameters and buffers by name from a trainyard
-/// checkpoint, a torch::save'd module, or a PyTorch state_dict saved from
-/// Python (torch.save(model.state_dict(), F)), whose key prefixes `rename`
-/// replaces first (longest first). Throws ConfigError naming every
-/// parameter whose shape differs, or when nothing matches.
-PretrainedReport load_pretrained(const std::string& path, Network& network,
-                                 const std::vector<std::pair<std::string, std::string>>& rename = {});
 
 }  // namespace trainyard::host

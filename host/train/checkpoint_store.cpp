@@ -1,7 +1,9 @@
 #include "train/checkpoint_store.h"
 
 #include <algorithm>
+#include <cstdio>
 #include <filesystem>
+#include <regex>
 
 #include "trainyard/error.h"
 #include "util/files.h"
@@ -9,6 +11,83 @@
 namespace fs = std::filesystem;
 
 namespace trainyard::host {
+
+namespace {
+
+const std::regex kName(R"(ckpt-e(\d+)-i(\d+)\.pt)");
+
+std::string checkpoint_file_name(const LoopPosition& at) {
+  char name[64];
+  std::snprintf(name, sizeof name, "ckpt-e%04lld-i%08lld.pt", static_cast<long long>(at.epoch),
+                static_cast<long long>(at.iteration));
+  return name;
+}
+
+// Temporary files of interrupted writes (*.tmp-PID) and manifests whose
+// checkpoint is gone.
+std::vector<std::string> remove_stale_temporaries(const std::string& dir) {
+  std::vector<std::string> removed;
+  if (!fs::is_directory(dir)) return removed;
+  for (const auto& entry : fs::directory_iterator(dir)) {
+    const std::string name = entry.path().filename().string();
+    const bool temporary = name.find(".tmp-") != std::string::npos;
+    const std::string suffix = ".manifest.json";
+    const bool orphan = name.size() > suffix.size() && name.compare(name.size() - suffix.size(), suffix.size(), suffix) == 0 &&
+                        !fs::exists(entry.path().parent_path() / name.substr(0, name.size() - suffix.size()));
+    if (temporary || orphan) {
+      std::error_code ec;
+      fs::remove(entry.path(), ec);
+      if (!ec) removed.push_back(name);
+    }
+  }
+  return removed;
+}
+
+}  // namespace
+
+std::optional<LoopPosition> position_of_name(const std::string& path) {
+  std::smatch m;
+  const std::string name = fs::path(path).filename().string();
+  if (!std::regex_match(name, m, kName)) return std::nullopt;
+  LoopPosition at;
+  at.epoch = std::stoll(m[1]);
+  at.iteration = std::stoll(m[2]);
+  return at;
+}
+
+namespace {
+
+std::vector<std::string> list_checkpoints(const std::string& dir) {
+  std::vector<std::pair<std::pair<int64_t, int64_t>, std::string>> found;
+  std::error_code ec;
+  if (fs::exists(dir, ec) && !fs::is_directory(dir, ec))
+    throw ConfigError(dir + ": not a folder", "expected the run's checkpoint folder, found a file",
+                      "move the file away, or run with --fresh to start over");
+  if (!fs::is_directory(dir)) return {};
+  for (const auto& entry : fs::directory_iterator(dir)) {
+    std::smatch m;
+    const std::string name = entry.path().filename().string();
+    if (entry.is_regular_file() && std::regex_match(name, m, kName))
+      found.push_back({{std::stoll(m[2]), std::stoll(m[1])}, entry.path().string()});
+  }
+  std::sort(found.begin(), found.end());
+  std::vector<std::string> out;
+  for (auto& f : found) out.push_back(std::move(f.second));
+  return out;
+}
+
+void prune_checkpoints(const std::string& dir, int64_t keep) {
+  if (keep <= 0) return;
+  auto files = list_checkpoints(dir);
+  // Oldest first; the newest `keep` stay (the one just written among them), and
+  // best.pt is not a ckpt-* file: rotation never touches it.
+  for (size_t i = 0; i + static_cast<size_t>(keep) < files.size(); ++i) {
+    fs::remove(manifest_path(files[i]));
+    fs::remove(files[i]);
+  }
+}
+
+}  // namespace
 
 CheckpointStore::CheckpointStore(std::string dir, int64_t keep) : dir_(std::move(dir)), keep_(keep) {}
 

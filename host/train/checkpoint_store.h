@@ -10,6 +10,10 @@
 
 namespace trainyard::host {
 
+/// The loop position a checkpoint's file name gives (ckpt-e0002-i00001876.pt),
+/// or nullopt for another name.
+std::optional<LoopPosition> position_of_name(const std::string& path);
+
 class CheckpointStore {
  public:
   /// `dir` is RUN_DIR/checkpoints; `keep` the newest checkpoints kept (0: all).

@@ -14,7 +14,7 @@
 #include <torch/optim/rmsprop.h>
 #include <torch/optim/sgd.h>
 
-#include "train/checkpoint.h"
+#include "train/pretrained.h"
 #include "train/guard.h"
 #include "train/loss_values_meter.h"
 #include "util/shape.h"
@@ -46,7 +46,8 @@ Built<T> make(const ComponentConfig& config, const Context& base) {
                         "expected the number of samples, 0 or more, got " + std::to_string(size),
                         "the dataset plugin's size() is wrong: fix it, or check the options it counts from");
   }
-  return {&config, std::move(object)};
+  Facets facets = facets_of(config.component, *object);  // once: later code reads the record
+  return {&config, std::move(object), facets};
 }
 
 // network.trainable (regex) and network.freeze (submodule paths): what does
@@ -233,21 +234,28 @@ void check_network_settings(const ComponentConfig& net, Network& network) {
 }
 
 std::optional<OutputKind> network_output_kind(const Built<Network>& network) {
-  const auto* says = dynamic_cast<const NetworkOutputs*>(network.object.get());
+  const NetworkOutputs* says = network.facets.network_outputs;
   if (!says) return std::nullopt;
   return guarded(*network.config, "output_kind", [&] { return says->output_kind(); });
 }
 
 std::optional<InputNormalization> input_normalization(const ComponentConfig& config, const Dataset& dataset,
-                                                      const Component* plugin) {
-  const Component* from = plugin ? plugin : config.component;
-  if (!from || !from->supports(SdkFeature::input_normalization)) return std::nullopt;
+                                                      const Facets& facets) {
+  if (!facets.input_normalization) return std::nullopt;
   return guarded(config, "input_normalization", [&] { return dataset.input_normalization(); });
 }
 
-bool dataset_streamed(const ComponentConfig& config, const Dataset& dataset) {
-  if (!config.component || !config.component->supports(SdkFeature::streamed_data)) return false;
+std::optional<InputNormalization> input_normalization(const ComponentConfig& config, const Dataset& dataset) {
+  return input_normalization(config, dataset, facets_of(config.component, dataset));
+}
+
+bool dataset_streamed(const ComponentConfig& config, const Dataset& dataset, const Facets& facets) {
+  if (!facets.streamed) return false;
   return guarded(config, "streamed", [&] { return dataset.streamed(); });
+}
+
+bool dataset_streamed(const ComponentConfig& config, const Dataset& dataset) {
+  return dataset_streamed(config, dataset, facets_of(config.component, dataset));
 }
 
 Components build_components(const Experiment& e, Context& context) {
@@ -286,7 +294,7 @@ Components build_components(const Experiment& e, Context& context) {
   }
   c.loss = make<Loss>(e.loss, context);
   // A loss's own parameters (SDK 1.4 LossParameters) train, checkpoint and average over ranks as the network's.
-  if (auto* owns = dynamic_cast<LossParameters*>(c.loss.object.get())) {
+  if (LossParameters* owns = c.loss.facets.loss_parameters) {
     auto module = guarded(e.loss, "module", [&] { return owns->module(); });
     if (!module) throw ComponentFailure(component_label(e.loss) + " returned no module from module()");
     guarded(e.loss, "module", [&] {
@@ -303,7 +311,7 @@ Components build_components(const Experiment& e, Context& context) {
   for (const auto& m : e.meters)
     for (const auto& phase : m.phases) {
       Built<Meter> meter = make<Meter>(m, context);
-      if (phase == "train" && dynamic_cast<const SampleMeter*>(meter.object.get()))
+      if (phase == "train" && meter.facets.sample_meter)
         throw ConfigError(m.where + ": " + m.key + " (" + component_label(m) +
                               ") keeps one row per sample, which a checkpoint in mid-epoch cannot hold",
                           "expected phases: [test], got train", "set phases: [test] on " + m.key);
@@ -311,8 +319,9 @@ Components build_components(const Experiment& e, Context& context) {
     }
   // A loss that reports values (SDK 1.4 LossValues) gets a meter per phase, named after the loss.
   for (auto* meters : {&c.train_meters, &c.test_meters})
-    if (auto meter = guarded(e.loss, "last_values", [&] { return make_loss_values_meter(c.loss.object); }))
-      meters->push_back({&e.loss, std::move(meter)});
+    if (auto meter = guarded(e.loss, "last_values",
+                             [&] { return make_loss_values_meter(c.loss.object, c.loss.facets.loss_values); }))
+      meters->push_back({&e.loss, std::move(meter), Facets{}});  // the host's own meter: no optional parts
 
   for (const auto& cb : e.callbacks) c.callbacks.push_back(make<Callback>(cb, context));
   std::stable_sort(c.callbacks.begin(), c.callbacks.end(),

@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "config/experiment.h"
+#include "plugins/facets.h"
 #include "trainyard/callback.h"
 #include "trainyard/dataset.h"
 #include "trainyard/loss.h"
@@ -15,10 +16,14 @@
 
 namespace trainyard::host {
 
+/// A component as built: its settings, the object its factory made, and
+/// what the object offers beyond its kind's interface (resolved once, when it
+/// is built: plugins/facets.h).
 template <class T>
 struct Built {
   const ComponentConfig* config = nullptr;
   std::shared_ptr<T> object;
+  Facets facets = {};
 };
 
 /// One optimizer parameter group as built (for `trainyard validate`).
@@ -59,17 +64,22 @@ void check_network_settings(const ComponentConfig& network_config, Network& netw
 /// `earlier_stage`, 0-based) lacks or holds with another shape.
 void check_weights_carry_over(const Network& later, const Network& earlier, size_t earlier_stage);
 
-/// The dataset's Dataset::input_normalization(), asked only of a plugin built
-/// with SDK 1.2 or later (an older one has no such virtual function to call);
-/// `plugin` is the dataset's plugin when it is not `config`'s (predict's input).
+/// The dataset's Dataset::input_normalization(), asked only when `facets`
+/// says its plugin has it (SDK 1.2 or later: an older one has no such
+/// virtual function to call); failures name `config`.
 std::optional<InputNormalization> input_normalization(const ComponentConfig& config, const Dataset& dataset,
-                                                      const Component* plugin = nullptr);
+                                                      const Facets& facets);
+/// The same for a dataset held without its record (make_loader_options):
+/// resolves it with facets_of(config.component, dataset).
+std::optional<InputNormalization> input_normalization(const ComponentConfig& config, const Dataset& dataset);
 
 /// What the network says its rows are (SDK 1.4 NetworkOutputs): class scores
 /// or embeddings; nullopt for a network that does not say.
 std::optional<OutputKind> network_output_kind(const Built<Network>& network);
 
 /// The dataset's Dataset::streamed() (false for plugins before SDK 1.2).
+bool dataset_streamed(const ComponentConfig& config, const Dataset& dataset, const Facets& facets);
+/// The same for a dataset held without its record (make_loader_options).
 bool dataset_streamed(const ComponentConfig& config, const Dataset& dataset);
 
 /// Parameters the network has: {count, trainable}.

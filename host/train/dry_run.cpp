@@ -30,11 +30,12 @@ std::string dry_run_report(const Experiment& e, Components& c, const Context& co
 
   // One training batch: data, forward, loss, backward, optimizer step, each timed.
   auto t0 = Clock::now();
-  EpochPlan plan = make_epoch_plan(e, *c.train_data.object, context);
+  const auto sampler = make_sampler(e, *c.train_data.object, context);
+  sampler->reset(0, e.seed);
   auto stats = std::make_shared<LoaderStats>();
   BatchStream train = guarded(*c.train_data.config, "get_batch", [&] {
-    return batch_stream(*c.train_data.object, plan.indices(0), 0, 0,
-                        make_loader_options(e, *c.train_data.config, *c.train_data.object, plan.batch_size, context), stats);
+    return batch_stream(*c.train_data.object, *sampler,
+                        make_loader_options(e, *c.train_data.config, *c.train_data.object, sampler->batch_size(), context), stats);
   });
   std::optional<Batch> batch = guarded(*c.train_data.config, "get_batch", train);
   const double data_ms = ms_since(t0);

@@ -44,7 +44,7 @@ class CallbackHook final : public HostHook {
   explicit CallbackHook(const Built<Callback>& cb)
       : config_(*cb.config),
         callback_(cb.object),
-        test_batches_(cb.config->component && cb.config->component->supports(SdkFeature::test_batch_callback)) {}
+        test_batches_(cb.facets.after_test_batch) {}
   std::string name() const override { return component_label(config_); }
   void before_run(Trainer& t) override { call("before_run", [&] { callback_->before_run(t); }); }
   void after_run(Trainer& t) override { call("after_run", [&] { callback_->after_run(t); }); }

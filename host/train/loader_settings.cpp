@@ -6,6 +6,7 @@
 #include <ATen/ATen.h>
 #include <ATen/Parallel.h>
 
+#include "data/samplers.h"
 #include "log/log.h"
 #include "train/components.h"
 #include "train/guard.h"
@@ -18,7 +19,8 @@ namespace {
 
 // P x K batches: the training set's labels, checked (a class under K
 // samples, too few classes, fewer batches than ranks) before anything is written.
-void plan_pk_batches(EpochPlan& plan, const Experiment& e, const Dataset& dataset) {
+std::unique_ptr<Sampler> pk_sampler(const LoopConfig& loop, const Experiment& e, const Dataset& dataset,
+                                    const Context& context) {
   const std::string where = e.where("loop.classes_per_batch");
   const auto* known = dynamic_cast<const AllLabels*>(&dataset);
   if (!known)
@@ -29,49 +31,53 @@ void plan_pk_batches(EpochPlan& plan, const Experiment& e, const Dataset& datase
                       "set loop.classes_per_batch: 0, or use such a dataset");
   const at::Tensor labels = guarded(e.train_data, "all_labels", [&] { return known->all_labels(); })
                                 .to(at::kLong).contiguous();
-  auto values = std::make_shared<std::vector<int64_t>>(labels.const_data_ptr<int64_t>(),
-                                                       labels.const_data_ptr<int64_t>() + labels.numel());
+  PkSampler::Options o;
+  o.labels.assign(labels.const_data_ptr<int64_t>(), labels.const_data_ptr<int64_t>() + labels.numel());
+  o.classes_per_batch = loop.classes_per_batch;
+  o.samples_per_class = loop.samples_per_class;
+  o.with_replacement = loop.pk_with_replacement;
   std::map<int64_t, int64_t> sizes;
-  for (int64_t label : *values) ++sizes[label];
-  std::vector<int64_t> class_sizes;
-  for (const auto& [label, n] : sizes) {
-    if (n < e.loop.samples_per_class && !e.loop.pk_with_replacement)
+  for (int64_t label : o.labels) ++sizes[label];
+  for (const auto& [label, n] : sizes)
+    if (n < o.samples_per_class && !o.with_replacement)
       throw ConfigError(where + ": class " + std::to_string(label) + " has " + count_of(n, "sample") +
-                            ", fewer than loop.samples_per_class " + std::to_string(e.loop.samples_per_class),
+                            ", fewer than loop.samples_per_class " + std::to_string(o.samples_per_class),
                         "expected at least K samples in every class of the training set",
                         "lower loop.samples_per_class, or set loop.pk_with_replacement: true to draw such classes "
                         "with replacement");
-    class_sizes.push_back(n);
-  }
-  plan.pk_total_batches =
-      pk_batches(class_sizes, e.loop.classes_per_batch, e.loop.samples_per_class, e.loop.pk_with_replacement);
-  if (plan.pk_total_batches < plan.world_size)
-    throw ConfigError(where + ": the training set gives " + count_of(plan.pk_total_batches, "batch", "batches") +
-                          " of " + std::to_string(e.loop.classes_per_batch) + " classes x " +
-                          std::to_string(e.loop.samples_per_class) + " samples (" + count_of(static_cast<int64_t>(sizes.size()), "class", "classes") +
-                          ") for " + count_of(plan.world_size, "rank"),
+  auto sampler = std::make_unique<PkSampler>(std::move(o));
+  if (sampler->total_batches() < context.world_size)
+    throw ConfigError(where + ": the training set gives " + count_of(sampler->total_batches(), "batch", "batches") +
+                          " of " + std::to_string(loop.classes_per_batch) + " classes x " +
+                          std::to_string(loop.samples_per_class) + " samples (" +
+                          count_of(static_cast<int64_t>(sizes.size()), "class", "classes") + ") for " +
+                          count_of(context.world_size, "rank"),
                       "expected at least one batch per rank", "lower loop.classes_per_batch or loop.samples_per_class");
-  plan.classes_per_batch = e.loop.classes_per_batch;
-  plan.samples_per_class = e.loop.samples_per_class;
-  plan.pk_with_replacement = e.loop.pk_with_replacement;
-  plan.labels = std::move(values);
+  return sampler;
 }
 
 }  // namespace
 
-EpochPlan make_epoch_plan(const Experiment& e, const Dataset& dataset, const Context& context) {
-  const int64_t dataset_size = dataset.size();
-  EpochPlan plan;
-  plan.dataset_size = dataset_size;
-  plan.samples_per_epoch = e.loop.train_samples_per_epoch;
-  plan.batch_size = e.loop.batch_per_device;
-  plan.shuffle = e.loop.shuffle;
-  plan.drop_last = e.loop.drop_last;
-  plan.seed = e.seed;
-  plan.rank = context.rank;
-  plan.world_size = context.world_size;
-  if (e.loop.classes_per_batch > 0) plan_pk_batches(plan, e, dataset);
-  return plan;
+std::unique_ptr<Sampler> make_sampler(const Experiment& e, const Dataset& dataset, const Context& context) {
+  const LoopConfig& loop = e.loop;
+  std::unique_ptr<Sampler> sampler;
+  if (loop.classes_per_batch > 0) {
+    sampler = pk_sampler(loop, e, dataset, context);
+  } else {
+    sampler = std::make_unique<ShuffledSampler>(ShuffledSampler::Options{.dataset_size = dataset.size(),
+                                                                         .samples_per_epoch = loop.train_samples_per_epoch,
+                                                                         .batch_size = loop.batch_per_device,
+                                                                         .shuffle = loop.shuffle,
+                                                                         .drop_last = loop.drop_last});
+  }
+  sampler->shard(context.rank, context.world_size);
+  return sampler;
+}
+
+std::string sampling_note(const LoopConfig& loop) {
+  if (loop.classes_per_batch <= 0) return "";
+  return "; P x K batches of " + count_of(loop.classes_per_batch, "class", "classes") + " x " +
+         count_of(loop.samples_per_class, "sample");
 }
 
 void report_bad_records(const ComponentConfig& data, const LoaderStats& stats, const std::string& when) {

@@ -1,23 +1,31 @@
 #pragma once
-// What the experiment says about reading data: the training split's epoch
-// plan, a split's loader settings, the decode threads, and the end-of-pass
+// What the experiment says about reading data: the training split's
+// sampler, a split's loader settings, the decode threads, and the end-of-pass
 // report of skipped records. Shared by the loop, the dry run and `iterate`.
 #include <cstdint>
+#include <memory>
 #include <string>
 
 #include "config/experiment.h"
 #include "data/loader.h"
+#include "data/sampler.h"
 #include "trainyard/context.h"
 #include "trainyard/dataset.h"
 
 namespace trainyard::host {
 
-/// The training split's epoch plan and a split's loader settings, as the
-/// experiment says (shared by the trainer and `trainyard iterate`).
-/// P x K batches (loop.classes_per_batch) read the dataset's labels
-/// (AllLabels) and throw ConfigError for a dataset without them or a class
-/// of fewer than K samples.
-EpochPlan make_epoch_plan(const Experiment& experiment, const Dataset& dataset, const Context& context);
+/// The training split's sampler, as the loop's settings choose it, sharded
+/// for context's rank (shared by the trainer, the dry run and `trainyard
+/// iterate`): the one place that reads the sampling keys of `loop:`, and
+/// where a new sampler is registered. P x K batches
+/// (loop.classes_per_batch) read the dataset's labels (AllLabels) and throw
+/// ConfigError for a dataset without them, a class of fewer than K samples
+/// or fewer batches than ranks; otherwise ShuffledSampler (loop.shuffle).
+std::unique_ptr<Sampler> make_sampler(const Experiment& experiment, const Dataset& dataset, const Context& context);
+/// The start-up line's words on a sampler other than the plain one, from
+/// the same keys: "; P x K batches of 4 classes x 8 samples", or "".
+std::string sampling_note(const LoopConfig& loop);
+/// A split's loader settings, as the experiment says.
 LoaderOptions make_loader_options(const Experiment& experiment, const ComponentConfig& data, const Dataset& dataset,
                                   int64_t batch_size, const Context& context);
 

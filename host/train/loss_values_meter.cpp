@@ -93,8 +93,7 @@ class LossValuesMeter final : public Meter {
 
 }  // namespace
 
-std::shared_ptr<Meter> make_loss_values_meter(const std::shared_ptr<Loss>& loss) {
-  auto* values = dynamic_cast<LossValues*>(loss.get());
+std::shared_ptr<Meter> make_loss_values_meter(const std::shared_ptr<Loss>& loss, LossValues* values) {
   if (!values) return nullptr;
   return std::make_shared<LossValuesMeter>(loss, values);
 }

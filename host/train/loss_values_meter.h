@@ -10,8 +10,9 @@ namespace trainyard::host {
 
 /// A meter over `loss`'s last_values(): each value's mean over the phase's
 /// steps, weighted by batch size (sums and counts, so it adds up over ranks
-/// and resumes from a checkpoint like any meter). Null when the loss does
-/// not report values.
-std::shared_ptr<Meter> make_loss_values_meter(const std::shared_ptr<Loss>& loss);
+/// and resumes from a checkpoint like any meter). `values` is the loss's
+/// LossValues (its Built record's loss_values); null, and so is the meter,
+/// when the loss does not report values.
+std::shared_ptr<Meter> make_loss_values_meter(const std::shared_ptr<Loss>& loss, LossValues* values);
 
 }  // namespace trainyard::host

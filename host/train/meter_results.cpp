@@ -54,7 +54,7 @@ std::string meter_result_stem(const std::string& run_dir, const std::string& nam
 MeterState meter_state(const Built<Meter>& m) {
   MeterState state;
   state.accumulators = guarded(*m.config, "accumulators", [&] { return m.object->accumulators(); });
-  if (auto* sample_meter = dynamic_cast<SampleMeter*>(m.object.get())) {
+  if (SampleMeter* sample_meter = m.facets.sample_meter) {
     state.sample_meter = true;
     state.rows = guarded(*m.config, "rows", [&] { return sample_meter->rows(); });
   }
@@ -63,7 +63,7 @@ MeterState meter_state(const Built<Meter>& m) {
 
 void set_meter_state(const Built<Meter>& m, const MeterState& state) {
   guarded(*m.config, "set_accumulators", [&] { m.object->set_accumulators(state.accumulators); });
-  if (auto* sample_meter = dynamic_cast<SampleMeter*>(m.object.get()))
+  if (SampleMeter* sample_meter = m.facets.sample_meter)
     guarded(*m.config, "set_rows", [&] { sample_meter->set_rows(state.rows); });
 }
 

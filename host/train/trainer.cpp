@@ -13,6 +13,7 @@
 
 #include "config/snapshot.h"
 #include "distributed/communicator.h"
+#include "distributed/gradient_reducer.h"
 #include "log/log.h"
 #include "train/guard.h"
 #include "train/nonfinite.h"
@@ -48,7 +49,7 @@ Trainer::Trainer(const Experiment& experiment, Components components, Context co
       log_(paths_, context_.rank),
       store_(store ? std::move(store)
                    : std::make_shared<CheckpointStore>(paths_.checkpoints, e_.output.keep_checkpoints)) {
-  plan_ = make_epoch_plan(e_, *c_.train_data.object, context_);
+  sampler_ = make_sampler(e_, *c_.train_data.object, context_);
   config_resolved_ = e_.resolved();
   config_hash_ = resolved_sha256(config_resolved_);
   stages_.run = [this] { default_run(); };
@@ -73,7 +74,7 @@ void Trainer::set_communicator(Communicator* comm) {
 }
 
 UpdateClock Trainer::clock() const {
-  return {at_, stage_.first_epoch, stage_.first_iteration, plan_.batches_per_epoch()};
+  return {at_, stage_.first_epoch, stage_.first_iteration, sampler_->batches_per_epoch()};
 }
 
 const Dataset& Trainer::test_dataset() const {
@@ -213,8 +214,9 @@ bool Trainer::default_should_continue() {
 
 BatchStream Trainer::default_train_batches(int64_t epoch) {
   BatchStream inner = guarded(*c_.train_data.config, "get_batch", [&] {
-    return batch_stream(*c_.train_data.object, plan_.indices(epoch), epoch, at_.position,
-                        make_loader_options(e_, *c_.train_data.config, *c_.train_data.object, plan_.batch_size, context_), train_stats_);
+    sampler_->restore({epoch, at_.position, e_.seed});  // the loop's position is the sampler's state
+    return batch_stream(*c_.train_data.object, *sampler_,
+                        make_loader_options(e_, *c_.train_data.config, *c_.train_data.object, sampler_->batch_size(), context_), train_stats_);
   });
   const ComponentConfig& who = *c_.train_data.config;
   return [inner, &who] { return guarded(who, "get_batch", inner); };

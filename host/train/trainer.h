@@ -68,10 +68,10 @@ class Trainer final : public Loop {
   int64_t epochs() const override { return stage_.first_epoch + e_.loop.epochs; }  ///< where this stage ends
   int64_t iteration() const override { return at_.iteration; }
   int64_t position() const override { return at_.position; }
-  /// The plan's batches per epoch; when an override replaced train_batches
+  /// The sampler's batches per epoch; when an override replaced train_batches
   /// (its length is its own), the length of the last epoch it trained.
   int64_t iterations_per_epoch() const override {
-    return custom_batches_ && last_epoch_length_ > 0 ? last_epoch_length_ : plan_.batches_per_epoch();
+    return custom_batches_ && last_epoch_length_ > 0 ? last_epoch_length_ : sampler_->batches_per_epoch();
   }
   int64_t batch_size() const override { return e_.loop.batch_per_device; }
   const MeterValues& values() const override { return values_; }
@@ -168,7 +168,7 @@ class Trainer final : public Loop {
   Components c_;
   Context context_;
   RunPaths paths_;
-  EpochPlan plan_;
+  std::unique_ptr<Sampler> sampler_;  ///< the training set's order: make_sampler()
   Stages stages_;
   Updater updater_;
   Hooks hooks_;

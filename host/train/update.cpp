@@ -6,6 +6,7 @@
 #include <torch/optim/optimizer.h>
 
 #include "distributed/communicator.h"
+#include "distributed/gradient_reducer.h"
 #include "train/grad_norm.h"
 #include "train/guard.h"
 #include "train/nonfinite.h"

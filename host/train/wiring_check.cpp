@@ -49,7 +49,7 @@ auto on_probe_batch(const std::string& shapes, F&& f) -> decltype(f()) {
 // A dataset that holds every label (SDK 1.3's AllLabels) has them all
 // checked now, before anything is written, not when a batch reaches a bad one.
 void check_all_labels(const Built<Dataset>& data, int64_t num_classes) {
-  const auto* known = dynamic_cast<const AllLabels*>(data.object.get());
+  const AllLabels* known = data.facets.all_labels;
   if (!known || num_classes <= 0) return;
   const at::Tensor labels = guarded(*data.config, "all_labels", [&] { return known->all_labels(); });
   if (!labels.defined() || labels.dim() != 1 || at::isFloatingType(labels.scalar_type())) return;  // not class indices
@@ -77,8 +77,8 @@ void check_split(Components& c, const Experiment& e, const Context& context, con
   options.seed = e.seed;
   options.skip_bad_records = data.config->skip_bad_records;
   options.max_bad_fraction = 1.0;  // a probe of a few samples says nothing about the epoch's share
-  options.normalization = input_normalization(*data.config, *data.object);
-  options.streamed = dataset_streamed(*data.config, *data.object);  // then the first n positions
+  options.normalization = input_normalization(*data.config, *data.object, data.facets);
+  options.streamed = dataset_streamed(*data.config, *data.object, data.facets);  // then the first n positions
   check_all_labels(data, context.dataset.num_classes);
   BatchStream stream = batch_stream(*data.object, ids, 0, 0, options);
   std::optional<Batch> batch = guarded(*data.config, "get_batch", stream);
@@ -113,7 +113,7 @@ void check_split(Components& c, const Experiment& e, const Context& context, con
     misfit(*c.network.config, "forward returned " + shape_text(output.sizes()) + for_batch,
            "expected one row per sample: " + std::to_string(rows) + " rows");
   // A metric-learning loss (SDK 1.3's EmbeddingLoss) takes one embedding per sample, of any size.
-  const bool embeddings = dynamic_cast<const EmbeddingLoss*>(c.loss.object.get()) != nullptr;
+  const bool embeddings = c.loss.facets.embedding_loss != nullptr;
   // A network that says what its rows are (SDK 1.4's NetworkOutputs) must give what the loss takes:
   // by shape alone, 10 class scores pass for a 10-d embedding.
   if (const std::optional<OutputKind> kind = network_output_kind(c.network)) {

@@ -10,7 +10,7 @@
 #include <torch/nn/modules/dropout.h>
 #include <torch/nn/modules/linear.h>
 #include <torch/nn/modules/pooling.h>
-#include <trainyard/embeddings.h>
+#include <trainyard/embedding_head.h>
 #include <trainyard/error.h>
 #include <trainyard/sync_batch_norm.h>
 
@@ -18,7 +18,7 @@ namespace convnet {
 namespace {
 
 // The options, bound to the schema below (which holds their defaults).
-struct ConvNetOptions {
+struct ConvNetOptions : trainyard::EmbeddingHead {
   std::vector<int64_t> channels;
   int64_t convs_per_block = 0;
   int64_t kernel_size = 0;
@@ -27,8 +27,6 @@ struct ConvNetOptions {
   std::string pool;
   double dropout = 0;
   int64_t hidden = 0;
-  int64_t embedding_size = 0;
-  bool normalize = false;
 };
 
 const trainyard::TypedSchema<ConvNetOptions>& typed_schema() {
@@ -47,11 +45,7 @@ const trainyard::TypedSchema<ConvNetOptions>& typed_schema() {
     t.add("pool", &O::pool, "max", "pooling at the end of each block").one_of({"max", "avg"});
     t.add("dropout", &O::dropout, 0.25, "dropout before the classifier").range(0.0, 0.99);
     t.add("hidden", &O::hidden, 128, "hidden units in the classifier; 0 for a linear classifier").min(0);
-    t.add("embedding_size", &O::embedding_size, 0,
-          "outputs of the last layer: 0 gives one score per class; N gives an N-dimensional embedding (for a "
-          "metric-learning loss)")
-        .min(0);
-    t.add("normalize", &O::normalize, false, "L2-normalize the outputs (embeddings on the unit sphere)");
+    trainyard::EmbeddingHead::add_options(t);  // embedding_size, normalize
     return t;
   }();
   return s;
@@ -59,8 +53,7 @@ const trainyard::TypedSchema<ConvNetOptions>& typed_schema() {
 
 class ConvNet : public trainyard::Network, public trainyard::NetworkOutputs {
  public:
-  ConvNet(const ConvNetOptions& o, const trainyard::Context& c)
-      : embedding_size_(o.embedding_size), normalize_(o.normalize) {
+  ConvNet(const ConvNetOptions& o, const trainyard::Context& c) : head_(o) {
     const auto& shape = c.dataset.sample_shape;
     if (shape.size() != 3)
       throw trainyard::ConfigError("convnet needs image inputs",
@@ -104,22 +97,18 @@ class ConvNet : public trainyard::Network, public trainyard::NetworkOutputs {
       width = o.hidden;
     }
     // The last layer: class scores, or an embedding head of embedding_size outputs.
-    classifier_->push_back(torch::nn::Linear(width, embedding_size_ > 0 ? embedding_size_ : c.dataset.num_classes));
+    classifier_->push_back(torch::nn::Linear(width, head_.outputs(c.dataset.num_classes)));
     register_module("features", features_);
     register_module("classifier", classifier_);
   }
   at::Tensor forward(const trainyard::Batch& batch) override {
-    const at::Tensor out = classifier_->forward(features_->forward(batch.input).flatten(1));
-    return normalize_ ? trainyard::l2_normalize_rows(out) : out;
+    return head_.apply(classifier_->forward(features_->forward(batch.input).flatten(1)));
   }
-  trainyard::OutputKind output_kind() const override {
-    return embedding_size_ > 0 ? trainyard::OutputKind::embeddings : trainyard::OutputKind::class_scores;
-  }
+  trainyard::OutputKind output_kind() const override { return head_.kind(); }
 
  private:
   torch::nn::Sequential features_, classifier_;
-  int64_t embedding_size_ = 0;
-  bool normalize_ = false;
+  trainyard::EmbeddingHead head_;
 };
 
 }  // namespace

@@ -62,8 +62,11 @@ std::shared_ptr<trainyard::Dataset> make_image_folder(const trainyard::Options& 
   if (!fs::is_directory(root))
     throw ConfigError("root '" + root + "' is not a folder", "expected ROOT/<class>/<image files>", "check the path");
   trainyard::LabeledFiles files = trainyard::list_class_folders(root);
-  if (files.paths.empty())
-    throw DataError("root '" + root + "' holds no images", "expected ROOT/<class>/*.png|jpg", "check the path");
+  if (files.paths.empty()) {
+    std::string names;
+    for (const auto& ext : trainyard::image_file_extensions()) names += (names.empty() ? "" : "|") + ext;
+    throw DataError("root '" + root + "' holds no images", "expected ROOT/<class>/*." + names, "check the path");
+  }
   return std::make_shared<Files>(o, std::move(files), "root '" + root + "'");
 }
 

@@ -6,6 +6,7 @@
 
 #include <nlohmann/json.hpp>
 #include <trainyard/error.h>
+#include <trainyard/image_codec.h>
 
 namespace image_datasets::tar {
 
@@ -85,7 +86,23 @@ std::pair<std::string, std::string> key_and_extension(const std::string& path) {
   return {path.substr(0, dot), ext};
 }
 
-bool is_image_extension(const std::string& ext) { return ext == "jpg" || ext == "jpeg" || ext == "png" || ext == "webp"; }
+namespace {
+constexpr std::initializer_list<trainyard::image_codec::Format> kMemberFormats{
+    trainyard::image_codec::Format::jpeg, trainyard::image_codec::Format::png, trainyard::image_codec::Format::webp};
+}  // namespace
+
+bool is_image_extension(const std::string& ext) {
+  const auto f = trainyard::image_codec::format_for_extension(ext);
+  return std::find(kMemberFormats.begin(), kMemberFormats.end(), f) != kMemberFormats.end();
+}
+
+std::string image_member_names() {
+  const std::vector<std::string> extensions = trainyard::image_codec::image_extensions(kMemberFormats);
+  std::string out;
+  for (size_t i = 0; i < extensions.size(); ++i)
+    out += (i == 0 ? "" : i + 1 == extensions.size() ? " or " : ", ") + std::string("KEY.") + extensions[i];
+  return out;
+}
 
 int64_t parse_label(const std::string& body, const std::string& ext, const std::string& where) {
   using trainyard::DataError;

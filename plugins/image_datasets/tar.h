@@ -39,8 +39,11 @@ std::string long_name(char type, const std::string& body);
 /// "dir/n01440764_10026.JPEG" -> {"dir/n01440764_10026", "jpeg"}: the key is
 /// the path up to the first dot of the file name, the extension lower case.
 std::pair<std::string, std::string> key_and_extension(const std::string& path);
-/// True for the image members of a sample: jpg, jpeg, png, webp.
+/// True for the image members of a sample: JPEG, PNG and WebP by
+/// image_codec.h's table of extensions (jpg, jpeg, png, webp).
 bool is_image_extension(const std::string& ext);
+/// The image members errors expect: "KEY.jpg, KEY.jpeg, KEY.png or KEY.webp".
+std::string image_member_names();
 /// A label member's class: KEY.cls (a decimal integer) or KEY.json (an
 /// object with "label" or "cls"). Throws DataError naming `where`; -1 for
 /// a JSON object with neither field (metadata, as img2dataset writes beside

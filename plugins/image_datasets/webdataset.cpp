@@ -227,7 +227,7 @@ class Shards : public ImageDataset {
     for (size_t s = 0; s < paths_.size(); ++s) index_shard(s);
     if (samples_.empty())
       throw DataError("urls: '" + pattern + "': " + std::to_string(paths_.size()) + " shards hold no samples",
-                        "members KEY.jpg|png with KEY.cls or KEY.json", "");
+                        "members " + tar::image_member_names() + " with KEY.cls or KEY.json", "");
     int64_t classes = o.num_classes;
     int64_t top = 0;
     for (const auto& s : samples_) top = std::max(top, s.label);
@@ -290,7 +290,7 @@ class Shards : public ImageDataset {
       if (cls) sample.label = read_label(fd, *cls, path, "cls");
       else if (json) sample.label = read_label(fd, *json, path, "json");
       if (!image && sample.label < 0) continue;  // e.g. a __meta__ member: not a sample
-      if (!image) throw DataError(where + " has no image member", "KEY.jpg, KEY.jpeg, KEY.png or KEY.webp", "");
+      if (!image) throw DataError(where + " has no image member", tar::image_member_names(), "");
       if (sample.label < 0) throw DataError(where + " has no label member", "KEY.cls or KEY.json with \"label\"", "");
       if (image->size > tar::kMaxMemberBytes)
         throw DataError(where + ": the image member '" + image->path + "' at byte " + std::to_string(image->header) +

@@ -395,7 +395,8 @@ class StreamedShards : public ImageDataset {
           if (!emit(std::move(r))) return;
         }
         if (samples_in_cycle == 0)
-          throw DataError("rank " + std::to_string(rank_) + "'s shards hold no samples", "members KEY.jpg|png with KEY.cls or KEY.json", "");
+          throw DataError("rank " + std::to_string(rank_) + "'s shards hold no samples",
+                          "members " + tar::image_member_names() + " with KEY.cls or KEY.json", "");
       }
     } catch (...) {
       std::lock_guard<std::mutex> lock(mutex_);
@@ -440,7 +441,7 @@ class StreamedShards : public ImageDataset {
       json_error = nullptr;
       if (key.empty() || (!image && !labelled)) return true;  // nothing, or a __meta__-like member
       const std::string where = shard + ", sample '" + key + "'";
-      if (!image) throw DataError(where + " has no image member", "KEY.jpg, KEY.jpeg, KEY.png or KEY.webp", "");
+      if (!image) throw DataError(where + " has no image member", tar::image_member_names(), "");
       if (!labelled) throw DataError(where + " has no label member", "KEY.cls or KEY.json with \"label\"", "");
       if (current.label >= classes_)
         throw DataError(where + " has label " + std::to_string(current.label),

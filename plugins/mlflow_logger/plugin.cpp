@@ -71,10 +71,9 @@ class MlflowLogger : public trainyard::Callback {
   }
   ~MlflowLogger() override {
     if (!run_) return;
-    try {  // after the host wrote the report (the trainer outlives it)
+    try {  // after the host wrote the report (the trainer outlives it); then end_ ends a run that failed
       const fs::path report = fs::path(run_dir_) / "report.html";
       if (fs::exists(report)) run_->artifact(report.string(), "report.html");
-      if (!finished_) run_->finish(mlflow_logger::RunStatus::failed);
     } catch (...) {
     }
   }
@@ -91,6 +90,7 @@ class MlflowLogger : public trainyard::Callback {
     else
       run_ = std::make_unique<mlflow_logger::FileStoreRun>(
           uri_, experiment_, name, resumed ? run_id : mlflow_logger::FileStoreRun::new_run_id());
+    end_.begin();
     if (!resumed) std::ofstream(id_file) << run_->run_id() << "\n";
     if (resumed) run_->truncate_metrics_after(loop.iteration());
     for (const auto& [key, value] : trainyard::run_config_values(run_dir_)) run_->param(key, trainyard::config_value_text(value));
@@ -125,8 +125,7 @@ class MlflowLogger : public trainyard::Callback {
     if (checkpoint_)
       if (const std::string last = newest_checkpoint(fs::path(run_dir_) / "checkpoints"); !last.empty())
         run_->artifact(last, "checkpoints/" + fs::path(last).filename().string());
-    run_->finish(mlflow_logger::RunStatus::finished);
-    finished_ = true;
+    end_.finish();
   }
 
  private:
@@ -136,7 +135,9 @@ class MlflowLogger : public trainyard::Callback {
   std::string run_dir_;
   int rank_;
   std::unique_ptr<mlflow_logger::Tracker> run_;
-  bool finished_ = false;
+  trainyard::RunEnd end_{[this](bool finished) {
+    run_->finish(finished ? mlflow_logger::RunStatus::finished : mlflow_logger::RunStatus::failed);
+  }};
   trainyard::Throughput speed_;
 };
 

@@ -7,19 +7,17 @@
 #include <torch/nn/modules/dropout.h>
 #include <torch/nn/modules/linear.h>
 #include <torch/nn/modules/activation.h>
-#include <trainyard/embeddings.h>
+#include <trainyard/embedding_head.h>
 #include <trainyard/error.h>
 
 namespace mlp {
 namespace {
 
 // The options, bound to the schema below: no key is read by string.
-struct MlpOptions {
+struct MlpOptions : trainyard::EmbeddingHead {
   std::vector<int64_t> hidden_sizes;
   std::string activation;
   double dropout = 0;
-  int64_t embedding_size = 0;
-  bool normalize = false;
 };
 
 const trainyard::TypedSchema<MlpOptions>& typed_schema() {
@@ -30,11 +28,7 @@ const trainyard::TypedSchema<MlpOptions>& typed_schema() {
     t.add("activation", &MlpOptions::activation, "relu", "activation after each hidden layer")
         .one_of({"relu", "tanh", "gelu", "sigmoid"});
     t.add("dropout", &MlpOptions::dropout, 0.0, "dropout probability after each hidden layer").range(0.0, 0.99);
-    t.add("embedding_size", &MlpOptions::embedding_size, 0,
-          "outputs of the last layer: 0 gives one score per class; N gives an N-dimensional embedding (for a "
-          "metric-learning loss)")
-        .min(0);
-    t.add("normalize", &MlpOptions::normalize, false, "L2-normalize the outputs (embeddings on the unit sphere)");
+    trainyard::EmbeddingHead::add_options(t);  // embedding_size, normalize
     return t;
   }();
   return s;
@@ -42,7 +36,7 @@ const trainyard::TypedSchema<MlpOptions>& typed_schema() {
 
 class Mlp : public trainyard::Network, public trainyard::NetworkOutputs {
  public:
-  Mlp(const MlpOptions& o, const trainyard::Context& c) : embedding_size_(o.embedding_size), normalize_(o.normalize) {
+  Mlp(const MlpOptions& o, const trainyard::Context& c) : head_(o) {
     if (c.dataset.num_classes <= 0)
       throw trainyard::ConfigError("the dataset reports no classes",
                                    "expected a classification dataset, got num_classes 0", "");
@@ -57,20 +51,16 @@ class Mlp : public trainyard::Network, public trainyard::NetworkOutputs {
       if (o.dropout > 0) layers_->push_back(torch::nn::Dropout(o.dropout));
       width = hidden;
     }
-    layers_->push_back(torch::nn::Linear(width, embedding_size_ > 0 ? embedding_size_ : c.dataset.num_classes));
+    layers_->push_back(torch::nn::Linear(width, head_.outputs(c.dataset.num_classes)));
     register_module("layers", layers_);
   }
   at::Tensor forward(const trainyard::Batch& batch) override {
-    const at::Tensor out = layers_->forward(batch.input.flatten(1));
-    return normalize_ ? trainyard::l2_normalize_rows(out) : out;
+    return head_.apply(layers_->forward(batch.input.flatten(1)));
   }
-  trainyard::OutputKind output_kind() const override {
-    return embedding_size_ > 0 ? trainyard::OutputKind::embeddings : trainyard::OutputKind::class_scores;
-  }
+  trainyard::OutputKind output_kind() const override { return head_.kind(); }
 
  private:
-  int64_t embedding_size_ = 0;
-  bool normalize_ = false;
+  trainyard::EmbeddingHead head_;
   torch::nn::Sequential layers_;
 };
 

@@ -18,7 +18,7 @@
 #include <torch/nn/modules/conv.h>
 #include <torch/nn/modules/dropout.h>
 #include <torch/nn/modules/linear.h>
-#include <trainyard/embeddings.h>
+#include <trainyard/embedding_head.h>
 #include <trainyard/error.h>
 #include <trainyard/sync_batch_norm.h>
 
@@ -111,7 +111,7 @@ std::vector<int64_t> imagenet_blocks(int64_t depth) {
 }
 
 // The options, bound to the schema below (which holds their defaults).
-struct ResNetOptions {
+struct ResNetOptions : trainyard::EmbeddingHead {
   int64_t depth = 0;
   int64_t width = 0;
   bool small_input = false;
@@ -119,8 +119,6 @@ struct ResNetOptions {
   double bn_epsilon = 0, bn_momentum = 0;
   double bn_init_gamma = 0;
   double dropout = 0;
-  int64_t embedding_size = 0;
-  bool normalize = false;
 };
 
 const trainyard::TypedSchema<ResNetOptions>& typed_schema() {
@@ -147,11 +145,7 @@ const trainyard::TypedSchema<ResNetOptions>& typed_schema() {
           "initial scale of the last batch norm in each residual block; 0 starts blocks as "
           "the identity (zero-gamma init)");
     t.add("dropout", &O::dropout, 0.0, "dropout before the classifier").range(0.0, 0.99);
-    t.add("embedding_size", &O::embedding_size, 0,
-          "outputs of the last layer: 0 gives one score per class; N gives an N-dimensional embedding (for a "
-          "metric-learning loss)")
-        .min(0);
-    t.add("normalize", &O::normalize, false, "L2-normalize the outputs (embeddings on the unit sphere)");
+    trainyard::EmbeddingHead::add_options(t);  // embedding_size, normalize
     return t;
   }();
   return s;
@@ -159,8 +153,7 @@ const trainyard::TypedSchema<ResNetOptions>& typed_schema() {
 
 class ResNet : public trainyard::Network, public trainyard::NetworkOutputs {
  public:
-  ResNet(const ResNetOptions& o, const trainyard::Context& c)
-      : embedding_size_(o.embedding_size), normalize_(o.normalize) {
+  ResNet(const ResNetOptions& o, const trainyard::Context& c) : head_(o) {
     const auto& shape = c.dataset.sample_shape;
     if (shape.size() != 3)
       throw trainyard::ConfigError("resnet needs image inputs",
@@ -211,7 +204,7 @@ class ResNet : public trainyard::Network, public trainyard::NetworkOutputs {
     }
     if (o.dropout > 0) dropout_ = register_module("dropout", torch::nn::Dropout(o.dropout));
     // The last layer: class scores, or an embedding head of embedding_size outputs.
-    fc_ = register_module("fc", torch::nn::Linear(in, embedding_size_ > 0 ? embedding_size_ : c.dataset.num_classes));
+    fc_ = register_module("fc", torch::nn::Linear(in, head_.outputs(c.dataset.num_classes)));
 
     // He initialization for convolutions (fan out, as torchvision does).
     at::NoGradGuard no_grad;
@@ -225,12 +218,9 @@ class ResNet : public trainyard::Network, public trainyard::NetworkOutputs {
     for (auto& layer : layers_) x = layer->forward(x);
     x = at::adaptive_avg_pool2d(x, {1, 1}).flatten(1);
     if (dropout_) x = dropout_->forward(x);
-    x = fc_->forward(x);
-    return normalize_ ? trainyard::l2_normalize_rows(x) : x;
+    return head_.apply(fc_->forward(x));
   }
-  trainyard::OutputKind output_kind() const override {
-    return embedding_size_ > 0 ? trainyard::OutputKind::embeddings : trainyard::OutputKind::class_scores;
-  }
+  trainyard::OutputKind output_kind() const override { return head_.kind(); }
 
  private:
   torch::nn::Conv2d conv1_{nullptr};
@@ -239,8 +229,7 @@ class ResNet : public trainyard::Network, public trainyard::NetworkOutputs {
   std::vector<torch::nn::Sequential> layers_;
   torch::nn::Dropout dropout_{nullptr};
   torch::nn::Linear fc_{nullptr};
-  int64_t embedding_size_ = 0;
-  bool normalize_ = false;
+  trainyard::EmbeddingHead head_;
 };
 
 }  // namespace

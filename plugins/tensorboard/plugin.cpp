@@ -82,14 +82,6 @@ class TensorBoard : public trainyard::Callback {
                                    "expected a folder this user can write the event files in",
                                    "choose another dir or fix its permissions");
   }
-  ~TensorBoard() override {
-    // A run that ends by an error leaves its session marked as failed.
-    if (writer_ && session_open_) try {
-        writer_->event(tensorboard::hparams_end_event(wall_time(), false));
-        writer_->flush();
-      } catch (...) {
-      }
-  }
   void before_run(trainyard::Loop&) override {
     if (rank_ != 0 || writer_) return;
     writer_ = std::make_unique<tensorboard::EventWriter>(dir_);
@@ -97,7 +89,7 @@ class TensorBoard : public trainyard::Callback {
     hparams_values_ = trainyard::run_config_values(run_dir_);
     if (hparams_values_.empty()) return;  // not under `trainyard run`: no hyper-parameters to tell
     writer_->event(tensorboard::hparams_start_event(wall_time(), hparams_values_));
-    session_open_ = true;
+    session_.begin();
   }
   void before_epoch(trainyard::Loop&) override { speed_.restart(); }
   void after_train_iter(trainyard::Loop& loop, const trainyard::StepResult& r) override {
@@ -132,13 +124,7 @@ class TensorBoard : public trainyard::Callback {
   }
   void after_run(trainyard::Loop&) override {
     if (!writer_) return;
-    if (session_open_) {
-      std::vector<std::string> metrics;
-      for (const auto& [tag, seen] : metric_tags_) metrics.push_back(tag);
-      writer_->event(tensorboard::hparams_experiment_event(wall_time(), hparams_values_, metrics));
-      writer_->event(tensorboard::hparams_end_event(wall_time(), true));
-      session_open_ = false;
-    }
+    session_.finish();
     writer_->flush();
   }
 
@@ -153,7 +139,16 @@ class TensorBoard : public trainyard::Callback {
   std::unique_ptr<tensorboard::EventWriter> writer_;
   std::map<std::string, trainyard::ConfigValue> hparams_values_;
   std::map<std::string, bool> metric_tags_;
-  bool session_open_ = false;
+  // The hyper-parameter session: finished with its metrics' tags, or marked failed when the run ends by an error.
+  trainyard::RunEnd session_{[this](bool finished) {
+    if (finished) {
+      std::vector<std::string> metrics;
+      for (const auto& [tag, seen] : metric_tags_) metrics.push_back(tag);
+      writer_->event(tensorboard::hparams_experiment_event(wall_time(), hparams_values_, metrics));
+    }
+    writer_->event(tensorboard::hparams_end_event(wall_time(), finished));
+    writer_->flush();
+  }};
   trainyard::Throughput speed_;
 };
 

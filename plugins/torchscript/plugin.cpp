@@ -38,9 +38,10 @@ class Mirror : public torch::nn::Module {
   torch::jit::Module script_;
 };
 
-class TorchScriptNetwork : public trainyard::Network {
+class TorchScriptNetwork : public trainyard::Network, public trainyard::ScriptedModule {
  public:
-  explicit TorchScriptNetwork(torch::jit::Module script) : mirror_(std::make_shared<Mirror>(script)), script_(script) {
+  TorchScriptNetwork(torch::jit::Module script, std::string path)
+      : mirror_(std::make_shared<Mirror>(script)), script_(script), path_(std::move(path)) {
     // The mirror's children become this network's children (no extra name level).
     for (const auto& p : mirror_->named_parameters(false)) register_parameter(p.key(), p.value(), p.value().requires_grad());
     for (const auto& b : mirror_->named_buffers(false)) register_buffer(b.key(), b.value());
@@ -60,10 +61,13 @@ class TorchScriptNetwork : public trainyard::Network {
     throw trainyard::Error("the TorchScript module's forward returned " + out.tagKind() +
                            "; expected a tensor or a tuple whose first element is a tensor");
   }
+  // export --format torchscript writes this file back with the trained values.
+  std::string script_path() const override { return path_; }
 
  private:
   std::shared_ptr<Mirror> mirror_;
   torch::jit::Module script_;
+  std::string path_;
 };
 
 struct TorchScriptOptions {
@@ -99,7 +103,7 @@ std::shared_ptr<trainyard::Network> make(const trainyard::Options& o, const trai
                                  std::string(e.what_without_backtrace()).substr(0, 200));
   }
   script.train();
-  return std::make_shared<TorchScriptNetwork>(script);
+  return std::make_shared<TorchScriptNetwork>(script, path);
 }
 
 void register_components(trainyard::Registrar& r) {

@@ -38,6 +38,7 @@ EmbeddingLoss::~EmbeddingLoss() = default;
 LossValues::~LossValues() = default;
 LossParameters::~LossParameters() = default;
 NetworkOutputs::~NetworkOutputs() = default;
+ScriptedModule::~ScriptedModule() = default;
 SampleMeter::~SampleMeter() = default;
 Optimizer::~Optimizer() = default;
 Meter::~Meter() = default;

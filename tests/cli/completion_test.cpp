@@ -34,7 +34,10 @@ TEST(Completion, CommandsFlagsKeysAndComponentNames) {
   for (const char* flag : {"--nproc-per-node\n", "--output-dir\n", "--set\n", "--fresh\n"})
     EXPECT_TRUE(contains(flags, flag)) << flag << "\n" << flags;
   EXPECT_EQ(complete({"export", exp, "--for"}), "--format\n");
-  EXPECT_EQ(complete({"export", exp, "--format", "s"}), "state_dict\n");
+  EXPECT_EQ(complete({"export", exp, "--format", "st"}), "state_dict\n");
+  // Every export format, from export's own table (safetensors was missing).
+  EXPECT_EQ(complete({"export", exp, "--format", ""}), "safetensors\nstate_dict\ntorchscript\n");
+  EXPECT_EQ(complete({"export", exp, "--format", "s"}), "safetensors\nstate_dict\n");
   // --set keys: the host's, and the experiment's components' options.
   EXPECT_EQ(complete({"run", exp, "--set", "loop.epo"}), "loop.epochs=\n");
   EXPECT_EQ(complete({"run", exp, "--set", "network.hidden"}), "network.hidden_sizes=\n");

@@ -8,6 +8,7 @@
 
 #include "data/loader.h"
 #include "data/normalize.h"
+#include "data/samplers.h"
 #include "trainyard/error.h"
 
 namespace trainyard::host {
@@ -36,14 +37,15 @@ std::vector<at::Tensor> read_all(BatchStream stream) {
   return out;
 }
 
-EpochPlan plan(int64_t n, int rank = 0, int world = 1) {
-  EpochPlan p;
-  p.dataset_size = n;
-  p.batch_size = 8;
-  p.seed = 11;
-  p.rank = rank;
-  p.world_size = world;
-  return p;
+// The training order of `epoch` (seed 11, batches of 8) for `rank` of `world`.
+ShuffledSampler sampler(int64_t n, int64_t epoch, int rank = 0, int world = 1) {
+  ShuffledSampler s({.dataset_size = n, .batch_size = 8});
+  s.shard(rank, world);
+  s.reset(epoch, 11);
+  return s;
+}
+std::vector<int64_t> order(int64_t n, int64_t epoch, int rank = 0, int world = 1) {
+  return sampler(n, epoch, rank, world).order();
 }
 
 LoaderOptions options(int threads) {
@@ -57,10 +59,10 @@ LoaderOptions options(int threads) {
 
 TEST(Loader, BatchesAreIdenticalForAnyNumberOfDecodeThreads) {
   Numbers data(203);
-  auto reference = read_all(batch_stream(data, plan(203).indices(2), 2, 0, options(0)));
+  auto reference = read_all(batch_stream(data, order(203, 2), 2, 0, options(0)));
   ASSERT_EQ(reference.size(), 26u);  // 25 full batches and one of 3
   for (int threads : {1, 2, 4}) {
-    auto batches = read_all(batch_stream(data, plan(203).indices(2), 2, 0, options(threads)));
+    auto batches = read_all(batch_stream(data, order(203, 2), 2, 0, options(threads)));
     ASSERT_EQ(batches.size(), reference.size()) << threads;
     for (size_t i = 0; i < batches.size(); ++i) EXPECT_TRUE(batches[i].equal(reference[i])) << threads << " " << i;
   }
@@ -76,11 +78,11 @@ TEST(Loader, AugmentationSeedsDependOnSeedEpochAndIndexOnly) {
 }
 
 TEST(Loader, EpochOrderIsAPermutationThatChangesEachEpoch) {
-  auto a = plan(100).indices(0), b = plan(100).indices(1);
+  auto a = order(100, 0), b = order(100, 1);
   EXPECT_NE(a, b);
   std::sort(a.begin(), a.end());
   for (int64_t i = 0; i < 100; ++i) EXPECT_EQ(a[size_t(i)], i);
-  EXPECT_EQ(plan(100).indices(1), b);  // the same for the same (seed, epoch)
+  EXPECT_EQ(order(100, 1), b);  // the same for the same (seed, epoch)
 }
 
 TEST(Loader, ShardsAreDisjointAndCompleteForWorldSizesOneTwoThree) {
@@ -88,9 +90,9 @@ TEST(Loader, ShardsAreDisjointAndCompleteForWorldSizesOneTwoThree) {
     std::multiset<int64_t> seen;
     int64_t batches = 0;
     for (int rank = 0; rank < world; ++rank) {
-      auto shard = plan(100, rank, world).indices(4);
+      auto shard = order(100, 4, rank, world);
       seen.insert(shard.begin(), shard.end());
-      batches += plan(100, rank, world).batches_per_epoch();
+      batches += sampler(100, 4, rank, world).batches_per_epoch();
       EXPECT_EQ(int64_t(shard.size()), (100 - rank + world - 1) / world);
     }
     EXPECT_EQ(seen.size(), 100u) << world;
@@ -100,63 +102,72 @@ TEST(Loader, ShardsAreDisjointAndCompleteForWorldSizesOneTwoThree) {
 }
 
 // P x K batches over unbalanced classes (20, 23, ..., 35 samples), P = 3, K = 4.
-EpochPlan pk_plan(int rank, int world, bool with_replacement = false, std::vector<int64_t> sizes = {20, 23, 26, 29, 32, 35}) {
+std::vector<int64_t> pk_labels(const std::vector<int64_t>& sizes) {
   std::vector<int64_t> labels;
   for (size_t c = 0; c < sizes.size(); ++c)
     for (int64_t i = 0; i < sizes[c]; ++i) labels.push_back(static_cast<int64_t>(c));
   // Interleaved, as a real dataset's classes are spread over its indices.
   std::vector<int64_t> spread(labels.size());
   for (size_t i = 0; i < labels.size(); ++i) spread[(i * 37) % labels.size()] = labels[i];
-  EpochPlan p = plan(static_cast<int64_t>(spread.size()), rank, world);
-  p.batch_size = 12;
-  p.classes_per_batch = 3;
-  p.samples_per_class = 4;
-  p.pk_with_replacement = with_replacement;
-  p.pk_total_batches = pk_batches(sizes, 3, 4, with_replacement);
-  p.labels = std::make_shared<std::vector<int64_t>>(spread);
+  return spread;
+}
+PkSampler pk_sampler(int rank, int world, bool with_replacement = false,
+                     std::vector<int64_t> sizes = {20, 23, 26, 29, 32, 35}) {
+  PkSampler p({.labels = pk_labels(sizes), .classes_per_batch = 3, .samples_per_class = 4,
+               .with_replacement = with_replacement});
+  p.shard(rank, world);
   return p;
+}
+std::vector<int64_t> pk_order(int rank, int world, int64_t epoch) {
+  PkSampler p = pk_sampler(rank, world);
+  p.reset(epoch, 11);
+  return p.order();
 }
 
 TEST(Loader, PkBatchesHoldPClassesOfKSamplesAndShardByBatchWithoutOverlap) {
-  const EpochPlan one = pk_plan(0, 1);
-  EXPECT_EQ(one.pk_total_batches, 13);  // 5+5+6+7+8+8 groups of 4, three classes a batch
+  PkSampler one = pk_sampler(0, 1);
+  const std::vector<int64_t> labels = pk_labels({20, 23, 26, 29, 32, 35});
+  EXPECT_EQ(one.total_batches(), 13);  // 5+5+6+7+8+8 groups of 4, three classes a batch
+  EXPECT_EQ(one.batch_size(), 12);
   for (int64_t epoch : {0, 1, 2}) {
-    const auto order = one.indices(epoch);
+    const auto order = pk_order(0, 1, epoch);
     ASSERT_EQ(static_cast<int64_t>(order.size()), one.batches_per_epoch() * 12) << "epoch " << epoch;
     EXPECT_EQ(std::set<int64_t>(order.begin(), order.end()).size(), order.size()) << "a sample twice in an epoch";
     for (size_t b = 0; b < order.size(); b += 12) {
       std::map<int64_t, int> per_class;
-      for (size_t i = b; i < b + 12; ++i) ++per_class[(*one.labels)[static_cast<size_t>(order[i])]];
+      for (size_t i = b; i < b + 12; ++i) ++per_class[labels[static_cast<size_t>(order[i])]];
       ASSERT_EQ(per_class.size(), 3u) << "batch " << b / 12;
       for (const auto& [label, n] : per_class) EXPECT_EQ(n, 4) << "class " << label;
     }
   }
-  EXPECT_EQ(one.indices(1), one.indices(1));
-  EXPECT_NE(one.indices(0), one.indices(1));
+  EXPECT_EQ(pk_order(0, 1, 1), pk_order(0, 1, 1));
+  EXPECT_NE(pk_order(0, 1, 0), pk_order(0, 1, 1));
   // Two ranks: every other batch of the same epoch order; equal counts, no overlap.
-  const auto whole = one.indices(4), r0 = pk_plan(0, 2).indices(4), r1 = pk_plan(1, 2).indices(4);
+  const auto whole = pk_order(0, 1, 4), r0 = pk_order(0, 2, 4), r1 = pk_order(1, 2, 4);
   ASSERT_EQ(r0.size(), 6u * 12);
   ASSERT_EQ(r1.size(), r0.size());
-  EXPECT_EQ(pk_plan(1, 2).batches_per_epoch(), 6);
+  EXPECT_EQ(pk_sampler(1, 2).batches_per_epoch(), 6);
   for (size_t b = 0; b < 6; ++b)
     for (size_t i = 0; i < 12; ++i) {
       EXPECT_EQ(r0[b * 12 + i], whole[(2 * b) * 12 + i]);
       EXPECT_EQ(r1[b * 12 + i], whole[(2 * b + 1) * 12 + i]);
     }
   // A class under K samples: drawn with replacement when allowed.
-  const EpochPlan small = pk_plan(0, 1, true, {2, 8, 8});
-  EXPECT_EQ(small.pk_total_batches, 1);  // groups 1, 2, 2: one batch of three classes
-  const auto drawn = small.indices(0);
+  PkSampler small = pk_sampler(0, 1, true, {2, 8, 8});
+  EXPECT_EQ(small.total_batches(), 1);  // groups 1, 2, 2: one batch of three classes
+  small.reset(0, 11);
+  const auto drawn = small.order();
   ASSERT_EQ(drawn.size(), 12u);
+  const std::vector<int64_t> small_labels = pk_labels({2, 8, 8});
   std::map<int64_t, int> per_class;
-  for (int64_t i : drawn) ++per_class[(*small.labels)[static_cast<size_t>(i)]];
+  for (int64_t i : drawn) ++per_class[small_labels[static_cast<size_t>(i)]];
   EXPECT_EQ(per_class, (std::map<int64_t, int>{{0, 4}, {1, 4}, {2, 4}}));
 }
 
 TEST(Loader, SeekReturnsTheSameBatchesAsReadingFromTheStart) {
   Numbers data(100);
-  auto all = read_all(batch_stream(data, plan(100).indices(3), 3, 0, options(2)));
-  auto tail = read_all(batch_stream(data, plan(100).indices(3), 3, 5, options(2)));
+  auto all = read_all(batch_stream(data, order(100, 3), 3, 0, options(2)));
+  auto tail = read_all(batch_stream(data, order(100, 3), 3, 5, options(2)));
   ASSERT_EQ(tail.size(), all.size() - 5);
   for (size_t i = 0; i < tail.size(); ++i) EXPECT_TRUE(tail[i].equal(all[i + 5]));
 }
@@ -165,14 +176,14 @@ TEST(Loader, DropLastDropsTheIncompleteBatch) {
   Numbers data(20);
   LoaderOptions o = options(1);
   o.drop_last = true;
-  EXPECT_EQ(read_all(batch_stream(data, plan(20).indices(0), 0, 0, o)).size(), 2u);
+  EXPECT_EQ(read_all(batch_stream(data, order(20, 0), 0, 0, o)).size(), 2u);
 }
 
 TEST(Loader, BadRecordIsANamedErrorByDefault) {
   Numbers data(40, {17});
   for (int threads : {0, 2}) {
     try {
-      read_all(batch_stream(data, plan(40).indices(0), 0, 0, options(threads)));
+      read_all(batch_stream(data, order(40, 0), 0, 0, options(threads)));
       FAIL() << "no error";
     } catch (const ConfigError& e) {
       EXPECT_NE(std::string(e.what()).find("sample 17: record 17: cannot decode png image 0"), std::string::npos)
@@ -189,7 +200,7 @@ TEST(Loader, SkippedBadRecordsAreCountedAndLeftOut) {
   o.skip_bad_records = true;
   auto stats = std::make_shared<LoaderStats>();
   int64_t samples = 0;
-  BatchStream stream = batch_stream(data, plan(40).indices(0), 0, 0, o, stats);
+  BatchStream stream = batch_stream(data, order(40, 0), 0, 0, o, stats);
   while (auto b = stream()) {
     samples += b->size();
     for (int64_t i : b->indices) EXPECT_EQ(bad.count(i), 0u);
@@ -205,7 +216,7 @@ TEST(Loader, MoreBadRecordsThanMaxBadFractionAllowsStopTheEpochWithANamedError) 
   o.skip_bad_records = true;
   o.max_bad_fraction = 0.1;  // 4 of the epoch's 40
   try {
-    read_all(batch_stream(data, plan(40).indices(0), 0, 0, o, std::make_shared<LoaderStats>()));
+    read_all(batch_stream(data, order(40, 0), 0, 0, o, std::make_shared<LoaderStats>()));
     FAIL() << "9 bad records of 40 passed a cap of 10%";
   } catch (const ConfigError& e) {
     const std::string what = e.what();
@@ -215,7 +226,7 @@ TEST(Loader, MoreBadRecordsThanMaxBadFractionAllowsStopTheEpochWithANamedError) 
   o.max_bad_fraction = 0.25;  // 10: the 9 are skipped
   auto stats = std::make_shared<LoaderStats>();
   int64_t samples = 0;
-  BatchStream stream = batch_stream(data, plan(40).indices(0), 0, 0, o, stats);
+  BatchStream stream = batch_stream(data, order(40, 0), 0, 0, o, stats);
   while (auto batch = stream()) samples += batch->size();
   EXPECT_EQ(samples, 40 - 9);
   EXPECT_EQ(stats->bad_records.load(), 9);
@@ -244,7 +255,7 @@ TEST(Loader, EightBitInputsBecomeNormalizedFloatsAsTheConsumerTakesThem) {
     o.normalization = imagenet;
     o.channels_last = channels_last;
     int64_t rows = 0;
-    BatchStream stream = batch_stream(data, plan(21).indices(0), 0, 0, o);
+    BatchStream stream = batch_stream(data, order(21, 0), 0, 0, o);
     while (auto b = stream()) {
       ASSERT_EQ(b->input.scalar_type(), at::kFloat);
       EXPECT_EQ(b->input.is_contiguous(at::MemoryFormat::ChannelsLast), channels_last);
@@ -269,7 +280,7 @@ TEST(Loader, NormalizationStatisticsForAnotherChannelCountAreANamedError) {
   LoaderOptions o = options(0);
   o.normalization = InputNormalization{{0.5}, {0.25}};  // one channel's, for three
   try {
-    read_all(batch_stream(data, plan(21).indices(0), 0, 0, o));
+    read_all(batch_stream(data, order(21, 0), 0, 0, o));
     FAIL();
   } catch (const ConfigError& e) {
     EXPECT_NE(std::string(e.what()).find("1 means and 1 stds for inputs of 3 channels"), std::string::npos) << e.what();

@@ -12,8 +12,10 @@
 #include <opencv2/core.hpp>
 #include <trainyard/error.h>
 #include <trainyard/image_codec.h>
+#include <trainyard/labeled_files.h>
 
 #include "image_dataset.h"
+#include "tar.h"
 #include "support/support.h"
 
 namespace trainyard::image_codec {
@@ -190,6 +192,25 @@ TEST(ImageCodec, JpegRoundTripsWithinItsQualityAndRefusesWhatItCannotEncode) {
   EXPECT_THROW(encode_jpeg(noise(8, 8, CV_16UC1)), Error);
   EXPECT_THROW(encode_png(cv::Mat()), Error);
   EXPECT_THROW(encode_png(cv::Mat(4, 4, CV_32FC1)), Error);
+}
+
+// One table of formats and extensions; each source looks for its own formats
+// by name (image folders: JPEG, PNG, BMP, PNM; WebDataset members: JPEG, PNG, WebP).
+TEST(ImageCodec, TheFormatTableGivesEachExtensionItsFormatAndEachSourceItsFiles) {
+  EXPECT_EQ(format_for_extension(".JPG"), Format::jpeg);
+  EXPECT_EQ(format_for_extension("jpeg"), Format::jpeg);
+  EXPECT_EQ(format_for_extension(".tif"), Format::tiff);
+  EXPECT_EQ(format_for_extension(".gif"), Format::unknown);
+  EXPECT_EQ(format_for_extension(""), Format::unknown);
+  EXPECT_EQ(extension_of(Format::png), "png");
+  EXPECT_EQ(image_extensions({Format::jpeg, Format::webp}), (std::vector<std::string>{"jpg", "jpeg", "webp"}));
+  for (const auto& f : formats()) EXPECT_STREQ(format_name(f.format), f.name);
+  EXPECT_EQ(trainyard::image_file_extensions(), (std::vector<std::string>{"jpg", "jpeg", "png", "bmp", "pgm", "ppm"}));
+  EXPECT_TRUE(trainyard::is_image_file("dir/a.PPM"));
+  EXPECT_FALSE(trainyard::is_image_file("dir/a.webp"));
+  EXPECT_TRUE(image_datasets::tar::is_image_extension("webp"));
+  EXPECT_FALSE(image_datasets::tar::is_image_extension("bmp"));
+  EXPECT_EQ(image_datasets::tar::image_member_names(), "KEY.jpg, KEY.jpeg, KEY.png or KEY.webp");
 }
 
 }  // namespace

@@ -597,16 +597,44 @@ Format sniff(const void* data, size_t size) {
   return Format::unknown;
 }
 
+const std::vector<FormatInfo>& formats() {
+  static const std::vector<FormatInfo> table{
+      {Format::jpeg, "JPEG", "image/jpeg", {"jpg", "jpeg"}},
+      {Format::png, "PNG", "image/png", {"png"}},
+      {Format::bmp, "BMP", "image/bmp", {"bmp"}},
+      {Format::tiff, "TIFF", "image/tiff", {"tif", "tiff"}},
+      {Format::webp, "WebP", "image/webp", {"webp"}},
+      {Format::pnm, "PNM", "image/x-portable-anymap", {"pgm", "ppm"}},
+  };
+  return table;
+}
+
+Format format_for_extension(std::string ext) {
+  if (!ext.empty() && ext.front() == '.') ext.erase(0, 1);
+  std::transform(ext.begin(), ext.end(), ext.begin(), [](unsigned char c) { return char(std::tolower(c)); });
+  for (const auto& f : formats())
+    if (std::find(f.extensions.begin(), f.extensions.end(), ext) != f.extensions.end()) return f.format;
+  return Format::unknown;
+}
+
+std::string extension_of(Format format) {
+  for (const auto& f : formats())
+    if (f.format == format) return f.extensions.front();
+  return "";
+}
+
+std::vector<std::string> image_extensions(std::initializer_list<Format> among) {
+  std::vector<std::string> out;
+  for (const auto& f : formats())
+    if (std::find(among.begin(), among.end(), f.format) != among.end())
+      out.insert(out.end(), f.extensions.begin(), f.extensions.end());
+  return out;
+}
+
 const char* format_name(Format format) {
-  switch (format) {
-    case Format::jpeg: return "JPEG";
-    case Format::png: return "PNG";
-    case Format::bmp: return "BMP";
-    case Format::tiff: return "TIFF";
-    case Format::webp: return "WebP";
-    case Format::pnm: return "PNM";
-    default: return "unknown";
-  }
+  for (const auto& f : formats())
+    if (f.format == format) return f.name;
+  return "unknown";
 }
 
 cv::Mat decode(const void* data, size_t size) {

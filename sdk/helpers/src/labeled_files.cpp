@@ -7,15 +7,26 @@
 #include <set>
 
 #include "trainyard/error.h"
+#include "trainyard/image_codec.h"
 
 namespace fs = std::filesystem;
 
 namespace trainyard {
 
+namespace {
+// The formats looked for by file name (image_codec.h's table gives their extensions).
+constexpr std::initializer_list<image_codec::Format> kFileFormats{image_codec::Format::jpeg, image_codec::Format::png,
+                                                                  image_codec::Format::bmp, image_codec::Format::pnm};
+}  // namespace
+
+const std::vector<std::string>& image_file_extensions() {
+  static const std::vector<std::string> extensions = image_codec::image_extensions(kFileFormats);
+  return extensions;
+}
+
 bool is_image_file(const std::string& path) {
-  std::string ext = fs::path(path).extension().string();
-  std::transform(ext.begin(), ext.end(), ext.begin(), [](unsigned char c) { return char(std::tolower(c)); });
-  return ext == ".png" || ext == ".jpg" || ext == ".jpeg" || ext == ".bmp" || ext == ".pgm" || ext == ".ppm";
+  const image_codec::Format f = image_codec::format_for_extension(fs::path(path).extension().string());
+  return std::find(kFileFormats.begin(), kFileFormats.end(), f) != kFileFormats.end();
 }
 
 std::vector<std::string> sorted_image_files(const std::string& folder) {

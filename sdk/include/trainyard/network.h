@@ -14,6 +14,8 @@
 ///     torch::nn::Linear fc_;
 ///   };
 
+#include <string>
+
 #include <torch/nn/module.h>
 
 #include "trainyard/batch.h"
@@ -53,6 +55,25 @@ class NetworkOutputs {
  public:
   virtual ~NetworkOutputs();
   virtual OutputKind output_kind() const = 0;
+};
+
+/// Optional (added within SDK 1.4): a network built from a TorchScript
+/// module derives from ScriptedModule too and names that module's file, so
+/// that `trainyard export --format torchscript` writes the module back with
+/// the trained values: the host loads the file, copies the network's
+/// parameters and buffers into it by name and saves it. Found with
+/// dynamic_cast; a network without it exports as a state_dict or safetensors.
+///
+/// Example:
+///   class Scripted : public trainyard::Network, public trainyard::ScriptedModule {
+///     std::string script_path() const override { return path_; }  // absolute
+///   };
+class ScriptedModule {
+ public:
+  virtual ~ScriptedModule();
+  /// The TorchScript file the network was built from (absolute); its
+  /// parameters and buffers have the network's names.
+  virtual std::string script_path() const = 0;
 };
 
 }  // namespace trainyard

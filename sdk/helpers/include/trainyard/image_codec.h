@@ -9,8 +9,10 @@
 ///   std::string png = trainyard::image_codec::encode_png(image);
 #include <cstddef>
 #include <cstdint>
+#include <initializer_list>
 #include <stdexcept>
 #include <string>
+#include <vector>
 
 #include <opencv2/core.hpp>
 
@@ -29,6 +31,32 @@ class Error : public std::runtime_error {
 inline constexpr uint64_t kMaxPixels = 178'956'970;
 
 enum class Format { unknown, jpeg, png, bmp, tiff, webp, pnm };
+
+/// One image format: its name and the file extensions that name it.
+struct FormatInfo {
+  Format format;
+  const char* name;                     ///< "JPEG", "PNG", ...
+  const char* media_type;               ///< "image/jpeg", ...: a data URI's or a page's type
+  std::vector<std::string> extensions;  ///< lower case, no dot, the usual one first: {"jpg", "jpeg"}
+};
+
+/// Every format decode() reads, in Format's order: the one table of image
+/// formats and their file extensions (PNM is looked for as .pgm and .ppm).
+/// Sources pick the formats they look for by name (image folders, CSV lists
+/// and predict: is_image_file in labeled_files.h; WebDataset members:
+/// JPEG, PNG and WebP); decode() goes by content, whatever the name says.
+///
+/// Example:
+///   trainyard::image_codec::format_for_extension(".JPG")  // Format::jpeg
+const std::vector<FormatInfo>& formats();
+/// The format a file extension names ("jpg", ".JPG", "jpeg": any case, with
+/// or without the dot); Format::unknown for any other.
+Format format_for_extension(std::string ext);
+/// The usual extension of `format` (its first: "jpg", "png"); empty for unknown.
+std::string extension_of(Format format);
+/// The extensions of `among`, in the table's order: {jpeg, png} gives
+/// {"jpg", "jpeg", "png"}.
+std::vector<std::string> image_extensions(std::initializer_list<Format> among);
 
 /// The format by the data's first bytes.
 Format sniff(const void* data, size_t size);

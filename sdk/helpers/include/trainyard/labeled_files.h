@@ -20,7 +20,10 @@ struct LabeledFiles {
   std::vector<std::string> class_names;
 };
 
-/// .png, .jpg, .jpeg, .bmp, .pgm, .ppm (any case).
+/// The extensions of the image files looked for by name: JPEG, PNG, BMP and
+/// PNM's in image_codec.h's table ("jpg", "jpeg", "png", "bmp", "pgm", "ppm").
+const std::vector<std::string>& image_file_extensions();
+/// A path ending in one of image_file_extensions() (any case).
 bool is_image_file(const std::string& path);
 /// Names of the image files directly in `folder`, sorted.
 std::vector<std::string> sorted_image_files(const std::string& folder);

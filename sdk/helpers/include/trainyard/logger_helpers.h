@@ -1,14 +1,18 @@
 #pragma once
 /// Pieces every logger callback needs (the built-in tensorboard, mlflow_logger
-/// and csv_logger use them). Header-only.
+/// and csv_logger use them; RunEnd, the loggers that open a run: tensorboard
+/// and mlflow_logger). Header-only.
 ///
 ///   trainyard::grouped_name("test_accuracy_top1")      // "test/accuracy_top1"
 ///   trainyard::phase_values(loop.values(), "train")     // the train_* values
 ///   trainyard::Throughput speed;  speed.restart();  speed.add(n);  speed.take_per_sec();
+///   trainyard::RunEnd end_{[this](bool finished) { tracker_->close(finished); }};  // begin(), finish()
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <string>
+#include <utility>
 
 namespace trainyard {
 
@@ -27,6 +31,39 @@ inline std::map<std::string, double> phase_values(const std::map<std::string, do
     if (name.rfind(phase + "_", 0) == 0) out[name] = value;
   return out;
 }
+
+/// How a logger ends the run it opened in before_run, exactly once: as
+/// finished from after_run (finish()), or, when the callback is destroyed
+/// without that (the run ended by an error), as failed from this member's
+/// destructor, where whatever the ending throws is dropped. Declare it after
+/// what `end` uses, so that it is destroyed first.
+class RunEnd {
+ public:
+  /// `end(true)`: the run finished; `end(false)`: it failed.
+  explicit RunEnd(std::function<void(bool finished)> end) : end_(std::move(end)) {}
+  RunEnd(const RunEnd&) = delete;
+  RunEnd& operator=(const RunEnd&) = delete;
+  ~RunEnd() {
+    if (open_) try {
+        end_(false);
+      } catch (...) {
+      }
+  }
+  /// The run is open: it has to end.
+  void begin() { open_ = true; }
+  bool open() const { return open_; }
+  /// Ends an open run as finished (nothing otherwise). If that throws, the
+  /// run stays open and the destructor ends it as failed.
+  void finish() {
+    if (!open_) return;
+    end_(true);
+    open_ = false;
+  }
+
+ private:
+  std::function<void(bool)> end_;
+  bool open_ = false;
+};
 
 /// Samples per second since the last restart or take.
 class Throughput {
