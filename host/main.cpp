@@ -9,8 +9,8 @@ namespace {
 // stop signal that early still ends the process with one line, not silently.
 void before_libraries_start(int, char**, char**) { trainyard::host::install_early_stop_signals(); }
 }  // namespace
-__attribute__((section(".preinit_array"), used)) static void (*const early_stop_signals)(int, char**, char**) =
-    &before_libraries_start;
+__attribute__((section(".preinit_array"),
+               used)) static void (*const early_stop_signals)(int, char**, char**) = &before_libraries_start;
 
 int main(int argc, char** argv) {
   trainyard::host::prepare_process_environment();

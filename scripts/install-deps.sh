@@ -39,6 +39,8 @@ packages=(
   slurmctld slurmd slurm-client munge
   # tests: the console's live line in a real terminal of a given width
   tmux
+  # tests: the C++ sources follow .clang-format (scripts/check-format.sh)
+  clang-format
   # real data for the demo and the end-to-end tests
   dataset-fashion-mnist
 )

@@ -3,8 +3,8 @@
 #include <cstdlib>
 #include <iostream>
 
-#include "trainyard/error.h"
 #include "run/experiment_file.h"
+#include "trainyard/error.h"
 #include "trainyard/version.h"
 
 namespace trainyard::host {
@@ -61,7 +61,8 @@ po::options_description launch_options() {
       "nnodes", ranged("nnodes", 1, 65536)->default_value(1), "machines taking part")(
       "node-rank", ranged("node-rank", 0, 65535)->default_value(0), "this machine's index, 0..nnodes-1")(
       "master-addr", po::value<std::string>()->default_value("127.0.0.1"), "address of node 0")(
-      "master-port", ranged("master-port", 0, 65535)->default_value(0), "port on node 0 (0: a free port, one node only)");
+      "master-port", ranged("master-port", 0, 65535)->default_value(0),
+      "port on node 0 (0: a free port, one node only)");
   return d;
 }
 
@@ -88,16 +89,16 @@ bool parse_command_line(int argc, char** argv, const std::string& usage, const p
     // Through the environment: plugins (a TorchScript network) and worker processes read it too.
     if (vm.count("allow-insecure-plugins")) ::setenv("TRAINYARD_ALLOW_INSECURE_PLUGINS", "1", 1);
   } catch (const po::error& e) {
-    throw ConfigError(std::string("command line: ") + e.what(), "expected " + usage, "see trainyard " +
-                      std::string(argv[1]) + " --help");
+    throw ConfigError(std::string("command line: ") + e.what(), "expected " + usage,
+                      "see trainyard " + std::string(argv[1]) + " --help");
   }
   if (vm.count("help")) {
     std::cout << "usage: " << usage << "\n\n" << visible << "\n";
     return false;
   }
   if (vm.count("version")) {
-    std::cout << "trainyard " << TRAINYARD_VERSION << " (SDK API " << sdk_api_version() << ", "
-              << TRAINYARD_FINGERPRINT << ")\n";
+    std::cout << "trainyard " << TRAINYARD_VERSION << " (SDK API " << sdk_api_version() << ", " << TRAINYARD_FINGERPRINT
+              << ")\n";
     return false;
   }
   if (!positional_name.empty() && !vm.count(positional_name))

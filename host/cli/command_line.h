@@ -4,8 +4,8 @@
 // that starts worker processes for --nproc-per-node.
 #include <cmath>
 #include <optional>
-#include <type_traits>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include <boost/program_options.hpp>
@@ -30,8 +30,10 @@ po::options_description experiment_command_options(const po::options_description
 
 template <class T>
 std::string number_text(T v) {
-  if constexpr (std::is_floating_point_v<T>) return std::isfinite(v) ? json_number(v) : std::to_string(v);
-  else return std::to_string(v);
+  if constexpr (std::is_floating_point_v<T>)
+    return std::isfinite(v) ? json_number(v) : std::to_string(v);
+  else
+    return std::to_string(v);
 }
 
 /// A numeric flag checked like its YAML twin: a value outside [lo, hi] (or,
@@ -43,10 +45,9 @@ po::typed_value<T>* ranged(const std::string& flag, T lo, T hi, T* store = nullp
     bool finite = true;
     if constexpr (std::is_floating_point_v<T>) finite = std::isfinite(v);
     if (!finite || v < lo || v > hi)
-      throw ConfigError("command line: --" + flag + " " + number_text(v),
-                        "expected a value from " + number_text(lo) + " to " + number_text(hi) + ", got " +
-                            number_text(v),
-                        "");
+      throw ConfigError(
+          "command line: --" + flag + " " + number_text(v),
+          "expected a value from " + number_text(lo) + " to " + number_text(hi) + ", got " + number_text(v), "");
   });
 }
 

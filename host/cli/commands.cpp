@@ -11,8 +11,8 @@
 #include <torch/version.h>
 
 #include "log/log.h"
-#include "run/provenance.h"
 #include "plugins/component_failure.h"
+#include "run/provenance.h"
 #include "trainyard/context.h"
 #include "trainyard/error.h"
 #include "trainyard/version.h"
@@ -46,12 +46,11 @@ const char* kUsage =
     "  trainyard COMMAND --help   options of one command\n"
     "  trainyard --version\n";
 
-
 const std::map<std::string, int (*)(int, char**)> kCommands = {
-    {"run", run_command},         {"validate", validate_command}, {"plugins", plugins_command},
-    {"describe", describe_command}, {"convert", convert_command},  {"iterate", iterate_command},
-    {"find-lr", find_lr_command},   {"sweep", sweep_command},      {"eval", eval_command},
-    {"predict", predict_command},   {"report", report_command},    {"new-plugin", new_plugin_command},
+    {"run", run_command},           {"validate", validate_command},     {"plugins", plugins_command},
+    {"describe", describe_command}, {"convert", convert_command},       {"iterate", iterate_command},
+    {"find-lr", find_lr_command},   {"sweep", sweep_command},           {"eval", eval_command},
+    {"predict", predict_command},   {"report", report_command},         {"new-plugin", new_plugin_command},
     {"export", export_command},     {"completion", completion_command}, {"__complete", complete_command},
     {"embed", embed_command},       {"search", search_command}};
 
@@ -86,8 +85,10 @@ int command_main(int argc, char** argv) {
   std::string level = std::getenv("TRAINYARD_LOG_LEVEL") ? std::getenv("TRAINYARD_LOG_LEVEL") : "info";
   for (int i = 2; i < argc; ++i) {
     const std::string arg = argv[i];
-    if (arg == "--log-level" && i + 1 < argc) level = argv[i + 1];
-    else if (arg.rfind("--log-level=", 0) == 0) level = arg.substr(12);
+    if (arg == "--log-level" && i + 1 < argc)
+      level = argv[i + 1];
+    else if (arg.rfind("--log-level=", 0) == 0)
+      level = arg.substr(12);
   }
   if (auto parsed = parse_log_level(level)) {
     set_log_level(*parsed);
@@ -100,8 +101,8 @@ int command_main(int argc, char** argv) {
     return 0;
   }
   if (command == "--version") {
-    std::cout << "trainyard " << TRAINYARD_VERSION << " (SDK API " << sdk_api_version() << ", "
-              << TRAINYARD_FINGERPRINT << ")\n"
+    std::cout << "trainyard " << TRAINYARD_VERSION << " (SDK API " << sdk_api_version() << ", " << TRAINYARD_FINGERPRINT
+              << ")\n"
               << runtime_summary();
     return 0;
   }

@@ -16,20 +16,20 @@ namespace trainyard::host {
 /// Dispatches argv[1] to its command and maps exceptions to exit codes.
 int command_main(int argc, char** argv);
 
-int run_command(int argc, char** argv);         // run_command.cpp
-int validate_command(int argc, char** argv);    // inspect_commands.cpp
+int run_command(int argc, char** argv);       // run_command.cpp
+int validate_command(int argc, char** argv);  // inspect_commands.cpp
 int plugins_command(int argc, char** argv);
 int describe_command(int argc, char** argv);
-int convert_command(int argc, char** argv);     // data_commands.cpp
+int convert_command(int argc, char** argv);  // data_commands.cpp
 int iterate_command(int argc, char** argv);
-int find_lr_command(int argc, char** argv);     // find_lr_command.cpp
-int sweep_command(int argc, char** argv);       // sweep_command.cpp
-int eval_command(int argc, char** argv);        // model_commands.cpp
+int find_lr_command(int argc, char** argv);  // find_lr_command.cpp
+int sweep_command(int argc, char** argv);    // sweep_command.cpp
+int eval_command(int argc, char** argv);     // model_commands.cpp
 int predict_command(int argc, char** argv);
 int embed_command(int argc, char** argv);
 int search_command(int argc, char** argv);
-int export_command(int argc, char** argv);      // model_commands.cpp
-int report_command(int argc, char** argv);      // project_commands.cpp
+int export_command(int argc, char** argv);  // model_commands.cpp
+int report_command(int argc, char** argv);  // project_commands.cpp
 int new_plugin_command(int argc, char** argv);
 int completion_command(int argc, char** argv);  // completion_command.cpp
 /// `trainyard __complete CWORD WORD...`: what the bash completion offers.

@@ -50,8 +50,7 @@ std::vector<std::string> flags_of(const std::string& command) {
   char* argv[] = {self.data(), name.data(), help.data(), nullptr};
   try {
     run_subcommand(command, 3, argv);
-  } catch (...) {
-  }
+  } catch (...) {}
   std::cout.rdbuf(saved);
   std::set<std::string> flags;
   static const std::regex flag("--[a-z][a-z0-9-]*");
@@ -105,8 +104,7 @@ std::vector<std::string> component_names(std::optional<Kind> kind) {
     for (Kind k : kAllKinds)
       if (!kind || *kind == k)
         for (const auto& n : registry.names(k)) names.push_back(n);
-  } catch (const std::exception&) {
-  }
+  } catch (const std::exception&) {}
   return names;
 }
 
@@ -115,7 +113,8 @@ std::vector<std::string> component_names(std::optional<Kind> kind) {
 int completion_command(int argc, char** argv) {
   if (argc != 3 || std::string(argv[2]) != "bash")
     throw ConfigError("command line: trainyard completion" + std::string(argc > 2 ? " " + std::string(argv[2]) : ""),
-                      "expected trainyard completion bash", "then: source <(trainyard completion bash), or save it "
+                      "expected trainyard completion bash",
+                      "then: source <(trainyard completion bash), or save it "
                       "as /etc/bash_completion.d/trainyard");
   std::cout << kBashScript;
   return 0;

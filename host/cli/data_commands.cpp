@@ -24,7 +24,8 @@ namespace trainyard::host {
 int convert_command(int argc, char** argv) {
   const std::string usage =
       "trainyard convert --from folder|csv|idx|parallel [--input PATH]... [--target DIR]... [--images F --labels F]"
-      " --output DIR [--to lmdb|webdataset] [--shard-size N] [--encoding png|jpeg|raw|keep] [--quality Q] [--resize HxW] [--shuffle] [--seed S]"
+      " --output DIR [--to lmdb|webdataset] [--shard-size N] [--encoding png|jpeg|raw|keep] [--quality Q] [--resize "
+      "HxW] [--shuffle] [--seed S]"
       " [--test-fraction F] [--limit N] [--overwrite]";
   po::options_description visible("convert options");
   ConvertOptions o;
@@ -33,24 +34,25 @@ int convert_command(int argc, char** argv) {
   visible.add_options()("from", po::value<std::string>(&o.from)->required(),
                         "folder (ROOT/<class>/images), csv (path,label lines), idx (MNIST files), "
                         "parallel (folders of matching file names)")(
-      "input", po::value<std::vector<std::string>>(&o.inputs)->composing(), "source folder or CSV (parallel: repeatable)")(
-      "target", po::value<std::vector<std::string>>(&o.targets)->composing(), "parallel: target image folder (repeatable)")(
-      "images", po::value<std::string>(&o.images), "idx: images file")("labels", po::value<std::string>(&o.labels),
-                                                                         "idx: labels file")(
+      "input", po::value<std::vector<std::string>>(&o.inputs)->composing(),
+      "source folder or CSV (parallel: repeatable)")(
+      "target", po::value<std::vector<std::string>>(&o.targets)->composing(),
+      "parallel: target image folder (repeatable)")("images", po::value<std::string>(&o.images), "idx: images file")(
+      "labels", po::value<std::string>(&o.labels), "idx: labels file")(
       "output", po::value<std::string>(&o.output)->required(), "folder to create: the LMDB, or the shards")(
       "to", po::value<std::string>(&o.to)->default_value("lmdb"),
       "lmdb (trainyard's records) or webdataset (tar shards: KEY.jpg|png + KEY.cls)")(
       "shard-size", ranged<int64_t>("shard-size", 1, INT64_MAX, &o.shard_size)->default_value(1000),
-      "webdataset: samples per shard")(
-      "encoding", po::value<std::string>(&o.encoding)->default_value("png"),
-      "png, jpeg, raw, or keep (each file's own JPEG or PNG bytes, not re-encoded)")(
+      "webdataset: samples per shard")("encoding", po::value<std::string>(&o.encoding)->default_value("png"),
+                                       "png, jpeg, raw, or keep (each file's own JPEG or PNG bytes, not re-encoded)")(
       "quality", ranged("quality", 1, 100, &o.quality)->default_value(95), "JPEG quality 1..100")(
       "resize", po::value<std::string>(&resize), "resize every image to HxW on the way in")(
       "shuffle", po::bool_switch(&o.shuffle), "shuffle the samples (with --seed)")(
       "seed", ranged<int64_t>("seed", 0, INT64_MAX, &seed)->default_value(0), "seed of --shuffle")(
       "test-fraction", ranged("test-fraction", 0.0, 0.99, &o.test_fraction)->default_value(0),
       "split off this fraction as OUTPUT/test (the rest is OUTPUT/train)")(
-      "limit", ranged<int64_t>("limit", 0, INT64_MAX, &o.limit)->default_value(0), "convert only the first N samples (after shuffling)")(
+      "limit", ranged<int64_t>("limit", 0, INT64_MAX, &o.limit)->default_value(0),
+      "convert only the first N samples (after shuffling)")(
       "overwrite", po::bool_switch(&o.overwrite), "replace an existing OUTPUT (only once the new one is complete)")(
       "quiet", "no progress line");
   visible.add(help_option());
@@ -77,7 +79,8 @@ int convert_command(int argc, char** argv) {
 int iterate_command(int argc, char** argv) {
   const std::string usage = "trainyard iterate EXP.yaml [--batches N] [--set KEY=VALUE]... [--plugin-dir DIR]...";
   po::options_description own("iterate options");
-  own.add_options()("batches", ranged<int64_t>("batches", 0, INT64_MAX)->default_value(0), "stop after N batches (0: one epoch)");
+  own.add_options()("batches", ranged<int64_t>("batches", 0, INT64_MAX)->default_value(0),
+                    "stop after N batches (0: one epoch)");
   const po::options_description visible = experiment_command_options(own);
   po::variables_map vm;
   if (!parse_command_line(argc, argv, usage, visible, "experiment", vm)) return 0;

@@ -2,7 +2,6 @@
 #include <filesystem>
 #include <iostream>
 
-
 #include "cli/command_line.h"
 #include "cli/commands.h"
 #include "run/experiment_file.h"
@@ -26,7 +25,8 @@ LrFinderOptions finder_options(const po::variables_map& vm) {
   o.iters_per_run = vm["iters-per-run"].as<int64_t>();
   o.iters = vm["iters"].as<int64_t>();
   if (o.mode != "restart" && o.mode != "sweep")
-    throw ConfigError("command line: --mode " + o.mode, "expected restart or sweep", did_you_mean(o.mode, {"restart", "sweep"}));
+    throw ConfigError("command line: --mode " + o.mode, "expected restart or sweep",
+                      did_you_mean(o.mode, {"restart", "sweep"}));
   if (!(o.min_lr > 0) || !(o.max_lr > o.min_lr))
     throw ConfigError("command line: --min-lr " + json_number(o.min_lr) + " --max-lr " + json_number(o.max_lr),
                       "expected 0 < min-lr < max-lr", "e.g. --min-lr 1e-6 --max-lr 1");
@@ -51,18 +51,21 @@ int find_lr_command(int argc, char** argv) {
       "min-lr", ranged("min-lr", 1e-12, 1e6)->default_value(defaults.min_lr, readable_number(defaults.min_lr)),
       "smallest learning rate")(
       "max-lr", ranged("max-lr", 1e-12, 1e6)->default_value(defaults.max_lr, readable_number(defaults.max_lr)),
-      "largest learning rate")(
-      "num-runs", ranged<int64_t>("num-runs", 3, 1000)->default_value(defaults.num_runs), "restart: rates tried, log-spaced")(
-      "iters-per-run", ranged<int64_t>("iters-per-run", 1, 1000000)->default_value(defaults.iters_per_run), "restart: optimizer updates per rate")(
+      "largest learning rate")("num-runs", ranged<int64_t>("num-runs", 3, 1000)->default_value(defaults.num_runs),
+                               "restart: rates tried, log-spaced")(
+      "iters-per-run", ranged<int64_t>("iters-per-run", 1, 1000000)->default_value(defaults.iters_per_run),
+      "restart: optimizer updates per rate")(
       "iters", ranged<int64_t>("iters", 5, 10000000)->default_value(defaults.iters), "sweep: optimizer updates in all")(
-      "output", po::value<std::string>(), "folder for lr_finder.csv, .svg and .json (default: OUTPUT_DIR/NAME-lr-finder)");
+      "output", po::value<std::string>(),
+      "folder for lr_finder.csv, .svg and .json (default: OUTPUT_DIR/NAME-lr-finder)");
   const po::options_description visible = experiment_command_options(own, /*with_launcher=*/true);
   po::variables_map vm;
   if (!parse_command_line(argc, argv, usage, visible, "experiment", vm)) return 0;
   const LrFinderOptions o = finder_options(vm);
   Registry registry;
   Experiment e = load_experiment(vm, registry);
-  const std::string out = maybe<std::string>(vm, "output").value_or((fs::path(e.output.dir) / (e.name + "-lr-finder")).string());
+  const std::string out =
+      maybe<std::string>(vm, "output").value_or((fs::path(e.output.dir) / (e.name + "-lr-finder")).string());
   check_output_folder(out, vm.count("output") ? "command line: --output " + out : e.where("output.dir"));
   if (auto launched = launch_if_asked(launch_request(vm, argc, argv), e)) return *launched;
   const std::optional<LrFinderResult> found = find_lr(e, registry, o, out);

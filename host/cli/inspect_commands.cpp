@@ -8,8 +8,8 @@
 #include "cli/commands.h"
 #include "config/sections.h"
 #include "plugins/loader.h"
-#include "run/inspect.h"
 #include "run/experiment_file.h"
+#include "run/inspect.h"
 #include "trainyard/error.h"
 #include "trainyard/version.h"
 #include "util/text.h"
@@ -66,7 +66,8 @@ int plugins_command(int argc, char** argv) {
   for (const auto& f : folders)
     std::cout << "folder: " << f.path << " (" << f.origin << (fs::is_directory(f.path) ? "" : ", absent") << ")\n";
   for (const auto& lib : registry.libraries()) {
-    std::cout << "\n" << lib->path << "\n  " << lib->name << " " << lib->version << " (API " << lib->api_major << "."
+    std::cout << "\n"
+              << lib->path << "\n  " << lib->name << " " << lib->version << " (API " << lib->api_major << "."
               << lib->api_minor << "), fingerprint ok";
     if (!lib->description.empty()) std::cout << "\n  " << lib->description;
     std::cout << "\n";
@@ -85,8 +86,9 @@ int plugins_command(int argc, char** argv) {
 }
 
 int describe_command(int argc, char** argv) {
-  const std::string usage = "trainyard describe NAME [--plugin-dir DIR]...\n\nNAME is a component name (mlp, sgd, ...) "
-                            "or a host section (loop, distributed, output, schedule, stopping).";
+  const std::string usage =
+      "trainyard describe NAME [--plugin-dir DIR]...\n\nNAME is a component name (mlp, sgd, ...) "
+      "or a host section (loop, distributed, output, schedule, stopping).";
   po::options_description visible;
   visible.add(plugin_options()).add(help_option());
   po::variables_map vm;
@@ -113,8 +115,8 @@ int describe_command(int argc, char** argv) {
                       (maybe.empty() ? "" : maybe + "; ") + searched_folders_text(folders));
   }
   for (const auto* c : found) {
-    std::cout << c->name << " (" << kind_name(c->kind) << ") from " << c->library->path << " "
-              << c->library->version << "\n  " << c->description << "\noptions:\n";
+    std::cout << c->name << " (" << kind_name(c->kind) << ") from " << c->library->path << " " << c->library->version
+              << "\n  " << c->description << "\noptions:\n";
     print_schema(c->schema);
   }
   return 0;

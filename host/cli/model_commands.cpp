@@ -9,8 +9,8 @@
 #include "cli/commands.h"
 #include "formats/metrics.h"
 #include "run/catalog.h"
-#include "run/model.h"
 #include "run/experiment_file.h"
+#include "run/model.h"
 #include "trainyard/error.h"
 #include "util/files.h"
 #include "util/json.h"
@@ -50,8 +50,9 @@ void refuse_run_files(const std::string& output, const std::string& run_dir, con
 }  // namespace
 
 int eval_command(int argc, char** argv) {
-  const std::string usage = "trainyard eval EXP.yaml [--checkpoint PATH] [--weights trained|ema] [--output FILE.json] "
-                            "[--output-dir DIR] [--set KEY=VALUE]... [--plugin-dir DIR]...";
+  const std::string usage =
+      "trainyard eval EXP.yaml [--checkpoint PATH] [--weights trained|ema] [--output FILE.json] "
+      "[--output-dir DIR] [--set KEY=VALUE]... [--plugin-dir DIR]...";
   po::options_description own("eval options");
   own.add_options()("checkpoint", po::value<std::string>(), "checkpoint to evaluate (default: the run's latest)")(
       "weights", po::value<std::string>()->default_value("trained"), kWeightsHelp)(
@@ -87,8 +88,7 @@ int export_command(int argc, char** argv) {
     format_help += (format_help.empty() ? "" : "; ") + std::string(f.name) + ": " + f.description;
   po::options_description own("export options");
   own.add_options()("format", po::value<std::string>()->default_value(export_formats().front().name),
-                    format_help.c_str())(
-      "output", po::value<std::string>(), "the file to write")(
+                    format_help.c_str())("output", po::value<std::string>(), "the file to write")(
       "checkpoint", po::value<std::string>(), "weights to export (default: the run's latest checkpoint)")(
       "weights", po::value<std::string>()->default_value("trained"), kWeightsHelp)(
       "output-dir", po::value<std::string>(), "folder of run directories (default: output.dir)");
@@ -113,7 +113,8 @@ int export_command(int argc, char** argv) {
     if (output_dir.empty()) output_dir = run_dir.parent_path().string();
   }
   Registry registry;
-  Experiment e = load_experiment(experiment, many<std::string>(vm, "set"), many<std::string>(vm, "plugin-dir"), registry);
+  Experiment e =
+      load_experiment(experiment, many<std::string>(vm, "set"), many<std::string>(vm, "plugin-dir"), registry);
   request.checkpoint = checkpoint_to_read(maybe<std::string>(vm, "checkpoint"), e, output_dir);
   refuse_run_files(request.output, run_directory(e, output_dir),
                    {request.checkpoint, experiment, vm["experiment"].as<std::string>()});
@@ -167,7 +168,8 @@ int embed_command(int argc, char** argv) {
   own.add_options()("output", po::value<std::string>(), "the catalog folder to write (must not exist)")(
       "input", po::value<std::string>(),
       "an LMDB made by trainyard convert, or a folder of images (default: the experiment's test split, else its "
-      "training split)")("checkpoint", po::value<std::string>(), "weights to use (default: the run's latest checkpoint)")(
+      "training split)")("checkpoint", po::value<std::string>(),
+                         "weights to use (default: the run's latest checkpoint)")(
       "output-dir", po::value<std::string>(), "folder of run directories (default: output.dir)")(
       "input-options", po::value<std::string>(),
       "YAML map of preprocessing options for --input (default: those of dataset.test)");
@@ -190,8 +192,9 @@ int embed_command(int argc, char** argv) {
   request.checkpoint =
       checkpoint_to_read(maybe<std::string>(vm, "checkpoint"), e, maybe<std::string>(vm, "output-dir").value_or(""));
   const int64_t items = embed_catalog(e, registry, request);
-  std::cout << "embed: " << items << " items from " << (request.input.empty() ? "the experiment's test split" : request.input)
-            << " with " << request.checkpoint << " -> " << request.output << "\n";
+  std::cout << "embed: " << items << " items from "
+            << (request.input.empty() ? "the experiment's test split" : request.input) << " with " << request.checkpoint
+            << " -> " << request.output << "\n";
   return 0;
 }
 

@@ -49,7 +49,8 @@ int new_plugin_command(int argc, char** argv) {
   fs::create_directories(dir);
   std::vector<std::string> names;
   for (const auto& [file, text] : files) write_file_atomic((dir / file).string(), text), names.push_back(file);
-  std::cout << "new-plugin: wrote " << dir.string() << "/ (" << join(names) << ")\nbuild it against an installed trainyard:\n"
+  std::cout << "new-plugin: wrote " << dir.string() << "/ (" << join(names)
+            << ")\nbuild it against an installed trainyard:\n"
             << "  cmake -S " << dir.string() << " -B " << (dir / "build").string()
             << " -DCMAKE_PREFIX_PATH=PREFIX && cmake --build " << (dir / "build").string() << "\n";
   return 0;

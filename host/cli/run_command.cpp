@@ -5,23 +5,24 @@
 
 #include "cli/command_line.h"
 #include "cli/commands.h"
-#include "report/final_table.h"
 #include "formats/run_paths.h"
 #include "log/log.h"
-#include "run/runner.h"
+#include "report/final_table.h"
 #include "run/experiment_file.h"
 #include "run/inspect.h"
+#include "run/runner.h"
 #include "util/files.h"
 #include "util/json.h"
-#include "util/text.h"
 #include "util/process.h"
+#include "util/text.h"
 
 namespace trainyard::host {
 
 int run_command(int argc, char** argv) {
   const std::string usage =
       "trainyard run EXP.yaml [--set KEY=VALUE]... [--output-dir DIR] [--fresh] [--allow-config-change] "
-      "[--allow-plugin-change] [--accept-unverified-checkpoints] [--until-epoch N] [--profile A:B] [--plugin-dir DIR]... "
+      "[--allow-plugin-change] [--accept-unverified-checkpoints] [--until-epoch N] [--profile A:B] [--plugin-dir "
+      "DIR]... "
       "[--nproc-per-node N [--nnodes M --node-rank R --master-addr A --master-port P]]";
   po::options_description own("run options");
   own.add_options()("output-dir", po::value<std::string>(), "folder for run directories (default: output.dir)")(
@@ -31,8 +32,9 @@ int run_command(int argc, char** argv) {
       "accept-unverified-checkpoints",
       "resume from checkpoints whose manifests are missing or damaged, once one of them loads")(
       "dry-run", "build everything, run one train and one test batch, print the network and timings; write nothing")(
-      "debug", "stop at the first non-finite loss, gradient or parameter and name the operation, layer or "
-               "parameter that produced it")(
+      "debug",
+      "stop at the first non-finite loss, gradient or parameter and name the operation, layer or "
+      "parameter that produced it")(
       "until-epoch", ranged("until-epoch", 1, 1000000),
       "stop once N epochs are done (a checkpoint, exit 0); the schedule stays that of loop.epochs, and the next run "
       "continues it: budgets, successive-halving sweeps")(
@@ -50,7 +52,8 @@ int run_command(int argc, char** argv) {
     return 0;
   }
   if (vm.count("output-dir"))
-    check_output_folder(vm["output-dir"].as<std::string>(), "command line: --output-dir " + vm["output-dir"].as<std::string>());
+    check_output_folder(vm["output-dir"].as<std::string>(),
+                        "command line: --output-dir " + vm["output-dir"].as<std::string>());
   else
     check_output_folder(e.output.dir, e.where("output.dir"));
   if (auto profile = maybe<std::string>(vm, "profile")) check_profile_window(*profile);
@@ -85,8 +88,7 @@ int run_command(int argc, char** argv) {
   }
   if (outcome.stopped_by_signal) {
     InfoLine() << "trainyard: stopped by a signal with a checkpoint at iteration " << outcome.iteration
-              << "; run the same command to resume (exit code "
-              << kExitStoppedResumable << ")\n";
+               << "; run the same command to resume (exit code " << kExitStoppedResumable << ")\n";
     return kExitStoppedResumable;
   }
   return 0;

@@ -20,11 +20,15 @@ int sweep_command(int argc, char** argv) {
       "a key and the distribution its values are drawn from: loguniform(LOW,HIGH), uniform(LOW,HIGH), "
       "int(LOW,HIGH) or choice(V1,V2,...), e.g. 'optimizer.lr=loguniform(1e-4,1e-1)' (repeatable)")(
       "trials", ranged<int64_t>("trials", 1, 100000), "--space: how many points to draw")(
-      "seed", ranged<int64_t>("seed", 0, 1LL << 53)->default_value(0), "--space: the draws' seed (the same seed draws the same trials)")(
-      "halving", "asynchronous successive halving (ASHA): every trial trains --min-epochs, the best 1/--reduction of "
-                 "each rung go on to the next (epochs x reduction, up to loop.epochs), the rest stop there")(
-      "metric", po::value<std::string>(), "the value that ranks runs, e.g. test_accuracy_top1 (default: stopping.monitor)")(
-      "reduction", ranged<int64_t>("reduction", 2, 100)->default_value(3), "--halving: the top 1/R of a rung is promoted")(
+      "seed", ranged<int64_t>("seed", 0, 1LL << 53)->default_value(0),
+      "--space: the draws' seed (the same seed draws the same trials)")(
+      "halving",
+      "asynchronous successive halving (ASHA): every trial trains --min-epochs, the best 1/--reduction of "
+      "each rung go on to the next (epochs x reduction, up to loop.epochs), the rest stop there")(
+      "metric", po::value<std::string>(),
+      "the value that ranks runs, e.g. test_accuracy_top1 (default: stopping.monitor)")(
+      "reduction", ranged<int64_t>("reduction", 2, 100)->default_value(3),
+      "--halving: the top 1/R of a rung is promoted")(
       "min-epochs", ranged<int64_t>("min-epochs", 1, 1000000)->default_value(1), "--halving: the first rung's epochs")(
       "parallel", ranged("parallel", 1, 64)->default_value(1), "runs at a time (their threads share the cores)")(
       "output-dir", po::value<std::string>(), "where the sweep folder goes (default: output.dir)");

@@ -102,14 +102,22 @@ struct Checker {
 
   Value convert(const YAML::Node& n) const {
     switch (spec.type) {
-      case OptionType::boolean: return boolean(n);
-      case OptionType::integer: return integer(n);
-      case OptionType::number: return number(n);
-      case OptionType::string: return string(n);
-      case OptionType::integer_list: return list<int64_t>(n, "integers", &Checker::integer);
-      case OptionType::number_list: return list<double>(n, "numbers", &Checker::number);
-      case OptionType::string_list: return list<std::string>(n, "strings", &Checker::string);
-      case OptionType::path: return path(n);
+      case OptionType::boolean:
+        return boolean(n);
+      case OptionType::integer:
+        return integer(n);
+      case OptionType::number:
+        return number(n);
+      case OptionType::string:
+        return string(n);
+      case OptionType::integer_list:
+        return list<int64_t>(n, "integers", &Checker::integer);
+      case OptionType::number_list:
+        return list<double>(n, "numbers", &Checker::number);
+      case OptionType::string_list:
+        return list<std::string>(n, "strings", &Checker::string);
+      case OptionType::path:
+        return path(n);
     }
     wrong(n, "a value");
   }
@@ -134,8 +142,8 @@ Value convert(const Document& document, const OptionSpec& spec, const YAML::Node
   return Checker{document, spec, key}.convert(node);
 }
 
-Options validate_options(const Document& document, const YAML::Node& map, const std::string& key,
-                         const Schema& schema, const std::vector<std::string>& host_keys, const std::string& owner) {
+Options validate_options(const Document& document, const YAML::Node& map, const std::string& key, const Schema& schema,
+                         const std::vector<std::string>& host_keys, const std::string& owner) {
   std::vector<std::string> known = host_keys;
   for (const auto& spec : schema.specs()) known.push_back(spec.key);
   if (map.IsDefined() && !map.IsNull() && !map.IsMap())

@@ -24,8 +24,7 @@ struct ComponentReader {
       fail(source.where(source.root, key), "missing section '" + key + "'",
            "expected a map with plugin: NAME (known " + kind_plural(kind) + ": " + join(registry.names(kind)) + ")",
            "add " + key + ": {plugin: ...}");
-    if (!node.IsMap())
-      fail(c.where, "wrong type", "expected a map with plugin: NAME, got " + shown(node));
+    if (!node.IsMap()) fail(c.where, "wrong type", "expected a map with plugin: NAME, got " + shown(node));
     YAML::Node plugin = get(node, "plugin");
     if (!plugin.IsDefined() || !plugin.IsScalar())
       fail(source.where(node, key), "missing 'plugin:'",
@@ -37,7 +36,8 @@ struct ComponentReader {
     } catch (const ConfigError& e) {
       throw ConfigError(source.where(plugin, child_key(key, "plugin")) + ": " + e.what());
     }
-    c.crash_label = std::string(kind_name(kind)) + " '" + c.plugin + "' (" + key + ") from " + c.component->library->path;
+    c.crash_label =
+        std::string(kind_name(kind)) + " '" + c.plugin + "' (" + key + ") from " + c.component->library->path;
     std::vector<std::string> all_host_keys = host_keys;
     all_host_keys.insert(all_host_keys.begin(), "plugin");
     c.options = validate_options(source, node, key, c.component->schema, all_host_keys,
@@ -70,8 +70,8 @@ struct ComponentReader {
     try {
       std::regex check(n.Scalar());
     } catch (const std::regex_error& err) {
-      fail(source.where(n, key), "not a valid regular expression", "expected ECMAScript syntax, got '" + n.Scalar() + "'",
-           err.what());
+      fail(source.where(n, key), "not a valid regular expression",
+           "expected ECMAScript syntax, got '" + n.Scalar() + "'", err.what());
     }
   }
 
@@ -88,9 +88,11 @@ struct ComponentReader {
         fail(source.where(kv.first, "dataset." + k), "unknown key under dataset",
              "expected train or test, got '" + k + "'", did_you_mean(k, {"train", "test"}));
     }
-    e.train_data = component(get(dataset, "train"), "dataset.train", Kind::dataset, {"on_bad_record", "max_bad_fraction"});
+    e.train_data =
+        component(get(dataset, "train"), "dataset.train", Kind::dataset, {"on_bad_record", "max_bad_fraction"});
     if (get(dataset, "test").IsDefined())
-      e.test_data = component(get(dataset, "test"), "dataset.test", Kind::dataset, {"on_bad_record", "max_bad_fraction"});
+      e.test_data =
+          component(get(dataset, "test"), "dataset.test", Kind::dataset, {"on_bad_record", "max_bad_fraction"});
     for (auto* d : {&e.train_data, &e.test_data}) {
       if (!d->component) continue;
       const YAML::Node entry = get(dataset, d->key.substr(8));
@@ -128,7 +130,8 @@ struct ComponentReader {
       e.network.freeze = std::get<std::vector<std::string>>(
           convert(source, host_spec("freeze", OptionType::string_list), f, "network.freeze"));
     if (YAML::Node p = get(root["network"], "pretrained"); p.IsDefined()) {
-      if (!p.IsScalar()) fail(source.where(p, "network.pretrained"), "wrong type", "expected a file path, got " + shown(p));
+      if (!p.IsScalar())
+        fail(source.where(p, "network.pretrained"), "wrong type", "expected a file path, got " + shown(p));
       e.network.pretrained =
           std::get<std::string>(convert(source, host_spec("pretrained", OptionType::path), p, "network.pretrained"));
     }
@@ -154,8 +157,8 @@ struct ComponentReader {
     const YAML::Node& root = source.root;
     e.optimizer = component(root["optimizer"], "optimizer", Kind::optimizer, {"param_groups", "exempt_norm_and_bias"});
     if (YAML::Node x = get(root["optimizer"], "exempt_norm_and_bias"); x.IsDefined())
-      e.optimizer.exempt_norm_and_bias = std::get<bool>(convert(
-          source, host_spec("exempt_norm_and_bias", OptionType::boolean), x, "optimizer.exempt_norm_and_bias"));
+      e.optimizer.exempt_norm_and_bias = std::get<bool>(
+          convert(source, host_spec("exempt_norm_and_bias", OptionType::boolean), x, "optimizer.exempt_norm_and_bias"));
     YAML::Node groups = get(root["optimizer"], "param_groups");
     if (!groups.IsDefined()) return;
     if (!groups.IsSequence())
@@ -198,7 +201,8 @@ struct ComponentReader {
       YAML::Node phases = root["meters"][i]["phases"];
       if (!phases.IsDefined()) continue;
       const OptionSpec spec = host_spec("phases", OptionType::string_list, {"train", "test"});
-      e.meters[i].phases = std::get<std::vector<std::string>>(convert(source, spec, phases, index_key("meters", i) + ".phases"));
+      e.meters[i].phases =
+          std::get<std::vector<std::string>>(convert(source, spec, phases, index_key("meters", i) + ".phases"));
     }
     e.callbacks = component_list("callbacks", Kind::callback, {"priority"});
     for (size_t i = 0; i < e.callbacks.size(); ++i)
@@ -208,7 +212,6 @@ struct ComponentReader {
       if (root["overrides"][i]["order"].IsDefined())
         e.overrides[i].order = host_integer(root["overrides"][i], index_key("overrides", i), "order", 0);
   }
-
 };
 
 }  // namespace

@@ -39,7 +39,8 @@ std::vector<ConfigChange> config_changes(const nlohmann::ordered_json& saved, co
   flatten(saved, "", a);
   flatten(now, "", b);
   auto ignored = [](const std::string& k) {
-    return k.rfind("resolved_plugins", 0) == 0 || k.rfind("plugin_dirs", 0) == 0 || k.rfind("resolved_precision", 0) == 0;
+    return k.rfind("resolved_plugins", 0) == 0 || k.rfind("plugin_dirs", 0) == 0 ||
+           k.rfind("resolved_precision", 0) == 0;
   };
   std::vector<ConfigChange> out;
   auto add = [&](const std::string& k, const std::string& before, const std::string& after) {
@@ -47,8 +48,10 @@ std::vector<ConfigChange> config_changes(const nlohmann::ordered_json& saved, co
   };
   for (const auto& [k, v] : a) {
     auto it = b.find(k);
-    if (it == b.end()) add(k, v, "(absent)");
-    else if (it->second != v) add(k, v, it->second);
+    if (it == b.end())
+      add(k, v, "(absent)");
+    else if (it->second != v)
+      add(k, v, it->second);
   }
   for (const auto& [k, v] : b)
     if (!a.count(k)) add(k, "(absent)", v);

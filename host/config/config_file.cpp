@@ -81,9 +81,15 @@ void emit(YAML::Emitter& out, const ordered_json& j) {
       out << s;
       break;
     }
-    case ordered_json::value_t::boolean: out << (j.get<bool>() ? "true" : "false"); break;
-    case ordered_json::value_t::number_integer: out << std::to_string(j.get<int64_t>()); break;
-    case ordered_json::value_t::number_unsigned: out << std::to_string(j.get<uint64_t>()); break;
+    case ordered_json::value_t::boolean:
+      out << (j.get<bool>() ? "true" : "false");
+      break;
+    case ordered_json::value_t::number_integer:
+      out << std::to_string(j.get<int64_t>());
+      break;
+    case ordered_json::value_t::number_unsigned:
+      out << std::to_string(j.get<uint64_t>());
+      break;
     case ordered_json::value_t::number_float: {
       // The shortest text that reads back as the same double (2/3 too), a float still.
       const double v = j.get<double>();
@@ -92,7 +98,8 @@ void emit(YAML::Emitter& out, const ordered_json& j) {
       out << text;
       break;
     }
-    default: out << YAML::Null;
+    default:
+      out << YAML::Null;
   }
 }
 

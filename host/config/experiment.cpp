@@ -40,7 +40,8 @@ void read_plots(const Document& source, Experiment& e) {
   for (size_t i = 0; i < plots.size(); ++i) {
     const std::string key = index_key("output.plots", i);
     const YAML::Node p = plots[i];
-    if (!p.IsMap()) fail(source.where(p, key), "wrong type", "expected {title: ..., x: ..., ys: [...]}, got " + shown(p));
+    if (!p.IsMap())
+      fail(source.where(p, key), "wrong type", "expected {title: ..., x: ..., ys: [...]}, got " + shown(p));
     for (const auto& kv : p) {
       const std::string k = kv.first.Scalar();
       if (k != "title" && k != "x" && k != "ys")
@@ -80,8 +81,8 @@ void read_sections(const Document& source, Experiment& e) {
   if ((e.loop.classes_per_batch > 0) != (e.loop.samples_per_class > 0))
     fail(source.where(root["loop"][e.loop.classes_per_batch > 0 ? "classes_per_batch" : "samples_per_class"],
                       e.loop.classes_per_batch > 0 ? "loop.classes_per_batch" : "loop.samples_per_class"),
-         "P x K batches need both sizes", "expected loop.classes_per_batch P and loop.samples_per_class K, both above 0",
-         "");
+         "P x K batches need both sizes",
+         "expected loop.classes_per_batch P and loop.samples_per_class K, both above 0", "");
   if (e.loop.classes_per_batch > 0 && e.loop.batch_per_device != e.loop.classes_per_batch * e.loop.samples_per_class)
     fail(source.where(root["loop"]["batch_per_device"], "loop.batch_per_device"), "not a P x K batch",
          "expected classes_per_batch x samples_per_class = " +
@@ -95,7 +96,8 @@ void read_sections(const Document& source, Experiment& e) {
   if (e.stopping.patience > 0 && e.stopping.monitor.empty())
     fail(source.where(root["stopping"], "stopping.patience"), "patience needs a meter to watch",
          "expected stopping.monitor, e.g. test_loss", "");
-  e.schedule = schedule_config(section(source, "schedule", schedule_schema()), source.where(root["schedule"], "schedule"));
+  e.schedule =
+      schedule_config(section(source, "schedule", schedule_schema()), source.where(root["schedule"], "schedule"));
   e.distributed = distributed_section().bind(section(source, "distributed", distributed_schema()));
   e.ema = ema_section().bind(section(source, "ema", ema_schema()));
   if (e.ema.evaluate && !e.ema.enabled)

@@ -49,26 +49,26 @@ struct ParamGroupSpec {
 /// One component entry: `plugin:` plus its options, plus host keys.
 struct ComponentConfig {
   Kind kind = Kind::dataset;
-  std::string key;       ///< "network", "dataset.train", "meters[1]"
-  std::string where;     ///< file:line:col of the entry
+  std::string key;    ///< "network", "dataset.train", "meters[1]"
+  std::string where;  ///< file:line:col of the entry
   std::string plugin;
   Options options;
   const Component* component = nullptr;
-  std::string crash_label;  ///< "network 'mlp' (network) from libmlp.so", for the fatal-signal report
-  int64_t priority = 0;                                 ///< callbacks
-  std::optional<int64_t> order;                         ///< overrides
-  std::vector<std::string> phases{"train", "test"};     ///< meters
-  std::string pretrained;                               ///< network
+  std::string crash_label;       ///< "network 'mlp' (network) from libmlp.so", for the fatal-signal report
+  int64_t priority = 0;          ///< callbacks
+  std::optional<int64_t> order;  ///< overrides
+  std::vector<std::string> phases{"train", "test"};  ///< meters
+  std::string pretrained;                            ///< network
   /// network.pretrained_rename: key prefixes of the pretrained file replaced
   /// before matching ({"module.": "", "fc.": "head."}), longest first.
   std::vector<std::pair<std::string, std::string>> pretrained_rename;
-  bool skip_bad_records = false;                        ///< datasets: on_bad_record: skip
-  double max_bad_fraction = 0.05;                       ///< datasets: with skip, the share of an epoch that may be bad
-  std::string trainable;                                ///< network: only names matching this regex train
-  std::vector<std::string> freeze;                      ///< network: submodule paths kept fixed (and in eval mode)
-  std::string memory_format = "contiguous";             ///< network: contiguous | channels_last (4-d weights and inputs)
-  std::vector<ParamGroupSpec> param_groups;             ///< optimizer
-  bool exempt_norm_and_bias = false;                    ///< optimizer: no weight decay on 1-d parameters
+  bool skip_bad_records = false;             ///< datasets: on_bad_record: skip
+  double max_bad_fraction = 0.05;            ///< datasets: with skip, the share of an epoch that may be bad
+  std::string trainable;                     ///< network: only names matching this regex train
+  std::vector<std::string> freeze;           ///< network: submodule paths kept fixed (and in eval mode)
+  std::string memory_format = "contiguous";  ///< network: contiguous | channels_last (4-d weights and inputs)
+  std::vector<ParamGroupSpec> param_groups;  ///< optimizer
+  bool exempt_norm_and_bias = false;         ///< optimizer: no weight decay on 1-d parameters
 };
 
 struct Experiment {

@@ -24,8 +24,7 @@ const TypedSchema<LoopConfig>& loop_section() {
     s.add("train_samples_per_epoch", &L::train_samples_per_epoch, 0,
           "samples per epoch; 0 is one pass over the training set")
         .range(0, 1e12);
-    s.add("test_every_iters", &L::test_every_iters, 0,
-          "also test every N train iterations; 0 tests only at epoch end")
+    s.add("test_every_iters", &L::test_every_iters, 0, "also test every N train iterations; 0 tests only at epoch end")
         .min(0);
     s.add("test_samples", &L::test_samples, 0, "test samples per test pass; 0 is the whole test set").min(0);
     s.add("shuffle", &L::shuffle, true, "draw a new permutation of the training set every epoch from (seed, epoch)");
@@ -56,7 +55,8 @@ const TypedSchema<LoopConfig>& loop_section() {
           "threads per rank that read, decode and augment samples: auto (one per CPU this rank may use, from its "
           "affinity mask, Slurm's cpus-per-task or threads_per_process and the ranks on its node, keeping one for "
           "the training thread), or 0 to 64 (0 does it on the training thread)");
-    s.add("prefetch_batches", &L::prefetch_batches, 4, "batches kept ahead of training besides the one each decode thread is making")
+    s.add("prefetch_batches", &L::prefetch_batches, 4,
+          "batches kept ahead of training besides the one each decode thread is making")
         .range(1, 1024);
     s.add("nonfinite", &L::nonfinite, "error",
           "a NaN or infinite loss or gradient: error (stop before the update, checkpoint, name the cause), skip "
@@ -97,7 +97,8 @@ const TypedSchema<DistributedConfig>& distributed_section() {
     TypedSchema<D> s;
     s.add("num_gpus", &D::num_gpus, 0, "GPUs to train on; 0 trains on the CPU").min(0);
     s.add("first_gpu_id", &D::first_gpu_id, 0, "index of the first GPU to use").min(0);
-    s.add("num_cpus", &D::num_cpus, 1, "with num_gpus 0: CPU processes to train on (one process each, Gloo between them)")
+    s.add("num_cpus", &D::num_cpus, 1,
+          "with num_gpus 0: CPU processes to train on (one process each, Gloo between them)")
         .range(1, 1024);
     s.add("threads_per_process", &D::threads_per_process, 0,
           "intra-op CPU threads; 0 shares the node's cores among its processes")
@@ -126,8 +127,7 @@ const TypedSchema<StoppingConfig>& stopping_section() {
     TypedSchema<S> s;
     s.add("target_meter", &S::target_meter, "",
           "stop once this meter reaches target, e.g. test_accuracy_top1 or train_loss");
-    s.add("target", &S::target, 0.0,
-          "the value target_meter must reach (at least, or at most for a minimized meter)");
+    s.add("target", &S::target, 0.0, "the value target_meter must reach (at least, or at most for a minimized meter)");
     s.add("monitor", &S::monitor, "", "meter for early stopping and best.pt, e.g. test_loss; empty: neither");
     s.add("patience", &S::patience, 0,
           "stop after this many epochs without improvement of monitor; 0 never stops early")
@@ -223,8 +223,8 @@ const Schema& ema_schema() { return ema_section().schema(); }
 
 const std::vector<std::pair<std::string, const Schema*>>& host_sections() {
   static const std::vector<std::pair<std::string, const Schema*>> sections = {
-      {"loop", &loop_schema()}, {"distributed", &distributed_schema()}, {"output", &output_schema()},
-      {"schedule", &schedule_schema()}, {"stopping", &stopping_schema()}, {"ema", &ema_schema()}};
+      {"loop", &loop_schema()},         {"distributed", &distributed_schema()}, {"output", &output_schema()},
+      {"schedule", &schedule_schema()}, {"stopping", &stopping_schema()},       {"ema", &ema_schema()}};
   return sections;
 }
 
@@ -233,8 +233,10 @@ ScheduleConfig schedule_config(const Options& options, const std::string& where)
   if (s.policy == "step" && s.values.size() != s.boundaries.size() + 1)
     throw ConfigError(where + ": policy step has " + std::to_string(s.boundaries.size()) + " boundaries and " +
                           std::to_string(s.values.size()) + " values",
-                      "expected one more value than boundaries", "e.g. boundaries: [1000, 2000], values: [0.1, 0.01, 0.001]");
-  if (!std::is_sorted(s.boundaries.begin(), s.boundaries.end()) || !std::is_sorted(s.milestones.begin(), s.milestones.end()))
+                      "expected one more value than boundaries",
+                      "e.g. boundaries: [1000, 2000], values: [0.1, 0.01, 0.001]");
+  if (!std::is_sorted(s.boundaries.begin(), s.boundaries.end()) ||
+      !std::is_sorted(s.milestones.begin(), s.milestones.end()))
     throw ConfigError(where + ": boundaries and milestones must be increasing", "expected sorted steps", "");
   return s;
 }

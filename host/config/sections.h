@@ -16,7 +16,7 @@ namespace trainyard::host {
 struct LoopConfig {
   int64_t epochs = 1;
   int64_t batch_per_device = 64;
-  int64_t test_batch_per_device = 0;  ///< 0: batch_per_device
+  int64_t test_batch_per_device = 0;    ///< 0: batch_per_device
   int64_t train_samples_per_epoch = 0;  ///< 0: one pass over the training set
   int64_t test_every_iters = 0;         ///< 0: only at the end of each epoch
   int64_t test_samples = 0;             ///< 0: the whole test set
@@ -28,19 +28,19 @@ struct LoopConfig {
   int64_t samples_per_class = 0;
   bool pk_with_replacement = false;  ///< a class with fewer than K samples is drawn with replacement
   int64_t log_every_iters = 50;
-  int64_t checkpoint_every_iters = 0;   ///< 0: only at the end of each epoch
-  double checkpoint_every_secs = 0;     ///< also every T seconds of wall time; 0: not by time
-  int64_t iter_size = 1;                ///< batches accumulated per optimizer update
-  double clip_grad_norm = 0;            ///< 0: no clipping by global norm
-  double clip_grad_value = 0;           ///< 0: no clipping by value
+  int64_t checkpoint_every_iters = 0;  ///< 0: only at the end of each epoch
+  double checkpoint_every_secs = 0;    ///< also every T seconds of wall time; 0: not by time
+  int64_t iter_size = 1;               ///< batches accumulated per optimizer update
+  double clip_grad_norm = 0;           ///< 0: no clipping by global norm
+  double clip_grad_value = 0;          ///< 0: no clipping by value
   /// "auto" (one per CPU this rank may use, but one: make_loader_options),
   /// or a count as text ("0" decodes on the training thread): decode_thread_count().
   std::string decode_threads = "auto";
   int64_t prefetch_batches = 4;
-  std::string nonfinite = "error";      ///< error | skip | ignore: a NaN/inf loss or gradient
-  int64_t nonfinite_max_skips = 10;     ///< skip: in a row, before stopping as with error
+  std::string nonfinite = "error";   ///< error | skip | ignore: a NaN/inf loss or gradient
+  int64_t nonfinite_max_skips = 10;  ///< skip: in a row, before stopping as with error
   std::vector<std::string> stop_signals{"SIGINT", "SIGTERM", "SIGUSR1"};  ///< stop with a checkpoint, exit 4
-  std::string precision = "fp32";       ///< fp32 | bf16-mixed | fp16-mixed | auto, as written
+  std::string precision = "fp32";  ///< fp32 | bf16-mixed | fp16-mixed | auto, as written
   /// What `precision` means on this machine (auto resolved where the
   /// experiment is loaded: run/session.cpp), why, and a warning when slow here.
   std::string precision_used, precision_reason, precision_warning;
@@ -48,8 +48,8 @@ struct LoopConfig {
   const std::string& effective_precision() const { return precision_used.empty() ? precision : precision_used; }
   /// decode_threads as a count; nothing for auto.
   std::optional<int64_t> decode_thread_count() const;
-  double stall_timeout_secs = 1800;     ///< the watchdog ends a run with no progress this long (exit 5); 0: off
-  double stop_grace_secs = 15;          ///< after a stop signal, the time allowed to reach a boundary
+  double stall_timeout_secs = 1800;  ///< the watchdog ends a run with no progress this long (exit 5); 0: off
+  double stop_grace_secs = 15;       ///< after a stop signal, the time allowed to reach a boundary
 };
 
 struct DistributedConfig {
@@ -67,7 +67,7 @@ struct DistributedConfig {
 };
 
 struct StoppingConfig {
-  std::string target_meter;   ///< stop once this meter reaches `target`
+  std::string target_meter;  ///< stop once this meter reaches `target`
   double target = 0;
   std::string monitor;        ///< early stopping and best.pt follow this meter
   int64_t patience = 0;       ///< epochs without improvement before stopping; 0: never
@@ -85,21 +85,21 @@ struct StoppingConfig {
 /// of the network's weights, as timm's ModelEmaV3 computes it.
 struct EmaConfig {
   bool enabled = false;
-  double decay = 0.9998;       ///< the average's weight on its past, per averaging step
-  bool warmup = true;          ///< decay_t = min(decay, 1 - (1 + t / warmup_gamma)^-warmup_power) (timm)
+  double decay = 0.9998;  ///< the average's weight on its past, per averaging step
+  bool warmup = true;     ///< decay_t = min(decay, 1 - (1 + t / warmup_gamma)^-warmup_power) (timm)
   double warmup_gamma = 1.0;
   double warmup_power = 2.0 / 3.0;
-  int64_t every_updates = 1;   ///< average after every N-th optimizer update
-  std::string device = "same"; ///< same (the network's) | cpu
+  int64_t every_updates = 1;        ///< average after every N-th optimizer update
+  std::string device = "same";      ///< same (the network's) | cpu
   std::string buffers = "average";  ///< average (timm) | copy (the trained network's, MMEngine's default)
-  bool evaluate = false;       ///< test the averaged weights too (values test_ema_*)
+  bool evaluate = false;            ///< test the averaged weights too (values test_ema_*)
 };
 
 /// output.plots entry (Playground's plots): one chart of meter values.
 struct PlotSpec {
   std::string title;
-  std::string x = "iteration";    ///< iteration | epoch
-  std::vector<std::string> ys;    ///< value names: train_loss, test_accuracy_top1, lr, ...
+  std::string x = "iteration";  ///< iteration | epoch
+  std::vector<std::string> ys;  ///< value names: train_loss, test_accuracy_top1, lr, ...
 };
 
 struct OutputConfig {

@@ -84,9 +84,9 @@ bool added_at_default(const ConfigChange& change, const Experiment& e) {
 
 std::vector<ConfigChange> changes_from(const nlohmann::ordered_json& recorded, const Experiment& e) {
   std::vector<ConfigChange> changes = config_changes(recorded, e.resolved());
-  changes.erase(std::remove_if(changes.begin(), changes.end(),
-                               [&](const ConfigChange& c) { return added_at_default(c, e); }),
-                changes.end());
+  changes.erase(
+      std::remove_if(changes.begin(), changes.end(), [&](const ConfigChange& c) { return added_at_default(c, e); }),
+      changes.end());
   return changes;
 }
 

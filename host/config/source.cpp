@@ -14,15 +14,31 @@ namespace fs = std::filesystem;
 namespace trainyard::host {
 namespace detail {
 
-const std::vector<std::string> kTopLevelKeys = {
-    "name",     "seed",      "plugin_dirs", "dataset", "network", "loss",   "optimizer", "meters",
-    "callbacks", "overrides", "loop",       "distributed", "output", "extra", "resolved_plugins", "schedule",
-    "stopping", "stages", "resolved_precision", "ema"};
+const std::vector<std::string> kTopLevelKeys = {"name",
+                                                "seed",
+                                                "plugin_dirs",
+                                                "dataset",
+                                                "network",
+                                                "loss",
+                                                "optimizer",
+                                                "meters",
+                                                "callbacks",
+                                                "overrides",
+                                                "loop",
+                                                "distributed",
+                                                "output",
+                                                "extra",
+                                                "resolved_plugins",
+                                                "schedule",
+                                                "stopping",
+                                                "stages",
+                                                "resolved_precision",
+                                                "ema"};
 
 namespace {
 // Sections a --set may create when the file has none.
-const std::vector<std::string> kSectionMaps = {"dataset", "network", "loss",   "optimizer", "loop",
-                                               "distributed", "output", "extra", "schedule", "stopping", "ema"};
+const std::vector<std::string> kSectionMaps = {"dataset", "network", "loss",     "optimizer", "loop", "distributed",
+                                               "output",  "extra",   "schedule", "stopping",  "ema"};
 
 std::string position(const std::string& path, const YAML::Mark& mark) {
   return path + ":" + std::to_string(mark.line + 1) + ":" + std::to_string(mark.column + 1);
@@ -32,8 +48,10 @@ void locate(const Document& document, const YAML::Node& node, const std::string&
             std::map<std::string, std::string>& out) {
   if (!key.empty()) {
     if (auto it = document.set_origins.find(key); it != document.set_origins.end()) origin = &it->second;
-    if (origin) out[key] = *origin;
-    else if (!node.Mark().is_null()) out[key] = position(document.path, node.Mark());
+    if (origin)
+      out[key] = *origin;
+    else if (!node.Mark().is_null())
+      out[key] = position(document.path, node.Mark());
   }
   if (node.IsMap())
     for (const auto& kv : node) locate(document, kv.second, child_key(key, kv.first.Scalar()), origin, out);
@@ -134,10 +152,10 @@ ExperimentSource read_experiment(const std::string& path, const std::vector<std:
     try {
       value = YAML::Load(text);
     } catch (const YAML::Exception& e) {
-      throw ConfigError(origin + ": the value is not valid YAML: " + e.what(), "expected e.g. 0.1, relu or [256, 128]", "");
+      throw ConfigError(origin + ": the value is not valid YAML: " + e.what(), "expected e.g. 0.1, relu or [256, 128]",
+                        "");
     }
-    if (text.empty() || value.IsNull())
-      throw ConfigError(origin + ": empty value", "expected a value after '='", "");
+    if (text.empty() || value.IsNull()) throw ConfigError(origin + ": empty value", "expected a value after '='", "");
     check_yaml_tree(origin, value);
 
     auto segments = split(dotted, '.');
@@ -164,8 +182,8 @@ ExperimentSource read_experiment(const std::string& path, const std::vector<std:
         continue;
       }
       if (!current.IsMap())
-        throw ConfigError(origin + ": " + key + " is " + shown(current) + ", not a map",
-                          "expected a key under a map", "");
+        throw ConfigError(origin + ": " + key + " is " + shown(current) + ", not a map", "expected a key under a map",
+                          "");
       const YAML::Node& view = current;
       const std::string here = child_key(key, seg);
       if (last) {
@@ -179,9 +197,10 @@ ExperimentSource read_experiment(const std::string& path, const std::vector<std:
         current.reset(next);
       } else {
         auto keys = key.empty() ? kTopLevelKeys : map_keys(current);
-        throw ConfigError(origin + ": key '" + here + "' does not exist",
-                          "expected one of " + join(keys) + (key.empty() ? "" : " under " + key) + ", got '" + seg + "'",
-                          did_you_mean(seg, keys));
+        throw ConfigError(
+            origin + ": key '" + here + "' does not exist",
+            "expected one of " + join(keys) + (key.empty() ? "" : " under " + key) + ", got '" + seg + "'",
+            did_you_mean(seg, keys));
       }
       key = here;
     }
@@ -205,7 +224,8 @@ std::vector<std::string> detail::plugin_dirs_of(const Document& document) {
   const fs::path base = document.folder();
   for (size_t i = 0; i < node.size(); ++i) {
     if (!node[i].IsScalar())
-      fail(document.where(node[i], index_key("plugin_dirs", i)), "wrong type", "expected a folder, got " + shown(node[i]));
+      fail(document.where(node[i], index_key("plugin_dirs", i)), "wrong type",
+           "expected a folder, got " + shown(node[i]));
     fs::path p = node[i].Scalar();
     dirs.push_back((p.is_absolute() ? p : base / p).lexically_normal().string());
   }

@@ -11,7 +11,8 @@ namespace {
 
 // What a stage of a multi-stage run may set (the network's architecture and
 // the run's plumbing stay; its weights carry over from stage to stage).
-const std::vector<std::string> kStageKeys = {"name", "loop", "optimizer", "schedule", "stopping", "ema", "network", "dataset"};
+const std::vector<std::string> kStageKeys = {"name",     "loop", "optimizer", "schedule",
+                                             "stopping", "ema",  "network",   "dataset"};
 const std::vector<std::string> kStageNetworkKeys = {"trainable", "freeze"};
 
 // `over` merged into `base`: maps key by key (recursively), anything else
@@ -34,7 +35,8 @@ YAML::Node merged(const YAML::Node& base, const YAML::Node& over) {
 
 void check_stage(const Document& src, const YAML::Node& stage, const std::string& key) {
   if (!stage.IsMap())
-    fail(src.where(stage, key), "a stage must be a map", "expected {name: ..., loop: ..., optimizer: ...}, got " + shown(stage));
+    fail(src.where(stage, key), "a stage must be a map",
+         "expected {name: ..., loop: ..., optimizer: ...}, got " + shown(stage));
   for (const auto& kv : stage) {
     const std::string k = kv.first.Scalar();
     if (std::find(kStageKeys.begin(), kStageKeys.end(), k) == kStageKeys.end())
@@ -66,8 +68,10 @@ Experiment validate_staged(const Document& document, const Registry& registry) {
   const YAML::Node stages = static_cast<const YAML::Node&>(document.root)["stages"];
   if (!stages.IsSequence() || stages.size() == 0)
     fail(document.where(stages, "stages"), "wrong type",
-         "expected a non-empty list of stages, e.g. [{name: head, loop: {epochs: 2}}, {name: all, optimizer: {lr: 0.01}}], "
-         "got " + shown(stages));
+         "expected a non-empty list of stages, e.g. [{name: head, loop: {epochs: 2}}, {name: all, optimizer: {lr: "
+         "0.01}}], "
+         "got " +
+             shown(stages));
   // The base without `stages:`, then each stage over everything before it.
   YAML::Node base(YAML::NodeType::Map);
   for (const auto& kv : document.root)
@@ -84,7 +88,8 @@ Experiment validate_staged(const Document& document, const Registry& registry) {
     for (const auto& kv : stages[i])
       if (kv.first.Scalar() != "name") own[kv.first.Scalar()] = kv.second;
     so_far.reset(merged(so_far, own));
-    const std::string name = stages[i]["name"].IsDefined() ? stages[i]["name"].Scalar() : "stage" + std::to_string(i + 1);
+    const std::string name =
+        stages[i]["name"].IsDefined() ? stages[i]["name"].Scalar() : "stage" + std::to_string(i + 1);
     if (!names.insert(name).second)
       fail(document.where(stages[i], key + ".name"), "two stages are named '" + name + "'", "expected distinct names");
     try {

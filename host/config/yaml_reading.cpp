@@ -38,7 +38,8 @@ size_t utf8_length(const std::string& s, size_t i) {
     code = code << 6 | (b & 0x3F);
   }
   static constexpr uint32_t kLeast[5] = {0, 0, 0x80, 0x800, 0x10000};
-  if (code < kLeast[n] || code > 0x10FFFF || (code >= 0xD800 && code <= 0xDFFF)) return 0;  // overlong, too large, surrogate
+  if (code < kLeast[n] || code > 0x10FFFF || (code >= 0xD800 && code <= 0xDFFF))
+    return 0;  // overlong, too large, surrogate
   return n;
 }
 
@@ -46,8 +47,8 @@ size_t utf8_length(const std::string& s, size_t i) {
 void check_utf8(const std::string& where, const std::string& what, const std::string& text) {
   const size_t bad = first_invalid_utf8(text);
   if (bad == std::string::npos) return;
-  throw ConfigError(where + ": " + what + " is not UTF-8 text (byte " + byte_text(static_cast<unsigned char>(text[bad])) +
-                        " at offset " + std::to_string(bad) + ")",
+  throw ConfigError(where + ": " + what + " is not UTF-8 text (byte " +
+                        byte_text(static_cast<unsigned char>(text[bad])) + " at offset " + std::to_string(bad) + ")",
                     "expected UTF-8 text", "write it in UTF-8 (a run's config.yaml must read back)");
 }
 
@@ -90,9 +91,9 @@ struct Walk {
                         "expected an experiment of ordinary size; aliases (*name) are expanded wherever they are used",
                         "use fewer or smaller aliases");
     if (depth > kMaxYamlDepth)
-      throw ConfigError(mark_of(path, node.Mark()) + ": " + key + ": nested deeper than " +
-                            std::to_string(kMaxYamlDepth) + " levels",
-                        "expected at most " + std::to_string(kMaxYamlDepth) + " levels of maps and lists", "");
+      throw ConfigError(
+          mark_of(path, node.Mark()) + ": " + key + ": nested deeper than " + std::to_string(kMaxYamlDepth) + " levels",
+          "expected at most " + std::to_string(kMaxYamlDepth) + " levels of maps and lists", "");
     if (node.IsMap()) {
       std::map<std::string, YAML::Mark> seen;
       for (const auto& kv : node) {
@@ -141,9 +142,9 @@ void check_flow_depth(const std::string& path, const std::string& text) {
         comment = true;
       } else if (ch == '[' || ch == '{') {
         if (++depth > kMaxYamlDepth)
-          throw ConfigError(at(path, line, column) + ": nested deeper than " + std::to_string(kMaxYamlDepth) +
-                                " levels",
-                            "expected at most " + std::to_string(kMaxYamlDepth) + " levels of maps and lists", "");
+          throw ConfigError(
+              at(path, line, column) + ": nested deeper than " + std::to_string(kMaxYamlDepth) + " levels",
+              "expected at most " + std::to_string(kMaxYamlDepth) + " levels of maps and lists", "");
       } else if ((ch == ']' || ch == '}') && depth > 0) {
         --depth;
       }

@@ -48,7 +48,8 @@ struct Source {
 
 void need_folder(const std::string& dir, const std::string& what) {
   if (!fs::is_directory(dir))
-    throw ConfigError("convert: " + what + " '" + dir + "' is not a folder", "expected an existing folder", "check the path");
+    throw ConfigError("convert: " + what + " '" + dir + "' is not a folder", "expected an existing folder",
+                      "check the path");
 }
 
 std::vector<uint8_t> read_idx(const std::string& path, int rank, std::vector<int64_t>& dims) {
@@ -63,9 +64,9 @@ std::vector<uint8_t> read_idx(const std::string& path, int rank, std::vector<int
   gzclose(f);
   const size_t header = 4 + 4 * static_cast<size_t>(rank);
   if (bytes.size() < header || bytes[0] != 0 || bytes[1] != 0 || bytes[2] != 8 || bytes[3] != rank)
-    throw ConfigError("convert: " + path + ": not an idx file of unsigned bytes with " + std::to_string(rank) +
-                          " dimensions",
-                      "expected the magic 00 00 08 0" + std::to_string(rank), "");
+    throw ConfigError(
+        "convert: " + path + ": not an idx file of unsigned bytes with " + std::to_string(rank) + " dimensions",
+        "expected the magic 00 00 08 0" + std::to_string(rank), "");
   size_t total = 1;
   for (int i = 0; i < rank; ++i) {
     const uint8_t* d = &bytes[4 + 4 * i];
@@ -74,7 +75,8 @@ std::vector<uint8_t> read_idx(const std::string& path, int rank, std::vector<int
   }
   if (bytes.size() - header != total)
     throw ConfigError("convert: " + path + ": truncated",
-                      "expected " + std::to_string(total) + " data bytes, got " + std::to_string(bytes.size() - header), "");
+                      "expected " + std::to_string(total) + " data bytes, got " + std::to_string(bytes.size() - header),
+                      "");
   return std::vector<uint8_t>(bytes.begin() + static_cast<long>(header), bytes.end());
 }
 
@@ -106,13 +108,15 @@ Source read_source(const ConvertOptions& o) {
     s.description = o.from + " " + o.inputs[0];
   } else if (o.from == "idx") {
     if (o.images.empty() || o.labels.empty())
-      throw ConfigError("convert --from idx: needs --images and --labels", "expected e.g. --images train-images-idx3-ubyte.gz --labels train-labels-idx1-ubyte.gz", "");
+      throw ConfigError("convert --from idx: needs --images and --labels",
+                        "expected e.g. --images train-images-idx3-ubyte.gz --labels train-labels-idx1-ubyte.gz", "");
     std::vector<int64_t> image_dims, label_dims;
     s.idx_pixels = read_idx(o.images, 3, image_dims);
     std::vector<uint8_t> labels = read_idx(o.labels, 1, label_dims);
     if (image_dims[0] != label_dims[0])
-      throw ConfigError("convert: " + std::to_string(image_dims[0]) + " images but " + std::to_string(label_dims[0]) + " labels",
-                        "expected as many labels as images", "");
+      throw ConfigError(
+          "convert: " + std::to_string(image_dims[0]) + " images but " + std::to_string(label_dims[0]) + " labels",
+          "expected as many labels as images", "");
     s.idx_rows = int(image_dims[1]);
     s.idx_cols = int(image_dims[2]);
     int64_t max_label = 0;
@@ -123,7 +127,9 @@ Source read_source(const ConvertOptions& o) {
     for (int64_t i = 0; i <= max_label; ++i) s.class_names.push_back(std::to_string(i));
     s.description = "idx " + o.images;
   } else if (o.from == "parallel") {
-    if (o.inputs.empty()) throw ConfigError("convert --from parallel: give --input DIR (repeatable) and optionally --target DIR", "expected at least one --input", "");
+    if (o.inputs.empty())
+      throw ConfigError("convert --from parallel: give --input DIR (repeatable) and optionally --target DIR",
+                        "expected at least one --input", "");
     std::vector<std::string> dirs = o.inputs;
     dirs.insert(dirs.end(), o.targets.begin(), o.targets.end());
     for (const auto& d : dirs) need_folder(d, "folder");
@@ -146,7 +152,8 @@ Source read_source(const ConvertOptions& o) {
     throw ConfigError("convert: unknown --from '" + o.from + "'", "expected one of folder, csv, idx, parallel",
                       did_you_mean(o.from, {"folder", "csv", "idx", "parallel"}));
   }
-  if (s.items.empty()) throw ConfigError("convert: the source holds no samples (" + s.description + ")", "expected images", "");
+  if (s.items.empty())
+    throw ConfigError("convert: the source holds no samples (" + s.description + ")", "expected images", "");
   return s;
 }
 
@@ -197,15 +204,22 @@ cv::Mat load(const std::string& path) { return decode_file(read_bytes(path), pat
 // --encoding keep: the file's own bytes (a JPEG stays the JPEG it was: no
 // second lossy encode, and the reader can decode it at reduced scale).
 EncodedImage keep_file(const std::string& path, const ConvertOptions& o) {
-  if (o.resize_h > 0) throw ConfigError("convert: --encoding keep with --resize", "expected one of them", "drop --resize, or choose png or jpeg");
+  if (o.resize_h > 0)
+    throw ConfigError("convert: --encoding keep with --resize", "expected one of them",
+                      "drop --resize, or choose png or jpeg");
   EncodedImage e;
   e.bytes = read_bytes(path);
   const cv::Mat m = decode_file(e.bytes, path);  // checks that it decodes, and gives the size the record states
-  const auto starts = [&](const char* magic, size_t n) { return e.bytes.size() >= n && e.bytes.compare(0, n, magic, n) == 0; };
-  if (starts("\xFF\xD8\xFF", 3)) e.encoding = ImageEncoding::jpeg;
-  else if (starts("\x89PNG\r\n\x1A\n", 8)) e.encoding = ImageEncoding::png;
-  else throw ConfigError("convert: " + path + ": neither a JPEG nor a PNG file", "expected JPEG or PNG files with --encoding keep",
-                         "choose --encoding png or jpeg to re-encode");
+  const auto starts = [&](const char* magic, size_t n) {
+    return e.bytes.size() >= n && e.bytes.compare(0, n, magic, n) == 0;
+  };
+  if (starts("\xFF\xD8\xFF", 3))
+    e.encoding = ImageEncoding::jpeg;
+  else if (starts("\x89PNG\r\n\x1A\n", 8))
+    e.encoding = ImageEncoding::png;
+  else
+    throw ConfigError("convert: " + path + ": neither a JPEG nor a PNG file",
+                      "expected JPEG or PNG files with --encoding keep", "choose --encoding png or jpeg to re-encode");
   e.rows = uint32_t(m.rows);
   e.cols = uint32_t(m.cols);
   e.channels = uint8_t(m.channels());
@@ -288,7 +302,8 @@ void write_database(const std::string& dir, const Source& s, const std::vector<s
     record.id = item.id;
     if (r == 0)
       for (const auto& im : record.images)
-        meta.image_shapes.push_back(std::to_string(im.rows) + "x" + std::to_string(im.cols) + "x" + std::to_string(im.channels));
+        meta.image_shapes.push_back(std::to_string(im.rows) + "x" + std::to_string(im.cols) + "x" +
+                                    std::to_string(im.channels));
     std::string key = record_key(int64_t(r)), value = encode_record(record);
     MDB_val k{key.size(), key.data()}, v{value.size(), value.data()};
     lmdb_check(mdb_put(txn, dbi, &k, &v, MDB_APPEND), "write record " + key);  // keys arrive sorted
@@ -410,9 +425,10 @@ fs::path checked_output(const ConvertOptions& o) {
   const std::string where = "convert: --output " + o.output;
   const std::string name = path.filename().string();
   if (output == "/" || name == "." || name == ".." || inside(fs::current_path(), path))
-    throw ConfigError(where + ": is the current folder or one above it",
-                      "expected the path of a new folder for the output (e.g. " + (path / "data").lexically_normal().string() + ")",
-                      "name a folder to create; convert never replaces the folder it runs in");
+    throw ConfigError(
+        where + ": is the current folder or one above it",
+        "expected the path of a new folder for the output (e.g. " + (path / "data").lexically_normal().string() + ")",
+        "name a folder to create; convert never replaces the folder it runs in");
   std::vector<std::string> inputs = o.inputs;
   inputs.insert(inputs.end(), o.targets.begin(), o.targets.end());
   for (const std::string& f : {o.images, o.labels})
@@ -445,15 +461,21 @@ ConvertResult convert(const ConvertOptions& o) {
     throw ConfigError("convert: --encoding '" + o.encoding + "'", "expected one of png, jpeg, raw, keep",
                       did_you_mean(o.encoding, {"png", "jpeg", "raw", "keep"}));
   if (o.encoding == "keep" && o.from == "idx")
-    throw ConfigError("convert --from idx --encoding keep", "expected keep with image files (idx holds pixels)", "choose png, jpeg or raw");
+    throw ConfigError("convert --from idx --encoding keep", "expected keep with image files (idx holds pixels)",
+                      "choose png, jpeg or raw");
   if (o.to != "lmdb" && o.to != "webdataset")
-    throw ConfigError("convert: --to '" + o.to + "'", "expected lmdb or webdataset", did_you_mean(o.to, {"lmdb", "webdataset"}));
+    throw ConfigError("convert: --to '" + o.to + "'", "expected lmdb or webdataset",
+                      did_you_mean(o.to, {"lmdb", "webdataset"}));
   if (o.to == "webdataset" && o.encoding == "raw")
-    throw ConfigError("convert --to webdataset --encoding raw", "expected png, jpeg or keep (shards hold image files)", "");
-  if (o.shard_size < 1) throw ConfigError("convert: --shard-size " + std::to_string(o.shard_size), "expected 1 or more", "");
-  if (o.quality < 1 || o.quality > 100) throw ConfigError("convert: --quality " + std::to_string(o.quality), "expected 1..100", "");
+    throw ConfigError("convert --to webdataset --encoding raw", "expected png, jpeg or keep (shards hold image files)",
+                      "");
+  if (o.shard_size < 1)
+    throw ConfigError("convert: --shard-size " + std::to_string(o.shard_size), "expected 1 or more", "");
+  if (o.quality < 1 || o.quality > 100)
+    throw ConfigError("convert: --quality " + std::to_string(o.quality), "expected 1..100", "");
   if (o.test_fraction < 0 || o.test_fraction >= 1)
-    throw ConfigError("convert: --test-fraction " + std::to_string(o.test_fraction), "expected a fraction in [0, 1)", "");
+    throw ConfigError("convert: --test-fraction " + std::to_string(o.test_fraction), "expected a fraction in [0, 1)",
+                      "");
   const fs::path final_path = checked_output(o);
   Source source = read_source(o);
 
@@ -469,11 +491,13 @@ ConvertResult convert(const ConvertOptions& o) {
   if (o.test_fraction > 0 && (test == 0 || test >= order.size())) {
     char fraction[32];
     std::snprintf(fraction, sizeof fraction, "%g", o.test_fraction);
-    throw ConfigError("convert: --test-fraction " + std::string(fraction) + " of " + std::to_string(order.size()) +
-                          " samples leaves the " + (test == 0 ? "test" : "training") + " split empty",
-                      "expected at least one sample in each split, got " + std::to_string(order.size() - std::min(test, order.size())) +
-                          " training and " + std::to_string(test) + " test",
-                      test == 0 ? "raise --test-fraction or convert more samples" : "lower --test-fraction or convert more samples");
+    throw ConfigError(
+        "convert: --test-fraction " + std::string(fraction) + " of " + std::to_string(order.size()) +
+            " samples leaves the " + (test == 0 ? "test" : "training") + " split empty",
+        "expected at least one sample in each split, got " +
+            std::to_string(order.size() - std::min(test, order.size())) + " training and " + std::to_string(test) +
+            " test",
+        test == 0 ? "raise --test-fraction or convert more samples" : "lower --test-fraction or convert more samples");
   }
 
   // Everything goes to a temporary folder next to the output, renamed at the end.
@@ -493,7 +517,8 @@ ConvertResult convert(const ConvertOptions& o) {
       }
     };
     if (o.test_fraction > 0) {
-      std::vector<size_t> train_order(order.begin(), order.end() - long(test)), test_order(order.end() - long(test), order.end());
+      std::vector<size_t> train_order(order.begin(), order.end() - long(test)),
+          test_order(order.end() - long(test), order.end());
       write(tmp / "train", final_path / "train", train_order);
       write(tmp / "test", final_path / "test", test_order);
     } else {
@@ -510,7 +535,8 @@ ConvertResult convert(const ConvertOptions& o) {
     fs::remove_all(tmp, ec);
     throw Error("convert: " + what + ": " + why);
   };
-  if (fs::exists(fs::symlink_status(final_path, ec))) {  // --overwrite: the old one moves away only once the new one is complete
+  if (fs::exists(fs::symlink_status(final_path,
+                                    ec))) {  // --overwrite: the old one moves away only once the new one is complete
     const fs::path old = final_path.string() + ".old-" + std::to_string(::getpid());
     fs::rename(final_path, old, ec);
     if (ec) fail("cannot move the old " + final_path.string() + " aside");

@@ -34,11 +34,11 @@ at::Tensor stack_samples(const std::vector<at::Tensor>& tensors, const std::vect
       throw ConfigError("sample " + std::to_string(ids[k]) + ": no " + what + " tensor",
                         std::string("expected every sample to have a defined ") + what, "");
     if (k > 0 && tensors[k].sizes() != tensors[0].sizes())
-      throw ConfigError("samples " + std::to_string(ids[0]) + " and " + std::to_string(ids[k]) + " differ in " + what +
-                            " shape",
-                        "expected the samples of a batch to have one shape, got " + shape_text(tensors[0].sizes()) +
-                            " and " + shape_text(tensors[k].sizes()),
-                        "give the dataset load_size (and crop_size) so that every image has the same size");
+      throw ConfigError(
+          "samples " + std::to_string(ids[0]) + " and " + std::to_string(ids[k]) + " differ in " + what + " shape",
+          "expected the samples of a batch to have one shape, got " + shape_text(tensors[0].sizes()) + " and " +
+              shape_text(tensors[k].sizes()),
+          "give the dataset load_size (and crop_size) so that every image has the same size");
   }
   return at::stack(tensors);
 }
@@ -71,24 +71,24 @@ namespace {
 void check_batch(const Batch& batch, const std::vector<int64_t>& ids, const DatasetInfo& info) {
   const auto rows = static_cast<int64_t>(ids.size());
   if (!batch.input.defined() || !batch.target.defined())
-    throw ConfigError("get_batch returned an undefined " + std::string(batch.input.defined() ? "target" : "input") +
-                          " tensor",
-                      "expected input and target tensors with one row per sample", "");
+    throw ConfigError(
+        "get_batch returned an undefined " + std::string(batch.input.defined() ? "target" : "input") + " tensor",
+        "expected input and target tensors with one row per sample", "");
   if (batch.input.dim() == 0 || batch.input.size(0) != rows || batch.target.dim() == 0 || batch.target.size(0) != rows)
     throw ConfigError("get_batch returned input " + shape_text(batch.input.sizes()) + " and target " +
                           shape_text(batch.target.sizes()) + " for " + std::to_string(rows) + " indices",
                       "expected " + std::to_string(rows) + " rows in both (one per index, in order)", "");
   if (!info.sample_shape.empty() && batch.input.sizes().slice(1) != at::IntArrayRef(info.sample_shape))
-    throw ConfigError("samples of shape " + shape_text(batch.input.sizes().slice(1)) + " (sample " +
-                          std::to_string(ids[0]) + " on)",
-                      "expected the shape the dataset's info declares, " + shape_text(info.sample_shape),
-                      "give the dataset load_size (and crop_size) so that every image has that size");
+    throw ConfigError(
+        "samples of shape " + shape_text(batch.input.sizes().slice(1)) + " (sample " + std::to_string(ids[0]) + " on)",
+        "expected the shape the dataset's info declares, " + shape_text(info.sample_shape),
+        "give the dataset load_size (and crop_size) so that every image has that size");
   if (info.num_classes > 0 && batch.target.dim() == 1 && !at::isFloatingType(batch.target.scalar_type()))
     if (const auto bad = first_label_out_of_range(batch.target, info.num_classes))
       throw ConfigError("sample " + std::to_string(ids[static_cast<size_t>(bad->position)]) + " has label " +
                             std::to_string(bad->label),
-                        "expected a class index from 0 to " + std::to_string(info.num_classes - 1) + " (the dataset has " +
-                            std::to_string(info.num_classes) + " classes)",
+                        "expected a class index from 0 to " + std::to_string(info.num_classes - 1) +
+                            " (the dataset has " + std::to_string(info.num_classes) + " classes)",
                         "check the labels, or the dataset's class count");
 }
 
@@ -99,8 +99,7 @@ std::optional<Batch> assemble_unchecked(const Dataset& dataset, const std::vecto
                                         const LoaderOptions& options, LoaderStats* stats, int64_t epoch_samples) {
   auto bad = [&](int64_t index, const BadRecord& e) {
     const std::string what = "sample " + std::to_string(index) + ": " + e.what();
-    if (!options.skip_bad_records)
-      throw ConfigError(what, "expected a readable record", options.bad_record_hint);
+    if (!options.skip_bad_records) throw ConfigError(what, "expected a readable record", options.bad_record_hint);
     if (!stats) return;
     const int64_t count = ++stats->bad_records;
     stats->note_bad(what);
@@ -108,11 +107,11 @@ std::optional<Batch> assemble_unchecked(const Dataset& dataset, const std::vecto
     // early bad record in a small first batch is no reason to stop.
     const auto allowed = static_cast<int64_t>(options.max_bad_fraction * static_cast<double>(epoch_samples));
     if (count > allowed)
-      throw ConfigError(std::to_string(count) + " bad records in epoch " + std::to_string(epoch) + " (the last: " + what +
-                            ")",
-                        "at most max_bad_fraction " + json_number(options.max_bad_fraction) + " of the epoch's " +
-                            std::to_string(epoch_samples) + " samples (" + std::to_string(allowed) + ") skipped",
-                        "fix the data (the log names each one), or raise max_bad_fraction on this dataset");
+      throw ConfigError(
+          std::to_string(count) + " bad records in epoch " + std::to_string(epoch) + " (the last: " + what + ")",
+          "at most max_bad_fraction " + json_number(options.max_bad_fraction) + " of the epoch's " +
+              std::to_string(epoch_samples) + " samples (" + std::to_string(allowed) + ") skipped",
+          "fix the data (the log names each one), or raise max_bad_fraction on this dataset");
   };
   std::vector<uint64_t> seeds;
   seeds.reserve(ids.size());
@@ -121,9 +120,8 @@ std::optional<Batch> assemble_unchecked(const Dataset& dataset, const std::vecto
     Batch batch = dataset.get_batch(ids, seeds);
     if (batch.indices.empty()) batch.indices = ids;
     if (batch.indices != ids)
-      throw ConfigError("get_batch returned a batch of " + std::to_string(batch.indices.size()) +
-                            " indices for the " + std::to_string(ids.size()) + " asked for (sample " +
-                            std::to_string(ids[0]) + " on)",
+      throw ConfigError("get_batch returned a batch of " + std::to_string(batch.indices.size()) + " indices for the " +
+                            std::to_string(ids.size()) + " asked for (sample " + std::to_string(ids[0]) + " on)",
                         "expected Batch::indices to be the indices asked for, in order", "");
     return batch;
   } catch (const BadRecord&) {
@@ -154,11 +152,12 @@ std::optional<Batch> assemble(const Dataset& dataset, const std::vector<int64_t>
   try {
     batch = assemble_unchecked(dataset, ids, epoch, options, stats, epoch_samples);
   } catch (const std::bad_alloc&) {
-    throw ConfigError("a batch of " + std::to_string(ids.size()) + " samples (sample " + std::to_string(ids[0]) +
-                          " on) does not fit in memory",
-                      "samples small enough for batches of " + std::to_string(options.batch_size) +
-                          (info.sample_shape.empty() ? "" : " (the dataset declares " + shape_text(info.sample_shape) + ")"),
-                      "check the dataset's image sizes (load_size, crop_size) and loop.batch_per_device");
+    throw ConfigError(
+        "a batch of " + std::to_string(ids.size()) + " samples (sample " + std::to_string(ids[0]) +
+            " on) does not fit in memory",
+        "samples small enough for batches of " + std::to_string(options.batch_size) +
+            (info.sample_shape.empty() ? "" : " (the dataset declares " + shape_text(info.sample_shape) + ")"),
+        "check the dataset's image sizes (load_size, crop_size) and loop.batch_per_device");
   }
   if (batch) check_batch(*batch, batch->indices, info);
   return batch;
@@ -332,9 +331,11 @@ BatchStream batch_stream(const Dataset& dataset, std::vector<int64_t> indices, i
   if (options.streamed) {
     // The dataset orders and shards its stream itself: positions, not indices.
     std::iota(indices.begin(), indices.end(), 0);
-    dataset.begin_pass(epoch, std::min<int64_t>(first_batch * options.batch_size, static_cast<int64_t>(indices.size())));
+    dataset.begin_pass(epoch,
+                       std::min<int64_t>(first_batch * options.batch_size, static_cast<int64_t>(indices.size())));
   }
-  auto pipeline = std::make_shared<Pipeline>(dataset, std::move(indices), epoch, first_batch, options, std::move(stats));
+  auto pipeline =
+      std::make_shared<Pipeline>(dataset, std::move(indices), epoch, first_batch, options, std::move(stats));
   return [pipeline]() { return pipeline->next(); };
 }
 

@@ -1,15 +1,15 @@
 #pragma once
 // Turning a dataset into batches: a Sampler's order of indices (a per-epoch
-// permutation from (seed, epoch), sharded by rank: data/sampler.h), decode threads with a bounded prefetch queue, collation,
-// starting mid-epoch without touching the skipped samples, and the bad-record
+// permutation from (seed, epoch), sharded by rank: data/sampler.h), decode
+// threads with a bounded prefetch queue, collation, starting mid-epoch without touching the skipped samples, and the bad-record
 // policy. Batches depend only on (seed, epoch, rank, position): never on the
 // number of threads.
 #include <atomic>
 #include <cstdint>
 #include <memory>
 #include <mutex>
-#include <string>
 #include <optional>
+#include <string>
 #include <vector>
 
 #include <c10/core/Device.h>
@@ -31,9 +31,9 @@ std::optional<LabelOutOfRange> first_label_out_of_range(const at::Tensor& labels
 struct LoaderOptions {
   int64_t batch_size = 1;
   bool drop_last = false;
-  int threads = 0;      ///< decode threads; 0 decodes on the calling thread
-  int prefetch = 4;     ///< batches kept ahead of the consumer besides one per decode thread
-  uint64_t seed = 0;    ///< experiment seed, for per-sample augmentation seeds
+  int threads = 0;    ///< decode threads; 0 decodes on the calling thread
+  int prefetch = 4;   ///< batches kept ahead of the consumer besides one per decode thread
+  uint64_t seed = 0;  ///< experiment seed, for per-sample augmentation seeds
   bool skip_bad_records = false;
   /// Said after a bad record that stops the pass (not skipped): how to go on.
   /// Inputs that are not a configured dataset (predict, embed, search) have
@@ -44,7 +44,7 @@ struct LoaderOptions {
   /// that may be skipped; one more stops with ConfigError.
   double max_bad_fraction = 1.0;
   c10::Device device = c10::Device(c10::DeviceType::CPU);  ///< CUDA: pinned, copied on a side stream (DeviceCopy)
-  bool channels_last = false;  ///< 4-d inputs in channels-last memory format (network.memory_format)
+  bool channels_last = false;   ///< 4-d inputs in channels-last memory format (network.memory_format)
   const char* owner = nullptr;  ///< the dataset entry's crash label, for crash reports from decode threads
   /// The dataset's Dataset::input_normalization (SDK 1.2 plugins): uint8
   /// inputs become float on `device`, once per batch, as the consumer takes it.

@@ -19,13 +19,15 @@ Affine affine(int64_t channels, const InputNormalization& n) {
   const bool plain = n.mean.empty() && n.std.empty();
   if (!plain && (static_cast<int64_t>(n.mean.size()) != channels || static_cast<int64_t>(n.std.size()) != channels))
     throw ConfigError("input_normalization has " + std::to_string(n.mean.size()) + " means and " +
-                          std::to_string(n.std.size()) + " stds for inputs of " + std::to_string(channels) + " channels",
+                          std::to_string(n.std.size()) + " stds for inputs of " + std::to_string(channels) +
+                          " channels",
                       "one mean and one std per channel", "check the dataset's mean and std against its color setting");
   Affine a;
   for (int64_t c = 0; c < channels; ++c) {
     const double mean = plain ? 0.0 : n.mean[size_t(c)], std = plain ? 1.0 : n.std[size_t(c)];
-    if (!(std > 0)) throw ConfigError("input_normalization std " + std::to_string(std) + " for channel " + std::to_string(c),
-                                      "a positive std", "");
+    if (!(std > 0))
+      throw ConfigError("input_normalization std " + std::to_string(std) + " for channel " + std::to_string(c),
+                        "a positive std", "");
     a.scale.push_back(static_cast<float>(1.0 / (255.0 * std)));
     a.shift.push_back(static_cast<float>(-mean / std));
   }
@@ -38,7 +40,8 @@ Affine affine(int64_t channels, const InputNormalization& n) {
 void lookup(const uint8_t* in, float* out, int64_t numel, int64_t channels, int64_t inner, const Affine& a) {
   std::vector<float> table(static_cast<size_t>(channels) * 256);
   for (int64_t c = 0; c < channels; ++c)
-    for (int v = 0; v < 256; ++v) table[size_t(c * 256 + v)] = static_cast<float>(v) * a.scale[size_t(c)] + a.shift[size_t(c)];
+    for (int v = 0; v < 256; ++v)
+      table[size_t(c * 256 + v)] = static_cast<float>(v) * a.scale[size_t(c)] + a.shift[size_t(c)];
   const int64_t run = inner;  // values in a row with one channel
   const int64_t runs = numel / run;
   at::parallel_for(0, runs, std::max<int64_t>(1, (1 << 16) / run), [&](int64_t begin, int64_t end) {
@@ -60,8 +63,8 @@ at::Tensor normalize_pixels(const at::Tensor& pixels, const InputNormalization& 
                       "uint8 inputs {N, C, ...}", "return uint8 pixels, or no input_normalization");
   const int64_t channels = pixels.size(1);
   const Affine a = affine(channels, normalization);
-  const bool channels_last = pixels.dim() == 4 && !pixels.is_contiguous() &&
-                             pixels.is_contiguous(at::MemoryFormat::ChannelsLast);
+  const bool channels_last =
+      pixels.dim() == 4 && !pixels.is_contiguous() && pixels.is_contiguous(at::MemoryFormat::ChannelsLast);
   if (pixels.device().is_cpu() && (pixels.is_contiguous() || channels_last)) {
     at::Tensor out = at::empty(pixels.sizes(), pixels.options().dtype(at::kFloat),
                                channels_last ? at::MemoryFormat::ChannelsLast : at::MemoryFormat::Contiguous);

@@ -7,12 +7,13 @@
 
 namespace trainyard::host {
 
-Sampler::Sampler(int64_t batch_size, bool drop_last) : batch_size_(std::max<int64_t>(1, batch_size)), drop_last_(drop_last) {}
+Sampler::Sampler(int64_t batch_size, bool drop_last)
+    : batch_size_(std::max<int64_t>(1, batch_size)), drop_last_(drop_last) {}
 
 void Sampler::shard(int rank, int world_size) {
   if (world_size < 1 || rank < 0 || rank >= world_size)
     throw Error("sampler: rank " + std::to_string(rank) + " of " + std::to_string(world_size) +
-                                " ranks; expected 0 <= rank < world_size");
+                " ranks; expected 0 <= rank < world_size");
   rank_ = rank, world_size_ = world_size;
   drawn_ = false;
 }

@@ -50,7 +50,8 @@ std::vector<std::vector<int64_t>> pk_epoch_batches(const std::vector<int64_t>& l
       own.push_back(std::move(drawn));
     } else {
       for (size_t at = 0; at + static_cast<size_t>(k) <= samples.size(); at += static_cast<size_t>(k))
-        own.emplace_back(samples.begin() + static_cast<std::ptrdiff_t>(at), samples.begin() + static_cast<std::ptrdiff_t>(at + k));
+        own.emplace_back(samples.begin() + static_cast<std::ptrdiff_t>(at),
+                         samples.begin() + static_cast<std::ptrdiff_t>(at + k));
     }
     groups.push_back(std::move(own));
   }
@@ -59,8 +60,8 @@ std::vector<std::vector<int64_t>> pk_epoch_batches(const std::vector<int64_t>& l
   std::vector<std::pair<std::pair<size_t, uint64_t>, size_t>> order(groups.size());
   for (;;) {
     for (size_t c = 0; c < groups.size(); ++c) order[c] = {{groups[c].size() - next[c], rng.next()}, c};
-    std::partial_sort(order.begin(), order.begin() + std::min<size_t>(static_cast<size_t>(p), order.size()), order.end(),
-                      std::greater<>());
+    std::partial_sort(order.begin(), order.begin() + std::min<size_t>(static_cast<size_t>(p), order.size()),
+                      order.end(), std::greater<>());
     if (static_cast<int64_t>(order.size()) < p || order[static_cast<size_t>(p - 1)].first.first == 0) break;
     std::vector<int64_t> batch;
     for (int64_t j = 0; j < p; ++j) {
@@ -96,7 +97,8 @@ std::vector<int64_t> ShuffledSampler::epoch_order(int64_t epoch, uint64_t seed, 
   }
   if (world_size == 1) return all;
   std::vector<int64_t> shard;
-  for (size_t i = static_cast<size_t>(rank); i < all.size(); i += static_cast<size_t>(world_size)) shard.push_back(all[i]);
+  for (size_t i = static_cast<size_t>(rank); i < all.size(); i += static_cast<size_t>(world_size))
+    shard.push_back(all[i]);
   return shard;
 }
 

@@ -20,7 +20,7 @@ class ShuffledSampler final : public Sampler {
     int64_t dataset_size = 0;
     int64_t samples_per_epoch = 0;  ///< 0: one pass over the dataset
     int64_t batch_size = 1;
-    bool shuffle = true;            ///< false: 0, 1, 2, ... every pass
+    bool shuffle = true;  ///< false: 0, 1, 2, ... every pass
     bool drop_last = false;
   };
   explicit ShuffledSampler(const Options& options);

@@ -126,14 +126,13 @@ Communicator::Communicator(const World& world, std::chrono::milliseconds timeout
       const char* ifname = std::getenv("NCCL_SOCKET_IFNAME");
       std::string control;
       impl_->control = c10::make_intrusive<c10d::ProcessGroupGloo>(
-          c10::make_intrusive<c10d::PrefixStore>("gloo-control", impl_->store), world.rank, world.world_size,
-          [&] {
+          c10::make_intrusive<c10d::PrefixStore>("gloo-control", impl_->store), world.rank, world.world_size, [&] {
             auto control_options = c10d::ProcessGroupGloo::Options::create(timeout);
             control_options->devices = gloo_devices(world, control);
             return control_options;
           }());
-      transport_ = "NCCL on " + impl_->device.str() + (ifname ? std::string(" (NCCL_SOCKET_IFNAME=") + ifname + ")" : "") +
-                   ", flags over " + control;
+      transport_ = "NCCL on " + impl_->device.str() +
+                   (ifname ? std::string(" (NCCL_SOCKET_IFNAME=") + ifname + ")" : "") + ", flags over " + control;
       return;
     }
 #else
@@ -154,14 +153,14 @@ Communicator::Communicator(const World& world, std::chrono::milliseconds timeout
         // copied to pinned host memory on a side stream, reduced or sent by
         // Gloo, copied back, and wait() makes the current stream wait for it.
         impl_->control = c10::make_intrusive<c10d::ProcessGroupGloo>(
-            c10::make_intrusive<c10d::PrefixStore>("gloo-control", impl_->store), world.rank, world.world_size,
-            [&] {
+            c10::make_intrusive<c10d::PrefixStore>("gloo-control", impl_->store), world.rank, world.world_size, [&] {
               auto control_options = c10d::ProcessGroupGloo::Options::create(timeout);
               std::string unused;  // the same choice as `gloo`, in devices of its own (as beside NCCL)
               control_options->devices = gloo_devices(world, unused);
               return control_options;
             }());
-        transport_ += " with " + impl_->device.str() + "'s tensors staged through host memory (test setting "
+        transport_ += " with " + impl_->device.str() +
+                      "'s tensors staged through host memory (test setting "
                       "TRAINYARD_TEST_SHARED_GPU=1, in place of NCCL), flags over a second Gloo group";
       }
     } catch (const std::exception& e) {
@@ -170,8 +169,8 @@ Communicator::Communicator(const World& world, std::chrono::milliseconds timeout
       std::string why = e.what();
       why = why.substr(0, why.find('\n'));
       throw Error("distributed rendezvous: rank " + std::to_string(world.rank) +
-                  " reached the store but could not connect to the other ranks (" + transport_ +
-                  "; " + why + "); on several networks, name the one the ranks share with GLOO_SOCKET_IFNAME");
+                  " reached the store but could not connect to the other ranks (" + transport_ + "; " + why +
+                  "); on several networks, name the one the ranks share with GLOO_SOCKET_IFNAME");
     }
   });
 }
@@ -195,22 +194,26 @@ Communicator::~Communicator() {
   // its threads, and Backend's shutdown() and abort() do nothing for it.)
   if (!impl_ || !impl_->group || !impl_->nccl) return;
   try {
-    if (std::uncaught_exceptions() == 0 && !impl_->failed) impl_->group->shutdown();
-    else impl_->group->abort();
-  } catch (...) {
-  }
+    if (std::uncaught_exceptions() == 0 && !impl_->failed)
+      impl_->group->shutdown();
+    else
+      impl_->group->abort();
+  } catch (...) {}
 }
 
 std::vector<std::string> Communicator::exchange(const std::string& value) {
   std::vector<std::string> values;
-  collective("exchange", [&] {
-    const std::string prefix = "exchange/" + std::to_string(exchanges_++) + "/";
-    impl_->store->set(prefix + std::to_string(world_.rank), std::vector<uint8_t>(value.begin(), value.end()));
-    for (int r = 0; r < world_.world_size; ++r) {
-      auto other = impl_->store->get(prefix + std::to_string(r));
-      values.emplace_back(other.begin(), other.end());
-    }
-  }, this);
+  collective(
+      "exchange",
+      [&] {
+        const std::string prefix = "exchange/" + std::to_string(exchanges_++) + "/";
+        impl_->store->set(prefix + std::to_string(world_.rank), std::vector<uint8_t>(value.begin(), value.end()));
+        for (int r = 0; r < world_.world_size; ++r) {
+          auto other = impl_->store->get(prefix + std::to_string(r));
+          values.emplace_back(other.begin(), other.end());
+        }
+      },
+      this);
   return values;
 }
 
@@ -220,9 +223,9 @@ void Communicator::check_same(const std::string& what, const std::string& value,
   auto shown = [&](const std::string& v) { return show_values ? " (" + (v.empty() ? "none" : v) + ")" : ""; };
   for (int r = 1; r < world_.world_size; ++r)
     if (values[r] != values[0])
-      throw ConfigError("rank " + std::to_string(r) + "'s " + what + shown(values[r]) + " differs from rank 0's" +
-                            shown(values[0]),
-                        expected, hint);
+      throw ConfigError(
+          "rank " + std::to_string(r) + "'s " + what + shown(values[r]) + " differs from rank 0's" + shown(values[0]),
+          expected, hint);
 }
 
 std::chrono::milliseconds rank0_io_limit(double stall_timeout_secs) {
@@ -243,7 +246,8 @@ void Communicator::rank0_work(const std::string& what, std::chrono::milliseconds
       outcome = e.what();
       failure = std::current_exception();
     }
-    collective("rank 0's report", [&] { impl_->store->set(key, std::vector<uint8_t>(outcome.begin(), outcome.end())); });
+    collective("rank 0's report",
+               [&] { impl_->store->set(key, std::vector<uint8_t>(outcome.begin(), outcome.end())); });
     if (failure) std::rethrow_exception(failure);
     return;
   }
@@ -288,10 +292,13 @@ std::string Communicator::unresponsive_ranks() {
 void Communicator::allreduce(at::Tensor& tensor) {
   const auto t0 = std::chrono::steady_clock::now();
   check_on_group_device(tensor, "allreduce");
-  collective("allreduce", [&] {
-    std::vector<at::Tensor> tensors{tensor};
-    impl_->group->allreduce(tensors)->wait();
-  }, this);
+  collective(
+      "allreduce",
+      [&] {
+        std::vector<at::Tensor> tensors{tensor};
+        impl_->group->allreduce(tensors)->wait();
+      },
+      this);
   seconds_ += since(t0);
 }
 
@@ -342,16 +349,19 @@ void Communicator::broadcast_module(torch::nn::Module& module) {
   // NCCL would fail its bound-device check deep inside and look like a dead rank: say which tensor.
   for (const auto& t : module.named_parameters()) check_on_group_device(t.value(), "broadcast of " + t.key());
   for (const auto& t : module.named_buffers()) check_on_group_device(t.value(), "broadcast of " + t.key());
-  collective("broadcast", [&] {
-    for (auto& t : module.parameters()) {
-      std::vector<at::Tensor> tensors{t.data()};
-      impl_->group->broadcast(tensors)->wait();
-    }
-    for (auto& t : module.buffers()) {
-      std::vector<at::Tensor> tensors{t};
-      impl_->group->broadcast(tensors)->wait();
-    }
-  }, this);
+  collective(
+      "broadcast",
+      [&] {
+        for (auto& t : module.parameters()) {
+          std::vector<at::Tensor> tensors{t.data()};
+          impl_->group->broadcast(tensors)->wait();
+        }
+        for (auto& t : module.buffers()) {
+          std::vector<at::Tensor> tensors{t};
+          impl_->group->broadcast(tensors)->wait();
+        }
+      },
+      this);
   seconds_ += since(t0);
 }
 
@@ -368,10 +378,13 @@ void Communicator::broadcast_buffers(torch::nn::Module& module) {
     std::vector<at::Tensor> parts;
     for (const auto& b : list) parts.push_back(b.reshape({-1}).to(impl_->device));
     at::Tensor flat = at::cat(parts);
-    collective("broadcast", [&] {
-      std::vector<at::Tensor> tensors{flat};
-      impl_->group->broadcast(tensors)->wait();
-    }, this);
+    collective(
+        "broadcast",
+        [&] {
+          std::vector<at::Tensor> tensors{flat};
+          impl_->group->broadcast(tensors)->wait();
+        },
+        this);
     int64_t offset = 0;
     for (auto& b : list) {
       b.copy_(flat.narrow(0, offset, b.numel()).view(b.sizes()));
@@ -391,10 +404,13 @@ std::vector<double> Communicator::sum(const std::vector<double>& values) {
   if (values.empty()) return values;
   const auto t0 = std::chrono::steady_clock::now();
   at::Tensor t = at::tensor(values, at::kDouble);  // on the CPU: the control group is Gloo
-  collective("allreduce", [&] {
-    std::vector<at::Tensor> tensors{t};
-    impl_->control->allreduce(tensors)->wait();
-  }, this);
+  collective(
+      "allreduce",
+      [&] {
+        std::vector<at::Tensor> tensors{t};
+        impl_->control->allreduce(tensors)->wait();
+      },
+      this);
   seconds_ += since(t0);
   return std::vector<double>(t.data_ptr<double>(), t.data_ptr<double>() + t.numel());
 }
@@ -405,12 +421,14 @@ void Communicator::barrier() { sum({0.0}); }
 
 c10::intrusive_ptr<c10d::Work> Communicator::start_allreduce(std::vector<at::Tensor>& tensors) {
   c10::intrusive_ptr<c10d::Work> work;
-  collective("allreduce", [&] { work = impl_->group->allreduce(tensors); }, this);
+  collective(
+      "allreduce", [&] { work = impl_->group->allreduce(tensors); }, this);
   return work;
 }
 
 void Communicator::wait(c10d::Work& work) {
-  collective("allreduce", [&] { work.wait(); }, this);
+  collective(
+      "allreduce", [&] { work.wait(); }, this);
 }
 
 double Communicator::take_seconds() {

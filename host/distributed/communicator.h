@@ -24,7 +24,6 @@ class Work;
 
 namespace trainyard::host {
 
-
 /// Where trainyard would set what LibTorch's NCCL backend reads from the
 /// environment (main() calls it first, through run/launch.h, before any thread exists); today it
 /// keeps LibTorch's defaults (no blocking wait): docs/distributed.md says why.

@@ -15,8 +15,8 @@
 
 #ifdef TRAINYARD_WITH_CUDA
 #include <ATen/cuda/CUDAContext.h>
-#include <c10/cuda/CUDACachingAllocator.h>
 #include <ATen/detail/CUDAHooksInterface.h>
+#include <c10/cuda/CUDACachingAllocator.h>
 #include <c10/cuda/CUDAFunctions.h>
 #endif
 
@@ -56,7 +56,8 @@ void make_current(c10::Device device) {
 
 std::string cuda_summary() {
 #ifdef TRAINYARD_WITH_CUDA
-  std::string s = std::string("CUDA ") + TRAINYARD_CUDA + ", NCCL " + (std::string(TRAINYARD_NCCL) == "1" ? "in" : "not in");
+  std::string s =
+      std::string("CUDA ") + TRAINYARD_CUDA + ", NCCL " + (std::string(TRAINYARD_NCCL) == "1" ? "in" : "not in");
   const auto& hooks = at::detail::getCUDAHooks();
   if (hooks.hasCUDA()) {
     s += ", runtime " + std::to_string(hooks.versionCUDART()) + ", cuDNN " + std::to_string(hooks.versionCuDNN());
@@ -119,7 +120,8 @@ const CpuFacts& cpu_facts() {
       f.name = it->second.toStringRef();
     f.aten_kernels = at::get_cpu_capability();
     for (const char* variable : {"ONEDNN_MAX_CPU_ISA", "DNNL_MAX_CPU_ISA"})
-      if (const char* isa = std::getenv(variable); isa && *isa && f.onednn_max_isa.empty()) f.onednn_max_isa = upper(isa);
+      if (const char* isa = std::getenv(variable); isa && *isa && f.onednn_max_isa.empty())
+        f.onednn_max_isa = upper(isa);
     if (f.onednn_max_isa == "ALL" || f.onednn_max_isa == "DEFAULT") f.onednn_max_isa.clear();
     return f;
   }();
@@ -134,8 +136,9 @@ std::string gpu_memory_peaks() {
   for (int64_t d = 0; d < n; ++d) {
     const auto stats = c10::cuda::CUDACachingAllocator::getDeviceStats(static_cast<c10::DeviceIndex>(d));
     const int64_t peak = stats.reserved_bytes[static_cast<size_t>(c10::CachingAllocator::StatType::AGGREGATE)].peak;
-    if (peak > 0) out += (out.empty() ? "" : ", ") + std::string("cuda:") + std::to_string(d) + " " +
-                         std::to_string((peak + (1 << 20) - 1) >> 20) + " MiB";
+    if (peak > 0)
+      out += (out.empty() ? "" : ", ") + std::string("cuda:") + std::to_string(d) + " " +
+             std::to_string((peak + (1 << 20) - 1) >> 20) + " MiB";
   }
 #endif
   return out;

@@ -48,7 +48,7 @@ std::string gpu_memory_peaks();
 /// AVX512-BF16 or AMX-BF16 and both kernel libraries may use it; otherwise
 /// oneDNN and ATen emulate it, measured 6-16x slower than fp32 on convnets.
 struct CpuFacts {
-  std::string name;            ///< "AMD EPYC", "Intel(R) Xeon(R) Platinum 8480+"
+  std::string name;  ///< "AMD EPYC", "Intel(R) Xeon(R) Platinum 8480+"
   bool avx2 = false, avx512 = false, avx512_bf16 = false, amx_bf16 = false;
   std::string aten_kernels;    ///< "AVX512", "AVX2", "DEFAULT" (or the architecture's names)
   std::string onednn_max_isa;  ///< ONEDNN_MAX_CPU_ISA (or DNNL_MAX_CPU_ISA) as set; empty: not capped

@@ -1,7 +1,7 @@
 #include "distributed/gradient_reducer.h"
 
-#include <torch/csrc/distributed/c10d/Work.hpp>
 #include <ATen/ATen.h>
+#include <torch/csrc/distributed/c10d/Work.hpp>
 
 #include <algorithm>
 #include <chrono>
@@ -76,8 +76,10 @@ GradientReducer::GradientReducer(Communicator& comm, std::vector<at::Tensor> par
       // micro-steps accumulated.
       at::Tensor slice = b.flat.narrow(0, offset, grad.numel());
       const at::Tensor& earlier = impl->parameters[k].grad();
-      if (earlier.defined()) slice.copy_((earlier + grad).reshape({-1}));
-      else slice.copy_(grad.reshape({-1}));
+      if (earlier.defined())
+        slice.copy_((earlier + grad).reshape({-1}));
+      else
+        slice.copy_(grad.reshape({-1}));
       impl->filled[k] = true;
       if (--b.pending == 0) {
         b.ready = true;
@@ -122,8 +124,10 @@ void GradientReducer::finish() {
     for (size_t i = 0; i < b.members.size(); ++i) {
       at::Tensor& p = impl_->parameters[b.members[i]];
       at::Tensor slice = b.flat.narrow(0, b.offsets[i], p.numel()).view_as(p);
-      if (p.mutable_grad().defined()) p.mutable_grad().copy_(slice);
-      else p.mutable_grad() = slice.clone();
+      if (p.mutable_grad().defined())
+        p.mutable_grad().copy_(slice);
+      else
+        p.mutable_grad() = slice.clone();
     }
   }
   impl_->comm->add_seconds(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());

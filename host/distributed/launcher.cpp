@@ -64,7 +64,8 @@ std::string describe(int status) {
   if (WIFEXITED(status)) return "exited with code " + std::to_string(WEXITSTATUS(status));
   if (WIFSIGNALED(status)) {
     const char* name = sigabbrev_np(WTERMSIG(status));
-    return std::string("was killed by ") + (name ? std::string("SIG") + name : "signal " + std::to_string(WTERMSIG(status)));
+    return std::string("was killed by ") +
+           (name ? std::string("SIG") + name : "signal " + std::to_string(WTERMSIG(status)));
   }
   return "ended";
 }

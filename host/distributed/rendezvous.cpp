@@ -37,8 +37,9 @@ c10::intrusive_ptr<c10d::Store> open_store(const World& world, std::chrono::mill
     // removes its file: more joins than ranks means a previous run's file.
     const int64_t joined = store->add("trainyard/joined", 1);
     if (joined > world.world_size)
-      throw ConfigError("distributed.rendezvous_file " + world.rendezvous_file + " holds an earlier run's rendezvous (" +
-                            std::to_string(joined) + " joins for a world of " + std::to_string(world.world_size) + ")",
+      throw ConfigError("distributed.rendezvous_file " + world.rendezvous_file +
+                            " holds an earlier run's rendezvous (" + std::to_string(joined) + " joins for a world of " +
+                            std::to_string(world.world_size) + ")",
                         "expected a file that no other run uses; a killed run leaves its file behind",
                         "delete it before launching, or give each run its own file");
     const auto deadline = std::chrono::steady_clock::now() + timeout;
@@ -68,11 +69,13 @@ c10::intrusive_ptr<c10d::Store> open_store(const World& world, std::chrono::mill
     return store;
   } catch (const c10::DistError& e) {
     const std::string why = e.what_without_backtrace();
-    if (options.isServer && (why.find("EADDRINUSE") != std::string::npos || why.find("already in use") != std::string::npos))
-      throw ConfigError("distributed: rank 0 cannot listen on port " + std::to_string(world.master_port) +
-                            ": the port is in use (another run, or another program, holds it)",
-                        "expected a free port for rank 0's store",
-                        "give another --master-port (or MASTER_PORT, or distributed.master_port), or stop what holds it");
+    if (options.isServer &&
+        (why.find("EADDRINUSE") != std::string::npos || why.find("already in use") != std::string::npos))
+      throw ConfigError(
+          "distributed: rank 0 cannot listen on port " + std::to_string(world.master_port) +
+              ": the port is in use (another run, or another program, holds it)",
+          "expected a free port for rank 0's store",
+          "give another --master-port (or MASTER_PORT, or distributed.master_port), or stop what holds it");
     if (options.isServer)
       throw Error("distributed rendezvous: rank 0 waited " + secs + " at " + endpoint(world) +
                   " for the other ranks, who did not all come: they were not started, or cannot reach " +
@@ -110,8 +113,9 @@ std::string route_source(const std::string& host) {
   if (fd >= 0 && ::connect(fd, found->ai_addr, found->ai_addrlen) == 0 &&
       ::getsockname(fd, reinterpret_cast<sockaddr*>(&local), &length) == 0) {
     char text[INET6_ADDRSTRLEN] = {};
-    const void* where = local.ss_family == AF_INET ? static_cast<const void*>(&reinterpret_cast<sockaddr_in&>(local).sin_addr)
-                                                   : static_cast<const void*>(&reinterpret_cast<sockaddr_in6&>(local).sin6_addr);
+    const void* where = local.ss_family == AF_INET
+                            ? static_cast<const void*>(&reinterpret_cast<sockaddr_in&>(local).sin_addr)
+                            : static_cast<const void*>(&reinterpret_cast<sockaddr_in6&>(local).sin6_addr);
     if (inet_ntop(local.ss_family, where, text, sizeof text)) out = text;
   }
   if (fd >= 0) ::close(fd);
@@ -156,8 +160,8 @@ std::vector<std::shared_ptr<::gloo::transport::Device>> gloo_devices(const World
                         "expected an address of this machine", "interfaces here: " + interface_names());
     }
   }
-  const bool loopback_master = world.master_addr == "localhost" || world.master_addr.rfind("127.", 0) == 0 ||
-                               world.master_addr == "::1";
+  const bool loopback_master =
+      world.master_addr == "localhost" || world.master_addr.rfind("127.", 0) == 0 || world.master_addr == "::1";
   if (world.local_world_size >= world.world_size && (world.rendezvous == "file" || loopback_master)) {
     described = "Gloo on 127.0.0.1";
     return {c10d::ProcessGroupGloo::createDeviceForHostname("127.0.0.1")};
@@ -172,6 +176,5 @@ std::vector<std::shared_ptr<::gloo::transport::Device>> gloo_devices(const World
   described = "Gloo on this host name's address";
   return {c10d::ProcessGroupGloo::createDefaultDevice()};
 }
-
 
 }  // namespace trainyard::host

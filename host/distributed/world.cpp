@@ -94,7 +94,8 @@ std::optional<SlurmStep> slurm_step() {
     env_int("SLURM_JOB_NUM_NODES", step.nodes);
   env_int("SLURM_NODEID", step.node_id);
   env_int("SLURM_JOB_ID", step.job_id);
-  if (const char* nodes = step_or_job("SLURM_STEP_NODELIST", "SLURM_JOB_NODELIST")) step.first_host = first_slurm_host(nodes);
+  if (const char* nodes = step_or_job("SLURM_STEP_NODELIST", "SLURM_JOB_NODELIST"))
+    step.first_host = first_slurm_host(nodes);
   return step;
 }
 
@@ -105,10 +106,12 @@ World detect_world(const StoreSettings& store) {
   w.rendezvous = store.rendezvous;
   w.rendezvous_file = store.rendezvous_file;
   if (env_int("WORLD_SIZE", w.world_size)) {
-    if (!env_int("RANK", w.rank)) throw ConfigError("environment: WORLD_SIZE is set but RANK is not", "expected both", "");
+    if (!env_int("RANK", w.rank))
+      throw ConfigError("environment: WORLD_SIZE is set but RANK is not", "expected both", "");
     env_int("LOCAL_RANK", w.local_rank);
     if (!env_int("LOCAL_WORLD_SIZE", w.local_world_size)) w.local_world_size = w.world_size;
-    w.launched_by = std::getenv("TRAINYARD_LAUNCHER") ? "trainyard --nproc-per-node" : "the RANK/WORLD_SIZE environment";
+    w.launched_by =
+        std::getenv("TRAINYARD_LAUNCHER") ? "trainyard --nproc-per-node" : "the RANK/WORLD_SIZE environment";
   } else if (const std::optional<SlurmStep> step = slurm_step()) {
     // srun's tasks are the ranks. What Slurm always sets: srun -n2 sets no
     // SLURM_NTASKS_PER_NODE.
@@ -129,8 +132,8 @@ World detect_world(const StoreSettings& store) {
     if (!step->first_host.empty()) w.master_addr = step->first_host;
     if (step->job_id > 0) w.master_port = slurm_port(step->job_id);
     w.launched_by = "Slurm";
-  } else if (const char* job = std::getenv("SLURM_JOB_ID"); job && env_int("SLURM_NTASKS", w.world_size) &&
-                                                             w.world_size > 1) {
+  } else if (const char* job = std::getenv("SLURM_JOB_ID");
+             job && env_int("SLURM_NTASKS", w.world_size) && w.world_size > 1) {
     throw ConfigError("Slurm job " + std::string(job) + " has " + std::to_string(w.world_size) +
                           " tasks, but this process was not started by srun (no SLURM_STEP_ID: it is the job's "
                           "batch script or an salloc shell)",
@@ -156,8 +159,7 @@ World detect_world(const StoreSettings& store) {
     throw ConfigError("environment: rank " + std::to_string(w.rank) + " of world size " + std::to_string(w.world_size),
                       "expected 0 <= rank < world size", "check how the processes were launched");
   if (w.rendezvous == "file" && w.rendezvous_file.empty())
-    throw ConfigError(store.rendezvous_file_where +
-                          ": rendezvous: file needs a file",
+    throw ConfigError(store.rendezvous_file_where + ": rendezvous: file needs a file",
                       "expected distributed.rendezvous_file: a path all ranks can reach", "");
   return w;
 }

@@ -5,7 +5,6 @@
 #include <string>
 #include <vector>
 
-
 namespace trainyard::host {
 
 struct World {

@@ -23,8 +23,10 @@ NamedValues values_of(const ordered_json& j) {
   NamedValues out;
   if (!j.is_object()) return out;
   for (const auto& [k, v] : j.items())
-    if (v.is_number()) out[k] = v.get<double>();
-    else if (v.is_null()) out[k] = std::numeric_limits<double>::quiet_NaN();
+    if (v.is_number())
+      out[k] = v.get<double>();
+    else if (v.is_null())
+      out[k] = std::numeric_limits<double>::quiet_NaN();
   return out;
 }
 

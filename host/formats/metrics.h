@@ -35,10 +35,10 @@ struct RunSummary {
   std::string experiment;
   int64_t epochs_completed = 0;
   int64_t iteration = 0;
-  std::string stage;         ///< multi-stage runs: the last stage trained
-  NamedValues metrics;       ///< the last value of everything logged
+  std::string stage;    ///< multi-stage runs: the last stage trained
+  NamedValues metrics;  ///< the last value of everything logged
   double samples_per_sec = 0, secs_per_train = 0, wall_s = 0;
-  std::string stopped;       ///< why the run stopped early ("" when it ran out of epochs)
+  std::string stopped;                                 ///< why the run stopped early ("" when it ran out of epochs)
   std::optional<std::pair<std::string, double>> best;  ///< stopping.monitor and its best value
 
   /// Stopped by its own stopping criterion (target or early stop), not from outside.

@@ -18,16 +18,22 @@ constexpr char kMagic[] = "\x93NUMPY";  // then the version bytes 1, 0 and a lit
 
 const char* descr_of(at::ScalarType t) {
   switch (t) {
-    case at::kFloat: return "<f4";
-    case at::kDouble: return "<f8";
-    case at::kLong: return "<i8";
-    default: return nullptr;
+    case at::kFloat:
+      return "<f4";
+    case at::kDouble:
+      return "<f8";
+    case at::kLong:
+      return "<i8";
+    default:
+      return nullptr;
   }
 }
 
 [[noreturn]] void bad(const std::string& path, const std::string& what) {
-  throw ConfigError(path + ": " + what, "expected a .npy file of float32, float64 or int64 values in C order, as "
-                                        "trainyard embed and numpy.save write", "");
+  throw ConfigError(path + ": " + what,
+                    "expected a .npy file of float32, float64 or int64 values in C order, as "
+                    "trainyard embed and numpy.save write",
+                    "");
 }
 
 // The value of 'key' in the header's dict literal, up to the next ',' or '}' outside parentheses.
@@ -50,10 +56,13 @@ std::string header_value(const std::string& header, const std::string& key, cons
 
 void write_npy(const std::string& path, const at::Tensor& tensor) {
   const char* descr = descr_of(tensor.scalar_type());
-  if (!descr) throw Error("write_npy " + path + ": " + c10::toString(tensor.scalar_type()) + " values; expected float32, float64 or int64");
+  if (!descr)
+    throw Error("write_npy " + path + ": " + c10::toString(tensor.scalar_type()) +
+                " values; expected float32, float64 or int64");
   const at::Tensor t = tensor.cpu().contiguous();
   std::string shape = "(";
-  for (int64_t d = 0; d < t.dim(); ++d) shape += std::to_string(t.size(d)) + (t.dim() == 1 || d + 1 < t.dim() ? "," : "");
+  for (int64_t d = 0; d < t.dim(); ++d)
+    shape += std::to_string(t.size(d)) + (t.dim() == 1 || d + 1 < t.dim() ? "," : "");
   shape += ")";
   std::string header = std::string("{'descr': '") + descr + "', 'fortran_order': False, 'shape': " + shape + ", }";
   // The preamble and header take a multiple of 64 bytes, the header ending in '\n'.
@@ -73,17 +82,22 @@ void write_npy(const std::string& path, const at::Tensor& tensor) {
 at::Tensor read_npy(const std::string& path) {
   if (!std::ifstream(path, std::ios::binary)) throw ConfigError(path + ": cannot be read", "expected a .npy file", "");
   const std::string bytes = read_whole_file(path);
-  if (bytes.size() < 10 || bytes.compare(0, 6, std::string(kMagic, 6)) != 0) bad(path, "not a .npy file (no \\x93NUMPY)");
+  if (bytes.size() < 10 || bytes.compare(0, 6, std::string(kMagic, 6)) != 0)
+    bad(path, "not a .npy file (no \\x93NUMPY)");
   if (bytes[6] != 1) bad(path, ".npy format version " + std::to_string(int(bytes[6])));
   const size_t header_size = static_cast<unsigned char>(bytes[8]) | (static_cast<unsigned char>(bytes[9]) << 8);
   if (bytes.size() < 10 + header_size) bad(path, "its header is cut short");
   const std::string header = bytes.substr(10, header_size);
   const std::string descr = header_value(header, "descr", path);
   at::ScalarType type;
-  if (descr == "'<f4'") type = at::kFloat;
-  else if (descr == "'<f8'") type = at::kDouble;
-  else if (descr == "'<i8'") type = at::kLong;
-  else bad(path, "values of type " + descr);
+  if (descr == "'<f4'")
+    type = at::kFloat;
+  else if (descr == "'<f8'")
+    type = at::kDouble;
+  else if (descr == "'<i8'")
+    type = at::kLong;
+  else
+    bad(path, "values of type " + descr);
   if (header_value(header, "fortran_order", path) != "False") bad(path, "Fortran order");
   std::string shape = header_value(header, "shape", path);
   if (shape.size() < 2 || shape.front() != '(' || shape.back() != ')') bad(path, "shape " + shape);

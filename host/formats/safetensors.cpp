@@ -10,17 +10,28 @@ namespace {
 
 const char* dtype_name(at::ScalarType t) {
   switch (t) {
-    case at::kFloat: return "F32";
-    case at::kDouble: return "F64";
-    case at::kHalf: return "F16";
-    case at::kBFloat16: return "BF16";
-    case at::kLong: return "I64";
-    case at::kInt: return "I32";
-    case at::kShort: return "I16";
-    case at::kChar: return "I8";
-    case at::kByte: return "U8";
-    case at::kBool: return "BOOL";
-    default: return nullptr;
+    case at::kFloat:
+      return "F32";
+    case at::kDouble:
+      return "F64";
+    case at::kHalf:
+      return "F16";
+    case at::kBFloat16:
+      return "BF16";
+    case at::kLong:
+      return "I64";
+    case at::kInt:
+      return "I32";
+    case at::kShort:
+      return "I16";
+    case at::kChar:
+      return "I8";
+    case at::kByte:
+      return "U8";
+    case at::kBool:
+      return "BOOL";
+    default:
+      return nullptr;
   }
 }
 
@@ -34,7 +45,9 @@ std::string safetensors_file(const std::vector<std::pair<std::string, at::Tensor
   size_t offset = 0;
   for (const auto& [name, tensor] : tensors) {
     const char* dtype = dtype_name(tensor.scalar_type());
-    if (!dtype) throw Error("safetensors: " + name + " holds " + c10::toString(tensor.scalar_type()) + " values, which the format cannot name");
+    if (!dtype)
+      throw Error("safetensors: " + name + " holds " + c10::toString(tensor.scalar_type()) +
+                  " values, which the format cannot name");
     const at::Tensor t = tensor.detach().cpu().contiguous();
     const size_t bytes = static_cast<size_t>(t.nbytes());
     header[name] = {{"dtype", dtype}, {"shape", t.sizes().vec()}, {"data_offsets", {offset, offset + bytes}}};

@@ -9,9 +9,8 @@
 
 #include <algorithm>
 #include <cstdio>
-#include <stdexcept>
 #include <mutex>
-
+#include <stdexcept>
 
 namespace trainyard::host {
 namespace {
@@ -57,7 +56,8 @@ class ConsoleSink : public spdlog::sinks::base_sink<std::mutex> {
 struct Log {
   std::shared_ptr<ConsoleSink> console = std::make_shared<ConsoleSink>();
   // What came before the file: replayed into it when it is named.
-  std::shared_ptr<spdlog::sinks::ringbuffer_sink_mt> backlog = std::make_shared<spdlog::sinks::ringbuffer_sink_mt>(2000);
+  std::shared_ptr<spdlog::sinks::ringbuffer_sink_mt> backlog =
+      std::make_shared<spdlog::sinks::ringbuffer_sink_mt>(2000);
   std::shared_ptr<spdlog::logger> logger;
   bool file = false;
   Log() {
@@ -92,9 +92,10 @@ void log_to_file(const std::string& path) {
   if (log.file) return;
   // The sink opens by name: a link or special file planted there is refused
   // first (trainyard never writes through links in a run directory).
-  if (struct stat st {}; ::lstat(path.c_str(), &st) == 0 && !S_ISREG(st.st_mode))
-    throw std::runtime_error(path + ": " + (S_ISLNK(st.st_mode) ? "a symbolic link" : "not a regular file") +
-                " where the run's log goes; expected a regular file that trainyard creates, or none; remove it");
+  if (struct stat st{}; ::lstat(path.c_str(), &st) == 0 && !S_ISREG(st.st_mode))
+    throw std::runtime_error(
+        path + ": " + (S_ISLNK(st.st_mode) ? "a symbolic link" : "not a regular file") +
+        " where the run's log goes; expected a regular file that trainyard creates, or none; remove it");
   auto file = std::make_shared<spdlog::sinks::basic_file_sink_mt>(path, /*truncate=*/false);
   file->set_pattern("%Y-%m-%dT%H:%M:%S.%e %l %v");
   {

@@ -26,10 +26,10 @@ namespace trainyard::host {
 /// Example:
 ///   if (built.facets.sample_meter) rows = built.facets.sample_meter->rows();
 struct Facets {
-  bool after_test_batch = false;     ///< Callback::after_test_batch (SDK 1.1)
-  bool image_preprocessing = false;  ///< Dataset::image_preprocessing (SDK 1.1)
-  bool input_normalization = false;  ///< Dataset::input_normalization (SDK 1.2)
-  bool streamed = false;             ///< Dataset::streamed and begin_pass (SDK 1.2)
+  bool after_test_batch = false;                    ///< Callback::after_test_batch (SDK 1.1)
+  bool image_preprocessing = false;                 ///< Dataset::image_preprocessing (SDK 1.1)
+  bool input_normalization = false;                 ///< Dataset::input_normalization (SDK 1.2)
+  bool streamed = false;                            ///< Dataset::streamed and begin_pass (SDK 1.2)
   const AllLabels* all_labels = nullptr;            ///< a dataset's labels (SDK 1.3)
   const EmbeddingLoss* embedding_loss = nullptr;    ///< a loss over embeddings (SDK 1.3)
   const NetworkOutputs* network_outputs = nullptr;  ///< what a network's rows are (SDK 1.4)

@@ -10,8 +10,8 @@
 #include <boost/dll/shared_library.hpp>
 
 #include "log/log.h"
-#include "trainyard/trusted_code.h"
 #include "trainyard/error.h"
+#include "trainyard/trusted_code.h"
 #include "util/text.h"
 
 namespace fs = std::filesystem;
@@ -43,8 +43,7 @@ class CollectingRegistrar : public Registrar {
   void add_callback(const std::string& n, const std::string& d, Schema s, Factory<Callback> f) override {
     add(Kind::callback, n, d, std::move(s), std::move(f));
   }
-  void add_override(const std::string& n, const std::string& d, Schema s,
-                    Factory<AdditionalOverride> f) override {
+  void add_override(const std::string& n, const std::string& d, Schema s, Factory<AdditionalOverride> f) override {
     add(Kind::additional_override, n, d, std::move(s), std::move(f));
   }
 
@@ -85,7 +84,8 @@ constexpr size_t kPreOneInfoSize = 4 * sizeof(uint32_t) + 5 * sizeof(void*);
 // A plugin built by the pre-1.0 SDK: what changed, and where to read it.
 ConfigError pre_one_plugin(const std::string& path, const TrainyardPluginInfo& info) {
   return ConfigError(path + ": built by the pre-1.0 SDK 0.x (API " + std::to_string(info.api_major) + "." +
-                         std::to_string(info.api_minor) + "), which this host no longer loads; SDK " TRAINYARD_VERSION
+                         std::to_string(info.api_minor) +
+                         "), which this host no longer loads; SDK " TRAINYARD_VERSION
                          " changed the entry record (it now carries the SDK version), folded SeededDataset into "
                          "Dataset::get_seeded and get_batch(indices, seeds), and gave meters structured results() "
                          "and the loop meter_readings()",
@@ -116,8 +116,10 @@ std::string searched_folders_text(const std::vector<PluginFolder>& folders) {
   std::vector<std::string> listed;
   for (const auto& f : folders)
     listed.push_back(f.path + " (" + f.origin + (fs::is_directory(f.path) ? "" : ", absent") + ")");
-  return "searched " + join(listed) + "; add a folder with --plugin-dir DIR, plugin_dirs: [DIR] in the experiment or "
-         "TRAINYARD_PLUGIN_PATH, or copy the library into " + (user_plugin_dir().empty() ? "a plugin folder" : user_plugin_dir());
+  return "searched " + join(listed) +
+         "; add a folder with --plugin-dir DIR, plugin_dirs: [DIR] in the experiment or "
+         "TRAINYARD_PLUGIN_PATH, or copy the library into " +
+         (user_plugin_dir().empty() ? "a plugin folder" : user_plugin_dir());
 }
 
 std::vector<PluginFolder> plugin_search_path(const std::vector<std::string>& experiment_dirs,
@@ -148,7 +150,8 @@ void load_plugin_folders(const std::vector<PluginFolder>& folders, Registry& reg
   for (const auto& folder : folders) {
     if (!fs::is_directory(folder.path) && folder.if_missing == PluginFolder::IfMissing::skip) continue;
     if (!fs::is_directory(folder.path) && folder.if_missing == PluginFolder::IfMissing::warn) {
-      log_warning("warning: " + folder.path + (fs::exists(folder.path) ? ": is a file, not a plugin folder" : ": plugin folder does not exist") +
+      log_warning("warning: " + folder.path +
+                  (fs::exists(folder.path) ? ": is a file, not a plugin folder" : ": plugin folder does not exist") +
                   " (named by " + folder.origin + "); skipped");
       continue;
     }
@@ -185,17 +188,28 @@ namespace {
 // The machine an ELF file was built for, by its e_machine number.
 std::string elf_machine_name(unsigned machine) {
   switch (machine) {
-    case 3: return "x86 (32-bit)";
-    case 8: return "MIPS";
-    case 20: return "PowerPC";
-    case 21: return "PowerPC64";
-    case 22: return "s390";
-    case 40: return "ARM (32-bit)";
-    case 62: return "x86-64";
-    case 183: return "aarch64";
-    case 243: return "RISC-V";
-    case 258: return "LoongArch";
-    default: return "machine " + std::to_string(machine);
+    case 3:
+      return "x86 (32-bit)";
+    case 8:
+      return "MIPS";
+    case 20:
+      return "PowerPC";
+    case 21:
+      return "PowerPC64";
+    case 22:
+      return "s390";
+    case 40:
+      return "ARM (32-bit)";
+    case 62:
+      return "x86-64";
+    case 183:
+      return "aarch64";
+    case 243:
+      return "RISC-V";
+    case 258:
+      return "LoongArch";
+    default:
+      return "machine " + std::to_string(machine);
   }
 }
 
@@ -231,8 +245,10 @@ void check_elf_machine(const std::string& path) {
                       "rebuild the plugin on (or cross-compile it for) " + elf_machine_name(kHostMachine));
   };
   if (kHostMachine != 0 && machine != kHostMachine) refuse(elf_machine_name(machine));
-  if (elf_class != kHostClass) refuse(std::string(elf_class == 1 ? "32-bit" : elf_class == 2 ? "64-bit" : "unknown class") + " ELF");
-  if (data != kHostData) refuse(std::string(data == 2 ? "big-endian" : data == 1 ? "little-endian" : "unknown byte order") + " ELF");
+  if (elf_class != kHostClass)
+    refuse(std::string(elf_class == 1 ? "32-bit" : elf_class == 2 ? "64-bit" : "unknown class") + " ELF");
+  if (data != kHostData)
+    refuse(std::string(data == 2 ? "big-endian" : data == 1 ? "little-endian" : "unknown byte order") + " ELF");
 }
 
 }  // namespace
@@ -264,8 +280,7 @@ void load_plugin_library(const std::string& path, Registry& registry) {
                       "expected magic 'TYPL' from TRAINYARD_PLUGIN(...)", "rebuild the plugin against this SDK");
 
   // Checked before the version: a 0.x record's api_minor (1 to 4) would read as a newer SDK.
-  if (info->api_major == 1 && info->struct_size <= kPreOneInfoSize)
-    throw pre_one_plugin(path, *info);
+  if (info->api_major == 1 && info->struct_size <= kPreOneInfoSize) throw pre_one_plugin(path, *info);
   const std::string host_api = std::to_string(TRAINYARD_API_MAJOR) + "." + std::to_string(TRAINYARD_API_MINOR);
   const std::string plugin_api = std::to_string(info->api_major) + "." + std::to_string(info->api_minor);
   if (info->api_major != TRAINYARD_API_MAJOR)
@@ -277,17 +292,17 @@ void load_plugin_library(const std::string& path, Registry& registry) {
                       "expected API " + host_api + " or an older minor, got " + plugin_api,
                       "upgrade the host or rebuild the plugin against this host's SDK");
   if (info->struct_size < kMinimumInfoSize)
-    throw ConfigError(path + ": plugin info is truncated",
-                      "expected at least " + std::to_string(kMinimumInfoSize) + " bytes, got " +
-                          std::to_string(info->struct_size),
-                      "rebuild the plugin against this SDK");
+    throw ConfigError(
+        path + ": plugin info is truncated",
+        "expected at least " + std::to_string(kMinimumInfoSize) + " bytes, got " + std::to_string(info->struct_size),
+        "rebuild the plugin against this SDK");
   const std::string host_fingerprint = TRAINYARD_FINGERPRINT;
   const std::string plugin_fingerprint = info->fingerprint ? info->fingerprint : "";
   if (plugin_fingerprint != host_fingerprint)
-    throw ConfigError(path + ": build fingerprint differs (" +
-                          fingerprint_difference(plugin_fingerprint, host_fingerprint) + ")",
-                      "expected " + host_fingerprint + ", got " + plugin_fingerprint,
-                      "rebuild the plugin against this SDK with the same compiler and LibTorch");
+    throw ConfigError(
+        path + ": build fingerprint differs (" + fingerprint_difference(plugin_fingerprint, host_fingerprint) + ")",
+        "expected " + host_fingerprint + ", got " + plugin_fingerprint,
+        "rebuild the plugin against this SDK with the same compiler and LibTorch");
 
   auto lib = std::make_shared<LibraryInfo>();
   lib->path = path;

@@ -9,7 +9,8 @@ namespace trainyard::host {
 
 struct PluginFolder {
   std::string path;
-  std::string origin;  ///< where it was named: "built-in", "user folder", "TRAINYARD_PLUGIN_PATH", "plugin_dirs", "--plugin-dir"
+  /// Where it was named: "built-in", "user folder", "TRAINYARD_PLUGIN_PATH", "plugin_dirs", "--plugin-dir".
+  std::string origin;
   /// What a missing folder is: nothing (the user folder, a default), a
   /// warning naming it (TRAINYARD_PLUGIN_PATH, as GST_PLUGIN_PATH), or an
   /// error (what a command line or experiment names).

@@ -11,35 +11,44 @@ namespace trainyard::host {
 
 const char* kind_name(Kind kind) {
   switch (kind) {
-    case Kind::dataset: return "dataset";
-    case Kind::network: return "network";
-    case Kind::loss: return "loss";
-    case Kind::optimizer: return "optimizer";
-    case Kind::meter: return "meter";
-    case Kind::callback: return "callback";
-    case Kind::additional_override: return "additional_override";
+    case Kind::dataset:
+      return "dataset";
+    case Kind::network:
+      return "network";
+    case Kind::loss:
+      return "loss";
+    case Kind::optimizer:
+      return "optimizer";
+    case Kind::meter:
+      return "meter";
+    case Kind::callback:
+      return "callback";
+    case Kind::additional_override:
+      return "additional_override";
   }
   return "?";
 }
 
-std::string kind_plural(Kind kind) {
-  return kind == Kind::loss ? "losses" : std::string(kind_name(kind)) + "s";
-}
+std::string kind_plural(Kind kind) { return kind == Kind::loss ? "losses" : std::string(kind_name(kind)) + "s"; }
 
 bool LibraryInfo::supports(SdkFeature feature) const {
   unsigned since = 0;  // the API minor that added the feature
   switch (feature) {
     case SdkFeature::test_batch_callback:
-    case SdkFeature::image_preprocessing: since = 1; break;
+    case SdkFeature::image_preprocessing:
+      since = 1;
+      break;
     case SdkFeature::input_normalization:
-    case SdkFeature::streamed_data: since = 2; break;
+    case SdkFeature::streamed_data:
+      since = 2;
+      break;
   }
   return api_major == TRAINYARD_API_MAJOR && api_minor >= since;
 }
 
 std::string Component::label() const {
-  return std::string(kind_name(kind)) + " '" + name + "' (" +
-         std::filesystem::path(library->path).filename().string() + ")";
+  return std::string(kind_name(kind)) + " '" + name + "' (" + std::filesystem::path(library->path).filename().string() +
+         ")";
 }
 
 std::string Component::qualified_name() const {
@@ -53,16 +62,16 @@ constexpr const char* kSeparator = "::";
 void Registry::add_library(std::shared_ptr<const LibraryInfo> library, std::vector<Component> components) {
   for (const auto& other : libraries_)
     if (other->name == library->name)
-      throw ConfigError("library '" + library->name + "' is loaded twice: from " + other->path + " and from " +
-                            library->path,
-                        "expected one library per name (its components are named " + library->name + "::NAME)",
-                        "remove one of the two files from the plugin folders");
+      throw ConfigError(
+          "library '" + library->name + "' is loaded twice: from " + other->path + " and from " + library->path,
+          "expected one library per name (its components are named " + library->name + "::NAME)",
+          "remove one of the two files from the plugin folders");
   std::map<std::pair<Kind, std::string>, const Component*> own;
   for (const auto& c : components) {
     auto key = std::make_pair(c.kind, c.name);
     if (own.count(key))
-      throw ConfigError(library->path + ": " + kind_name(c.kind) + " '" + c.name + "' is registered twice by library '" +
-                            library->name + "'",
+      throw ConfigError(library->path + ": " + kind_name(c.kind) + " '" + c.name +
+                            "' is registered twice by library '" + library->name + "'",
                         "expected one component per kind and name in a library, got two",
                         "rename one of them in the library's register_components()");
     own[key] = &c;
@@ -97,8 +106,10 @@ std::vector<std::string> Registry::names(Kind kind) const {
     if (key.first == kind) by_short[c.name].push_back(key.second);
   std::vector<std::string> out;
   for (const auto& [short_name, qualified] : by_short) {
-    if (qualified.size() == 1) out.push_back(short_name);
-    else out.insert(out.end(), qualified.begin(), qualified.end());
+    if (qualified.size() == 1)
+      out.push_back(short_name);
+    else
+      out.insert(out.end(), qualified.begin(), qualified.end());
   }
   std::sort(out.begin(), out.end());
   return out;
@@ -120,10 +131,10 @@ const Component& Registry::get(Kind kind, const std::string& name) const {
   }
   auto known = names(kind);
   std::string hint = closest(name, known);
-  throw ConfigError(std::string(kind_name(kind)) + " '" + name + "' is not registered (known " +
-                    kind_plural(kind) + ": " + join(known) + ")" +
-                    (hint.empty() ? "; check the plugin folders with 'trainyard plugins'"
-                                  : "; did you mean '" + hint + "'?"));
+  throw ConfigError(
+      std::string(kind_name(kind)) + " '" + name + "' is not registered (known " + kind_plural(kind) + ": " +
+      join(known) + ")" +
+      (hint.empty() ? "; check the plugin folders with 'trainyard plugins'" : "; did you mean '" + hint + "'?"));
 }
 
 std::vector<const Component*> Registry::find_any(const std::string& name) const {

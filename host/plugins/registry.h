@@ -11,8 +11,8 @@
 namespace trainyard::host {
 
 enum class Kind { dataset, network, loss, optimizer, meter, callback, additional_override };
-inline constexpr Kind kAllKinds[] = {Kind::dataset, Kind::network, Kind::loss, Kind::optimizer,
-                                     Kind::meter, Kind::callback, Kind::additional_override};
+inline constexpr Kind kAllKinds[] = {
+    Kind::dataset, Kind::network, Kind::loss, Kind::optimizer, Kind::meter, Kind::callback, Kind::additional_override};
 /// "dataset", ..., "additional_override".
 const char* kind_name(Kind kind);
 /// "datasets", ..., "additional_overrides": for "(known networks: ...)".
@@ -49,8 +49,8 @@ struct Component {
   std::string description;
   Schema schema;
   std::shared_ptr<const LibraryInfo> library;
-  std::variant<Factory<Dataset>, Factory<Network>, Factory<Loss>, Factory<Optimizer>,
-               Factory<Meter>, Factory<Callback>, Factory<AdditionalOverride>>
+  std::variant<Factory<Dataset>, Factory<Network>, Factory<Loss>, Factory<Optimizer>, Factory<Meter>, Factory<Callback>,
+               Factory<AdditionalOverride>>
       factory;
   /// "network 'mlp' (libmlp.so)": how errors name a component.
   std::string label() const;

@@ -30,9 +30,12 @@ std::string final_table(const NamedValues& last, const std::vector<MetricsEvent>
   std::map<std::string, Row> rows;
   std::vector<std::string> others;
   for (const auto& [name, value] : last) {
-    if (name.rfind("train_", 0) == 0) rows[name.substr(6)].train = readable_number(value);
-    else if (name.rfind("test_", 0) == 0) rows[name.substr(5)].test = readable_number(value);
-    else others.push_back(name + " " + readable_number(value));
+    if (name.rfind("train_", 0) == 0)
+      rows[name.substr(6)].train = readable_number(value);
+    else if (name.rfind("test_", 0) == 0)
+      rows[name.substr(5)].test = readable_number(value);
+    else
+      others.push_back(name + " " + readable_number(value));
   }
   // The best test value of each quantity and the epoch of that test.
   for (auto& [quantity, row] : rows) {

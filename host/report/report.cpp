@@ -6,16 +6,16 @@
 #include <map>
 #include <optional>
 #include <regex>
-#include <tuple>
 #include <sstream>
+#include <tuple>
 
 #include "formats/metrics.h"
 #include "report/svg_chart.h"
 #include "trainyard/error.h"
 #include "util/csv.h"
 #include "util/files.h"
-#include "util/text.h"
 #include "util/json.h"
+#include "util/text.h"
 
 namespace fs = std::filesystem;
 
@@ -128,7 +128,8 @@ std::string meter_results_html(const fs::path& dir) {
       html += "</tr>\n";
     }
     html += "</table>\n";
-    if (rows.size() > kMaxRows + 1) html += "<p class=\"muted\">" + std::to_string(rows.size() - kMaxRows - 1) + " more rows in the file</p>\n";
+    if (rows.size() > kMaxRows + 1)
+      html += "<p class=\"muted\">" + std::to_string(rows.size() - kMaxRows - 1) + " more rows in the file</p>\n";
   }
   return html;
 }
@@ -245,11 +246,12 @@ std::string write_report(const std::string& run_dir, const std::vector<PlotSpec>
                      " - trainyard report</title><style>" + kStyle + "</style></head><body>\n<h1>" + xml_escape(name) +
                      "</h1>\n<p class=\"muted\">" + xml_escape(fs::absolute(dir).string()) + "</p>\n";
   if (summary) {
-    html += "<p>" + std::to_string(summary->epochs_completed) + " epochs, " + std::to_string(summary->iteration) +
-            " iterations" + (summary->stage.empty() ? "" : ", last stage " + xml_escape(summary->stage)) +
-            (summary->stopped.empty() ? "" : "; stopped: " + xml_escape(summary->stopped)) +
-            (summary->best ? "; best " + xml_escape(summary->best->first) + " " + number_text(summary->best->second) : "") +
-            "</p>\n<h2>Final values</h2>\n<table><tr><th>value</th><th>last</th></tr>\n";
+    html +=
+        "<p>" + std::to_string(summary->epochs_completed) + " epochs, " + std::to_string(summary->iteration) +
+        " iterations" + (summary->stage.empty() ? "" : ", last stage " + xml_escape(summary->stage)) +
+        (summary->stopped.empty() ? "" : "; stopped: " + xml_escape(summary->stopped)) +
+        (summary->best ? "; best " + xml_escape(summary->best->first) + " " + number_text(summary->best->second) : "") +
+        "</p>\n<h2>Final values</h2>\n<table><tr><th>value</th><th>last</th></tr>\n";
     for (const auto& [k, v] : summary->metrics)
       html += "<tr><td>" + xml_escape(k) + "</td><td>" + number_text(v) + "</td></tr>\n";
     html += "</table>\n";
@@ -265,18 +267,20 @@ std::string write_report(const std::string& run_dir, const std::vector<PlotSpec>
                           "world_size", "started"})
       if (provenance.contains(k))
         html += "<tr><th>" + std::string(k) + "</th><td>" + xml_escape(text(provenance[k])) + "</td></tr>\n";
-    html += "</table>\n<h2>Plugins</h2>\n<table><tr><th>library</th><th>version</th><th>SHA-256</th><th>path</th></tr>\n";
+    html +=
+        "</table>\n<h2>Plugins</h2>\n<table><tr><th>library</th><th>version</th><th>SHA-256</th><th>path</th></tr>\n";
     if (auto plugins = provenance.find("plugins"); plugins != provenance.end() && plugins->is_array())
       for (const auto& p : *plugins) {
         auto field = [&](const char* key) { return p.is_object() && p.contains(key) ? text(p[key]) : std::string(); };
-        html += "<tr><td>" + xml_escape(field("name")) + "</td><td>" + xml_escape(field("version")) + "</td><td><code>" +
-                xml_escape(field("sha256").substr(0, 16)) + "...</code></td><td>" + xml_escape(field("path")) +
-                "</td></tr>\n";
+        html += "<tr><td>" + xml_escape(field("name")) + "</td><td>" + xml_escape(field("version")) +
+                "</td><td><code>" + xml_escape(field("sha256").substr(0, 16)) + "...</code></td><td>" +
+                xml_escape(field("path")) + "</td></tr>\n";
       }
     html += "</table>\n";
   }
   if (fs::exists(dir / "config.yaml"))
-    html += "<h2>Resolved configuration</h2>\n<pre>" + xml_escape(read_whole_file((dir / "config.yaml").string())) + "</pre>\n";
+    html += "<h2>Resolved configuration</h2>\n<pre>" + xml_escape(read_whole_file((dir / "config.yaml").string())) +
+            "</pre>\n";
   html += "</body></html>\n";
   const std::string path = (dir / "report.html").string();
   write_file_atomic(path, html);

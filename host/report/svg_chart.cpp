@@ -20,8 +20,10 @@ std::string num(double v) {
 
 std::string tick_text(double v) {
   char buf[32];
-  if (v != 0 && (std::abs(v) < 1e-3 || std::abs(v) >= 1e5)) std::snprintf(buf, sizeof buf, "%.0e", v);
-  else std::snprintf(buf, sizeof buf, "%g", v);
+  if (v != 0 && (std::abs(v) < 1e-3 || std::abs(v) >= 1e5))
+    std::snprintf(buf, sizeof buf, "%.0e", v);
+  else
+    std::snprintf(buf, sizeof buf, "%g", v);
   return buf;
 }
 
@@ -36,7 +38,8 @@ std::vector<double> linear_ticks(double lo, double hi) {
       break;
     }
   std::vector<double> out;
-  for (double t = std::ceil(lo / step) * step; t <= hi + step * 1e-9; t += step) out.push_back(std::abs(t) < step * 1e-9 ? 0 : t);
+  for (double t = std::ceil(lo / step) * step; t <= hi + step * 1e-9; t += step)
+    out.push_back(std::abs(t) < step * 1e-9 ? 0 : t);
   return out;
 }
 
@@ -46,12 +49,23 @@ std::string xml_escape(const std::string& text) {
   std::string out;
   for (char c : text) {
     switch (c) {
-      case '&': out += "&amp;"; break;
-      case '<': out += "&lt;"; break;
-      case '>': out += "&gt;"; break;
-      case '"': out += "&quot;"; break;
-      case '\'': out += "&apos;"; break;
-      default: out += c;
+      case '&':
+        out += "&amp;";
+        break;
+      case '<':
+        out += "&lt;";
+        break;
+      case '>':
+        out += "&gt;";
+        break;
+      case '"':
+        out += "&quot;";
+        break;
+      case '\'':
+        out += "&apos;";
+        break;
+      default:
+        out += c;
     }
   }
   return out;
@@ -92,9 +106,12 @@ std::string svg_line_chart(const Chart& chart) {
   // (a rate of 0.05 on 0..0.06), not on a meaningless v-0.5..v+0.5.
   if (y1 - y0 < 1e-12) {
     const double v = y0;
-    if (v > 0) y0 = 0, y1 = 1.25 * v;
-    else if (v < 0) y0 = 1.25 * v, y1 = 0;
-    else y0 = -1, y1 = 1;
+    if (v > 0)
+      y0 = 0, y1 = 1.25 * v;
+    else if (v < 0)
+      y0 = 1.25 * v, y1 = 0;
+    else
+      y0 = -1, y1 = 1;
   }
   const double pad = (y1 - y0) * 0.05;
   y0 -= pad, y1 += pad;
@@ -102,13 +119,14 @@ std::string svg_line_chart(const Chart& chart) {
   auto px = [&](double x) { return kLeft + (tx(x) - x0) / (x1 - x0) * pw; };
   auto py = [&](double y) { return kTop + (1 - (std::min(y, y1) - y0) / (y1 - y0)) * ph; };
 
-  std::string svg = "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n"
-                    "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"" + num(kWidth) + "\" height=\"" + num(kHeight) +
-                    "\" viewBox=\"0 0 " + num(kWidth) + " " + num(kHeight) +
-                    "\" font-family=\"sans-serif\" font-size=\"12\">\n"
-                    "<rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n"
-                    "<text x=\"" + num(kWidth / 2) + "\" y=\"22\" text-anchor=\"middle\" font-size=\"15\">" +
-                    xml_escape(chart.title) + "</text>\n";
+  std::string svg =
+      "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n"
+      "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"" +
+      num(kWidth) + "\" height=\"" + num(kHeight) + "\" viewBox=\"0 0 " + num(kWidth) + " " + num(kHeight) +
+      "\" font-family=\"sans-serif\" font-size=\"12\">\n"
+      "<rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n"
+      "<text x=\"" +
+      num(kWidth / 2) + "\" y=\"22\" text-anchor=\"middle\" font-size=\"15\">" + xml_escape(chart.title) + "</text>\n";
   if (!chart.note.empty())
     svg += "<text x=\"" + num(kWidth / 2) + "\" y=\"40\" text-anchor=\"middle\" font-size=\"11\" fill=\"#666\">" +
            xml_escape(chart.note) + "</text>\n";
@@ -116,28 +134,35 @@ std::string svg_line_chart(const Chart& chart) {
   svg += "<g stroke=\"#ccc\" stroke-width=\"1\">\n";
   std::vector<std::pair<double, std::string>> xt, yt;
   if (chart.log_x) {
-    for (double e = std::ceil(x0 - 1e-9); e <= x1 + 1e-9; e += 1) xt.push_back({std::pow(10.0, e), tick_text(std::pow(10.0, e))});
+    for (double e = std::ceil(x0 - 1e-9); e <= x1 + 1e-9; e += 1)
+      xt.push_back({std::pow(10.0, e), tick_text(std::pow(10.0, e))});
   } else {
     for (double t : linear_ticks(x0, x1))
       if (!chart.integer_x || std::abs(t - std::round(t)) < 1e-9) xt.push_back({t, tick_text(t)});
   }
   for (double t : linear_ticks(y0, y1)) yt.push_back({t, tick_text(t)});
-  for (const auto& [v, _] : xt) svg += "<line x1=\"" + num(px(v)) + "\" y1=\"" + num(kTop) + "\" x2=\"" + num(px(v)) + "\" y2=\"" + num(kTop + ph) + "\"/>\n";
-  for (const auto& [v, _] : yt) svg += "<line x1=\"" + num(kLeft) + "\" y1=\"" + num(py(v)) + "\" x2=\"" + num(kLeft + pw) + "\" y2=\"" + num(py(v)) + "\"/>\n";
+  for (const auto& [v, _] : xt)
+    svg += "<line x1=\"" + num(px(v)) + "\" y1=\"" + num(kTop) + "\" x2=\"" + num(px(v)) + "\" y2=\"" + num(kTop + ph) +
+           "\"/>\n";
+  for (const auto& [v, _] : yt)
+    svg += "<line x1=\"" + num(kLeft) + "\" y1=\"" + num(py(v)) + "\" x2=\"" + num(kLeft + pw) + "\" y2=\"" +
+           num(py(v)) + "\"/>\n";
   svg += "</g>\n<rect x=\"" + num(kLeft) + "\" y=\"" + num(kTop) + "\" width=\"" + num(pw) + "\" height=\"" + num(ph) +
          "\" fill=\"none\" stroke=\"#333\"/>\n";
   for (const auto& [v, text] : xt)
-    svg += "<text x=\"" + num(px(v)) + "\" y=\"" + num(kTop + ph + 16) + "\" text-anchor=\"middle\">" + xml_escape(text) + "</text>\n";
+    svg += "<text x=\"" + num(px(v)) + "\" y=\"" + num(kTop + ph + 16) + "\" text-anchor=\"middle\">" +
+           xml_escape(text) + "</text>\n";
   for (const auto& [v, text] : yt)
-    svg += "<text x=\"" + num(kLeft - 6) + "\" y=\"" + num(py(v) + 4) + "\" text-anchor=\"end\">" + xml_escape(text) + "</text>\n";
+    svg += "<text x=\"" + num(kLeft - 6) + "\" y=\"" + num(py(v) + 4) + "\" text-anchor=\"end\">" + xml_escape(text) +
+           "</text>\n";
   svg += "<text x=\"" + num(kLeft + pw / 2) + "\" y=\"" + num(kTop + ph + 34) + "\" text-anchor=\"middle\">" +
          xml_escape(chart.x_label + (chart.log_x ? " (log scale)" : "")) + "</text>\n";
   svg += "<text transform=\"translate(16 " + num(kTop + ph / 2) + ") rotate(-90)\" text-anchor=\"middle\">" +
          xml_escape(chart.y_label) + "</text>\n";
   for (double g : chart.guides_x)
     if (usable(g, 0) && tx(g) >= x0 && tx(g) <= x1)
-      svg += "<line class=\"guide\" x1=\"" + num(px(g)) + "\" y1=\"" + num(kTop) + "\" x2=\"" + num(px(g)) + "\" y2=\"" +
-             num(kTop + ph) + "\" stroke=\"#bbb\" stroke-dasharray=\"2,3\"/>\n";
+      svg += "<line class=\"guide\" x1=\"" + num(px(g)) + "\" y1=\"" + num(kTop) + "\" x2=\"" + num(px(g)) +
+             "\" y2=\"" + num(kTop + ph) + "\" stroke=\"#bbb\" stroke-dasharray=\"2,3\"/>\n";
   // Series: one polyline each, broken where points are not finite; a dot on
   // every point of a short series (two test values make no visible line).
   const size_t kDotsUpTo = 40;
@@ -180,8 +205,8 @@ std::string svg_line_chart(const Chart& chart) {
   if (chart.marker_x && usable(*chart.marker_x, 0)) {
     const double x = px(*chart.marker_x);
     svg += "<line x1=\"" + num(x) + "\" y1=\"" + num(kTop) + "\" x2=\"" + num(x) + "\" y2=\"" + num(kTop + ph) +
-           "\" stroke=\"#555\" stroke-dasharray=\"5,4\"/>\n<text x=\"" + num(x + 4) + "\" y=\"" + num(kTop + 14) + "\">" +
-           xml_escape(chart.marker_label) + "</text>\n";
+           "\" stroke=\"#555\" stroke-dasharray=\"5,4\"/>\n<text x=\"" + num(x + 4) + "\" y=\"" + num(kTop + 14) +
+           "\">" + xml_escape(chart.marker_label) + "</text>\n";
   }
   svg += "</svg>\n";
   return svg;

@@ -19,9 +19,9 @@ struct Chart {
   std::optional<double> y_max;     ///< cap the y axis here (larger values run off the top)
   std::optional<double> marker_x;  ///< a dashed vertical line (e.g. the suggested value)
   std::string marker_label;
-  std::string note;                ///< a line under the title (what the reader should know)
-  std::vector<double> guides_x;    ///< light vertical lines (e.g. epoch boundaries)
-  bool integer_x = false;          ///< x counts something (epochs): whole-number ticks only
+  std::string note;              ///< a line under the title (what the reader should know)
+  std::vector<double> guides_x;  ///< light vertical lines (e.g. epoch boundaries)
+  bool integer_x = false;        ///< x counts something (epochs): whole-number ticks only
 };
 
 /// The chart as an SVG document (UTF-8, well-formed XML).

@@ -16,9 +16,9 @@
 #include "run/loaded_model.h"
 #include "train/guard.h"
 #include "train/loader_settings.h"
+#include "trainyard/embeddings.h"
 #include "trainyard/error.h"
 #include "trainyard/image_codec.h"
-#include "trainyard/embeddings.h"
 #include "trainyard/network.h"
 #include "trainyard/version.h"
 #include "util/csv.h"
@@ -171,12 +171,14 @@ int64_t embed_catalog(const Experiment& e, const Registry& registry, const Embed
   if (request.input.empty()) {
     const Built<Dataset>& split = m.evaluation_data();
     source = split.config->key;
-    const int64_t batch = stage.loop.test_batch_per_device > 0 ? stage.loop.test_batch_per_device : stage.loop.batch_per_device;
+    const int64_t batch =
+        stage.loop.test_batch_per_device > 0 ? stage.loop.test_batch_per_device : stage.loop.batch_per_device;
     const LoaderOptions loader = make_loader_options(stage, *split.config, *split.object, batch, m.context);
     std::tie(embeddings, labels) = embed_all(m, *split.object, loader, source);
     for (int64_t i = 0; i < embeddings.size(0); ++i) sources.push_back(source + ":" + std::to_string(i));
   } else {
-    InputSet input = open_input(m, e, registry, request.input, {}, request.input_options, "embed", "--input " + request.input);
+    InputSet input =
+        open_input(m, e, registry, request.input, {}, request.input_options, "embed", "--input " + request.input);
     source = fs::absolute(request.input).string();
     std::tie(embeddings, labels) = embed_all(m, *input.dataset, input.loader, "--input " + request.input);
     if (!input.labeled) labels.fill_(-1);
@@ -193,8 +195,8 @@ int64_t embed_catalog(const Experiment& e, const Registry& registry, const Embed
     const auto label_of = labels.accessor<int64_t, 1>();
     for (int64_t i = 0; i < embeddings.size(0); ++i) {
       const int64_t label = label_of[i];
-      items += csv_row({std::to_string(i), sources[size_t(i)], label >= 0 ? std::to_string(label) : "",
-                        class_name(m, label)});
+      items += csv_row(
+          {std::to_string(i), sources[size_t(i)], label >= 0 ? std::to_string(label) : "", class_name(m, label)});
     }
     write_file_atomic(tmp + "/items.csv", items);
     const at::Tensor norms = embeddings.norm(2, 1);
@@ -277,18 +279,19 @@ void search_catalog(const Experiment& e, const Registry& registry, const Catalog
                       "expected floating-point embeddings [items, size]", "");
   if (items.size(0) != catalog.items || items.size(1) != catalog.embedding_size || labels.numel() != items.size(0) ||
       rows.size() != static_cast<size_t>(items.size(0)) + 1)
-    throw ConfigError(dir + ": embeddings.npy " + shape_text(items.sizes()) + ", labels.npy " + shape_text(labels.sizes()) +
-                          " and items.csv " + count_of(static_cast<int64_t>(rows.size()) - 1, "row") +
-                          " disagree with catalog.json (" + std::to_string(catalog.items) + " items of " +
-                          std::to_string(catalog.embedding_size) + ")",
+    throw ConfigError(dir + ": embeddings.npy " + shape_text(items.sizes()) + ", labels.npy " +
+                          shape_text(labels.sizes()) + " and items.csv " +
+                          count_of(static_cast<int64_t>(rows.size()) - 1, "row") + " disagree with catalog.json (" +
+                          std::to_string(catalog.items) + " items of " + std::to_string(catalog.embedding_size) + ")",
                       "expected the catalog as trainyard embed wrote it", "embed it again");
   LoadedModel m = load_model(e, request.checkpoint.empty() ? catalog.checkpoint : request.checkpoint);
   require_embedding_network(m, "search");
   InputSet queries = open_input(m, e, registry, "", request.queries, catalog.input_options, "search", "--query");
   const at::Tensor q = embed_all(m, *queries.dataset, queries.loader, "--query").first;
   if (q.size(1) != items.size(1))
-    throw ConfigError("search: catalog " + dir + " holds " + std::to_string(items.size(1)) + "-d embeddings, and the network of " +
-                          catalog.experiment_file + " gives " + std::to_string(q.size(1)) + "-d ones",
+    throw ConfigError("search: catalog " + dir + " holds " + std::to_string(items.size(1)) +
+                          "-d embeddings, and the network of " + catalog.experiment_file + " gives " +
+                          std::to_string(q.size(1)) + "-d ones",
                       "expected a catalog embedded by the network that embeds the queries",
                       "embed the catalog again with this network (trainyard embed), or search with the experiment and "
                       "checkpoint that made it");
@@ -305,7 +308,9 @@ void search_catalog(const Experiment& e, const Registry& registry, const Catalog
     drawn = m.evaluation_data().object;
   } else if (!catalog.input.empty() &&
              (fs::is_regular_file(catalog.input) || fs::exists(fs::path(catalog.input) / "data.mdb"))) {  // an LMDB
-    drawn = open_input(m, e, registry, catalog.input, {}, catalog.input_options, "search", "catalog input " + catalog.input).dataset;
+    drawn =
+        open_input(m, e, registry, catalog.input, {}, catalog.input_options, "search", "catalog input " + catalog.input)
+            .dataset;
   }
   auto picture = [&](const std::string& source, int64_t item) -> std::string {
     if (fs::path(source).is_absolute() && fs::is_regular_file(source)) return file_uri(source);
@@ -315,19 +320,21 @@ void search_catalog(const Experiment& e, const Registry& registry, const Catalog
 
   const std::string measure = cosine ? "similarity" : "distance";
   std::string csv = csv_row({"query", "rank", "index", "source", "label", "class", measure});
-  std::string html = "<!doctype html>\n<html><head><meta charset=\"utf-8\"><title>trainyard search</title><style>"
-                     "body{font-family:sans-serif}figure{display:inline-block;margin:4px;text-align:center;"
-                     "font-size:12px;vertical-align:top}img{width:96px;height:96px;object-fit:contain;"
-                     "image-rendering:pixelated;border:1px solid #ccc}figure.query img{border:2px solid #36c}"
-                     "</style></head><body>\n<h1>trainyard search</h1>\n<p>catalog " + xml_escape(dir) + " (" +
-                     std::to_string(items.size(0)) + " items), " + xml_escape(request.distance) + " " + measure +
-                     ", top " + std::to_string(k) + "</p>\n";
+  std::string html =
+      "<!doctype html>\n<html><head><meta charset=\"utf-8\"><title>trainyard search</title><style>"
+      "body{font-family:sans-serif}figure{display:inline-block;margin:4px;text-align:center;"
+      "font-size:12px;vertical-align:top}img{width:96px;height:96px;object-fit:contain;"
+      "image-rendering:pixelated;border:1px solid #ccc}figure.query img{border:2px solid #36c}"
+      "</style></head><body>\n<h1>trainyard search</h1>\n<p>catalog " +
+      xml_escape(dir) + " (" + std::to_string(items.size(0)) + " items), " + xml_escape(request.distance) + " " +
+      measure + ", top " + std::to_string(k) + "</p>\n";
   const at::Tensor best_cpu = best.cpu(), index_cpu = index.cpu();
   for (int64_t i = 0; i < q.size(0); ++i) {
     const std::string& query = queries.sources[size_t(i)];
     out << "query " << query << "\n";
-    html += "<section><h2>" + xml_escape(fs::path(query).filename().string()) + "</h2>\n<figure class=\"query\"><img src=\"" +
-            file_uri(query) + "\"><figcaption>query</figcaption></figure>\n";
+    html += "<section><h2>" + xml_escape(fs::path(query).filename().string()) +
+            "</h2>\n<figure class=\"query\"><img src=\"" + file_uri(query) +
+            "\"><figcaption>query</figcaption></figure>\n";
     for (int64_t r = 0; r < k; ++r) {
       const int64_t item = index_cpu[i][r].item<int64_t>();
       const std::vector<std::string>& fields = rows[size_t(item) + 1];

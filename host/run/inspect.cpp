@@ -25,8 +25,8 @@ std::string describe_groups(const Components& built, const Experiment& e, const 
   out << indent << "parameter groups:\n";
   for (const auto& g : built.groups)
     out << indent << "  " << g.name << ": " << g.parameters.size() << " tensors, " << g.numel << " values, lr "
-        << json_number(g.lr) << ", weight decay " << g.weight_decay << "\n" << indent << "    "
-        << join(g.parameters) << "\n";
+        << json_number(g.lr) << ", weight decay " << g.weight_decay << "\n"
+        << indent << "    " << join(g.parameters) << "\n";
   if (!built.frozen.empty()) out << indent << "frozen: " << join(e.network.freeze) << "\n";
   return out.str();
 }
@@ -60,9 +60,8 @@ void validate(const Experiment& e, std::ostream& out) {
       << c.train_data.object->size() << " train"
       << (c.test_data.object ? ", " + std::to_string(c.test_data.object->size()) + " test" : std::string())
       << " samples), network " << e.network.plugin << " (" << params << " parameters, " << trainable
-      << " trainable), loss " << e.loss.plugin << ", optimizer " << e.optimizer.plugin << ", "
-      << e.meters.size() << " meters, " << e.callbacks.size() << " callbacks, " << e.overrides.size()
-      << " overrides\n";
+      << " trainable), loss " << e.loss.plugin << ", optimizer " << e.optimizer.plugin << ", " << e.meters.size()
+      << " meters, " << e.callbacks.size() << " callbacks, " << e.overrides.size() << " overrides\n";
   std::string why;
   if (const auto cost = try_network_cost(e, c, context, why))
     out << "network cost per sample (FLOPs of the linear and convolution layers):\n" << cost_table(*cost, 1);
@@ -82,8 +81,8 @@ void validate(const Experiment& e, std::ostream& out) {
       throw ConfigError("stage " + std::to_string(k + 1) + " '" + s.stage_name + "': " + err.what());
     }
     out << "stage " << k + 1 << " '" << s.stage_name << "': " << s.loop.epochs << " epochs, batch "
-        << s.loop.batch_per_device << ", optimizer " << s.optimizer.plugin << ", schedule " << s.schedule.policy
-        << ", " << parameter_count(*built.network.object).second << " trainable parameters\n"
+        << s.loop.batch_per_device << ", optimizer " << s.optimizer.plugin << ", schedule " << s.schedule.policy << ", "
+        << parameter_count(*built.network.object).second << " trainable parameters\n"
         << describe_groups(built, s, "  ");
     previous = std::move(built);
   }

@@ -30,7 +30,7 @@ std::vector<std::string> run_value_names(const Experiment& experiment);
 /// alone (decode threads, loader), no network.
 struct IterateResult {
   int64_t samples = 0, batches = 0;
-  double seconds = 0;         ///< from the loader's start to its last batch
+  double seconds = 0;          ///< from the loader's start to its last batch
   int64_t steady_samples = 0;  ///< after the first batch (threads started, caches warm)
   double steady_seconds = 0;
   int64_t decode_threads = 0;

@@ -49,8 +49,7 @@ std::optional<int> launch_if_asked(const LaunchRequest& request, const Experimen
     // node's place and rank 0's address come from Slurm unless given.
     if (!request.nnodes) launch.nnodes = step->nodes;
     if (!request.node_rank) launch.node_rank = step->node_id;
-    if (launch.nnodes > 1 && !request.master_addr && !step->first_host.empty())
-      launch.master_addr = step->first_host;
+    if (launch.nnodes > 1 && !request.master_addr && !step->first_host.empty()) launch.master_addr = step->first_host;
     if (launch.nnodes > 1 && launch.master_port == 0 && step->job_id > 0) launch.master_port = slurm_port(step->job_id);
     std::cout << "trainyard: Slurm step of " << step->tasks << " task(s): starting " << wanted
               << " ranks on this node (node " << launch.node_rank << " of " << launch.nnodes << ")" << std::endl;

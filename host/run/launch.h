@@ -16,11 +16,11 @@ void prepare_process_environment();
 
 /// What the command line asked of the launcher; an empty field was not given.
 struct LaunchRequest {
-  std::optional<int> nproc_per_node;  ///< empty: the experiment's num_gpus or num_cpus
-  std::optional<int> nnodes;          ///< empty: 1, or the Slurm step's nodes
-  std::optional<int> node_rank;       ///< empty: 0, or this Slurm node's index
-  std::optional<std::string> master_addr;  ///< empty: 127.0.0.1, or the Slurm step's first host
-  int master_port = 0;                ///< 0: a free port (one node), or one from the Slurm job id
+  std::optional<int> nproc_per_node;          ///< empty: the experiment's num_gpus or num_cpus
+  std::optional<int> nnodes;                  ///< empty: 1, or the Slurm step's nodes
+  std::optional<int> node_rank;               ///< empty: 0, or this Slurm node's index
+  std::optional<std::string> master_addr;     ///< empty: 127.0.0.1, or the Slurm step's first host
+  int master_port = 0;                        ///< 0: a free port (one node), or one from the Slurm job id
   std::vector<std::string> worker_arguments;  ///< argv[1..] without the launcher's flags
 };
 

@@ -46,7 +46,8 @@ LoadedModel load_model(const Experiment& e, const std::string& checkpoint, const
   const Built<Dataset>& split = c.test_data.object ? c.test_data : c.train_data;
   m.evaluation_split = split.config->key + " (" + split.config->component->label() + ")";
   if (split.facets.image_preprocessing)
-    m.image_preprocessing = guarded(*split.config, "image_preprocessing", [&] { return split.object->image_preprocessing(); });
+    m.image_preprocessing =
+        guarded(*split.config, "image_preprocessing", [&] { return split.object->image_preprocessing(); });
   std::vector<CheckpointPart*> parts;
   if (WeightAverage* average = m.trainer->weight_average()) parts.push_back(average);
   CheckpointState loaded;
@@ -76,11 +77,12 @@ InputSet open_input(const LoadedModel& m, const Experiment& e, const Registry& r
   const std::string plugin = is_lmdb ? "lmdb" : "csv";
   const Component& component = registry.get(Kind::dataset, plugin);
   if (!m.image_preprocessing)
-    throw ConfigError(command + ": " + m.evaluation_split + " does not say how an image file becomes one of its samples",
-                      "expected a test dataset whose plugin implements Dataset::image_preprocessing() (SDK 1.1; "
-                      "the built-in lmdb, image_folder, csv and fashion_mnist do)",
-                      "evaluate with `trainyard eval` on a split of this experiment, or give the test set a dataset "
-                      "plugin that says");
+    throw ConfigError(
+        command + ": " + m.evaluation_split + " does not say how an image file becomes one of its samples",
+        "expected a test dataset whose plugin implements Dataset::image_preprocessing() (SDK 1.1; "
+        "the built-in lmdb, image_folder, csv and fashion_mnist do)",
+        "evaluate with `trainyard eval` on a split of this experiment, or give the test set a dataset "
+        "plugin that says");
   std::map<std::string, Value> values;
   for (const auto& [key, value] : *m.image_preprocessing)
     if (!component.schema.find(key))

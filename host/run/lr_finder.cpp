@@ -16,9 +16,9 @@
 #include "run/assembly.h"
 #include "run/session.h"
 #include "train/trainer.h"
+#include "trainyard/error.h"
 #include "util/files.h"
 #include "util/json.h"
-#include "trainyard/error.h"
 #include "util/text.h"
 
 namespace trainyard::host {
@@ -119,7 +119,6 @@ std::string lr_text(double lr) {
 
 }  // namespace
 
-
 LrFinderResult find_learning_rate(Trainer& t, Communicator* comm, const LrFinderOptions& o, bool print) {
   // The command checks its options for the user; these are the finder's own preconditions.
   if (!(o.min_lr > 0) || !(o.max_lr > o.min_lr) || o.num_runs < 3 || o.iters_per_run < 1 || o.iters < 5)
@@ -167,7 +166,8 @@ LrFinderResult find_learning_rate(Trainer& t, Communicator* comm, const LrFinder
       result.points.push_back({lr, loss, smoothed, diverged});
       if (print && (i % 10 == 0 || i + 1 == o.iters))
         std::cout << "find-lr: update " << i + 1 << "/" << o.iters << ": lr " << lr_text(lr) << " loss "
-                  << readable_number(loss) << " smoothed " << readable_number(smoothed) << "\n" << std::flush;
+                  << readable_number(loss) << " smoothed " << readable_number(smoothed) << "\n"
+                  << std::flush;
       if (std::isfinite(smoothed)) best = std::min(best, smoothed);
       if (diverged) {
         result.diverged = true;
@@ -188,7 +188,9 @@ void suggest_learning_rate(LrFinderResult& r, const std::string& mode) {
   for (size_t i = 0; i < p.size(); ++i)
     if (std::isfinite(p[i].smoothed) && (m == p.size() || p[i].smoothed < p[m].smoothed)) m = i;
   if (m == p.size() || !std::isfinite(p[0].smoothed)) {
-    r.problem = "unusable curve: the loss is not finite at the smallest learning rate; check the data, the network and the loss";
+    r.problem =
+        "unusable curve: the loss is not finite at the smallest learning rate; check the data, the network and the "
+        "loss";
     return;
   }
   // Usable only when some rate lowered the loss clearly below where the smallest rate left it.
@@ -219,7 +221,8 @@ void suggest_learning_rate(LrFinderResult& r, const std::string& mode) {
              lr_text(p[m].lr) + " (the minimum / 10 = " + lr_text(p[m].lr / 10) + " is the other common choice)";
   }
   if (m + 1 == p.size() && !r.diverged)
-    r.problem = "the loss was still falling at --max-lr: the best rate may be higher; raise --max-lr to see the whole curve";
+    r.problem =
+        "the loss was still falling at --max-lr: the best rate may be higher; raise --max-lr to see the whole curve";
 }
 
 std::string lr_finder_csv(const LrFinderResult& r) {
@@ -256,11 +259,11 @@ Chart lr_finder_chart(const LrFinderResult& r, const std::string& title) {
   return c;
 }
 
-
 namespace {
 namespace fs = std::filesystem;
 
-void write_results(const std::string& out, const LrFinderResult& result, const std::string& title, const std::string& mode) {
+void write_results(const std::string& out, const LrFinderResult& result, const std::string& title,
+                   const std::string& mode) {
   fs::create_directories(out);
   write_file_atomic((fs::path(out) / "lr_finder.csv").string(), lr_finder_csv(result));
   write_file_atomic((fs::path(out) / "lr_finder.svg").string(), svg_line_chart(lr_finder_chart(result, title)));
@@ -290,8 +293,9 @@ std::optional<LrFinderResult> find_lr(const Experiment& e, const Registry& regis
   const bool rank0 = session.context.rank == 0;
   if (rank0)
     std::cout << "find-lr: " << e.name << ": " << o.mode << " over [" << json_number(o.min_lr) << ", "
-              << json_number(o.max_lr) << "], optimizer " << e.optimizer.plugin << ", batch "
-              << e.loop.batch_per_device << " x " << session.context.world_size << " rank(s)\n" << std::flush;
+              << json_number(o.max_lr) << "], optimizer " << e.optimizer.plugin << ", batch " << e.loop.batch_per_device
+              << " x " << session.context.world_size << " rank(s)\n"
+              << std::flush;
   LrFinderResult result = find_learning_rate(*trainer, session.comm.get(), o, rank0);
   if (!rank0) return std::nullopt;
   write_results(out, result, e.name + ": loss against learning rate (" + o.mode + ")", o.mode);

@@ -37,8 +37,8 @@ struct LrFinderOptions {
 
 struct LrFinderPoint {
   double lr = 0;
-  double loss = 0;      ///< restart: mean over the run's last quarter; sweep: the update's loss
-  double smoothed = 0;  ///< sweep: the moving average (restart: = loss)
+  double loss = 0;        ///< restart: mean over the run's last quarter; sweep: the update's loss
+  double smoothed = 0;    ///< sweep: the moving average (restart: = loss)
   bool diverged = false;  ///< the loss turned non-finite or exceeded diverge_factor x the best
 };
 

@@ -12,26 +12,25 @@
 #include "formats/run_paths.h"
 #include "formats/safetensors.h"
 #include "formats/state_dict.h"
-#include "run/session.h"
-#include "train/checkpoint_store.h"
 #include "run/assembly.h"
 #include "run/loaded_model.h"
-#include "train/trainer.h"
-#include "util/shape.h"
+#include "run/session.h"
+#include "train/checkpoint_store.h"
 #include "train/guard.h"
-#include "trainyard/labeled_files.h"
+#include "train/trainer.h"
 #include "trainyard/error.h"
+#include "trainyard/labeled_files.h"
 #include "trainyard/loss.h"
 #include "trainyard/version.h"
 #include "util/csv.h"
 #include "util/files.h"
 #include "util/json.h"
+#include "util/shape.h"
 #include "util/text.h"
 
 namespace fs = std::filesystem;
 
 namespace trainyard::host {
-
 
 std::string run_directory(const Experiment& e, const std::string& output_dir) {
   return (fs::path(output_dir.empty() ? e.output.dir : output_dir) / e.name).string();
@@ -41,7 +40,8 @@ std::string checkpoint_to_read(const std::optional<std::string>& explicit_path, 
                                const std::string& output_dir) {
   if (explicit_path) {
     if (!fs::is_regular_file(*explicit_path))
-      throw ConfigError("command line: --checkpoint " + *explicit_path + ": no such file", "expected a checkpoint file", "");
+      throw ConfigError("command line: --checkpoint " + *explicit_path + ": no such file", "expected a checkpoint file",
+                        "");
     return *explicit_path;
   }
   const CheckpointStore store(RunPaths(run_directory(e, output_dir)).checkpoints, 0);
@@ -129,7 +129,8 @@ size_t export_model(const Experiment& e, const ExportRequest& request) {
 
 int64_t predict(const Experiment& e, const Registry& registry, const PredictRequest& request) {
   LoadedModel m = load_model(e, request.checkpoint);
-  InputSet input = open_input(m, e, registry, request.input, {}, request.input_options, "predict", "--input " + request.input);
+  InputSet input =
+      open_input(m, e, registry, request.input, {}, request.input_options, "predict", "--input " + request.input);
   const auto& dataset = input.dataset;
   std::vector<int64_t> order(static_cast<size_t>(dataset->size()));
   std::iota(order.begin(), order.end(), 0);
@@ -137,9 +138,12 @@ int64_t predict(const Experiment& e, const Registry& registry, const PredictRequ
   const auto& names = m.context.dataset.class_names;
   const int64_t k = std::max<int64_t>(1, std::min<int64_t>(request.topk, m.context.dataset.num_classes));
   std::vector<std::string> header{"index", "source", "label"};
-  for (int64_t j = 1; j <= k; ++j) header.push_back("class_" + std::to_string(j)), header.push_back("prob_" + std::to_string(j));
+  for (int64_t j = 1; j <= k; ++j)
+    header.push_back("class_" + std::to_string(j)), header.push_back("prob_" + std::to_string(j));
   std::string csv = csv_row(header);
-  auto class_name = [&](int64_t c) { return c < static_cast<int64_t>(names.size()) ? names[size_t(c)] : std::to_string(c); };
+  auto class_name = [&](int64_t c) {
+    return c < static_cast<int64_t>(names.size()) ? names[size_t(c)] : std::to_string(c);
+  };
   Network& net = m.trainer->network();
   net.eval();
   at::NoGradGuard no_grad;

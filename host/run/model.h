@@ -24,7 +24,8 @@ std::string checkpoint_to_read(const std::optional<std::string>& explicit_path, 
 /// `trainyard eval`: the test meters over the test split (else the train
 /// split) on the checkpoint's weights, in the stage the checkpoint belongs to.
 /// `weights`: trained, or ema (the `ema:` average the checkpoint holds).
-MeterValues evaluate(const Experiment& experiment, const std::string& checkpoint, const std::string& weights = "trained");
+MeterValues evaluate(const Experiment& experiment, const std::string& checkpoint,
+                     const std::string& weights = "trained");
 
 /// One way `trainyard export` writes a network: its --format name and what
 /// the file is (one line, for --help).
@@ -55,8 +56,8 @@ struct ExportRequest {
 size_t export_model(const Experiment& experiment, const ExportRequest& request);
 
 struct PredictRequest {
-  std::string input;          ///< an LMDB made by trainyard convert, or a folder of images
-  std::string output;         ///< the CSV to write
+  std::string input;   ///< an LMDB made by trainyard convert, or a folder of images
+  std::string output;  ///< the CSV to write
   std::string checkpoint;
   int64_t topk = 5;
   std::string input_options;  ///< YAML flow map over the test set's preprocessing ("" for none)

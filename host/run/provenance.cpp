@@ -6,8 +6,8 @@
 #include <link.h>
 #include <unistd.h>
 
-#include <ctime>
 #include <algorithm>
+#include <ctime>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -16,8 +16,8 @@
 #include <torch/version.h>
 
 #include "build_info.h"  // generated at every build: TRAINYARD_GIT_COMMIT
-#include "distributed/device.h"
 #include "config/experiment.h"
+#include "distributed/device.h"
 #include "plugins/registry.h"
 #include "trainyard/error.h"
 #include "trainyard/version.h"

@@ -80,17 +80,23 @@ std::string link_target(const std::string& path) {
 std::string file_kind(const std::string& path) {
   std::error_code ec;
   switch (fs::symlink_status(path, ec).type()) {
-    case fs::file_type::directory: return "a folder";
-    case fs::file_type::fifo: return "a FIFO";
-    case fs::file_type::socket: return "a socket";
+    case fs::file_type::directory:
+      return "a folder";
+    case fs::file_type::fifo:
+      return "a FIFO";
+    case fs::file_type::socket:
+      return "a socket";
     case fs::file_type::block:
-    case fs::file_type::character: return "a device";
-    default: return "not a regular file";
+    case fs::file_type::character:
+      return "a device";
+    default:
+      return "not a regular file";
   }
 }
 
 bool same_file(int fd, const std::string& path) {
-  struct stat open_one {}, named {};
+  struct stat open_one {
+  }, named{};
   return ::fstat(fd, &open_one) == 0 && ::stat(path.c_str(), &named) == 0 && open_one.st_dev == named.st_dev &&
          open_one.st_ino == named.st_ino;
 }
@@ -161,8 +167,10 @@ LockHolder this_process_as_holder() {
   me.pid = static_cast<long>(::getpid());
   me.started = now_utc();
   // The job, so that a requeued Slurm job recognises its own earlier step.
-  if (const char* job = std::getenv("SLURM_JOB_ID"); job && *job) me.job = "Slurm job " + std::string(job);
-  else if (const char* run = std::getenv("TORCHELASTIC_RUN_ID"); run && *run) me.job = "torchrun run " + std::string(run);
+  if (const char* job = std::getenv("SLURM_JOB_ID"); job && *job)
+    me.job = "Slurm job " + std::string(job);
+  else if (const char* run = std::getenv("TORCHELASTIC_RUN_ID"); run && *run)
+    me.job = "torchrun run " + std::string(run);
   me.command = own_command_line();
   return me;
 }
@@ -243,12 +251,12 @@ std::unique_ptr<RunLock> RunLock::acquire(const std::string& run_dir, const RunL
     if (fd < 0)
       throw ConfigError(lock + ": cannot open the run lock: " + std::strerror(errno),
                         "expected a writable output folder", "check the folder's permissions");
-    if (struct stat opened {}; ::fstat(fd, &opened) != 0 || !S_ISREG(opened.st_mode)) {
+    if (struct stat opened{}; ::fstat(fd, &opened) != 0 || !S_ISREG(opened.st_mode)) {
       ::close(fd);
       throw ConfigError(lock + ": the run lock is not a regular file (" + file_kind(lock) + ")",
                         "expected a regular file that trainyard creates, or none", "remove it");
     }
-    if (struct stat opened {}; ::fstat(fd, &opened) == 0 && opened.st_nlink > 1) {
+    if (struct stat opened{}; ::fstat(fd, &opened) == 0 && opened.st_nlink > 1) {
       ::close(fd);  // a hard link to another file: writing the record would change that file
       throw ConfigError(lock + ": the run lock has " + std::to_string(opened.st_nlink) + " hard links",
                         "expected a file of its own that trainyard creates, or none", "remove it");

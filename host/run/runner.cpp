@@ -21,6 +21,8 @@
 #include "run/assembly.h"
 #include "run/experiment_file.h"
 #include "run/model.h"
+#include "run/provenance.h"
+#include "run/run_lock.h"
 #include "run/session.h"
 #include "train/checkpoint_store.h"
 #include "train/complexity.h"
@@ -28,8 +30,6 @@
 #include "train/profiler.h"
 #include "train/trainer.h"
 #include "train/wiring_check.h"
-#include "run/provenance.h"
-#include "run/run_lock.h"
 #include "trainyard/error.h"
 #include "util/files.h"
 #include "util/json.h"
@@ -81,8 +81,9 @@ void check_shared_output(Communicator& comm, int rank, const fs::path& folder) {
     }
   }
   // Rank 0 says where it wrote which token (or that it could not).
-  const std::vector<std::string> from_zero =
-      comm.exchange(rank != 0 ? "" : rank0_failure.empty() ? token + "\n" + folder.string() : "\n" + rank0_failure);
+  const std::vector<std::string> from_zero = comm.exchange(rank != 0               ? ""
+                                                           : rank0_failure.empty() ? token + "\n" + folder.string()
+                                                                                   : "\n" + rank0_failure);
   const size_t newline = from_zero[0].find('\n');
   const std::string zero_token = from_zero[0].substr(0, newline), zero_said = from_zero[0].substr(newline + 1);
   if (zero_token.empty())
@@ -92,7 +93,8 @@ void check_shared_output(Communicator& comm, int rank, const fs::path& folder) {
   if (rank != 0) {
     const fs::path expected_file = folder / (".trainyard-shared-" + zero_token);
     std::error_code ec;
-    if (!fs::exists(expected_file, ec)) seen = "it found no " + expected_file.filename().string() + " in " + folder.string();
+    if (!fs::exists(expected_file, ec))
+      seen = "it found no " + expected_file.filename().string() + " in " + folder.string();
     else if (read_lines(expected_file.string()) != std::vector<std::string>{zero_token})
       seen = "it found another token in " + expected_file.string();
   }
@@ -127,8 +129,9 @@ std::unique_ptr<RunLock> take_run_lock(Communicator* comm, int rank, const std::
     return lock;
   }
   auto who = [](const LockHolder& h) { return h.host + ":" + std::to_string(h.pid); };
-  const std::string zero =
-      comm->exchange(rank != 0 ? "" : refusal.empty() ? "held\n" + who(lock->holder()) : "refused\n" + refusal)[0];
+  const std::string zero = comm->exchange(rank != 0         ? ""
+                                          : refusal.empty() ? "held\n" + who(lock->holder())
+                                                            : "refused\n" + refusal)[0];
   const size_t newline = zero.find('\n');
   if (zero.substr(0, newline) == "refused") throw ConfigError(zero.substr(newline + 1));
   std::string seen = "ok";
@@ -137,10 +140,10 @@ std::unique_ptr<RunLock> take_run_lock(Communicator* comm, int rank, const std::
   const std::vector<std::string> seen_by = comm->exchange(seen);
   for (size_t r = 1; r < seen_by.size(); ++r)
     if (seen_by[r] != "ok")
-      throw ConfigError(run_dir + ": rank " + std::to_string(r) + " does not see the run lock rank 0 holds (" +
-                            seen_by[r] + ")",
-                        "expected every rank to see one run directory and its lock",
-                        "point --output-dir (or output.dir) at a folder every machine mounts");
+      throw ConfigError(
+          run_dir + ": rank " + std::to_string(r) + " does not see the run lock rank 0 holds (" + seen_by[r] + ")",
+          "expected every rank to see one run directory and its lock",
+          "point --output-dir (or output.dir) at a folder every machine mounts");
   return lock;
 }
 
@@ -161,7 +164,8 @@ class UntilEpoch final : public HostHook {
 
  private:
   void check(Trainer& t) {
-    if (t.epoch() >= epochs_ && !t.stop_requested()) t.request_stop("--until-epoch " + std::to_string(epochs_) + " reached");
+    if (t.epoch() >= epochs_ && !t.stop_requested())
+      t.request_stop("--until-epoch " + std::to_string(epochs_) + " reached");
   }
   int64_t epochs_;
 };
@@ -188,7 +192,7 @@ std::unique_ptr<Trainer> Runner::make_trainer(size_t k) {
   // Every stage (the first before anything is written) seeded and checked with one batch.
   std::unique_ptr<Trainer> t = assemble_stage(ek, session_->context, session_->comm.get(), RunPaths(run_dir_), store_);
   t->set_debug(request_.debug);
-  if (profiler_) t->hooks().add(profiler_, priority::lowest);  // a step ends after its iteration's other hooks
+  if (profiler_) t->hooks().add(profiler_, priority::lowest);        // a step ends after its iteration's other hooks
   if (until_epoch_) t->hooks().add(until_epoch_, priority::lowest);  // after best.pt and the callbacks' after_epoch
   StageInfo info;
   info.index = static_cast<int64_t>(k);
@@ -204,8 +208,8 @@ std::unique_ptr<Trainer> Runner::resume() {
   if (context.rank == 0) {
     auto stale = store_->remove_stale_temporaries();
     if (!stale.empty())
-      InfoLine() << "trainyard: removed " << stale.size() << " leftover file(s) of an interrupted checkpoint write: "
-                << join(stale) << "\n";
+      InfoLine() << "trainyard: removed " << stale.size()
+                 << " leftover file(s) of an interrupted checkpoint write: " << join(stale) << "\n";
   }
   const auto checkpoints = store_->list();
   std::vector<std::string> unverified, failures;
@@ -318,14 +322,15 @@ bool Runner::check_checkpoint_belongs(const std::string& checkpoint, size_t stag
   if (recorded.config.is_null()) return false;
   // loop.precision auto may choose otherwise on this machine: allowed, and said.
   const auto& was = recorded.config["resolved_precision"];
-  if (now.contains("resolved_precision") && was.is_object() && was.value("precision", "") != now["resolved_precision"]["precision"] &&
-      session_->context.rank == 0)
+  if (now.contains("resolved_precision") && was.is_object() &&
+      was.value("precision", "") != now["resolved_precision"]["precision"] && session_->context.rank == 0)
     InfoLine() << "trainyard: loop.precision auto: " << fs::path(checkpoint).filename().string() << " was trained in "
                << was.value("precision", "") << "; this machine resumes in "
                << now["resolved_precision"]["precision"].get<std::string>() << " ("
                << now["resolved_precision"]["reason"].get<std::string>() << ")\n";
   const auto changes = changes_from(recorded.config, stage_experiment(stage));
-  if (refused_changes(changes, "differs from the one " + fs::path(checkpoint).filename().string() + " was trained with")) {
+  if (refused_changes(changes,
+                      "differs from the one " + fs::path(checkpoint).filename().string() + " was trained with")) {
     std::vector<std::string> first;
     for (const auto& c : changes)
       if (!c.allowed && first.size() < 3) first.push_back(c.key + " " + c.before + " -> " + c.after);
@@ -376,7 +381,8 @@ void Runner::check_plugin_changes() const {
   } catch (const ConfigError& err) {
     if (!request_.allow_plugin_change) throw;
     if (session_->context.rank == 0)
-      log_warning("warning: --allow-plugin-change: resuming without the changed-plugin check: " + std::string(err.what()));
+      log_warning("warning: --allow-plugin-change: resuming without the changed-plugin check: " +
+                  std::string(err.what()));
     return;
   }
   if (changed.empty()) return;
@@ -386,7 +392,8 @@ void Runner::check_plugin_changes() const {
                       "expected the plugin libraries the run started with (same build fingerprint and same content)",
                       "run with --allow-plugin-change to resume with the new code, or --fresh to start over");
   if (session_->context.rank == 0)
-    for (const auto& c : changed) log_warning("warning: --allow-plugin-change: resuming with changed plugin code: " + c);
+    for (const auto& c : changed)
+      log_warning("warning: --allow-plugin-change: resuming with changed plugin code: " + c);
 }
 
 void Runner::write_run_directory(const nlohmann::ordered_json& network) {
@@ -420,9 +427,9 @@ void Runner::undo_new_run_directory() {
 void Runner::announce_stage(Trainer& trainer) const {
   if (stage_count() > 1)
     InfoLine() << "trainyard: stage " << stage_ + 1 << "/" << stage_count() << " '" << trainer.stage().name
-              << "': epochs " << trainer.stage().first_epoch + 1 << "-" << trainer.epochs() << ", optimizer "
-              << stage_experiment(stage_).optimizer.plugin << ", "
-              << parameter_count(trainer.network()).second << " trainable parameters\n";
+               << "': epochs " << trainer.stage().first_epoch + 1 << "-" << trainer.epochs() << ", optimizer "
+               << stage_experiment(stage_).optimizer.plugin << ", " << parameter_count(trainer.network()).second
+               << " trainable parameters\n";
 }
 
 RunOutcome Runner::run() {
@@ -444,7 +451,8 @@ RunOutcome Runner::run() {
     comm->check_same("checkpoint to resume from", fs::path(resumed_from_).filename().string(),
                      "expected every rank to find the same checkpoints in the shared run directory",
                      "a checkpoint written or removed while the ranks started, or a network file system that "
-                     "shows rank 0's files late: compare " + run_dir_ + "/checkpoints on each machine",
+                     "shows rank 0's files late: compare " +
+                         run_dir_ + "/checkpoints on each machine",
                      /*show_values=*/true);
     comm->broadcast_module(*trainer->network_module());
   }
@@ -461,8 +469,11 @@ RunOutcome Runner::run() {
       network["cost_not_measured"] = why;
     }
   }
-  if (comm) comm->rank0_work("run directory", rank0_io_limit(e_.loop.stall_timeout_secs), [&] { write_run_directory(network); });
-  else write_run_directory(network);
+  if (comm)
+    comm->rank0_work("run directory", rank0_io_limit(e_.loop.stall_timeout_secs),
+                     [&] { write_run_directory(network); });
+  else
+    write_run_directory(network);
   try {
     return train(trainer);
   } catch (const ConfigError&) {
@@ -484,30 +495,33 @@ RunOutcome Runner::train(std::unique_ptr<Trainer>& trainer) {
                                                        : "trainyard-rank" + std::to_string(context.rank) + ".log"))
                   .string());
   if (world.distributed())
-    InfoLine() << "trainyard: rank " << world.rank << " of " << world.world_size << " (launched by " << world.launched_by
-              << "; " << comm->transport() << ")\n";
+    InfoLine() << "trainyard: rank " << world.rank << " of " << world.world_size << " (launched by "
+               << world.launched_by << "; " << comm->transport() << ")\n";
 
   RunOutcome outcome;
   outcome.run_dir = run_dir_;
   for (size_t k = 0; k < stage_count(); ++k) outcome.total_epochs += stage_experiment(k).loop.epochs;
   InfoLine() << "trainyard: " << e_.name << ": network " << e_.network.plugin << " (" << params << " parameters, "
-            << trainable << " trainable), " << count_of(at::get_num_threads(), "thread") << ", run directory " << run_dir_ << "\n";
+             << trainable << " trainable), " << count_of(at::get_num_threads(), "thread") << ", run directory "
+             << run_dir_ << "\n";
   if (context.rank == 0) announce_precision(e_);
   {
     const DecodeThreads threads = decode_threads(e_.loop);
     InfoLine() << "trainyard: data: " << count_of(threads.count, "decode thread") << " per rank ("
-               << (threads.how == "set" ? "loop.decode_threads" : threads.how) << ")"
-               << sampling_note(e_.loop) << "\n";
+               << (threads.how == "set" ? "loop.decode_threads" : threads.how) << ")" << sampling_note(e_.loop) << "\n";
   }
   if (!resumed_from_.empty()) {
     auto at = trainer->position_state();
     InfoLine() << "trainyard: resuming from " << resumed_from_ << " (epoch " << at.epoch << " done, iteration "
-              << at.iteration
-              << (stage_count() > 1 ? ", stage " + std::to_string(stage_ + 1) + " '" + trainer->stage().name + "'" : "")
-              << ")\n";
+               << at.iteration
+               << (stage_count() > 1 ? ", stage " + std::to_string(stage_ + 1) + " '" + trainer->stage().name + "'"
+                                     : "")
+               << ")\n";
     if (at.epoch >= outcome.total_epochs && at.position == 0)
-      InfoLine() << "trainyard: " << (outcome.total_epochs == 1 ? "the only epoch is" : "all " + count_of(outcome.total_epochs, "epoch") + " are")
-                << " already done; raise loop.epochs to train more\n";
+      InfoLine() << "trainyard: "
+                 << (outcome.total_epochs == 1 ? "the only epoch is"
+                                               : "all " + count_of(outcome.total_epochs, "epoch") + " are")
+                 << " already done; raise loop.epochs to train more\n";
   }
   install_stop_signals(e_.loop.stop_signals);
   // Registered again now, so that the exit() report runs before the static

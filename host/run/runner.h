@@ -24,16 +24,16 @@ class Trainer;
 struct Session;
 
 struct RunRequest {
-  std::string output_dir;                 ///< folder of run directories; "" for output.dir
-  bool fresh = false;                     ///< start over; the old run directory is kept, renamed
-  bool allow_config_change = false;       ///< resume although settings other than the loop's length changed
+  std::string output_dir;            ///< folder of run directories; "" for output.dir
+  bool fresh = false;                ///< start over; the old run directory is kept, renamed
+  bool allow_config_change = false;  ///< resume although settings other than the loop's length changed
   /// Resume from checkpoints whose manifests are missing or unreadable, once
   /// one of them loads (otherwise such checkpoints are refused, never dropped).
   bool accept_unverified = false;
   /// Resume although a plugin library the run uses changed content since the
   /// run started (its SHA-256 in provenance.json differs).
   bool allow_plugin_change = false;
-  bool debug = false;                     ///< stop at the first non-finite value, naming where it came from
+  bool debug = false;  ///< stop at the first non-finite value, naming where it came from
   /// --until-epoch N: stop (resumably, with a checkpoint) once N epochs are
   /// done, the schedule still that of loop.epochs; 0: train them all.
   int64_t until_epoch = 0;
@@ -50,10 +50,10 @@ void check_profile_window(const std::string& window);
 struct RunOutcome {
   std::string run_dir;
   int64_t epochs_done = 0, total_epochs = 0;
-  MeterValues values;               ///< the last values of the last stage
-  int64_t iteration = 0;            ///< where the run stands
-  bool stopped_by_signal = false;   ///< resumable: the same command continues it
-  std::string report;               ///< report.html, when written
+  MeterValues values;              ///< the last values of the last stage
+  int64_t iteration = 0;           ///< where the run stands
+  bool stopped_by_signal = false;  ///< resumable: the same command continues it
+  std::string report;              ///< report.html, when written
 };
 
 class Runner {
@@ -117,13 +117,13 @@ class Runner {
   std::shared_ptr<CheckpointStore> store_;  ///< the run's checkpoints, shared with its trainers
   /// --profile's hook, one for every stage; made (and its window checked) before the session starts.
   std::shared_ptr<HostHook> profiler_;
-  std::shared_ptr<HostHook> until_epoch_;   ///< --until-epoch's hook, one for every stage
-  std::unique_ptr<Session> session_;        ///< this rank's place in the run
+  std::shared_ptr<HostHook> until_epoch_;  ///< --until-epoch's hook, one for every stage
+  std::unique_ptr<Session> session_;       ///< this rank's place in the run
   std::string resumed_from_;
   bool compare_saved_config_ = false;  ///< the resumed checkpoint records no configuration
   size_t stage_ = 0;
-  bool made_run_dir_ = false;   ///< this run created the run directory (rank 0)
-  std::string kept_previous_;   ///< where --fresh moved the previous run directory
+  bool made_run_dir_ = false;  ///< this run created the run directory (rank 0)
+  std::string kept_previous_;  ///< where --fresh moved the previous run directory
 };
 
 }  // namespace trainyard::host

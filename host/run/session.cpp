@@ -65,10 +65,11 @@ void check_gpus_of_ranks(Communicator& comm, const World& world, c10::Device dev
     for (size_t i = 0; i < ranks.size(); ++i)
       list += (i == 0 ? "" : i + 1 == ranks.size() ? " and " : ", ") + std::to_string(ranks[i]);
     const std::string host_name = where.substr(0, where.rfind(' ')), uuid = where.substr(where.rfind(' ') + 1);
-    InfoLine() << "trainyard: " << ranks.size() << " ranks (" << list << ") share GPU " << uuid << " on " << host_name
-               << (where == used[0] ? " (rank 0's " + device.str() + ", " + gpu->name + ")" : std::string())
-               << " over Gloo, because the test setting "
-               << "TRAINYARD_TEST_SHARED_GPU=1 is set (collectives staged through host memory: slow; never for real runs)\n";
+    InfoLine()
+        << "trainyard: " << ranks.size() << " ranks (" << list << ") share GPU " << uuid << " on " << host_name
+        << (where == used[0] ? " (rank 0's " + device.str() + ", " + gpu->name + ")" : std::string())
+        << " over Gloo, because the test setting "
+        << "TRAINYARD_TEST_SHARED_GPU=1 is set (collectives staged through host memory: slow; never for real runs)\n";
   }
 }
 
@@ -84,15 +85,14 @@ c10::Device rank_device(const Experiment& e, const World& world) {
   const std::string where = e.where("distributed.num_gpus");
   const int64_t visible = torch::cuda::is_available() ? static_cast<int64_t>(torch::cuda::device_count()) : 0;
   if (visible == 0)
-    throw ConfigError(where + ": GPUs requested but " +
-                          (std::string(TRAINYARD_CUDA) == "none" ? "this LibTorch has no CUDA"
-                                                                  : "this process sees no CUDA device"),
-                      "expected num_gpus: 0 on this machine, got " + std::to_string(e.distributed.num_gpus),
-                      "set distributed.num_gpus: 0 to train on the CPU");
+    throw ConfigError(
+        where + ": GPUs requested but " +
+            (std::string(TRAINYARD_CUDA) == "none" ? "this LibTorch has no CUDA" : "this process sees no CUDA device"),
+        "expected num_gpus: 0 on this machine, got " + std::to_string(e.distributed.num_gpus),
+        "set distributed.num_gpus: 0 to train on the CPU");
   const int64_t index = gpu_index_for(e.distributed.first_gpu_id, world.local_rank, visible);
   if (index < 0)
-    throw ConfigError(e.where("distributed.first_gpu_id") +
-                          ": local rank " + std::to_string(world.local_rank) +
+    throw ConfigError(e.where("distributed.first_gpu_id") + ": local rank " + std::to_string(world.local_rank) +
                           " would use GPU " + std::to_string(e.distributed.first_gpu_id + world.local_rank),
                       "expected first_gpu_id + local rank < " + std::to_string(visible) + " (the GPUs visible here)",
                       "start at most " + std::to_string(std::max<int64_t>(visible - e.distributed.first_gpu_id, 0)) +
@@ -103,11 +103,11 @@ c10::Device rank_device(const Experiment& e, const World& world) {
     for (const auto& stage : e.stages) all.push_back(&stage);
     for (const Experiment* x : all)
       if (x->loop.effective_precision() == "bf16-mixed" && gpu->major < 8)
-        throw ConfigError(e.where("loop.precision") +
-                              ": bf16-mixed needs a GPU of compute capability 8.0 or newer (native bfloat16)",
-                          "expected fp32 or fp16-mixed on GPU " + std::to_string(index) + " (" + gpu->name + ", " +
-                              std::to_string(gpu->major) + "." + std::to_string(gpu->minor) + "), got bf16-mixed",
-                          "use precision: fp16-mixed on this GPU");
+        throw ConfigError(
+            e.where("loop.precision") + ": bf16-mixed needs a GPU of compute capability 8.0 or newer (native bfloat16)",
+            "expected fp32 or fp16-mixed on GPU " + std::to_string(index) + " (" + gpu->name + ", " +
+                std::to_string(gpu->major) + "." + std::to_string(gpu->minor) + "), got bf16-mixed",
+            "use precision: fp16-mixed on this GPU");
   }
   return c10::Device(c10::DeviceType::CUDA, static_cast<c10::DeviceIndex>(index));
 }
@@ -146,7 +146,8 @@ Session::Session(const Experiment& e, const Registry& registry, const std::strin
     // Every rank must run the same experiment with the same plugins (names,
     // versions, fingerprints: paths may differ across machines).
     std::vector<std::string> libraries;
-    for (const auto& lib : registry.libraries()) libraries.push_back(lib->name + " " + lib->version + " " + lib->fingerprint);
+    for (const auto& lib : registry.libraries())
+      libraries.push_back(lib->name + " " + lib->version + " " + lib->fingerprint);
     std::sort(libraries.begin(), libraries.end());
     const std::string same = "expected every rank to run the same experiment with the same plugins";
     const std::string how = "launch every rank with the same experiment, --set values and plugin folders";

@@ -36,21 +36,21 @@ TemplateFolder template_folder() {
   if (!error && fs::equivalent(exe_dir, TRAINYARD_BUILD_RUNTIME_DIR, error))
     return {TRAINYARD_SCAFFOLD_SOURCE_DIR, "source tree: this host runs from the build tree",
             "restore host/scaffold/templates/ in the source tree, " + or_set};
-  return {exe_dir.parent_path() / TRAINYARD_INSTALLED_SCAFFOLD_DIR, "installed with this host",
-          "reinstall trainyard (cmake --install BUILD --prefix PREFIX puts them in share/trainyard/scaffold), " +
-              or_set};
+  return {
+      exe_dir.parent_path() / TRAINYARD_INSTALLED_SCAFFOLD_DIR, "installed with this host",
+      "reinstall trainyard (cmake --install BUILD --prefix PREFIX puts them in share/trainyard/scaffold), " + or_set};
 }
 
 std::string read_template(const TemplateFolder& folder, const std::string& file) {
   std::ifstream in(folder.path / file, std::ios::binary);
   if (!in) {
     const bool folder_missing = !fs::is_directory(folder.path);
-    throw ConfigError(
-        "new-plugin: template folder " + folder.path.string() + " (" + folder.origin + ") " +
-            (folder_missing ? "does not exist" : "has no " + file),
-        "expected the project templates there: CMakeLists.txt.in, plugin.cpp.in, README.md.in and "
-        "kinds/KIND.cpp.in, kinds/KIND.yaml.in for each of " + join(scaffold_kinds()),
-        folder.hint);
+    throw ConfigError("new-plugin: template folder " + folder.path.string() + " (" + folder.origin + ") " +
+                          (folder_missing ? "does not exist" : "has no " + file),
+                      "expected the project templates there: CMakeLists.txt.in, plugin.cpp.in, README.md.in and "
+                      "kinds/KIND.cpp.in, kinds/KIND.yaml.in for each of " +
+                          join(scaffold_kinds()),
+                      folder.hint);
   }
   std::ostringstream text;
   text << in.rdbuf();
@@ -75,7 +75,10 @@ std::string camel_case(const std::string& name) {
   std::string camel;
   bool up = true;
   for (char c : name) {
-    if (c == '_') { up = true; continue; }
+    if (c == '_') {
+      up = true;
+      continue;
+    }
     camel += up ? char(std::toupper(static_cast<unsigned char>(c))) : c;
     up = false;
   }
@@ -85,8 +88,8 @@ std::string camel_case(const std::string& name) {
 }  // namespace
 
 const std::vector<std::string>& scaffold_kinds() {
-  static const std::vector<std::string> kinds = {"network", "dataset", "loss", "optimizer",
-                                                 "meter", "callback", "additional_override"};
+  static const std::vector<std::string> kinds = {
+      "network", "dataset", "loss", "optimizer", "meter", "callback", "additional_override"};
   return kinds;
 }
 

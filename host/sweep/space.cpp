@@ -43,9 +43,12 @@ SpaceAxis parse_space(const std::string& argument) {
       if (v.empty()) throw ConfigError("command line: --space " + argument + ": an empty choice", usage, "");
     return axis;
   }
-  if (kind == "uniform") axis.kind = SpaceAxis::Kind::uniform;
-  else if (kind == "loguniform") axis.kind = SpaceAxis::Kind::loguniform;
-  else if (kind == "int") axis.kind = SpaceAxis::Kind::integer;
+  if (kind == "uniform")
+    axis.kind = SpaceAxis::Kind::uniform;
+  else if (kind == "loguniform")
+    axis.kind = SpaceAxis::Kind::loguniform;
+  else if (kind == "int")
+    axis.kind = SpaceAxis::Kind::integer;
   else
     throw ConfigError("command line: --space " + argument + ": unknown distribution '" + kind + "'",
                       "expected loguniform, uniform, int or choice", "");
@@ -55,7 +58,8 @@ SpaceAxis parse_space(const std::string& argument) {
     throw ConfigError("command line: --space " + argument + ": loguniform needs LOW > 0",
                       "expected 0 < LOW < HIGH, e.g. loguniform(1e-4,1e-1)", "");
   if (axis.kind == SpaceAxis::Kind::integer && (axis.low != std::floor(axis.low) || axis.high != std::floor(axis.high)))
-    throw ConfigError("command line: --space " + argument + ": int needs whole bounds", "expected e.g. int(16,256)", "");
+    throw ConfigError("command line: --space " + argument + ": int needs whole bounds", "expected e.g. int(16,256)",
+                      "");
   return axis;
 }
 
@@ -73,14 +77,18 @@ std::vector<SweepPoint> sample_space(const std::string& experiment_name, const s
       const double u = unit();
       std::string v;
       switch (a.kind) {
-        case SpaceAxis::Kind::uniform: v = four_digits(a.low + u * (a.high - a.low)); break;
+        case SpaceAxis::Kind::uniform:
+          v = four_digits(a.low + u * (a.high - a.low));
+          break;
         case SpaceAxis::Kind::loguniform:
           v = four_digits(std::exp(std::log(a.low) + u * (std::log(a.high) - std::log(a.low))));
           break;
         case SpaceAxis::Kind::integer:
           v = std::to_string(static_cast<int64_t>(a.low) + static_cast<int64_t>(u * (a.high - a.low + 1)));
           break;
-        case SpaceAxis::Kind::choice: v = a.choices[static_cast<size_t>(u * static_cast<double>(a.choices.size()))]; break;
+        case SpaceAxis::Kind::choice:
+          v = a.choices[static_cast<size_t>(u * static_cast<double>(a.choices.size()))];
+          break;
       }
       values.emplace_back(a.key, v);
     }

@@ -65,7 +65,8 @@ std::string point_name(const std::string& experiment_name,
   std::string name = experiment_name;
   for (const auto& [k, v] : values) name += "--" + k + "=" + v;
   for (char& c : name)
-    if (!(std::isalnum(static_cast<unsigned char>(c)) || c == '.' || c == '_' || c == '=' || c == '+' || c == '-')) c = '_';
+    if (!(std::isalnum(static_cast<unsigned char>(c)) || c == '.' || c == '_' || c == '=' || c == '+' || c == '-'))
+      c = '_';
   return name;
 }
 
@@ -111,7 +112,6 @@ std::vector<std::string> metric_columns(const std::vector<SweepResult>& results)
     for (const auto& [k, _] : r.metrics) keys.insert(k);
   return {keys.begin(), keys.end()};
 }
-
 
 }  // namespace
 

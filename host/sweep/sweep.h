@@ -41,11 +41,11 @@ struct SweepResult {
   SweepPoint point;
   std::string status;  ///< finished | skipped (finished before) | stopped at N epochs (halving) | failed
   int exit_code = 0;
-  std::string error;   ///< the failed run's last error line
+  std::string error;                      ///< the failed run's last error line
   std::map<std::string, double> metrics;  ///< from its summary.json
-  int64_t epochs = 0;  ///< epochs its run directory holds
-  double wall_s = 0;   ///< this sweep's processes for it, together
-  int64_t rank = 0;    ///< 1 for the best; 0 without a ranking metric or value
+  int64_t epochs = 0;                     ///< epochs its run directory holds
+  double wall_s = 0;                      ///< this sweep's processes for it, together
+  int64_t rank = 0;                       ///< 1 for the best; 0 without a ranking metric or value
 };
 
 /// How runs are ranked: by `metric` ("" none), best first (greater when

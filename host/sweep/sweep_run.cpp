@@ -10,11 +10,11 @@
 #include <algorithm>
 #include <chrono>
 #include <deque>
-#include <memory>
-#include <optional>
 #include <filesystem>
 #include <iostream>
 #include <map>
+#include <memory>
+#include <optional>
 #include <thread>
 
 #include "formats/metrics.h"
@@ -22,12 +22,12 @@
 #include "report/report.h"
 #include "run/experiment_file.h"
 #include "run/inspect.h"
+#include "sweep/halving.h"
+#include "sweep/space.h"
 #include "trainyard/error.h"
 #include "util/files.h"
 #include "util/json.h"
 #include "util/text.h"
-#include "sweep/halving.h"
-#include "sweep/space.h"
 
 namespace fs = std::filesystem;
 
@@ -69,7 +69,8 @@ struct PlannedPoint {
   int64_t total_epochs = 0;
 };
 
-std::vector<PlannedPoint> plan(const SweepRequest& request, const Experiment& base, const std::vector<SweepPoint>& points) {
+std::vector<PlannedPoint> plan(const SweepRequest& request, const Experiment& base,
+                               const std::vector<SweepPoint>& points) {
   std::vector<PlannedPoint> planned;
   for (const auto& p : points) {
     PlannedPoint point{p, request.sets, 0};
@@ -90,8 +91,9 @@ std::vector<PlannedPoint> plan(const SweepRequest& request, const Experiment& ba
   for (const auto& s : request.sets) threads_set = threads_set || s.rfind("distributed.threads_per_process=", 0) == 0;
   if (request.parallel > 1 && !threads_set && base.distributed.threads_per_process == 0)
     for (auto& p : planned)
-      p.sets.push_back("distributed.threads_per_process=" +
-                       std::to_string(std::max(1, static_cast<int>(std::thread::hardware_concurrency()) / request.parallel)));
+      p.sets.push_back(
+          "distributed.threads_per_process=" +
+          std::to_string(std::max(1, static_cast<int>(std::thread::hardware_concurrency()) / request.parallel)));
   return planned;
 }
 
@@ -101,10 +103,12 @@ std::vector<SweepPoint> points_of(const SweepRequest& request, const Experiment&
     throw ConfigError("command line: --grid and --space together", "expected one of them",
                       "draw from a list with --space 'KEY=choice(V1,V2)'");
   if (request.grid.empty() && request.space.empty())
-    throw ConfigError("command line: no --grid or --space", "expected --grid KEY=V1,V2 or --space KEY=DIST(...) --trials N",
+    throw ConfigError("command line: no --grid or --space",
+                      "expected --grid KEY=V1,V2 or --space KEY=DIST(...) --trials N",
                       "e.g. --grid optimizer.lr=0.1,0.01");
   if (!request.space.empty() && request.trials < 1)
-    throw ConfigError("command line: --space without --trials", "expected --trials N, the number of points to draw", "");
+    throw ConfigError("command line: --space without --trials", "expected --trials N, the number of points to draw",
+                      "");
   if (request.space.empty() && request.trials > 0)
     throw ConfigError("command line: --trials without --space", "expected --space KEY=DIST(...) to draw from", "");
   if (!request.grid.empty()) {
@@ -138,7 +142,8 @@ std::optional<double> value_at_epoch(const std::string& run_dir, const std::stri
 }  // namespace
 
 SweepOutcome run_sweep(const SweepRequest& request) {
-  if (request.parallel < 1) throw ConfigError("command line: --parallel " + std::to_string(request.parallel), "expected at least 1", "");
+  if (request.parallel < 1)
+    throw ConfigError("command line: --parallel " + std::to_string(request.parallel), "expected at least 1", "");
   Registry registry;
   Experiment base = load_experiment(request.experiment, request.sets, request.plugin_dirs, registry);
   std::vector<std::string> keys;
@@ -148,9 +153,11 @@ SweepOutcome run_sweep(const SweepRequest& request) {
   if (request.halving) {
     if (ranking.metric.empty())
       throw ConfigError("command line: --halving: no value to rank trials by",
-                        "expected --metric NAME or stopping.monitor in the experiment", "e.g. --metric test_accuracy_top1");
+                        "expected --metric NAME or stopping.monitor in the experiment",
+                        "e.g. --metric test_accuracy_top1");
     if (!base.stages.empty())
-      throw ConfigError("command line: --halving with stages:", "expected a one-stage experiment (rungs count its epochs)", "");
+      throw ConfigError(
+          "command line: --halving with stages:", "expected a one-stage experiment (rungs count its epochs)", "");
     if (request.reduction < 2)
       throw ConfigError("command line: --reduction " + std::to_string(request.reduction), "expected 2 or more", "");
     if (request.min_epochs < 1 || request.min_epochs >= base.loop.epochs)
@@ -166,10 +173,11 @@ SweepOutcome run_sweep(const SweepRequest& request) {
     const std::vector<std::string> names = run_value_names(base);
     if (!std::binary_search(names.begin(), names.end(), ranking.metric)) {
       const std::string hint = did_you_mean(ranking.metric, names);
-      throw ConfigError((request.metric.empty() ? base.where("stopping.monitor") : "command line: --metric " + ranking.metric) +
-                            ": no value '" + ranking.metric + "' in the runs of " + request.experiment,
-                        "expected one of the run's values (" + join(names) + ")",
-                        hint.empty() ? "e.g. --metric test_accuracy_top1 or test_loss" : hint);
+      throw ConfigError(
+          (request.metric.empty() ? base.where("stopping.monitor") : "command line: --metric " + ranking.metric) +
+              ": no value '" + ranking.metric + "' in the runs of " + request.experiment,
+          "expected one of the run's values (" + join(names) + ")",
+          hint.empty() ? "e.g. --metric test_accuracy_top1 or test_loss" : hint);
     }
     // Trials start in an order drawn from --seed: a grid lists its values sorted.
     halving = std::make_unique<Halving>(request.min_epochs, base.loop.epochs, request.reduction, ranking.maximize,
@@ -177,7 +185,8 @@ SweepOutcome run_sweep(const SweepRequest& request) {
   }
   SweepOutcome outcome;
   outcome.runs = points.size();
-  outcome.sweep_dir = (fs::path(request.output_dir.empty() ? base.output.dir : request.output_dir) / (base.name + "-sweep")).string();
+  outcome.sweep_dir =
+      (fs::path(request.output_dir.empty() ? base.output.dir : request.output_dir) / (base.name + "-sweep")).string();
   const fs::path dir(outcome.sweep_dir);
   auto log_of = [&](size_t i) { return (dir / "logs" / (points[i].point.name + ".log")).string(); };
   auto run_dir_of = [&](size_t i) { return (dir / points[i].point.name).string(); };
@@ -210,13 +219,15 @@ SweepOutcome run_sweep(const SweepRequest& request) {
     for (const auto& [k, v] : r.metrics)
       if (k.rfind("test_", 0) == 0) tested += " " + k + "=" + json_number(v);
     std::cout << "sweep: [" << reported << "] " << r.point.name << ": " << r.status
-              << (r.error.empty() ? "" : " (" + r.error + ")") << tested << "\n" << std::flush;
+              << (r.error.empty() ? "" : " (" + r.error + ")") << tested << "\n"
+              << std::flush;
     std::vector<SweepResult> done;
     for (const auto& d : results)
       if (!d.status.empty()) done.push_back(d);
     done = ranked(done, ranking);
     write_file_atomic((dir / "sweep.csv").string(), sweep_csv(keys, done));
-    write_file_atomic((dir / "sweep.md").string(), "# Sweep of " + request.experiment + "\n\n" + sweep_markdown(keys, done));
+    write_file_atomic((dir / "sweep.md").string(),
+                      "# Sweep of " + request.experiment + "\n\n" + sweep_markdown(keys, done));
     std::vector<std::pair<std::string, std::string>> runs;  // every run's curves in one chart per value, best first
     for (const auto& d : done) runs.emplace_back(d.point.name, (dir / d.point.name).string());
     write_sweep_report(dir.string(), "Sweep of " + fs::path(request.experiment).filename().string(), runs);
@@ -290,9 +301,9 @@ SweepOutcome run_sweep(const SweepRequest& request) {
       if (job->until > 0) args.push_back("--until-epoch"), args.push_back(std::to_string(job->until));
       const int slot = static_cast<int>(std::find(slot_busy.begin(), slot_busy.end(), false) - slot_busy.begin());
       if (base.distributed.num_gpus > 0)
-        args.push_back("--set"), args.push_back("distributed.first_gpu_id=" +
-                                                std::to_string(base.distributed.first_gpu_id +
-                                                               slot * base.distributed.num_gpus));
+        args.push_back("--set"),
+            args.push_back("distributed.first_gpu_id=" +
+                           std::to_string(base.distributed.first_gpu_id + slot * base.distributed.num_gpus));
       const pid_t pid = spawn_logged(args, log_of(i));
       slot_busy[static_cast<size_t>(slot)] = true;
       slot_of[pid] = slot;
@@ -318,7 +329,8 @@ SweepOutcome run_sweep(const SweepRequest& request) {
     const int64_t target = job.until > 0 ? job.until : points[i].total_epochs;
     if (r.exit_code == 0 && (complete || r.epochs >= target)) {
       if (halving) {
-        const auto v = r.metrics.count(ranking.metric) ? std::optional<double>(r.metrics.at(ranking.metric)) : std::nullopt;
+        const auto v =
+            r.metrics.count(ranking.metric) ? std::optional<double>(r.metrics.at(ranking.metric)) : std::nullopt;
         if (!v) {
           r.status = "failed";
           r.error = "no value of " + ranking.metric + " in its summary.json";

@@ -3,20 +3,20 @@
 #include <ATen/detail/CUDAHooksInterface.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <map>
 #include <optional>
-#include <chrono>
-#include <cstdlib>
 #include <sstream>
 #include <thread>
 
 #include <ATen/CPUGeneratorImpl.h>
 #include <torch/optim/optimizer.h>
-#include <torch/serialize/input-archive.h>
 #include <torch/serialize.h>
+#include <torch/serialize/input-archive.h>
 #include <torch/serialize/output-archive.h>
 
 #include "trainyard/error.h"
@@ -158,7 +158,8 @@ nlohmann::ordered_json manifest_json(const std::string& path) {
 ManifestRecord read_manifest(const std::string& path) {
   const nlohmann::ordered_json m = manifest_json(path);
   ManifestRecord record;
-  if (auto it = m.find("config_sha256"); it != m.end() && it->is_string()) record.config_sha256 = it->get<std::string>();
+  if (auto it = m.find("config_sha256"); it != m.end() && it->is_string())
+    record.config_sha256 = it->get<std::string>();
   if (auto it = m.find("config"); it != m.end() && it->is_object()) record.config = *it;
   return record;
 }
@@ -173,7 +174,8 @@ void verify_checkpoint(const std::string& path) {
   const auto actual_size = static_cast<int64_t>(fs::file_size(path, ec));
   if (ec) throw Error(path + ": cannot read: " + ec.message());
   if (actual_size != size)
-    throw Error(path + ": damaged: " + std::to_string(actual_size) + " bytes, the manifest says " + std::to_string(size));
+    throw Error(path + ": damaged: " + std::to_string(actual_size) + " bytes, the manifest says " +
+                std::to_string(size));
   if (sha256_file(path) != expected) throw Error(path + ": damaged: its SHA-256 differs from the manifest's");
 }
 
@@ -189,7 +191,8 @@ CheckpointState load_checkpoint(const std::string& path, Network& network, torch
     archive.load_from(path, network_device(network));
     int64_t format = read_int(archive, "format");
     if (format != kFormatVersion)
-      throw Error("checkpoint format " + std::to_string(format) + ", this host reads " + std::to_string(kFormatVersion));
+      throw Error("checkpoint format " + std::to_string(format) + ", this host reads " +
+                  std::to_string(kFormatVersion));
     state.at.epoch = read_int(archive, "epoch");
     state.at.position = read_int(archive, "position");
     state.at.iteration = read_int(archive, "iteration");

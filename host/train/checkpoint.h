@@ -15,7 +15,7 @@ class Optimizer;
 namespace torch::serialize {
 class InputArchive;
 class OutputArchive;
-}
+}  // namespace torch::serialize
 
 namespace trainyard {
 class Network;
@@ -32,16 +32,16 @@ struct LoopPosition {
 struct CheckpointState {
   LoopPosition at;
   std::vector<std::vector<double>> train_meters;  ///< accumulators, in meter order
-  double best = 0;                  ///< stopping: the best monitor value so far
+  double best = 0;                                ///< stopping: the best monitor value so far
   bool has_best = false;
   int64_t epochs_without_improvement = 0;
-  int64_t stage = 0;                 ///< multi-stage runs: index of the stage being trained
-  int64_t stage_first_iteration = 0; ///< the iteration at which that stage began
-  int64_t stage_first_epoch = -1;    ///< the epoch count at which it began; -1: not recorded
+  int64_t stage = 0;                  ///< multi-stage runs: index of the stage being trained
+  int64_t stage_first_iteration = 0;  ///< the iteration at which that stage began
+  int64_t stage_first_epoch = -1;     ///< the epoch count at which it began; -1: not recorded
   /// The run's latest meter values (the last test's among them): a resumed
   /// run knows whether its stopping target was already reached.
   std::map<std::string, double> values;
-  std::string config_hash;           ///< SHA-256 of the resolved config (in the manifest)
+  std::string config_hash;  ///< SHA-256 of the resolved config (in the manifest)
   /// The resolved config itself (in the manifest): what a resume compares
   /// against, key by key, rather than the run directory's editable config.yaml.
   nlohmann::ordered_json config;

@@ -32,7 +32,8 @@ std::vector<std::string> remove_stale_temporaries(const std::string& dir) {
     const std::string name = entry.path().filename().string();
     const bool temporary = name.find(".tmp-") != std::string::npos;
     const std::string suffix = ".manifest.json";
-    const bool orphan = name.size() > suffix.size() && name.compare(name.size() - suffix.size(), suffix.size(), suffix) == 0 &&
+    const bool orphan = name.size() > suffix.size() &&
+                        name.compare(name.size() - suffix.size(), suffix.size(), suffix) == 0 &&
                         !fs::exists(entry.path().parent_path() / name.substr(0, name.size() - suffix.size()));
     if (temporary || orphan) {
       std::error_code ec;
@@ -123,7 +124,8 @@ void CheckpointStore::keep_as_best(const LoopPosition& at) const {
   const std::string latest = path_of(at);
   const std::string best = (fs::path(dir_) / "best.pt").string();
   if (!fs::exists(latest)) return;
-  replace_file_atomic(best, [&](const std::string& tmp) { fs::copy_file(latest, tmp, fs::copy_options::overwrite_existing); });
+  replace_file_atomic(
+      best, [&](const std::string& tmp) { fs::copy_file(latest, tmp, fs::copy_options::overwrite_existing); });
   replace_file_atomic(manifest_path(best), [&](const std::string& tmp) {
     fs::copy_file(manifest_path(latest), tmp, fs::copy_options::overwrite_existing);
   });

@@ -7,9 +7,9 @@
 #include <set>
 
 #include <ATen/ATen.h>
-#include "train/generator_states.h"
 #include <torch/csrc/autograd/function.h>
 #include <torch/csrc/autograd/variable.h>
+#include "train/generator_states.h"
 
 #include "data/loader.h"
 #include "train/guard.h"
@@ -29,8 +29,8 @@ bool inside(const std::string& module, const std::string& path) {
 }
 
 struct GraphFacts {
-  std::map<std::string, int64_t> flops;         ///< by the module owning the weight
-  std::map<std::string, at::Tensor> outputs;    ///< a zero tensor of each weighted module's output
+  std::map<std::string, int64_t> flops;       ///< by the module owning the weight
+  std::map<std::string, at::Tensor> outputs;  ///< a zero tensor of each weighted module's output
 };
 
 // Walks the autograd graph from the output. A node that takes a parameter
@@ -40,7 +40,8 @@ GraphFacts read_graph(Network& net, const at::Tensor& output) {
   std::map<const torch::autograd::Node*, std::pair<std::string, at::Tensor>> owner;
   for (const auto& p : net.named_parameters())
     if (p.value().requires_grad())
-      if (auto acc = torch::autograd::impl::try_get_grad_accumulator(p.value())) owner[acc.get()] = {p.key(), p.value()};
+      if (auto acc = torch::autograd::impl::try_get_grad_accumulator(p.value()))
+        owner[acc.get()] = {p.key(), p.value()};
   auto parameter_behind = [&](const torch::autograd::Node* n) -> const std::pair<std::string, at::Tensor>* {
     if (auto it = owner.find(n); it != owner.end()) return &it->second;
     if (n && n->next_edges().size() == 1 && n->next_edges()[0].function)
@@ -56,8 +57,8 @@ GraphFacts read_graph(Network& net, const at::Tensor& output) {
     todo.pop_front();
     if (!seen.insert(n).second) continue;
     // A view or transpose of a parameter (one edge, to its accumulator): its consumer counts, not it.
-    const bool parameter_view = n->next_edges().size() == 1 && n->next_edges()[0].function &&
-                                owner.count(n->next_edges()[0].function.get());
+    const bool parameter_view =
+        n->next_edges().size() == 1 && n->next_edges()[0].function && owner.count(n->next_edges()[0].function.get());
     const std::pair<std::string, at::Tensor>* weight = nullptr;
     std::string module;
     for (const auto& edge : n->next_edges()) {
@@ -175,10 +176,11 @@ std::string cost_table(const NetworkCost& cost, int max_depth) {
   std::vector<std::vector<std::string>> rows = {{"module", "params", "FLOPs", "output", "bytes"}};
   for (const auto& m : cost.modules) {
     if (m.depth > max_depth) continue;
-    const std::string name = std::string(2 * static_cast<size_t>(m.depth), ' ') +
-                             (m.name.empty() ? "(network)" : m.name) + " " + m.type;
+    const std::string name =
+        std::string(2 * static_cast<size_t>(m.depth), ' ') + (m.name.empty() ? "(network)" : m.name) + " " + m.type;
     rows.push_back({name, std::to_string(m.parameters), m.flops ? human_flops(m.flops) : "-",
-                    m.output_sizes ? shape_text(*m.output_sizes) : "", m.output_bytes >= 0 ? human_bytes(m.output_bytes) : ""});
+                    m.output_sizes ? shape_text(*m.output_sizes) : "",
+                    m.output_bytes >= 0 ? human_bytes(m.output_bytes) : ""});
   }
   std::vector<size_t> width(5, 0);
   for (const auto& r : rows)
@@ -188,7 +190,8 @@ std::string cost_table(const NetworkCost& cost, int max_depth) {
     std::string line = "  " + r[0] + std::string(width[0] - r[0].size(), ' ');
     for (size_t k = 1; k < r.size(); ++k) {
       const std::string& cell = r[k];
-      line += "  " + (k == 3 ? cell + std::string(width[k] - cell.size(), ' ') : std::string(width[k] - cell.size(), ' ') + cell);
+      line += "  " + (k == 3 ? cell + std::string(width[k] - cell.size(), ' ')
+                             : std::string(width[k] - cell.size(), ' ') + cell);
     }
     while (!line.empty() && line.back() == ' ') line.pop_back();
     out += line + "\n";

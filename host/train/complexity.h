@@ -22,14 +22,14 @@
 namespace trainyard::host {
 
 struct ModuleCost {
-  std::string name;          ///< "layers.0"; "" for the whole network
-  std::string type;          ///< "Linear", "Conv2d", "Sequential" (short_type)
-  int depth = 0;             ///< 0 for the network, 1 for its children, ...
-  int64_t parameters = 0;    ///< its own and its submodules'
-  int64_t flops = 0;         ///< forward FLOPs for one sample, its own and its submodules'
+  std::string name;        ///< "layers.0"; "" for the whole network
+  std::string type;        ///< "Linear", "Conv2d", "Sequential" (short_type)
+  int depth = 0;           ///< 0 for the network, 1 for its children, ...
+  int64_t parameters = 0;  ///< its own and its submodules'
+  int64_t flops = 0;       ///< forward FLOPs for one sample, its own and its submodules'
   /// One sample's output shape ({256}); none where the graph does not show it.
   std::optional<std::vector<int64_t>> output_sizes;
-  int64_t output_bytes = -1; ///< that output's bytes in fp32, -1 where unknown
+  int64_t output_bytes = -1;  ///< that output's bytes in fp32, -1 where unknown
 };
 
 struct NetworkCost {

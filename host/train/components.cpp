@@ -14,9 +14,9 @@
 #include <torch/optim/rmsprop.h>
 #include <torch/optim/sgd.h>
 
-#include "train/pretrained.h"
 #include "train/guard.h"
 #include "train/loss_values_meter.h"
+#include "train/pretrained.h"
 #include "util/shape.h"
 #include "util/text.h"
 
@@ -84,11 +84,16 @@ void freeze_parameters(const ComponentConfig& net, Network& network,
 // parameter names (first match wins), 1-d parameters without weight decay
 // when exempt_norm_and_bias, the rest in the default group.
 void set_weight_decay(const ComponentConfig& who, torch::optim::OptimizerOptions& options, double decay) {
-  if (auto* o = dynamic_cast<torch::optim::SGDOptions*>(&options)) o->weight_decay(decay);
-  else if (auto* o = dynamic_cast<torch::optim::AdamOptions*>(&options)) o->weight_decay(decay);
-  else if (auto* o = dynamic_cast<torch::optim::AdamWOptions*>(&options)) o->weight_decay(decay);
-  else if (auto* o = dynamic_cast<torch::optim::RMSpropOptions*>(&options)) o->weight_decay(decay);
-  else if (auto* o = dynamic_cast<torch::optim::AdagradOptions*>(&options)) o->weight_decay(decay);
+  if (auto* o = dynamic_cast<torch::optim::SGDOptions*>(&options))
+    o->weight_decay(decay);
+  else if (auto* o = dynamic_cast<torch::optim::AdamOptions*>(&options))
+    o->weight_decay(decay);
+  else if (auto* o = dynamic_cast<torch::optim::AdamWOptions*>(&options))
+    o->weight_decay(decay);
+  else if (auto* o = dynamic_cast<torch::optim::RMSpropOptions*>(&options))
+    o->weight_decay(decay);
+  else if (auto* o = dynamic_cast<torch::optim::AdagradOptions*>(&options))
+    o->weight_decay(decay);
   else
     throw ConfigError(who.where + ": optimizer '" + who.plugin + "' has options trainyard cannot set weight decay on",
                       "expected an optimizer built on LibTorch's SGD, Adam, AdamW, RMSprop or Adagrad",
@@ -119,8 +124,8 @@ void build_optimizer(const ComponentConfig& spec, Network& network, Optimizer& p
   if (!c.optimizer) throw ComponentFailure(component_label(spec) + " built no optimizer");
   auto& built = c.optimizer->param_groups();
   if (built.size() != slots.size())
-    throw ComponentFailure(component_label(spec) + " built " + std::to_string(built.size()) + " parameter groups from " +
-                           std::to_string(slots.size()));
+    throw ComponentFailure(component_label(spec) + " built " + std::to_string(built.size()) +
+                           " parameter groups from " + std::to_string(slots.size()));
   for (size_t i = 0; i < slots.size(); ++i) {
     const size_t s = slots[i];
     auto& options = built[i].options();
@@ -264,8 +269,8 @@ Components build_components(const Experiment& e, Context& context) {
   context.dataset = guarded(e.train_data, "info", [&] { return c.train_data.object->info(); });
   context.dataset.size = c.train_data.object->size();
   if (context.dataset.size == 0)
-    throw ConfigError(e.train_data.where + ": the training dataset is empty",
-                      "expected at least one sample, got 0", "check the dataset's options");
+    throw ConfigError(e.train_data.where + ": the training dataset is empty", "expected at least one sample, got 0",
+                      "check the dataset's options");
   check_batch_fits(e, context.dataset);
   if (e.test_data.component) {
     c.test_data = make<Dataset>(e.test_data, context);
@@ -287,8 +292,7 @@ Components build_components(const Experiment& e, Context& context) {
   }
   if (!e.network.pretrained.empty()) {
     PretrainedReport report = load_pretrained(e.network.pretrained, *c.network.object, e.network.pretrained_rename);
-    context.log("pretrained: " + std::to_string(report.loaded.size()) + " tensors loaded from " +
-                e.network.pretrained);
+    context.log("pretrained: " + std::to_string(report.loaded.size()) + " tensors loaded from " + e.network.pretrained);
     if (!report.missing.empty()) context.log("pretrained: missing (left as initialized): " + join(report.missing));
     if (!report.unexpected.empty()) context.log("pretrained: unexpected (ignored): " + join(report.unexpected));
   }
@@ -342,8 +346,7 @@ Components build_components(const Experiment& e, Context& context) {
     }
   }
   if (e.schedule.policy == "custom" && !by_stage.count("schedule"))
-    throw ConfigError(e.where("schedule.policy") +
-                          ": custom, but no additional_override replaces stage 'schedule'",
+    throw ConfigError(e.where("schedule.policy") + ": custom, but no additional_override replaces stage 'schedule'",
                       "expected an override such as one_cycle or cyclic (plugin schedules) in overrides:",
                       "overrides: [{plugin: one_cycle}]");
   for (const auto& [stage, list] : by_stage) {

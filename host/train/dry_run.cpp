@@ -11,8 +11,8 @@
 #include <torch/optim/optimizer.h>
 
 #include "data/loader.h"
-#include "train/guard.h"
 #include "train/complexity.h"
+#include "train/guard.h"
 #include "train/trainer.h"
 #include "util/text.h"
 
@@ -34,8 +34,9 @@ std::string dry_run_report(const Experiment& e, Components& c, const Context& co
   sampler->reset(0, e.seed);
   auto stats = std::make_shared<LoaderStats>();
   BatchStream train = guarded(*c.train_data.config, "get_batch", [&] {
-    return batch_stream(*c.train_data.object, *sampler,
-                        make_loader_options(e, *c.train_data.config, *c.train_data.object, sampler->batch_size(), context), stats);
+    return batch_stream(
+        *c.train_data.object, *sampler,
+        make_loader_options(e, *c.train_data.config, *c.train_data.object, sampler->batch_size(), context), stats);
   });
   std::optional<Batch> batch = guarded(*c.train_data.config, "get_batch", train);
   const double data_ms = ms_since(t0);
@@ -45,9 +46,8 @@ std::string dry_run_report(const Experiment& e, Components& c, const Context& co
   c.optimizer->zero_grad();
   t0 = Clock::now();
   auto forward = [&](const Batch& b) {
-    return forward_in_precision(context.device.type(), e.loop.effective_precision(), [&] {
-      return guarded(*c.network.config, "forward", [&] { return net.forward(b); });
-    });
+    return forward_in_precision(context.device.type(), e.loop.effective_precision(),
+                                [&] { return guarded(*c.network.config, "forward", [&] { return net.forward(b); }); });
   };
   at::Tensor output = forward(*batch);
   const double forward_ms = ms_since(t0);
@@ -125,12 +125,12 @@ std::string dry_run_report(const Experiment& e, Components& c, const Context& co
     std::string per_sample;
     if (mc && mc->flops > 0) per_sample += human_flops(mc->flops);
     if (mc && mc->output_bytes >= 0) per_sample += (per_sample.empty() ? "" : ", ") + human_bytes(mc->output_bytes);
-    out << "  " << std::string(2 * depth, ' ') << name << " " << m.value()->name() << " (" << count << ", "
-        << trainable << ")" << (shape.empty() ? "" : " -> " + shape) << (per_sample.empty() ? "" : "; " + per_sample)
-        << "\n";
+    out << "  " << std::string(2 * depth, ' ') << name << " " << m.value()->name() << " (" << count << ", " << trainable
+        << ")" << (shape.empty() ? "" : " -> " + shape) << (per_sample.empty() ? "" : "; " + per_sample) << "\n";
   }
   if (cost)
-    out << "forward per sample: " << human_flops(cost->flops) << " (" << cost->flops << "); activations of the weighted "
+    out << "forward per sample: " << human_flops(cost->flops) << " (" << cost->flops
+        << "); activations of the weighted "
         << "layers: " << human_bytes(cost->activation_bytes) << " (fp32)\n";
   else
     out << "forward per sample: not measured (one sample's forward failed: " << why << ")\n";

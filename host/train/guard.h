@@ -59,9 +59,9 @@ auto guarded(const ComponentConfig& who, const char* action, F&& f) -> decltype(
   } catch (const BadRecord& e) {
     // A sample read outside the loader (a dataset's constructor reading its
     // first one): the data is wrong, not the code.
-    throw LocatedConfigError(who.where + " (" + component_label(who) + "): unreadable data in " + action + ": " +
-                                 e.what(),
-                             "expected readable records", "check the data or convert it again");
+    throw LocatedConfigError(
+        who.where + " (" + component_label(who) + "): unreadable data in " + action + ": " + e.what(),
+        "expected readable records", "check the data or convert it again");
   } catch (const std::bad_alloc&) {
     // Sizes the user chose (an image side, a layer width, a batch): bad input, not a crash.
     throw LocatedConfigError(who.where + " (" + component_label(who) + "): ran out of memory in " + action,

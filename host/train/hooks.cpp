@@ -9,16 +9,26 @@ namespace trainyard::host {
 
 std::string priority::name(int64_t value) {
   switch (value) {
-    case highest: return "highest";
-    case very_high: return "very_high";
-    case high: return "high";
-    case above_normal: return "above_normal";
-    case normal: return "normal";
-    case below_normal: return "below_normal";
-    case low: return "low";
-    case very_low: return "very_low";
-    case lowest: return "lowest";
-    default: return std::to_string(value);
+    case highest:
+      return "highest";
+    case very_high:
+      return "very_high";
+    case high:
+      return "high";
+    case above_normal:
+      return "above_normal";
+    case normal:
+      return "normal";
+    case below_normal:
+      return "below_normal";
+    case low:
+      return "low";
+    case very_low:
+      return "very_low";
+    case lowest:
+      return "lowest";
+    default:
+      return std::to_string(value);
   }
 }
 
@@ -42,26 +52,38 @@ namespace {
 class CallbackHook final : public HostHook {
  public:
   explicit CallbackHook(const Built<Callback>& cb)
-      : config_(*cb.config),
-        callback_(cb.object),
-        test_batches_(cb.facets.after_test_batch) {}
+      : config_(*cb.config), callback_(cb.object), test_batches_(cb.facets.after_test_batch) {}
   std::string name() const override { return component_label(config_); }
-  void before_run(Trainer& t) override { call("before_run", [&] { callback_->before_run(t); }); }
-  void after_run(Trainer& t) override { call("after_run", [&] { callback_->after_run(t); }); }
-  void before_epoch(Trainer& t) override { call("before_epoch", [&] { callback_->before_epoch(t); }); }
-  void after_epoch(Trainer& t) override { call("after_epoch", [&] { callback_->after_epoch(t); }); }
+  void before_run(Trainer& t) override {
+    call("before_run", [&] { callback_->before_run(t); });
+  }
+  void after_run(Trainer& t) override {
+    call("after_run", [&] { callback_->after_run(t); });
+  }
+  void before_epoch(Trainer& t) override {
+    call("before_epoch", [&] { callback_->before_epoch(t); });
+  }
+  void after_epoch(Trainer& t) override {
+    call("after_epoch", [&] { callback_->after_epoch(t); });
+  }
   void before_train_iter(Trainer& t, const Batch& b) override {
     call("before_train_iter", [&] { callback_->before_train_iter(t, b); });
   }
   void after_train_iter(Trainer& t, const StepResult& r) override {
     call("after_train_iter", [&] { callback_->after_train_iter(t, r); });
   }
-  void before_test(Trainer& t) override { call("before_test", [&] { callback_->before_test(t); }); }
+  void before_test(Trainer& t) override {
+    call("before_test", [&] { callback_->before_test(t); });
+  }
   void after_test_batch(Trainer& t, int64_t done, int64_t total) override {
     if (test_batches_) call("after_test_batch", [&] { callback_->after_test_batch(t, done, total); });
   }
-  void after_test(Trainer& t, const MeterValues& v) override { call("after_test", [&] { callback_->after_test(t, v); }); }
-  void before_checkpoint(Trainer& t) override { call("before_checkpoint", [&] { callback_->before_checkpoint(t); }); }
+  void after_test(Trainer& t, const MeterValues& v) override {
+    call("after_test", [&] { callback_->after_test(t, v); });
+  }
+  void before_checkpoint(Trainer& t) override {
+    call("before_checkpoint", [&] { callback_->before_checkpoint(t); });
+  }
   void after_checkpoint(Trainer& t, const std::string& path) override {
     call("after_checkpoint", [&] { callback_->after_checkpoint(t, path); });
   }

@@ -21,8 +21,8 @@ class Trainer;
 /// first, ties in the order added; users' callbacks default to normal, 0).
 /// MMEngine's nine levels (priority.py), centred on 0.
 namespace priority {
-inline constexpr int64_t highest = -50, very_high = -40, high = -20, above_normal = -10, normal = 0,
-                         below_normal = 10, low = 20, very_low = 40, lowest = 50;
+inline constexpr int64_t highest = -50, very_high = -40, high = -20, above_normal = -10, normal = 0, below_normal = 10,
+                         low = 20, very_low = 40, lowest = 50;
 /// "high", "normal (0)", "15": how a priority is named in `hooks()` listings.
 std::string name(int64_t value);
 }  // namespace priority

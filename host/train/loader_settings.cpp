@@ -29,8 +29,8 @@ std::unique_ptr<Sampler> pk_sampler(const LoopConfig& loop, const Experiment& e,
                       "expected a dataset that implements trainyard::AllLabels (SDK 1.3; the built-in fashion_mnist, "
                       "synthetic, image_folder and csv do)",
                       "set loop.classes_per_batch: 0, or use such a dataset");
-  const at::Tensor labels = guarded(e.train_data, "all_labels", [&] { return known->all_labels(); })
-                                .to(at::kLong).contiguous();
+  const at::Tensor labels =
+      guarded(e.train_data, "all_labels", [&] { return known->all_labels(); }).to(at::kLong).contiguous();
   PkSampler::Options o;
   o.labels.assign(labels.const_data_ptr<int64_t>(), labels.const_data_ptr<int64_t>() + labels.numel());
   o.classes_per_batch = loop.classes_per_batch;
@@ -64,11 +64,12 @@ std::unique_ptr<Sampler> make_sampler(const Experiment& e, const Dataset& datase
   if (loop.classes_per_batch > 0) {
     sampler = pk_sampler(loop, e, dataset, context);
   } else {
-    sampler = std::make_unique<ShuffledSampler>(ShuffledSampler::Options{.dataset_size = dataset.size(),
-                                                                         .samples_per_epoch = loop.train_samples_per_epoch,
-                                                                         .batch_size = loop.batch_per_device,
-                                                                         .shuffle = loop.shuffle,
-                                                                         .drop_last = loop.drop_last});
+    sampler =
+        std::make_unique<ShuffledSampler>(ShuffledSampler::Options{.dataset_size = dataset.size(),
+                                                                   .samples_per_epoch = loop.train_samples_per_epoch,
+                                                                   .batch_size = loop.batch_per_device,
+                                                                   .shuffle = loop.shuffle,
+                                                                   .drop_last = loop.drop_last});
   }
   sampler->shard(context.rank, context.world_size);
   return sampler;

@@ -79,7 +79,8 @@ class LossValuesMeter final : public Meter {
     std::vector<double> s = start_;
     if (!sums_.defined()) return s;
     const at::Tensor cpu = sums_.cpu();
-    for (int64_t i = 0; i < cpu.numel() && i < static_cast<int64_t>(s.size()); ++i) s[static_cast<size_t>(i)] += cpu.data_ptr<double>()[i];
+    for (int64_t i = 0; i < cpu.numel() && i < static_cast<int64_t>(s.size()); ++i)
+      s[static_cast<size_t>(i)] += cpu.data_ptr<double>()[i];
     return s;
   }
 

@@ -23,7 +23,8 @@ bool valid_name(const std::string& name) {
 // Checks a result before anything is written; the message names what is wrong.
 void check(const MeterResult& r) {
   if (!valid_name(r.name))
-    throw Error("result name '" + r.name + "' is not a file name stem; expected lower-case letters, digits, '_' and '-'");
+    throw Error("result name '" + r.name +
+                "' is not a file name stem; expected lower-case letters, digits, '_' and '-'");
   for (size_t i = 0; i < r.rows.size(); ++i)
     if (r.rows[i].size() != r.columns.size())
       throw Error("result '" + r.name + "': row " + std::to_string(i) + " has " + std::to_string(r.rows[i].size()) +
@@ -31,7 +32,8 @@ void check(const MeterResult& r) {
   if (r.columns.empty() && !r.rows.empty())
     throw Error("result '" + r.name + "' has rows but no columns; expected column names");
   if (!r.file_extension.empty() && (r.file_extension[0] != '.' || !valid_name(r.file_extension.substr(1))))
-    throw Error("result '" + r.name + "': file extension '" + r.file_extension + "'; expected a dot and a name, e.g. \".txt\"");
+    throw Error("result '" + r.name + "': file extension '" + r.file_extension +
+                "'; expected a dot and a name, e.g. \".txt\"");
 }
 
 }  // namespace
@@ -80,8 +82,7 @@ void with_all_ranks_state(const Built<Meter>& m, Communicator* comm, const std::
   } catch (...) {
     try {
       set_meter_state(m, local);
-    } catch (...) {
-    }
+    } catch (...) {}
     throw;
   }
   set_meter_state(m, local);
@@ -93,7 +94,8 @@ std::vector<std::string> write_meter_results(const std::vector<Built<Meter>>& me
   std::vector<std::string> written;
   for (const auto& m : meters) {
     std::vector<MeterResult> results;
-    with_all_ranks_state(m, comm, [&] { results = guarded(*m.config, "results", [&] { return m.object->results(); }); });
+    with_all_ranks_state(m, comm,
+                         [&] { results = guarded(*m.config, "results", [&] { return m.object->results(); }); });
     if (!write) continue;
     for (const auto& r : results) {
       guarded(*m.config, "results", [&] { check(r); });

@@ -42,7 +42,8 @@ std::string module_of(const std::string& parameter) {
 }
 
 void for_each_tensor(const c10::IValue& v, const std::function<void(const at::Tensor&)>& f) {
-  if (v.isTensor()) f(v.toTensor());
+  if (v.isTensor())
+    f(v.toTensor());
   else if (v.isTensorList())
     for (const at::Tensor& t : v.toTensorVector()) f(t);
 }
@@ -66,20 +67,22 @@ void watch_call(const c10::OperatorHandle& op, c10::DispatchKeySet keys, torch::
       });
   }
   if (w) ++w->depth;
-  op.redispatchBoxed(keys & c10::DispatchKeySet(c10::DispatchKeySet::FULL_AFTER, c10::DispatchKey::TESTING_ONLY_GenericMode),
-                     stack);
+  op.redispatchBoxed(
+      keys & c10::DispatchKeySet(c10::DispatchKeySet::FULL_AFTER, c10::DispatchKey::TESTING_ONLY_GenericMode), stack);
   if (w) --w->depth;
   if (!top) return;
   if (!layer.empty()) w->last_layer = layer;
   bool outputs_finite = true;
   for (const auto& v : torch::jit::last(*stack, op.schema().returns().size()))
-    for_each_tensor(v, [&](const at::Tensor& t) { outputs_finite = outputs_finite && unwatched([&] { return finite(t); }); });
+    for_each_tensor(
+        v, [&](const at::Tensor& t) { outputs_finite = outputs_finite && unwatched([&] { return finite(t); }); });
   if (!outputs_finite)
-    w->found = op.schema().name() +
-               (layer.empty() ? (w->last_layer.empty() ? " (before any layer with parameters"
-                                                       : " (after layer '" + w->last_layer + "', the last with parameters")
-                              : " (in layer '" + layer + "'") +
-               (inputs_finite ? "; its inputs were finite)" : "; its inputs were already not finite)");
+    w->found =
+        op.schema().name() +
+        (layer.empty() ? (w->last_layer.empty() ? " (before any layer with parameters"
+                                                : " (after layer '" + w->last_layer + "', the last with parameters")
+                       : " (in layer '" + layer + "'") +
+        (inputs_finite ? "; its inputs were finite)" : "; its inputs were already not finite)");
 }
 
 }  // namespace
@@ -141,8 +144,8 @@ std::string diagnose_nonfinite_loss(Network& network, const Batch& batch, const 
     if (largest > std::sqrt(static_cast<double>(std::numeric_limits<float>::max()))) {
       char text[32];
       std::snprintf(text, sizeof text, "%.3g", largest);
-      return "the output of " + network_label + " is finite but extreme (largest magnitude " + text +
-             "): " + loss + " overflowed on it; check the network's forward";
+      return "the output of " + network_label + " is finite but extreme (largest magnitude " + text + "): " + loss +
+             " overflowed on it; check the network's forward";
     }
     return "the network's output is finite: " + loss + " produced it";
   }

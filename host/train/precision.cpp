@@ -12,11 +12,11 @@ PrecisionChoice choose_precision(const std::string& requested, const CpuFacts& c
   if (on_gpus) {
     if (requested != "auto") return {requested, "as written", ""};
     if (!gpu) return {"fp32", "auto: no GPU seen to ask", ""};
-    const std::string which = gpu->name + ", compute capability " + std::to_string(gpu->major) + "." +
-                              std::to_string(gpu->minor);
+    const std::string which =
+        gpu->name + ", compute capability " + std::to_string(gpu->major) + "." + std::to_string(gpu->minor);
     if (gpu->major >= 8) return {"bf16-mixed", "auto: " + which + " computes in bfloat16 natively", ""};
-    return {"fp16-mixed", "auto: " + which + " has no bfloat16 arithmetic (8.0 and newer have); float16 with loss scaling",
-            ""};
+    return {"fp16-mixed",
+            "auto: " + which + " has no bfloat16 arithmetic (8.0 and newer have); float16 with loss scaling", ""};
   }
   const std::string why_not = cpu.no_native_bf16_reason();
   if (requested == "auto") {
@@ -27,7 +27,8 @@ PrecisionChoice choose_precision(const std::string& requested, const CpuFacts& c
   c.reason = "as written";
   if (requested == "bf16-mixed" && !why_not.empty())
     c.warning = "loop.precision: bf16-mixed is emulated on this CPU (" + (cpu.name.empty() ? "" : cpu.name + ": ") +
-                why_not + "): convnets measured 6-16x slower than fp32 on such CPUs; use loop.precision: auto "
+                why_not +
+                "): convnets measured 6-16x slower than fp32 on such CPUs; use loop.precision: auto "
                 "(fp32 here) or fp32";
   return c;
 }

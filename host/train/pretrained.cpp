@@ -75,8 +75,9 @@ void refuse_unusable(const std::string& where, const PretrainedReport& report,
                       "expected the same shapes as the network's parameters", shape_hint);
   if (report.loaded.empty())
     throw ConfigError(where + ": no " + what_matches + " matches the network",
-                      "expected names like " + (report.missing.empty() ? std::string("(none)") : report.missing.front()) +
-                          ", got " + (report.unexpected.empty() ? std::string("nothing") : join(report.unexpected)),
+                      "expected names like " +
+                          (report.missing.empty() ? std::string("(none)") : report.missing.front()) + ", got " +
+                          (report.unexpected.empty() ? std::string("nothing") : join(report.unexpected)),
                       name_hint);
 }
 
@@ -124,7 +125,8 @@ PretrainedReport load_pretrained(const std::string& path, Network& network,
         if (it == renamed.end()) return report.missing.push_back(name);
         used[name] = true;
         if (it->second.sizes() != target.sizes())
-          return shape_errors.push_back(name + " (file " + shape_text(it->second) + ", network " + shape_text(target) + ")");
+          return shape_errors.push_back(name + " (file " + shape_text(it->second) + ", network " + shape_text(target) +
+                                        ")");
         at::NoGradGuard no_grad;
         target.copy_(it->second);
         report.loaded.push_back(name);
@@ -133,9 +135,10 @@ PretrainedReport load_pretrained(const std::string& path, Network& network,
       for (auto& b : network.named_buffers()) load(b.key(), b.value());
       for (const auto& [name, tensor] : renamed)
         if (!used.count(name)) report.unexpected.push_back(name);
-      refuse_unusable(where_file, report, shape_errors, "key of this state_dict",
-                      "check network.pretrained_rename, or the network's options",
-                      "map the file's key prefixes with network.pretrained_rename: {\"FILE_PREFIX.\": \"NETWORK_PREFIX.\"}");
+      refuse_unusable(
+          where_file, report, shape_errors, "key of this state_dict",
+          "check network.pretrained_rename, or the network's options",
+          "map the file's key prefixes with network.pretrained_rename: {\"FILE_PREFIX.\": \"NETWORK_PREFIX.\"}");
       return report;
     }
   }
@@ -162,8 +165,8 @@ PretrainedReport load_pretrained_archive(const std::string& path, Network& netwo
     throw ConfigError(where + ": cannot read: " + e.what_without_backtrace(),
                       "expected a trainyard checkpoint or a torch::save'd module", "");
   }
-  refuse_unusable(where, report, shape_errors, "parameter name", "use a checkpoint of the same network with the same options",
-                  "use a checkpoint of the same network");
+  refuse_unusable(where, report, shape_errors, "parameter name",
+                  "use a checkpoint of the same network with the same options", "use a checkpoint of the same network");
   return report;
 }
 

@@ -37,8 +37,8 @@ ProfileWindow parse_profile_window(const std::string& text) {
   ProfileWindow w;
   const auto colon = text.find(':');
   int64_t a = 0, b = 0;
-  const bool ok = colon == std::string::npos ? count(text, b)
-                                             : count(text.substr(0, colon), a) && count(text.substr(colon + 1), b);
+  const bool ok =
+      colon == std::string::npos ? count(text, b) : count(text.substr(0, colon), a) && count(text.substr(colon + 1), b);
   if (!ok || a < 0 || b <= a)
     throw ConfigError("command line: --profile " + text + ": not a window of train iterations",
                       "expected A:B with 0 <= A < B (skip A iterations, record the next B-A), or B (the first B)",
@@ -149,7 +149,8 @@ std::string summarize(const kineto::ProfilerResult& result, int64_t first, int64
   }
   auto table = [&](const std::map<std::string, OpTotals>& totals, const std::string& title) {
     std::vector<std::pair<std::string, OpTotals>> rows(totals.begin(), totals.end());
-    std::sort(rows.begin(), rows.end(), [](const auto& a, const auto& b) { return a.second.self_ns > b.second.self_ns; });
+    std::sort(rows.begin(), rows.end(),
+              [](const auto& a, const auto& b) { return a.second.self_ns > b.second.self_ns; });
     double all = 0;
     for (const auto& r : rows) all += r.second.self_ns;
     out += pad(title, 42, false) + pad("calls", 7, true) + pad("self ms", 10, true) + pad("self %", 8, true) +

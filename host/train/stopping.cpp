@@ -36,16 +36,18 @@ StoppingRule::Verdict StoppingRule::judge_epoch(const MeterValues& values) {
   Verdict verdict;
   if (!s.target_meter.empty()) {
     auto reached = target_reached(values);
-    if (!reached) throw LocatedConfigError(where_("target_meter") + ": no meter value '" + s.target_meter + "'",
-                                           "expected one of the run's values (" + join(names_of(values)) + ")",
-                                           did_you_mean(s.target_meter, names_of(values)));
+    if (!reached)
+      throw LocatedConfigError(where_("target_meter") + ": no meter value '" + s.target_meter + "'",
+                               "expected one of the run's values (" + join(names_of(values)) + ")",
+                               did_you_mean(s.target_meter, names_of(values)));
     if (!reached->empty()) verdict.stops.push_back(*reached);
   }
   if (s.monitor.empty()) return verdict;
   auto it = values.find(s.monitor);
-  if (it == values.end()) throw LocatedConfigError(where_("monitor") + ": no meter value '" + s.monitor + "'",
-                                                   "expected one of the run's values (" + join(names_of(values)) + ")",
-                                                   did_you_mean(s.monitor, names_of(values)));
+  if (it == values.end())
+    throw LocatedConfigError(where_("monitor") + ": no meter value '" + s.monitor + "'",
+                             "expected one of the run's values (" + join(names_of(values)) + ")",
+                             did_you_mean(s.monitor, names_of(values)));
   const double v = it->second;
   auto& p = progress_;
   const double gain = minimized(s.monitor) ? p.best - v : v - p.best;
@@ -56,7 +58,8 @@ StoppingRule::Verdict StoppingRule::judge_epoch(const MeterValues& values) {
     p.epochs_without_improvement = 0;
   } else if (++p.epochs_without_improvement >= s.patience && s.patience > 0) {
     verdict.stops.push_back("early stop: " + s.monitor + " did not improve for " +
-                            std::to_string(p.epochs_without_improvement) + " epochs (best " + json_number(p.best) + ")");
+                            std::to_string(p.epochs_without_improvement) + " epochs (best " + json_number(p.best) +
+                            ")");
   }
   return verdict;
 }

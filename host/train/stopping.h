@@ -30,8 +30,8 @@ class StoppingRule {
   std::optional<std::string> target_reached(const MeterValues& values) const;
 
   struct Verdict {
-    bool improved = false;             ///< this epoch is the best so far by `monitor`
-    std::vector<std::string> stops;    ///< reasons to stop (target reached, early stop), in that order
+    bool improved = false;           ///< this epoch is the best so far by `monitor`
+    std::vector<std::string> stops;  ///< reasons to stop (target reached, early stop), in that order
   };
   /// Judges an epoch's values. Throws LocatedConfigError when a named meter has no value.
   Verdict judge_epoch(const MeterValues& values);

@@ -21,10 +21,10 @@
 #include "train/profiler.h"
 #include "train/schedule.h"
 #include "train/weight_average.h"
-#include "util/process.h"
-#include "util/watchdog.h"
-#include "util/text.h"
 #include "util/json.h"
+#include "util/process.h"
+#include "util/text.h"
+#include "util/watchdog.h"
 
 namespace trainyard::host {
 namespace {
@@ -42,10 +42,7 @@ Trainer::Trainer(const Experiment& experiment, Components components, Context co
       context_(std::move(context)),
       paths_(std::move(paths)),
       updater_(e_, c_, context_),
-      stopping_(e_.stopping,
-                [this](const std::string& key) {
-                  return e_.where("stopping." + key);
-                }),
+      stopping_(e_.stopping, [this](const std::string& key) { return e_.where("stopping." + key); }),
       log_(paths_, context_.rank),
       store_(store ? std::move(store)
                    : std::make_shared<CheckpointStore>(paths_.checkpoints, e_.output.keep_checkpoints)) {
@@ -87,7 +84,8 @@ void Trainer::resume(const std::string& checkpoint, Verify verify) {
   if (ema_) parts.push_back(ema_.get());
   CheckpointState state = store_->load(checkpoint, *c_.network.object, *c_.optimizer, verify, parts);
   if (ema_ && state.parts_found.empty())
-    log_warning("warning: " + checkpoint + ": the checkpoint has no averaged weights (ema); the average starts from "
+    log_warning("warning: " + checkpoint +
+                ": the checkpoint has no averaged weights (ema); the average starts from "
                 "its weights");
   if (state.stage != stage_.index)
     throw Error(checkpoint + ": checkpoint of stage " + std::to_string(state.stage + 1) + ", not of stage " +
@@ -119,7 +117,8 @@ void Trainer::resume(const std::string& checkpoint, Verify verify) {
     for (size_t i = 0; i < state.train_meters.size(); ++i) {
       // Saved as the sum over ranks: rank 0 carries it, the others restart from zero.
       auto acc = context_.rank == 0 ? state.train_meters[i] : std::vector<double>(state.train_meters[i].size(), 0.0);
-      guarded(*c_.train_meters[i].config, "set_accumulators", [&] { c_.train_meters[i].object->set_accumulators(acc); });
+      guarded(*c_.train_meters[i].config, "set_accumulators",
+              [&] { c_.train_meters[i].object->set_accumulators(acc); });
     }
 }
 
@@ -168,9 +167,11 @@ void Trainer::install_overrides() {
 void Trainer::run() {
   // The watchdog's stack traces go to the run directory (the finder's and
   // eval's trainers have none: the temporary folder).
-  const std::string traces_dir = paths_.run_dir.empty() ? std::filesystem::temp_directory_path().string() : paths_.run_dir;
-  StallWatchdog watchdog({e_.loop.stall_timeout_secs, e_.loop.stop_grace_secs,
-                          (std::filesystem::path(traces_dir) / ("stall-rank" + std::to_string(context_.rank) + ".txt")).string()});
+  const std::string traces_dir =
+      paths_.run_dir.empty() ? std::filesystem::temp_directory_path().string() : paths_.run_dir;
+  StallWatchdog watchdog(
+      {e_.loop.stall_timeout_secs, e_.loop.stop_grace_secs,
+       (std::filesystem::path(traces_dir) / ("stall-rank" + std::to_string(context_.rank) + ".txt")).string()});
   install_overrides();
   const int64_t start_iteration = at_.iteration;
   stages_.run();
@@ -215,8 +216,10 @@ bool Trainer::default_should_continue() {
 BatchStream Trainer::default_train_batches(int64_t epoch) {
   BatchStream inner = guarded(*c_.train_data.config, "get_batch", [&] {
     sampler_->restore({epoch, at_.position, e_.seed});  // the loop's position is the sampler's state
-    return batch_stream(*c_.train_data.object, *sampler_,
-                        make_loader_options(e_, *c_.train_data.config, *c_.train_data.object, sampler_->batch_size(), context_), train_stats_);
+    return batch_stream(
+        *c_.train_data.object, *sampler_,
+        make_loader_options(e_, *c_.train_data.config, *c_.train_data.object, sampler_->batch_size(), context_),
+        train_stats_);
   });
   const ComponentConfig& who = *c_.train_data.config;
   return [inner, &who] { return guarded(who, "get_batch", inner); };
@@ -316,7 +319,8 @@ void Trainer::default_epoch(int64_t epoch) {
     if (comm_) {
       // Ranks agree on every decision: whether anyone still has data, whether anyone stops, whether to checkpoint.
       RECORD_USER_SCOPE(trace_scope::ranks);
-      auto flags = comm_->sum({batch ? 1.0 : 0.0, stop_requested() ? 1.0 : 0.0, signal_stop_ ? 1.0 : 0.0, due ? 1.0 : 0.0});
+      auto flags =
+          comm_->sum({batch ? 1.0 : 0.0, stop_requested() ? 1.0 : 0.0, signal_stop_ ? 1.0 : 0.0, due ? 1.0 : 0.0});
       if (flags[2] > 0) signal_stop_ = true;  // every rank exits as resumable
       if (flags[1] > 0 && !stop_requested()) request_stop("requested by another rank");
       if ((flags[1] > 0 && !updater_.pending()) || flags[0] == 0) break;
@@ -438,14 +442,17 @@ MeterValues Trainer::test_pass() {
     const int64_t count = e_.loop.test_samples > 0 ? std::min(e_.loop.test_samples, size) : size;
     std::vector<int64_t> order;  // this rank's share: every world_size-th sample
     for (int64_t i = context_.rank; i < count; i += context_.world_size) order.push_back(i);
-    const int64_t batch_size = e_.loop.test_batch_per_device > 0 ? e_.loop.test_batch_per_device : e_.loop.batch_per_device;
+    const int64_t batch_size =
+        e_.loop.test_batch_per_device > 0 ? e_.loop.test_batch_per_device : e_.loop.batch_per_device;
     // Test samples are decoded as in epoch 0: the same pass every time.
     BatchStream batches = guarded(*c_.test_data.config, "get_batch", [&] {
       return batch_stream(*c_.test_data.object, std::move(order), 0, 0,
-                          make_loader_options(e_, *c_.test_data.config, *c_.test_data.object, batch_size, context_), test_stats_);
+                          make_loader_options(e_, *c_.test_data.config, *c_.test_data.object, batch_size, context_),
+                          test_stats_);
     });
-    const int64_t total = (static_cast<int64_t>(count - context_.rank + context_.world_size - 1) / context_.world_size +
-                           batch_size - 1) / batch_size;
+    const int64_t total =
+        (static_cast<int64_t>(count - context_.rank + context_.world_size - 1) / context_.world_size + batch_size - 1) /
+        batch_size;
     for (int64_t done = 1;; ++done) {
       std::optional<Batch> batch = guarded(*c_.test_data.config, "get_batch", batches);
       if (!batch) break;
@@ -495,8 +502,10 @@ void Trainer::default_checkpoint() {
     if (ema_) parts.push_back(ema_.get());
     if (writes_files()) store_->save(*c_.network.object, *c_.optimizer, state, parts);
   };
-  if (comm_) comm_->rank0_work("checkpoint write", rank0_io_limit(e_.loop.stall_timeout_secs), save);
-  else save();
+  if (comm_)
+    comm_->rank0_work("checkpoint write", rank0_io_limit(e_.loop.stall_timeout_secs), save);
+  else
+    save();
   hooks_.each([&](HostHook& h) { h.after_checkpoint(*this, path); });
 }
 

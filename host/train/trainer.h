@@ -23,7 +23,7 @@ namespace trainyard::host {
 class Communicator;
 class GradientReducer;
 class WeightAverage;
-}
+}  // namespace trainyard::host
 
 namespace trainyard::host {
 
@@ -180,14 +180,14 @@ class Trainer final : public Loop {
   MeterValues values_;
   std::map<std::string, MeterReading> readings_;  ///< when each meter value was computed
   std::string stop_reason_;
-  int64_t tested_at_ = -1;        ///< iteration of the last periodic test
-  bool criterion_stop_ = false;   ///< the stop came from `stopping:` (ends the stage only)
-  bool epoch_improved_ = false;   ///< the last judged epoch was the best so far
+  int64_t tested_at_ = -1;             ///< iteration of the last periodic test
+  bool criterion_stop_ = false;        ///< the stop came from `stopping:` (ends the stage only)
+  bool epoch_improved_ = false;        ///< the last judged epoch was the best so far
   bool epoch_end_checkpoint_ = false;  ///< the epoch-end checkpoint is being written
   StageInfo stage_;
   bool debug_ = false;
   bool signal_stop_ = false;
-  std::string config_hash_;  ///< of the resolved experiment, for checkpoint manifests
+  std::string config_hash_;                 ///< of the resolved experiment, for checkpoint manifests
   nlohmann::ordered_json config_resolved_;  ///< the resolved experiment itself, for checkpoint manifests
   /// When this process began on the run (the first stage's trainer): summary.json's wall_s.
   std::chrono::steady_clock::time_point started_ = std::chrono::steady_clock::now();

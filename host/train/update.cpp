@@ -165,14 +165,13 @@ void Updater::handle_nonfinite(const UpdateClock& clock, UpdateOutcome& outcome)
   Network& net = *c_.network.object;
   std::string cause;
   if (!loss_finite_ && batch_) {
-    cause = "non-finite loss; " + diagnose_nonfinite_loss(net, *batch_, last_output_, e_.loss.plugin,
-                                                               component_label(*c_.network.config));
+    cause = "non-finite loss; " +
+            diagnose_nonfinite_loss(net, *batch_, last_output_, e_.loss.plugin, component_label(*c_.network.config));
   } else {
     auto bad = nonfinite_gradients(net);
     auto params = nonfinite_parameters(net);
     const std::string norm = std::isnan(grad_norm_) ? "NaN" : std::isinf(grad_norm_) ? "inf" : json_number(grad_norm_);
-    cause = "non-finite gradients (global norm " + norm + ")" +
-            (bad.empty() ? std::string() : " in " + join(bad)) +
+    cause = "non-finite gradients (global norm " + norm + ")" + (bad.empty() ? std::string() : " in " + join(bad)) +
             (params.empty() ? std::string() : "; non-finite parameters: " + join(params));
   }
   const auto& at = clock.at;
@@ -188,9 +187,9 @@ void Updater::handle_nonfinite(const UpdateClock& clock, UpdateOutcome& outcome)
   if (debug_) throw NonFiniteStop("debug: stopped at " + step + ": " + cause);
   // The weights are still those of the last good update: the caller keeps them, at this batch.
   outcome.stop = "stopped at " + step + ": " + cause +
-                      (loop.nonfinite == "skip" ? " (" + std::to_string(skipped_in_a_row_) + " updates in a row)" : "") +
-                      "; the last good state is checkpointed at this batch (set loop.nonfinite: skip to drop such "
-                      "updates, or lower the learning rate and resume, allowing that config change)";
+                 (loop.nonfinite == "skip" ? " (" + std::to_string(skipped_in_a_row_) + " updates in a row)" : "") +
+                 "; the last good state is checkpointed at this batch (set loop.nonfinite: skip to drop such "
+                 "updates, or lower the learning rate and resume, allowing that config change)";
 }
 
 }  // namespace trainyard::host

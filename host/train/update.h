@@ -100,14 +100,14 @@ class Updater {
   /// The network's parameters, listed once (loading a checkpoint keeps the
   /// same tensors): finish() reads their gradients at every update.
   std::vector<at::Tensor> parameters_;
-  std::vector<double> base_lrs_;       ///< each group's starting learning rate
-  std::optional<double> fixed_lr_;     ///< find-lr: overrides the schedule
-  LossScaler scaler_;                  ///< fp16-mixed only
-  int64_t micro_ = 0;                  ///< backward passes accumulated into the coming update
+  std::vector<double> base_lrs_;    ///< each group's starting learning rate
+  std::optional<double> fixed_lr_;  ///< find-lr: overrides the schedule
+  LossScaler scaler_;               ///< fp16-mixed only
+  int64_t micro_ = 0;               ///< backward passes accumulated into the coming update
   double grad_norm_ = 0;
-  bool loss_finite_ = true;            ///< every loss of the coming update was finite
-  const Batch* batch_ = nullptr;       ///< the batch of a non-finite loss (for diagnoses)
-  at::Tensor last_output_;             ///< its output
+  bool loss_finite_ = true;       ///< every loss of the coming update was finite
+  const Batch* batch_ = nullptr;  ///< the batch of a non-finite loss (for diagnoses)
+  at::Tensor last_output_;        ///< its output
   int64_t skipped_in_a_row_ = 0, skipped_updates_ = 0;
 };
 

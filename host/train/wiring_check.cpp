@@ -89,8 +89,8 @@ void check_split(Components& c, const Experiment& e, const Context& context, con
     batch->input = batch->input.contiguous(at::MemoryFormat::ChannelsLast);
   const int64_t rows = batch->size();
   const DatasetInfo& info = context.dataset;
-  const std::string for_batch = " for a " + std::string(split) + " batch of " + std::to_string(rows) +
-                                " samples of " + shape_text(batch->input[0].sizes());
+  const std::string for_batch = " for a " + std::string(split) + " batch of " + std::to_string(rows) + " samples of " +
+                                shape_text(batch->input[0].sizes());
 
   Network& net = *c.network.object;
   at::Tensor output;
@@ -98,13 +98,14 @@ void check_split(Components& c, const Experiment& e, const Context& context, con
     ModeGuard modes(net);
     net.eval();  // no batch-norm statistics or dropout draws change
     at::NoGradGuard no_grad;
-    output = on_probe_batch("input " + shape_text(batch->input.sizes()), [&] {
-      return guarded(*c.network.config, "forward", [&] { return net.forward(*batch); });
-    });
+    output = on_probe_batch("input " + shape_text(batch->input.sizes()),
+                            [&] { return guarded(*c.network.config, "forward", [&] { return net.forward(*batch); }); });
   }
-  if (!output.defined()) misfit(*c.network.config, "forward returned an undefined tensor" + for_batch, "expected a tensor of outputs");
+  if (!output.defined())
+    misfit(*c.network.config, "forward returned an undefined tensor" + for_batch, "expected a tensor of outputs");
   if (!at::isFloatingType(output.scalar_type()))
-    misfit(*c.network.config, "forward returned " + std::string(c10::toString(output.scalar_type())) + " values" + for_batch,
+    misfit(*c.network.config,
+           "forward returned " + std::string(c10::toString(output.scalar_type())) + " values" + for_batch,
            "expected floating-point outputs");
   if (output.device() != context.device)
     misfit(*c.network.config, "forward returned a tensor on " + output.device().str() + for_batch,
@@ -119,7 +120,8 @@ void check_split(Components& c, const Experiment& e, const Context& context, con
   if (const std::optional<OutputKind> kind = network_output_kind(c.network)) {
     const std::string loss = "loss '" + c.loss.config->plugin + "'";
     if (embeddings && *kind == OutputKind::class_scores)
-      misfit(*c.network.config, "outputs class scores (a classification head, " + shape_text(output.sizes()) + for_batch + ")",
+      misfit(*c.network.config,
+             "outputs class scores (a classification head, " + shape_text(output.sizes()) + for_batch + ")",
              "expected embeddings for " + loss + ", which compares the samples' embeddings with one another",
              "give the network an embedding head (embedding_size: N on mlp, convnet and resnet)");
     if (!embeddings && *kind == OutputKind::embeddings)
@@ -129,8 +131,8 @@ void check_split(Components& c, const Experiment& e, const Context& context, con
   }
   if (embeddings && output.dim() != 2)
     misfit(*c.network.config, "forward returned " + shape_text(output.sizes()) + for_batch,
-           "expected one embedding per sample, [" + std::to_string(rows) + ", size], for loss '" + c.loss.config->plugin +
-               "', which compares embeddings");
+           "expected one embedding per sample, [" + std::to_string(rows) + ", size], for loss '" +
+               c.loss.config->plugin + "', which compares embeddings");
   // Classification: one score per class for each sample (or per pixel).
   const bool class_targets = info.num_classes > 0 && !at::isFloatingType(batch->target.scalar_type()) && !embeddings;
   if (class_targets && (output.dim() < 2 || output.size(1) != info.num_classes)) {
@@ -144,12 +146,14 @@ void check_split(Components& c, const Experiment& e, const Context& context, con
   at::Tensor loss;
   {
     at::NoGradGuard no_grad;
-    loss = on_probe_batch("output " + shape_text(output.sizes()) + ", target " + shape_text(batch->target.sizes()),
-                          [&] { return guarded(*c.loss.config, "compute", [&] { return c.loss.object->compute(output, *batch); }); });
+    loss = on_probe_batch(
+        "output " + shape_text(output.sizes()) + ", target " + shape_text(batch->target.sizes()),
+        [&] { return guarded(*c.loss.config, "compute", [&] { return c.loss.object->compute(output, *batch); }); });
   }
   if (!loss.defined() || loss.numel() != 1 || !at::isFloatingType(loss.scalar_type()))
     misfit(*c.loss.config,
-           "compute returned " + (loss.defined() ? shape_text(loss.sizes()) + " " + c10::toString(loss.scalar_type()) : "nothing") +
+           "compute returned " +
+               (loss.defined() ? shape_text(loss.sizes()) + " " + c10::toString(loss.scalar_type()) : "nothing") +
                " for outputs " + shape_text(output.sizes()) + " and targets " + shape_text(batch->target.sizes()),
            "expected one floating-point value (the batch's mean loss)");
 
@@ -165,9 +169,19 @@ void check_split(Components& c, const Experiment& e, const Context& context, con
 }
 
 // The values the loop adds to the meters' (train/trainer.cpp).
-const std::vector<std::string> kLoopValueNames = {
-    "lr", "grad_norm", "loss_scale", "scaler_skipped_updates", "skipped_updates", "secs_per_train", "samples_per_sec",
-    "input_wait_secs", "input_wait_share", "comm_secs", "comm_share", "train_bad_records", "test_bad_records"};
+const std::vector<std::string> kLoopValueNames = {"lr",
+                                                  "grad_norm",
+                                                  "loss_scale",
+                                                  "scaler_skipped_updates",
+                                                  "skipped_updates",
+                                                  "secs_per_train",
+                                                  "samples_per_sec",
+                                                  "input_wait_secs",
+                                                  "input_wait_share",
+                                                  "comm_secs",
+                                                  "comm_share",
+                                                  "train_bad_records",
+                                                  "test_bad_records"};
 
 // A name that refers to a meter value (stopping.monitor, stopping.target_meter,
 // a plot's ys)

@@ -121,12 +121,15 @@ void check_output_file(const std::string& path, const std::string& origin) {
                       "expected a new file or a regular file to replace", "choose another path");
   }
   if (exists && (st.st_mode & 0222) == 0)
-    throw ConfigError(origin + ": the file is write-protected (mode " + [&] {
-                        char mode[8];
-                        std::snprintf(mode, sizeof mode, "%04o", static_cast<unsigned>(st.st_mode & 07777));
-                        return std::string(mode);
-                      }() + ")",
-                      "expected a new file or one that may be replaced", "choose another path, or chmod u+w it first");
+    throw ConfigError(
+        origin + ": the file is write-protected (mode " +
+            [&] {
+              char mode[8];
+              std::snprintf(mode, sizeof mode, "%04o", static_cast<unsigned>(st.st_mode & 07777));
+              return std::string(mode);
+            }() +
+            ")",
+        "expected a new file or one that may be replaced", "choose another path, or chmod u+w it first");
   check_output_folder(folder, origin);
 }
 

@@ -289,8 +289,8 @@ void write_thread_stacks(int fd) {
       std::fclose(comm);
       if (!name.empty() && name.back() == '\n') name.pop_back();
     }
-    const std::string header = "--- thread " + std::to_string(tid) + " (" + name + ")" +
-                               (tid == pid ? ", the main thread" : "") + "\n";
+    const std::string header =
+        "--- thread " + std::to_string(tid) + " (" + name + ")" + (tid == pid ? ", the main thread" : "") + "\n";
     (void)!::write(fd, header.data(), header.size());
     g_trace_done = 0;
     if (::syscall(SYS_tgkill, pid, tid, signo) != 0) continue;

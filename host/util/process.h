@@ -72,8 +72,8 @@ const char*& running_action();
 /// thread: a heartbeat and what runs now. Only a thread marked watched
 /// writes it (decode threads do not).
 struct WatchedProgress {
-  std::atomic<int64_t> beat_ns{0};                ///< steady-clock time of the last sign of progress
-  std::atomic<const char*> component{nullptr};    ///< crash label of the component running, or null
+  std::atomic<int64_t> beat_ns{0};              ///< steady-clock time of the last sign of progress
+  std::atomic<const char*> component{nullptr};  ///< crash label of the component running, or null
   std::atomic<const char*> action{nullptr};
   std::atomic<int64_t> epoch{0}, iteration{0};
 };

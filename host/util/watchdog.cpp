@@ -26,7 +26,8 @@ std::string running_now() {
   const char* action = p.action.load();
   std::string where = component ? std::string(component) + (action ? std::string(" in ") + action : "")
                                 : "the host (waiting for data, another rank, or a file write; no component running)";
-  return where + ", at epoch " + std::to_string(p.epoch.load() + 1) + ", iteration " + std::to_string(p.iteration.load());
+  return where + ", at epoch " + std::to_string(p.epoch.load() + 1) + ", iteration " +
+         std::to_string(p.iteration.load());
 }
 
 }  // namespace
@@ -50,8 +51,9 @@ StallWatchdog::~StallWatchdog() {
 
 void StallWatchdog::watch() {
   // Checks a few times per timeout, and at least every second.
-  const double shortest = options_.stall_timeout_secs > 0 ? std::min(options_.stall_timeout_secs, options_.stop_grace_secs)
-                                                          : options_.stop_grace_secs;
+  const double shortest = options_.stall_timeout_secs > 0
+                              ? std::min(options_.stall_timeout_secs, options_.stop_grace_secs)
+                              : options_.stop_grace_secs;
   const auto period = std::chrono::duration<double>(std::clamp(shortest / 4, 0.05, 1.0));
   int64_t signal_seen_ns = 0;
   std::unique_lock<std::mutex> lock(mutex_);

@@ -15,9 +15,9 @@
 namespace trainyard::host {
 
 struct WatchdogOptions {
-  double stall_timeout_secs = 0;   ///< 0: off
-  double stop_grace_secs = 15;     ///< 0: no limit after a stop signal
-  std::string traces_path;         ///< where the stacks go (RUN_DIR/stall-rank0.txt)
+  double stall_timeout_secs = 0;  ///< 0: off
+  double stop_grace_secs = 15;    ///< 0: no limit after a stop signal
+  std::string traces_path;        ///< where the stacks go (RUN_DIR/stall-rank0.txt)
 };
 
 class StallWatchdog {

@@ -35,8 +35,10 @@ std::string values_text(const trainyard::MeterValues& values) {
 std::string duration_text(double seconds) {
   char buf[32];
   long s = static_cast<long>(seconds + 0.5);
-  if (s >= 3600) std::snprintf(buf, sizeof buf, "%ld:%02ld:%02ld", s / 3600, (s / 60) % 60, s % 60);
-  else std::snprintf(buf, sizeof buf, "%ld:%02ld", s / 60, s % 60);
+  if (s >= 3600)
+    std::snprintf(buf, sizeof buf, "%ld:%02ld:%02ld", s / 3600, (s / 60) % 60, s % 60);
+  else
+    std::snprintf(buf, sizeof buf, "%ld:%02ld", s / 60, s % 60);
   return buf;
 }
 
@@ -84,7 +86,8 @@ std::string fit_line(const std::vector<Part>& parts, int width) {
     if (!line.empty()) line += ' ';
     if (static_cast<int>(i) == bar) {
       const int inner = bar_width - 2, full = static_cast<int>(parts[i].bar_fraction * inner + 0.5);
-      line += "[" + std::string(static_cast<size_t>(full), '#') + std::string(static_cast<size_t>(inner - full), '.') + "]";
+      line +=
+          "[" + std::string(static_cast<size_t>(full), '#') + std::string(static_cast<size_t>(inner - full), '.') + "]";
     } else {
       line += parts[i].text;
     }
@@ -135,8 +138,10 @@ class Console : public trainyard::Callback {
         {last_test_.empty() ? "" : "|" + last_test_, last_test_.empty() ? 99 : 8},
     };
     show(parts, draw);
-    if (draw) last_draw_ = now;
-    else last_plain_ = now;
+    if (draw)
+      last_draw_ = now;
+    else
+      last_plain_ = now;
     loss_sum_ = 0, loss_count_ = 0;
   }
   void before_test(trainyard::Loop&) override { test_start_ = last_draw_ = Clock::now(); }
@@ -146,7 +151,9 @@ class Console : public trainyard::Callback {
     if (seconds(last_draw_, now) < every_) return;
     const double elapsed = seconds(test_start_, now), fraction = total > 0 ? double(done) / double(total) : 0;
     const std::vector<Part> parts = {
-        {"epoch " + std::to_string(loop.position() ? loop.epoch() + 1 : loop.epoch()) + "/" + std::to_string(loop.epochs()), 0},
+        {"epoch " + std::to_string(loop.position() ? loop.epoch() + 1 : loop.epoch()) + "/" +
+             std::to_string(loop.epochs()),
+         0},
         {"testing", 1},
         {"", 5, fraction},
         {std::to_string(done) + "/" + std::to_string(total), 2},
@@ -160,8 +167,9 @@ class Console : public trainyard::Callback {
     if (quiet_) return;
     clear_line();
     last_test_ = values_text(values);
-    std::printf("epoch %lld/%lld iteration %lld test:%s\n", (long long)(loop.position() ? loop.epoch() + 1 : loop.epoch()),
-                (long long)loop.epochs(), (long long)loop.iteration(), last_test_.c_str());
+    std::printf("epoch %lld/%lld iteration %lld test:%s\n",
+                (long long)(loop.position() ? loop.epoch() + 1 : loop.epoch()), (long long)loop.epochs(),
+                (long long)loop.iteration(), last_test_.c_str());
     std::fflush(stdout);
   }
   void after_epoch(trainyard::Loop& loop) override {
@@ -178,10 +186,14 @@ class Console : public trainyard::Callback {
   }
 
  private:
-  static double seconds(Clock::time_point a, Clock::time_point b) { return std::chrono::duration<double>(b - a).count(); }
+  static double seconds(Clock::time_point a, Clock::time_point b) {
+    return std::chrono::duration<double>(b - a).count();
+  }
   void show(const std::vector<Part>& parts, bool live) {
-    if (live) std::printf("\r\033[K%s", fit_line(parts, terminal_width()).c_str());
-    else std::printf("%s\n", fit_line(parts, 100000).c_str());
+    if (live)
+      std::printf("\r\033[K%s", fit_line(parts, terminal_width()).c_str());
+    else
+      std::printf("%s\n", fit_line(parts, 100000).c_str());
     std::fflush(stdout);
   }
   void clear_line() {

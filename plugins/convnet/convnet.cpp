@@ -56,18 +56,17 @@ class ConvNet : public trainyard::Network, public trainyard::NetworkOutputs {
   ConvNet(const ConvNetOptions& o, const trainyard::Context& c) : head_(o) {
     const auto& shape = c.dataset.sample_shape;
     if (shape.size() != 3)
-      throw trainyard::ConfigError("convnet needs image inputs",
-                                   "expected a sample shape [channels, height, width], got " +
-                                       std::to_string(shape.size()) + " dimensions",
-                                   "use a network like mlp for flat inputs");
+      throw trainyard::ConfigError(
+          "convnet needs image inputs",
+          "expected a sample shape [channels, height, width], got " + std::to_string(shape.size()) + " dimensions",
+          "use a network like mlp for flat inputs");
     if (c.dataset.num_classes <= 0)
       throw trainyard::ConfigError("the dataset reports no classes", "expected a classification dataset", "");
     int64_t channels = shape[0], h = shape[1], w = shape[2];
     const int64_t k = o.kernel_size;
     if (k % 2 == 0)
       throw trainyard::ConfigError("kernel_size " + std::to_string(k) + " is even",
-                                   "expected an odd kernel size (padding k/2 keeps the image size)",
-                                   "use 3, 5 or 7");
+                                   "expected an odd kernel size (padding k/2 keeps the image size)", "use 3, 5 or 7");
     const bool bn = o.batch_norm;
     const double eps = o.bn_epsilon, momentum = o.bn_momentum;
     const bool max_pool = o.pool == "max";
@@ -82,11 +81,13 @@ class ConvNet : public trainyard::Network, public trainyard::NetworkOutputs {
         channels = out;
       }
       if (h < 2 || w < 2)
-        throw trainyard::ConfigError("too many pooling blocks for a " + std::to_string(shape[1]) + "x" +
-                                         std::to_string(shape[2]) + " input",
-                                     "expected at most log2(size) blocks", "remove entries from channels");
-      if (max_pool) features_->push_back(torch::nn::MaxPool2d(2));
-      else features_->push_back(torch::nn::AvgPool2d(2));
+        throw trainyard::ConfigError(
+            "too many pooling blocks for a " + std::to_string(shape[1]) + "x" + std::to_string(shape[2]) + " input",
+            "expected at most log2(size) blocks", "remove entries from channels");
+      if (max_pool)
+        features_->push_back(torch::nn::MaxPool2d(2));
+      else
+        features_->push_back(torch::nn::AvgPool2d(2));
       h /= 2, w /= 2;
     }
     int64_t width = channels * h * w;

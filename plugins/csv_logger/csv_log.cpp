@@ -38,10 +38,14 @@ CsvLog::CsvLog(std::string path, int64_t resumed_at) : path_(std::move(path)) {
     bool quoted = false;
     for (size_t i = 0; i < line.size(); ++i) {
       const char c = line[i];
-      if (quoted && c == '"' && i + 1 < line.size() && line[i + 1] == '"') current += '"', ++i;
-      else if (c == '"') quoted = !quoted;
-      else if (c == ',' && !quoted) out.push_back(current), current.clear();
-      else current += c;
+      if (quoted && c == '"' && i + 1 < line.size() && line[i + 1] == '"')
+        current += '"', ++i;
+      else if (c == '"')
+        quoted = !quoted;
+      else if (c == ',' && !quoted)
+        out.push_back(current), current.clear();
+      else
+        current += c;
     }
     out.push_back(current);
     return out;

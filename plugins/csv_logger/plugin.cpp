@@ -47,7 +47,9 @@ class CsvLogger : public trainyard::Callback {
   void after_train_iter(trainyard::Loop& loop, const trainyard::StepResult& r) override {
     speed_.add(r.batch.size());
     if (!log_ || every_ <= 0 || loop.iteration() % every_ != 0) return;
-    log_->add({"train_step", loop.epoch(), loop.iteration(),
+    log_->add({"train_step",
+               loop.epoch(),
+               loop.iteration(),
                {{"batch_loss", r.loss.item<double>()},
                 {"lr", loop.optimizer().param_groups().at(0).options().get_lr()},
                 {"samples_per_sec", speed_.take_per_sec()}}});

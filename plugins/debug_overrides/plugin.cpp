@@ -6,12 +6,13 @@
 namespace {
 
 void register_components(trainyard::Registrar& r) {
-  r.add_override("no_test_no_checkpoint", "replaces test and checkpoint with nothing: trains only",
-                 trainyard::Schema(), [](const trainyard::Options&, const trainyard::Context&) {
+  r.add_override("no_test_no_checkpoint", "replaces test and checkpoint with nothing: trains only", trainyard::Schema(),
+                 [](const trainyard::Options&, const trainyard::Context&) {
                    return debug_overrides::make_no_test_no_checkpoint();
                  });
-  r.add_override("overfit_batches", "trains every epoch on the same first N batches", debug_overrides::overfit_schema(),
-                 [](const trainyard::Options& o, const trainyard::Context&) { return debug_overrides::make_overfit(o); });
+  r.add_override(
+      "overfit_batches", "trains every epoch on the same first N batches", debug_overrides::overfit_schema(),
+      [](const trainyard::Options& o, const trainyard::Context&) { return debug_overrides::make_overfit(o); });
 }
 
 }  // namespace

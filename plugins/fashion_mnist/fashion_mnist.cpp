@@ -66,9 +66,9 @@ class FashionMnist : public trainyard::Dataset, public trainyard::AllLabels {
     IdxArray labels = read_idx(find_file(dir, prefix + "-labels-idx1-ubyte"), 1);
     if (images.dims[0] != labels.dims[0])
       throw trainyard::DataError(dir + ": " + prefix + " images and labels disagree",
-                                   "expected as many labels as images, got " + std::to_string(labels.dims[0]) +
-                                       " labels for " + std::to_string(images.dims[0]) + " images",
-                                   "reinstall the dataset");
+                                 "expected as many labels as images, got " + std::to_string(labels.dims[0]) +
+                                     " labels for " + std::to_string(images.dims[0]) + " images",
+                                 "reinstall the dataset");
     int64_t n = images.dims[0];
     if (o.limit > 0) n = std::min(n, o.limit);
     const int64_t h = images.dims[1], w = images.dims[2];
@@ -92,7 +92,7 @@ class FashionMnist : public trainyard::Dataset, public trainyard::AllLabels {
     int64_t max_label = labels_.max().item<int64_t>();
     if (max_label >= 10)
       throw trainyard::DataError(dir + ": label " + std::to_string(max_label) + " out of range",
-                                   "expected classes 0..9", "reinstall the dataset");
+                                 "expected classes 0..9", "reinstall the dataset");
     if (!o.classes.empty()) {
       // The samples of the listed classes, in file order (after limit).
       const at::Tensor wanted = at::tensor(o.classes, at::kLong);

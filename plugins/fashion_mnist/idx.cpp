@@ -32,8 +32,9 @@ size_t read_fully(gzFile f, void* out, size_t size, const std::string& path) {
         const bool check = reason.find("incorrect data check") != std::string::npos ||
                            reason.find("incorrect length check") != std::string::npos;
         throw trainyard::DataError(
-            path + ": " + (check ? "fails its gzip integrity check (" + reason + ": the data does not match its CRC-32)"
-                                 : "damaged gzip data (" + reason + ")"),
+            path + ": " +
+                (check ? "fails its gzip integrity check (" + reason + ": the data does not match its CRC-32)"
+                       : "damaged gzip data (" + reason + ")"),
             "expected an intact gzip file", "the file is damaged: download or reinstall the dataset");
       }
     }
@@ -55,24 +56,27 @@ at::Tensor gunzip_whole(const std::string& path) {
   if (size < 18) return {};
   std::string packed(size, '\0');
   in.seekg(0);
-  if (!in.read(packed.data(), static_cast<std::streamsize>(size)) ||
-      static_cast<unsigned char>(packed[0]) != 0x1f || static_cast<unsigned char>(packed[1]) != 0x8b)
+  if (!in.read(packed.data(), static_cast<std::streamsize>(size)) || static_cast<unsigned char>(packed[0]) != 0x1f ||
+      static_cast<unsigned char>(packed[1]) != 0x8b)
     return {};
   // The trailer's ISIZE: the uncompressed size modulo 2^32 (idx files are far smaller).
   const auto* tail = reinterpret_cast<const unsigned char*>(packed.data() + size - 4);
   const size_t unpacked = size_t(tail[0]) | size_t(tail[1]) << 8 | size_t(tail[2]) << 16 | size_t(tail[3]) << 24;
   at::Tensor out = at::empty({static_cast<int64_t>(unpacked)}, at::kByte);
   std::unique_ptr<libdeflate_decompressor, void (*)(libdeflate_decompressor*)> d(libdeflate_alloc_decompressor(),
-                                                                                &libdeflate_free_decompressor);
+                                                                                 &libdeflate_free_decompressor);
   size_t got = 0;
-  if (!d || libdeflate_gzip_decompress(d.get(), packed.data(), size, out.mutable_data_ptr<uint8_t>(), unpacked, &got) !=
-                LIBDEFLATE_SUCCESS ||
+  if (!d ||
+      libdeflate_gzip_decompress(d.get(), packed.data(), size, out.mutable_data_ptr<uint8_t>(), unpacked, &got) !=
+          LIBDEFLATE_SUCCESS ||
       got != unpacked)
     return {};
   return out;
 }
 
-int64_t big_endian(const uint8_t* b) { return (int64_t(b[0]) << 24) | (int64_t(b[1]) << 16) | (int64_t(b[2]) << 8) | int64_t(b[3]); }
+int64_t big_endian(const uint8_t* b) {
+  return (int64_t(b[0]) << 24) | (int64_t(b[1]) << 16) | (int64_t(b[2]) << 8) | int64_t(b[3]);
+}
 
 // The dimension sizes from the first `available` bytes of a file (magic
 // bytes, then one size per dimension), or the error naming what is wrong.
@@ -82,9 +86,9 @@ std::vector<int64_t> parse_header(const uint8_t* b, size_t available, const std:
     throw DataError(path + ": not an idx file", "expected the magic bytes 00 00 08 NN", "check the file");
   if (b[2] != 0x08 || b[3] != rank)
     throw DataError(path + ": unexpected idx type",
-                      "expected unsigned bytes with " + std::to_string(rank) + " dimensions, got type " +
-                          std::to_string(b[2]) + " with " + std::to_string(b[3]),
-                      "images need 3 dimensions, labels 1");
+                    "expected unsigned bytes with " + std::to_string(rank) + " dimensions, got type " +
+                        std::to_string(b[2]) + " with " + std::to_string(b[3]),
+                    "images need 3 dimensions, labels 1");
   if (available < header_size(rank)) throw DataError(path + ": truncated header", "expected dimension sizes", "");
   std::vector<int64_t> dims;
   for (int i = 0; i < rank; ++i) dims.push_back(big_endian(b + 4 + 4 * i));
@@ -107,8 +111,8 @@ size_t element_count(const std::vector<int64_t>& dims) {
 void check_length(const std::string& path, size_t total, size_t got) {
   if (got < total)
     throw trainyard::DataError(path + ": truncated",
-                                 "expected " + std::to_string(total) + " data bytes, got " + std::to_string(got),
-                                 "the file is damaged; reinstall the dataset");
+                               "expected " + std::to_string(total) + " data bytes, got " + std::to_string(got),
+                               "the file is damaged; reinstall the dataset");
 }
 
 }  // namespace

@@ -40,15 +40,16 @@ class Files : public ImageDataset, public trainyard::AllLabels {
 };
 
 const trainyard::TypedSchema<PathDatasetOptions>& image_folder_typed_schema() {
-  static const auto s = path_dataset_schema(
-      "root", "folder with one sub-folder of images per class; relative to the experiment file");
+  static const auto s =
+      path_dataset_schema("root", "folder with one sub-folder of images per class; relative to the experiment file");
   return s;
 }
 
 const trainyard::TypedSchema<PathDatasetOptions>& csv_typed_schema() {
   static const auto s = path_dataset_schema(
-      "file", "CSV of path,label lines (a header line is allowed; relative image paths are taken from the CSV's "
-              "folder); relative to the experiment file");
+      "file",
+      "CSV of path,label lines (a header line is allowed; relative image paths are taken from the CSV's "
+      "folder); relative to the experiment file");
   return s;
 }
 

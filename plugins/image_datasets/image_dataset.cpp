@@ -34,7 +34,9 @@ void check_encoded(const void* data, size_t size, const std::string& what) {
   // 763-byte JPEG may claim 65500x65500 (12.9 GB of pixels).
   cv::Size claimed;
   if (const auto jpeg = read_jpeg_header(data, size)) claimed = jpeg->size;
-  const auto be32 = [&](size_t at) { return (uint64_t(p[at]) << 24) | (p[at + 1] << 16) | (p[at + 2] << 8) | p[at + 3]; };
+  const auto be32 = [&](size_t at) {
+    return (uint64_t(p[at]) << 24) | (p[at + 1] << 16) | (p[at + 2] << 8) | p[at + 3];
+  };
   uint64_t width = uint64_t(claimed.width), height = uint64_t(claimed.height);
   if (png && size >= 24 && std::equal(p + 12, p + 16, "IHDR")) width = be32(16), height = be32(20);
   if (width * height > kMaxImagePixels)  // each at most 2^32: no overflow
@@ -120,10 +122,9 @@ void ImageDataset::describe(int64_t num_classes, std::vector<std::string> class_
       info_.sample_shape = first.input.sizes().vec();
     } catch (const trainyard::BadRecord& e) {
       // Read while the dataset is built, before on_bad_record applies: the data is wrong.
-      throw trainyard::DataError(source + ": the first sample, read to learn the input shape, is unreadable: " +
-                                     e.what(),
-                                 "expected a readable first sample",
-                                 "check the data or convert it again");
+      throw trainyard::DataError(
+          source + ": the first sample, read to learn the input shape, is unreadable: " + e.what(),
+          "expected a readable first sample", "check the data or convert it again");
     }
   }
 }
@@ -152,8 +153,10 @@ namespace {
   const auto* p = static_cast<const unsigned char*>(data);
   std::string start;
   for (size_t i = 0; i < std::min<size_t>(size, 8); ++i) start += std::isprint(p[i]) ? char(p[i]) : '.';
-  throw trainyard::BadRecord(what + ": not an image trainyard decodes (expected JPEG, PNG, BMP, TIFF, WebP or "
-                             "PNM; the file starts with '" + start + "')");
+  throw trainyard::BadRecord(what +
+                             ": not an image trainyard decodes (expected JPEG, PNG, BMP, TIFF, WebP or "
+                             "PNM; the file starts with '" +
+                             start + "')");
 }
 
 }  // namespace
@@ -188,7 +191,10 @@ std::optional<JpegHeader> read_jpeg_header(const void* data, size_t size) {
   while (at + 4 <= size) {
     if (p[at] != 0xFF) return std::nullopt;
     const unsigned char marker = p[at + 1];
-    if (marker == 0xFF) { ++at; continue; }  // fill byte
+    if (marker == 0xFF) {
+      ++at;
+      continue;
+    }  // fill byte
     const size_t length = (size_t(p[at + 2]) << 8) | p[at + 3];
     const bool frame = marker >= 0xC0 && marker <= 0xCF && marker != 0xC4 && marker != 0xC8 && marker != 0xCC;
     if (frame) {

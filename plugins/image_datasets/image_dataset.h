@@ -8,11 +8,11 @@
 #include <string>
 #include <vector>
 
-#include <opencv2/core.hpp>
 #include <trainyard/context.h>
 #include <trainyard/dataset.h>
 #include <trainyard/image_codec.h>
 #include <trainyard/options.h>
+#include <opencv2/core.hpp>
 
 #include "transforms.h"
 
@@ -21,10 +21,10 @@ namespace image_datasets {
 /// One image as its source holds it: encoded bytes, decoded by ImageDataset
 /// (at a reduced scale where the crop allows), or pixels already.
 struct SourceImage {
-  std::string bytes;            ///< the encoded file (JPEG, PNG, ...); empty when `pixels` is set
-  cv::Mat pixels;               ///< raw records: the pixels as stored
-  std::string what;             ///< "FILE" or "record K image I (jpeg)": named in errors
-  cv::Size expected_size;       ///< the size the source says the image has; empty: not said
+  std::string bytes;       ///< the encoded file (JPEG, PNG, ...); empty when `pixels` is set
+  cv::Mat pixels;          ///< raw records: the pixels as stored
+  std::string what;        ///< "FILE" or "record K image I (jpeg)": named in errors
+  cv::Size expected_size;  ///< the size the source says the image has; empty: not said
 };
 
 struct LoadedSample {
@@ -109,7 +109,8 @@ trainyard::Schema image_folder_schema();
 std::shared_ptr<trainyard::Dataset> make_image_folder(const trainyard::Options& options);
 trainyard::Schema webdataset_schema();
 /// Local shards (indexed), or `pipe:` urls (streamed: make_streamed_webdataset).
-std::shared_ptr<trainyard::Dataset> make_webdataset(const trainyard::Options& options, const trainyard::Context& context);
+std::shared_ptr<trainyard::Dataset> make_webdataset(const trainyard::Options& options,
+                                                    const trainyard::Context& context);
 std::shared_ptr<trainyard::Dataset> make_streamed_webdataset(const WebDatasetOptions& options,
                                                              const trainyard::Context& context);
 /// A WebDataset shard pattern's names: the first {A..B} (zero-padded to A's

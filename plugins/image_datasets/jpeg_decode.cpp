@@ -81,8 +81,10 @@ Outcome decode_rows(const unsigned char* data, size_t size, int reduction, cv::R
     JSAMPROW row = out.ptr(static_cast<int>(info.output_scanline)) + offset;
     jpeg_read_scanlines(&info, &row, 1);
   }
-  if (bottom < rows) jpeg_abort_decompress(&info);  // the rows below are not needed
-  else jpeg_finish_decompress(&info);
+  if (bottom < rows)
+    jpeg_abort_decompress(&info);  // the rows below are not needed
+  else
+    jpeg_finish_decompress(&info);
   jpeg_destroy_decompress(&info);
 #ifndef JCS_EXTENSIONS
   if (!grey) cv::cvtColor(out, out, cv::COLOR_RGB2BGR);
@@ -97,9 +99,12 @@ std::optional<cv::Mat> decode_jpeg(const void* data, size_t size, int reduction,
   cv::Mat out;
   ErrorManager errors;
   switch (decode_rows(static_cast<const unsigned char*>(data), size, reduction, region, out, errors)) {
-    case Outcome::decoded: return out;
-    case Outcome::not_taken: return std::nullopt;
-    case Outcome::damaged: break;
+    case Outcome::decoded:
+      return out;
+    case Outcome::not_taken:
+      return std::nullopt;
+    case Outcome::damaged:
+      break;
   }
   throw trainyard::BadRecord(what + ": damaged JPEG (libjpeg: " + errors.message + ")");
 }

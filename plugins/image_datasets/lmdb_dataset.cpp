@@ -36,7 +36,7 @@ class Lmdb : public ImageDataset {
     if (rc != 0) {
       mdb_txn_abort(txn);
       throw DataError("database '" + path_ + "' has no trainyard metadata entry (" + mdb_strerror(rc) + ")",
-                        "expected a database written by trainyard convert", "convert the data with trainyard convert");
+                      "expected a database written by trainyard convert", "convert the data with trainyard convert");
     }
     std::string text(static_cast<const char*>(value.mv_data), value.mv_size);
     MDB_stat stat{};
@@ -49,22 +49,23 @@ class Lmdb : public ImageDataset {
       last_key = trainyard::record_key(std::max<int64_t>(0, meta_.count - 1));
     } catch (const trainyard::Error& e) {
       mdb_txn_abort(txn);
-      throw DataError("database '" + path_ + "': bad metadata: " + e.what(), "expected format version " +
-                        std::to_string(trainyard::kRecordFormatVersion), "convert the data again");
+      throw DataError("database '" + path_ + "': bad metadata: " + e.what(),
+                      "expected format version " + std::to_string(trainyard::kRecordFormatVersion),
+                      "convert the data again");
     }
     MDB_val last{last_key.size(), last_key.data()};
     const bool last_found = meta_.count == 0 || mdb_get(txn, dbi_, &last, &last_value) == 0;
     mdb_txn_abort(txn);
     const int64_t records = stat_rc == 0 ? static_cast<int64_t>(stat.ms_entries) - 1 : -1;  // less the metadata entry
     if (meta_.count <= 0)
-      throw DataError("database '" + path_ + "' holds no samples (its metadata says " +
-                            std::to_string(meta_.count) + ")",
-                        "expected at least one record", "convert the data again");
+      throw DataError(
+          "database '" + path_ + "' holds no samples (its metadata says " + std::to_string(meta_.count) + ")",
+          "expected at least one record", "convert the data again");
     if ((records >= 0 && records < meta_.count) || !last_found)
-      throw DataError("database '" + path_ + "': its metadata says " + std::to_string(meta_.count) +
-                            " records, but " + (last_found ? "it holds " + std::to_string(records)
-                                                           : "record " + last_key + " is missing"),
-                        "expected every record the metadata counts", "the database is incomplete: convert the data again");
+      throw DataError("database '" + path_ + "': its metadata says " + std::to_string(meta_.count) + " records, but " +
+                          (last_found ? "it holds " + std::to_string(records) : "record " + last_key + " is missing"),
+                      "expected every record the metadata counts",
+                      "the database is incomplete: convert the data again");
     describe(static_cast<int64_t>(meta_.class_names.size()), meta_.class_names, "database '" + path_ + "'");
   }
   ~Lmdb() override {

@@ -1,7 +1,7 @@
 // image_datasets: images from LMDB (trainyard's record format), from class
 // folders, from WebDataset tar shards, or from a CSV, all with the same transforms.
-#include <opencv2/core/utility.hpp>
 #include <trainyard/plugin.h>
+#include <opencv2/core/utility.hpp>
 
 #include "image_dataset.h"
 
@@ -35,5 +35,6 @@ void register_components(trainyard::Registrar& r) {
 
 }  // namespace
 
-TRAINYARD_PLUGIN("image_datasets", "1.2.0", "LMDB, image-folder, WebDataset-shard and CSV image datasets with OpenCV transforms",
+TRAINYARD_PLUGIN("image_datasets", "1.2.0",
+                 "LMDB, image-folder, WebDataset-shard and CSV image datasets with OpenCV transforms",
                  register_components)

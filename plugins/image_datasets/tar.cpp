@@ -4,9 +4,9 @@
 #include <cctype>
 #include <cstring>
 
-#include <nlohmann/json.hpp>
 #include <trainyard/error.h>
 #include <trainyard/image_codec.h>
+#include <nlohmann/json.hpp>
 
 namespace image_datasets::tar {
 
@@ -30,30 +30,33 @@ uint64_t member_size(const char* h, uint64_t at, uint64_t left, const std::strin
   uint64_t v = 0;
   if (f[0] & 0x80) {  // base-256 (GNU): big-endian in the 11 bytes after the marker byte 0x80
     if (f[0] != 0x80)
-      throw DataError(field + " is a negative or oversized base-256 number", "expected a member size of 0 or more bytes",
-                      "the header is damaged: check the shard");
+      throw DataError(field + " is a negative or oversized base-256 number",
+                      "expected a member size of 0 or more bytes", "the header is damaged: check the shard");
     for (size_t i = 1; i < 12; ++i) {
-      if (v >> 56) throw DataError(field + " is a base-256 number over 64 bits", "expected a member size that fits the shard",
-                                   "the header is damaged: check the shard");
+      if (v >> 56)
+        throw DataError(field + " is a base-256 number over 64 bits", "expected a member size that fits the shard",
+                        "the header is damaged: check the shard");
       v = (v << 8) | f[i];
     }
   } else {
     size_t i = 0;
     while (i < 12 && f[i] == ' ') ++i;
     const size_t digits = i;
-    for (; i < 12 && f[i] >= '0' && f[i] <= '7'; ++i) v = v * 8 + (f[i] - '0');  // 12 octal digits: 36 bits, no overflow
+    for (; i < 12 && f[i] >= '0' && f[i] <= '7'; ++i)
+      v = v * 8 + (f[i] - '0');  // 12 octal digits: 36 bits, no overflow
     const bool ended = i == 12 || f[i] == ' ' || f[i] == '\0';
     if (!ended || i == digits) {
       std::string shown;
       for (size_t k = 0; k < 12; ++k) shown += f[k] >= 32 && f[k] < 127 ? char(f[k]) : '.';
-      throw DataError(field + " is '" + shown + "'", "expected octal digits ended by a space or NUL, or a base-256 number",
+      throw DataError(field + " is '" + shown + "'",
+                      "expected octal digits ended by a space or NUL, or a base-256 number",
                       "the header is damaged: check the shard");
     }
   }
   if (v > left)
-    throw DataError(field + " says " + std::to_string(v) + " bytes, and only " + std::to_string(left) +
-                        " bytes follow the header",
-                    "expected a member size within the shard", "the shard is truncated: copy it again");
+    throw DataError(
+        field + " says " + std::to_string(v) + " bytes, and only " + std::to_string(left) + " bytes follow the header",
+        "expected a member size within the shard", "the shard is truncated: copy it again");
   return v;
 }
 
@@ -111,8 +114,7 @@ int64_t parse_label(const std::string& body, const std::string& ext, const std::
       size_t used = 0;
       const long long v = std::stoll(body, &used);
       if (v >= 0 && body.find_first_not_of(" \t\r\n", used) == std::string::npos) return v;
-    } catch (const std::exception&) {
-    }
+    } catch (const std::exception&) {}
     throw DataError(where + ": '" + body.substr(0, 40) + "'", "a class index: a non-negative decimal integer", "");
   }
   const auto j = nlohmann::json::parse(body, nullptr, false);
@@ -120,7 +122,8 @@ int64_t parse_label(const std::string& body, const std::string& ext, const std::
     if (j.is_object() && j.contains(field) && j[field].is_number_integer() && j[field].get<int64_t>() >= 0)
       return j[field].get<int64_t>();
   if (j.is_object() && !j.contains("label") && !j.contains("cls")) return -1;  // metadata: not a label
-  throw DataError(where + ": '" + body.substr(0, 60) + "'", "a JSON object with a non-negative integer \"label\" (or \"cls\")", "");
+  throw DataError(where + ": '" + body.substr(0, 60) + "'",
+                  "a JSON object with a non-negative integer \"label\" (or \"cls\")", "");
 }
 
 }  // namespace image_datasets::tar

@@ -5,8 +5,8 @@
 #include <cstring>
 
 #include <ATen/ATen.h>
-#include <opencv2/imgproc.hpp>
 #include <trainyard/error.h>
+#include <opencv2/imgproc.hpp>
 
 namespace image_datasets {
 
@@ -14,7 +14,8 @@ TransformOptions checked_transforms(const TransformOptions& options) {
   TransformOptions t = options;
   using trainyard::ConfigError;
   if (!t.load_size.empty() && t.load_size.size() != 2)
-    throw ConfigError("load_size has " + std::to_string(t.load_size.size()) + " values", "expected [height, width]", "");
+    throw ConfigError("load_size has " + std::to_string(t.load_size.size()) + " values", "expected [height, width]",
+                      "");
   if (!t.load_size.empty() && t.resize_short > 0)
     throw ConfigError("load_size and resize_short are both set", "expected one way to resize first", "remove one");
   if (t.crop != "none" && t.crop_size.size() != 2)
@@ -99,7 +100,8 @@ at::Tensor to_pixels(const cv::Mat& m) {
   uint8_t* plane = out.data_ptr<uint8_t>();
   const size_t plane_size = static_cast<size_t>(rows) * cols;
   if (channels == 1) {
-    for (int r = 0; r < rows; ++r) std::memcpy(plane + static_cast<size_t>(r) * cols, m.ptr<uint8_t>(r), static_cast<size_t>(cols));
+    for (int r = 0; r < rows; ++r)
+      std::memcpy(plane + static_cast<size_t>(r) * cols, m.ptr<uint8_t>(r), static_cast<size_t>(cols));
     return out;
   }
   std::vector<cv::Mat> planes;
@@ -108,7 +110,8 @@ at::Tensor to_pixels(const cv::Mat& m) {
     planes.emplace_back(rows, cols, CV_8U, plane + c * plane_size);
     from_to.push_back(c), from_to.push_back(c);
   }
-  cv::mixChannels(&m, 1, planes.data(), planes.size(), from_to.data(), static_cast<size_t>(channels));  // into the tensor's planes
+  cv::mixChannels(&m, 1, planes.data(), planes.size(), from_to.data(),
+                  static_cast<size_t>(channels));  // into the tensor's planes
   return out;
 }
 
@@ -211,8 +214,10 @@ at::Tensor apply_transforms(const cv::Mat& decoded, const TransformOptions& t, u
   }
   m = crop(m, t, draws, full, reduction);
   if (m.datastart == decoded.datastart) m = m.clone();  // the flips below work in place
-  if (m.channels() == 3) cv::cvtColor(m, m, cv::COLOR_BGR2RGB);
-  else if (t.color == "rgb" && m.channels() == 1) cv::cvtColor(m, m, cv::COLOR_GRAY2RGB);
+  if (m.channels() == 3)
+    cv::cvtColor(m, m, cv::COLOR_BGR2RGB);
+  else if (t.color == "rgb" && m.channels() == 1)
+    cv::cvtColor(m, m, cv::COLOR_GRAY2RGB);
   if (draws.chance(t.hflip)) cv::flip(m, m, 1);
   if (draws.chance(t.vflip)) cv::flip(m, m, 0);
   if (t.rotate_degrees > 0 || t.translate > 0) {
@@ -232,8 +237,10 @@ at::Tensor apply_transforms(const cv::Mat& decoded, const TransformOptions& t, u
   if (t.contrast > 0) {
     double factor = draws.uniform(1 - t.contrast, 1 + t.contrast);
     cv::Mat gray;
-    if (f.channels() == 3) cv::cvtColor(f, gray, cv::COLOR_RGB2GRAY);
-    else gray = f;
+    if (f.channels() == 3)
+      cv::cvtColor(f, gray, cv::COLOR_RGB2GRAY);
+    else
+      gray = f;
     double mean = cv::mean(gray)[0];
     f = (f - cv::Scalar::all(mean)) * factor + cv::Scalar::all(mean);
   }
@@ -247,12 +254,14 @@ at::Tensor apply_transforms(const cv::Mat& decoded, const TransformOptions& t, u
   if (t.lighting > 0 && f.channels() == 3) {
     // AlexNet's PCA lighting: eigenvectors and eigenvalues of ImageNet RGB pixels.
     static const double eigval[3] = {0.2175, 0.0188, 0.0045};
-    static const double eigvec[3][3] = {{-0.5675, 0.7192, 0.4009}, {-0.5808, -0.0045, -0.8140}, {-0.5836, -0.6948, 0.4203}};
+    static const double eigvec[3][3] = {
+        {-0.5675, 0.7192, 0.4009}, {-0.5808, -0.0045, -0.8140}, {-0.5836, -0.6948, 0.4203}};
     double alpha[3];
     for (double& a : alpha) a = draws.normal() * t.lighting;
     cv::Scalar shift;
     for (int c = 0; c < 3; ++c)
-      shift[c] = eigvec[c][0] * alpha[0] * eigval[0] + eigvec[c][1] * alpha[1] * eigval[1] + eigvec[c][2] * alpha[2] * eigval[2];
+      shift[c] = eigvec[c][0] * alpha[0] * eigval[0] + eigvec[c][1] * alpha[1] * eigval[1] +
+                 eigvec[c][2] * alpha[2] * eigval[2];
     f += shift;
   }
   if (t.output == "uint8") {
@@ -270,7 +279,9 @@ at::Tensor apply_transforms(const cv::Mat& decoded, const TransformOptions& t, u
   }
   if (!f.isContinuous()) f = f.clone();
   // HWC float -> CHW tensor (clone: the Mat's memory goes away).
-  return at::from_blob(f.data, {f.rows, f.cols, f.channels()}, at::kFloat).permute({2, 0, 1}).clone(at::MemoryFormat::Contiguous);
+  return at::from_blob(f.data, {f.rows, f.cols, f.channels()}, at::kFloat)
+      .permute({2, 0, 1})
+      .clone(at::MemoryFormat::Contiguous);
 }
 
 }  // namespace image_datasets

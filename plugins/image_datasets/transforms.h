@@ -7,26 +7,26 @@
 #include <vector>
 
 #include <ATen/core/Tensor.h>
-#include <opencv2/core.hpp>
 #include <trainyard/options.h>
 #include <trainyard/random.h>
+#include <opencv2/core.hpp>
 
 namespace image_datasets {
 
 struct TransformOptions {
-  std::string color = "keep";          ///< keep | gray | rgb
-  std::vector<int64_t> load_size;      ///< [h, w]: resize first; empty: keep
-  int64_t resize_short = 0;            ///< resize first so the short side has this many pixels (aspect kept); 0: keep
-  std::string crop = "none";           ///< none | center | random | random_resized
-  std::vector<int64_t> crop_size;      ///< [h, w]
-  std::vector<double> scale{0.08, 1.0};       ///< random_resized: area fraction range
-  std::vector<double> ratio{0.75, 1.3333333};  ///< random_resized: aspect ratio range
-  double hflip = 0, vflip = 0;         ///< probabilities
-  double rotate_degrees = 0;           ///< uniform in [-r, r]
-  double translate = 0;                ///< fraction of the size, uniform in [-t, t] per axis
+  std::string color = "keep";            ///< keep | gray | rgb
+  std::vector<int64_t> load_size;        ///< [h, w]: resize first; empty: keep
+  int64_t resize_short = 0;              ///< resize first so the short side has this many pixels (aspect kept); 0: keep
+  std::string crop = "none";             ///< none | center | random | random_resized
+  std::vector<int64_t> crop_size;        ///< [h, w]
+  std::vector<double> scale{0.08, 1.0};  ///< random_resized: area fraction range
+  std::vector<double> ratio{0.75, 1.3333333};           ///< random_resized: aspect ratio range
+  double hflip = 0, vflip = 0;                          ///< probabilities
+  double rotate_degrees = 0;                            ///< uniform in [-r, r]
+  double translate = 0;                                 ///< fraction of the size, uniform in [-t, t] per axis
   double brightness = 0, contrast = 0, saturation = 0;  ///< jitter factors uniform in [1-x, 1+x]
-  double lighting = 0;                 ///< std of AlexNet-style PCA lighting noise (RGB only)
-  std::vector<double> mean, std;       ///< per channel, on [0, 1] values; empty: no normalization
+  double lighting = 0;                                  ///< std of AlexNet-style PCA lighting noise (RGB only)
+  std::vector<double> mean, std;                        ///< per channel, on [0, 1] values; empty: no normalization
   /// uint8 (the datasets' default option): inputs leave as 8-bit pixels and
   /// the host normalizes them per batch on the network's device
   /// (Dataset::input_normalization); float: normalized here, per sample.
@@ -83,7 +83,7 @@ class Draws {
  public:
   explicit Draws(uint64_t seed) : rng_(seed) {}
   double uniform(double lo, double hi) { return lo + (hi - lo) * rng_.uniform(); }  ///< in [lo, hi)
-  double normal();  ///< standard normal (Box-Muller)
+  double normal();                                                                  ///< standard normal (Box-Muller)
   bool chance(double p) { return p > 0 && uniform(0, 1) < p; }
 
  private:
@@ -98,8 +98,8 @@ class Draws {
 /// `reduction` > 1: `image` was decoded at 1/reduction of `full` (its size in
 /// the file); every random draw is made on the full size, so the sample's
 /// geometry does not depend on the decode scale.
-at::Tensor apply_transforms(const cv::Mat& image, const TransformOptions& options, uint64_t seed,
-                            cv::Size full = {}, int reduction = 1);
+at::Tensor apply_transforms(const cv::Mat& image, const TransformOptions& options, uint64_t seed, cv::Size full = {},
+                            int reduction = 1);
 
 /// The largest JPEG decode reduction (8, 4, 2, or 1 for none) that still
 /// gives the crop at least its output resolution for this seed and an image

@@ -129,17 +129,20 @@ std::vector<Member> list_members(int fd, const std::string& shard) {
   char h[kBlock];
   while (at + kBlock <= file_size) {
     if (pread(fd, h, kBlock, static_cast<off_t>(at)) != static_cast<ssize_t>(kBlock))
-      throw DataError("shard " + shard + ": cannot read the header at byte " + std::to_string(at), "a readable tar", "");
+      throw DataError("shard " + shard + ": cannot read the header at byte " + std::to_string(at), "a readable tar",
+                      "");
     if (std::all_of(h, h + kBlock, [](char c) { return c == 0; })) break;  // end-of-archive blocks
     if (!tar::checksum_ok(h))
       throw DataError("shard " + shard + ": the header at byte " + std::to_string(at) + " has a wrong checksum" +
                           (previous.empty() ? "" : " (" + previous + ")"),
                       "a tar file (WebDataset shard)",
-                      previous.empty() ? "check the shard; is it a tar at all?"
-                                       : "check the shard: a wrong size field before it puts this header at the wrong place");
+                      previous.empty()
+                          ? "check the shard; is it a tar at all?"
+                          : "check the shard: a wrong size field before it puts this header at the wrong place");
     const uint64_t data = at + kBlock;
     const uint64_t size = tar::member_size(h, at, file_size - data, "shard " + shard);
-    previous = "after the member at byte " + std::to_string(at) + ", whose size field says " + std::to_string(size) + " bytes";
+    previous =
+        "after the member at byte " + std::to_string(at) + ", whose size field says " + std::to_string(size) + " bytes";
     const char type = h[156];
     const std::string path = tar::header_path(h);
     if (type == 'L' || type == 'x') {  // the next member's name (GNU) or pax records ("LEN path=NAME\n")
@@ -150,7 +153,8 @@ std::vector<Member> list_members(int fd, const std::string& shard) {
                         "the header is damaged: check the shard");
       std::string body(size, '\0');
       if (pread(fd, body.data(), size, static_cast<off_t>(data)) != static_cast<ssize_t>(size))
-        throw DataError("shard " + shard + ": cannot read the member at byte " + std::to_string(at), "a readable tar", "");
+        throw DataError("shard " + shard + ": cannot read the member at byte " + std::to_string(at), "a readable tar",
+                        "");
       long_name = tar::long_name(type, body);
     } else if (type == '0' || type == '\0') {
       members.push_back({long_name.empty() ? path : long_name, at, data, size});
@@ -161,8 +165,8 @@ std::vector<Member> list_members(int fd, const std::string& shard) {
     at = data + (size + kBlock - 1) / kBlock * kBlock;  // size <= file_size - data: no overflow
   }
   if (at < file_size && at + kBlock > file_size)
-    throw DataError("shard " + shard + ": ends inside a member header at byte " + std::to_string(at),
-                      "a complete tar", "the shard is truncated: copy it again");
+    throw DataError("shard " + shard + ": ends inside a member header at byte " + std::to_string(at), "a complete tar",
+                    "the shard is truncated: copy it again");
   return members;
 }
 
@@ -170,7 +174,7 @@ struct Sample {
   uint32_t shard = 0;
   uint64_t offset = 0, size = 0;  ///< the image member's bytes
   int64_t label = -1;
-  std::string member;             ///< its path in the shard: named in errors
+  std::string member;  ///< its path in the shard: named in errors
 };
 
 constexpr size_t kMaxOpenShards = 64;
@@ -194,9 +198,8 @@ class OpenShards {
     auto& f = files_[shard];
     if (!f) {
       if (open_.size() >= kMaxOpenShards) {
-        const auto oldest = std::min_element(open_.begin(), open_.end(), [&](uint32_t a, uint32_t b) {
-          return files_[a]->used < files_[b]->used;
-        });
+        const auto oldest = std::min_element(open_.begin(), open_.end(),
+                                             [&](uint32_t a, uint32_t b) { return files_[a]->used < files_[b]->used; });
         files_[*oldest].reset();  // closed when the last pread on it returns
         open_.erase(oldest);
       }
@@ -227,14 +230,15 @@ class Shards : public ImageDataset {
     for (size_t s = 0; s < paths_.size(); ++s) index_shard(s);
     if (samples_.empty())
       throw DataError("urls: '" + pattern + "': " + std::to_string(paths_.size()) + " shards hold no samples",
-                        "members " + tar::image_member_names() + " with KEY.cls or KEY.json", "");
+                      "members " + tar::image_member_names() + " with KEY.cls or KEY.json", "");
     int64_t classes = o.num_classes;
     int64_t top = 0;
     for (const auto& s : samples_) top = std::max(top, s.label);
     if (classes == 0) classes = top + 1;
     if (top >= classes)
-      throw ConfigError("num_classes: " + std::to_string(classes) + ", but the shards hold label " + std::to_string(top),
-                        "labels 0.." + std::to_string(classes - 1), "raise num_classes or set it to 0 (the largest label + 1)");
+      throw ConfigError(
+          "num_classes: " + std::to_string(classes) + ", but the shards hold label " + std::to_string(top),
+          "labels 0.." + std::to_string(classes - 1), "raise num_classes or set it to 0 (the largest label + 1)");
     describe(classes, {}, "urls '" + pattern + "'");
   }
   int64_t size() const override { return static_cast<int64_t>(samples_.size()); }
@@ -282,13 +286,18 @@ class Shards : public ImageDataset {
                           "expected one member per key and extension (the webdataset package refuses duplicates too)",
                           "rewrite the shard with unique keys");
         extensions.push_back(ext);
-        if (!image && tar::is_image_extension(ext)) image = &m;
-        else if (ext == "cls") cls = &m;
-        else if (ext == "json") json = &m;
+        if (!image && tar::is_image_extension(ext))
+          image = &m;
+        else if (ext == "cls")
+          cls = &m;
+        else if (ext == "json")
+          json = &m;
       }
       // KEY.cls gives the class; KEY.json only without it, and only when it has "label" or "cls".
-      if (cls) sample.label = read_label(fd, *cls, path, "cls");
-      else if (json) sample.label = read_label(fd, *json, path, "json");
+      if (cls)
+        sample.label = read_label(fd, *cls, path, "cls");
+      else if (json)
+        sample.label = read_label(fd, *json, path, "json");
       if (!image && sample.label < 0) continue;  // e.g. a __meta__ member: not a sample
       if (!image) throw DataError(where + " has no image member", tar::image_member_names(), "");
       if (sample.label < 0) throw DataError(where + " has no label member", "KEY.cls or KEY.json with \"label\"", "");
@@ -320,7 +329,8 @@ const trainyard::TypedSchema<WebDatasetOptions>& webdataset_typed_schema() {
     t.require_path(
         "urls", &O::urls,
         "shard files: a path or brace pattern such as data/train-{000000..000146}.tar (relative to the experiment "
-        "file; indexed, read by offset), or pipe:COMMAND such as 'pipe:curl -sf https://host/train-{000000..000146}.tar' "
+        "file; indexed, read by offset), or pipe:COMMAND such as 'pipe:curl -sf "
+        "https://host/train-{000000..000146}.tar' "
         "(streamed from the command's standard output, run by /bin/sh in trainyard's working directory)");
     t.add("num_classes", &O::num_classes, 0,
           "number of classes; 0: the largest label + 1 (local shards only; pipe: needs it)")
@@ -333,8 +343,7 @@ const trainyard::TypedSchema<WebDatasetOptions>& webdataset_typed_schema() {
         .range(0, 1000000);
     t.add("shuffle_shards", &O::shuffle_shards, true,
           "pipe: only: shuffle the shard order every epoch (from seed and epoch)");
-    t.add("read_ahead", &O::read_ahead, 1024, "pipe: only: samples read ahead of the decode threads")
-        .range(1, 1000000);
+    t.add("read_ahead", &O::read_ahead, 1024, "pipe: only: samples read ahead of the decode threads").range(1, 1000000);
     t.add("start_timeout", &O::start_timeout, 60.0,
           "pipe: only: seconds to wait at start-up for the first sample (the command that has not written it is "
           "named and ended)")
@@ -349,7 +358,8 @@ const trainyard::TypedSchema<WebDatasetOptions>& webdataset_typed_schema() {
 
 trainyard::Schema webdataset_schema() { return webdataset_typed_schema().schema(); }
 
-std::shared_ptr<trainyard::Dataset> make_webdataset(const trainyard::Options& options, const trainyard::Context& context) {
+std::shared_ptr<trainyard::Dataset> make_webdataset(const trainyard::Options& options,
+                                                    const trainyard::Context& context) {
   const WebDatasetOptions o = webdataset_typed_schema().bind(options);
   if (o.urls.rfind("pipe:", 0) == 0) return make_streamed_webdataset(o, context);
   return std::make_shared<Shards>(o);

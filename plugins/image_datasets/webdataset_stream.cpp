@@ -74,7 +74,8 @@ class Command {
 
   explicit Command(const std::string& command) : command_(command) {
     int fds[2];
-    if (::pipe2(fds, O_CLOEXEC) != 0) throw ConfigError("pipe:" + command + ": cannot make a pipe: " + std::strerror(errno), "", "");
+    if (::pipe2(fds, O_CLOEXEC) != 0)
+      throw ConfigError("pipe:" + command + ": cannot make a pipe: " + std::strerror(errno), "", "");
     const pid_t self = ::getpid();
     pid_ = ::fork();
     if (pid_ < 0) {
@@ -119,8 +120,8 @@ class Command {
       if (r == 0) {
         if (got == 0) return false;
         throw DataError(name() + ": the stream ends inside " + what + " (" + std::to_string(got) + " of " +
-                              std::to_string(n) + " bytes)",
-                          "a complete tar on the command's standard output", "check the command and the shard");
+                            std::to_string(n) + " bytes)",
+                        "a complete tar on the command's standard output", "check the command and the shard");
       }
       got += r;
     }
@@ -158,8 +159,7 @@ class Command {
     ::close(fd_);
     fd_ = -1;
     int status = 0;
-    while (::waitpid(pid_, &status, 0) < 0 && errno == EINTR) {
-    }
+    while (::waitpid(pid_, &status, 0) < 0 && errno == EINTR) {}
     pid_ = 0;
     if (WIFEXITED(status) && WEXITSTATUS(status) == 0) return;
     const std::string how = WIFEXITED(status) ? "exited with status " + std::to_string(WEXITSTATUS(status))
@@ -224,12 +224,13 @@ class StreamedShards : public ImageDataset {
     if (static_cast<int>(commands_.size()) < world_)
       throw ConfigError("urls: '" + pattern + "': " + std::to_string(commands_.size()) + " shards for " +
                             std::to_string(world_) + " ranks",
-                        "at least one shard per rank (each rank reads its own shards)", "split the data into more shards");
+                        "at least one shard per rank (each rank reads its own shards)",
+                        "split the data into more shards");
     try {
       // Reads position 0 of epoch 0, waiting at most start_timeout for it.
-      start_deadline_ = std::chrono::steady_clock::now() +
-                        std::chrono::duration_cast<std::chrono::steady_clock::duration>(
-                            std::chrono::duration<double>(start_timeout_));
+      start_deadline_ =
+          std::chrono::steady_clock::now() + std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+                                                 std::chrono::duration<double>(start_timeout_));
       describe(classes_, {}, "urls '" + pattern + "'");
     } catch (...) {
       stop();  // no destructor runs for a constructor that throws: join the reader here
@@ -367,8 +368,9 @@ class StreamedShards : public ImageDataset {
         std::vector<size_t> order(commands_.size());
         std::iota(order.begin(), order.end(), size_t{0});
         if (shuffle_shards_) {
-          trainyard::SplitMix64 shards(trainyard::SplitMix64::mix(seed_ ^ trainyard::SplitMix64::mix(uint64_t(epoch) + 1)) ^
-                                       trainyard::SplitMix64::mix(cycle + 0x7f4a));
+          trainyard::SplitMix64 shards(
+              trainyard::SplitMix64::mix(seed_ ^ trainyard::SplitMix64::mix(uint64_t(epoch) + 1)) ^
+              trainyard::SplitMix64::mix(cycle + 0x7f4a));
           for (size_t i = order.size() - 1; i > 0; --i) std::swap(order[i], order[shards.below(i + 1)]);
         }
         int64_t samples_in_cycle = 0;
@@ -434,8 +436,8 @@ class StreamedShards : public ImageDataset {
     Record current;
     bool image = false, labelled = false;
     std::vector<std::string> extensions;  // of the current key's members: a second one is refused
-    std::exception_ptr json_error;  // a KEY.json that is no label: an error only without KEY.cls
-    bool cls_label = false;         // the label came from KEY.cls: a KEY.json beside it is metadata
+    std::exception_ptr json_error;        // a KEY.json that is no label: an error only without KEY.cls
+    bool cls_label = false;               // the label came from KEY.cls: a KEY.json beside it is metadata
     auto flush = [&]() {
       if (json_error && !cls_label) std::rethrow_exception(json_error);
       json_error = nullptr;
@@ -445,7 +447,8 @@ class StreamedShards : public ImageDataset {
       if (!labelled) throw DataError(where + " has no label member", "KEY.cls or KEY.json with \"label\"", "");
       if (current.label >= classes_)
         throw DataError(where + " has label " + std::to_string(current.label),
-                          "labels 0.." + std::to_string(classes_ - 1) + " (num_classes " + std::to_string(classes_) + ")", "");
+                        "labels 0.." + std::to_string(classes_ - 1) + " (num_classes " + std::to_string(classes_) + ")",
+                        "");
       Record done = std::move(current);
       current = Record{};
       image = labelled = false;
@@ -457,7 +460,7 @@ class StreamedShards : public ImageDataset {
       if (std::all_of(h, h + tar::kBlock, [](char c) { return c == 0; })) break;  // end-of-archive blocks
       if (!tar::checksum_ok(h))
         throw DataError(shard + ": the header at byte " + std::to_string(at) + " has a wrong checksum",
-                          "a tar stream (WebDataset shard)", "check the command's output; is it a tar at all?");
+                        "a tar stream (WebDataset shard)", "check the command's output; is it a tar at all?");
       // A stream's length is unknown: a size is bounded by what arrives (read_member) and,
       // for what is held in memory, by kMaxMemberBytes / kMaxNameRecordBytes.
       const uint64_t size = tar::member_size(h, at, UINT64_MAX - 2 * tar::kBlock - at, shard);
@@ -467,7 +470,8 @@ class StreamedShards : public ImageDataset {
       const std::string member = "a member, '" + path + "' at byte " + std::to_string(at);
       const auto bounded = [&](uint64_t limit, const char* kind) {
         if (size > limit)
-          throw DataError(shard + ": the member '" + path + "' at byte " + std::to_string(at) + " says " + std::to_string(size) + " bytes",
+          throw DataError(shard + ": the member '" + path + "' at byte " + std::to_string(at) + " says " +
+                              std::to_string(size) + " bytes",
                           "expected at most " + std::to_string(limit) + " bytes per " + kind + " read from a stream",
                           "the header is damaged, or the member is not what its name says");
       };
@@ -487,9 +491,10 @@ class StreamedShards : public ImageDataset {
           cls_label = false;
         }
         if (std::find(extensions.begin(), extensions.end(), ext) != extensions.end())
-          throw DataError(shard + ", sample '" + key + "': a second member '" + path + "' at byte " + std::to_string(at),
-                          "expected one member per key and extension (the webdataset package refuses duplicates too)",
-                          "rewrite the shard with unique keys");
+          throw DataError(
+              shard + ", sample '" + key + "': a second member '" + path + "' at byte " + std::to_string(at),
+              "expected one member per key and extension (the webdataset package refuses duplicates too)",
+              "rewrite the shard with unique keys");
         extensions.push_back(ext);
         if (!image && tar::is_image_extension(ext)) {
           bounded(tar::kMaxMemberBytes, "image (256 MiB)");
@@ -540,7 +545,7 @@ class StreamedShards : public ImageDataset {
   mutable std::exception_ptr error_;
   mutable bool stopping_ = false, started_ = false;
   mutable pid_t command_pid_ = 0;
-  mutable std::string command_;       ///< the command running: named by the start-up timeout
+  mutable std::string command_;  ///< the command running: named by the start-up timeout
   mutable uint64_t command_bytes_ = 0;
   mutable std::optional<std::chrono::steady_clock::time_point> start_deadline_;
   mutable std::thread reader_;

@@ -144,8 +144,10 @@ class ConfusionMatrix : public trainyard::Meter {
     // One bincount over (true * n + predicted): cell counts of this batch,
     // added up on the device until the counts are read.
     at::Tensor cells = at::bincount(truth.clamp(0, n_ - 1) * n_ + predicted.clamp(0, n_ - 1), {}, n_ * n_);
-    if (cells_.defined()) cells_.add_(cells);
-    else cells_ = cells;
+    if (cells_.defined())
+      cells_.add_(cells);
+    else
+      cells_ = cells;
   }
   std::vector<double> accumulators() const override {
     fold();
@@ -229,10 +231,10 @@ trainyard::Schema confusion_schema() { return trainyard::Schema(); }
 std::shared_ptr<trainyard::Meter> make_confusion(const trainyard::Options&, const trainyard::Context& context) {
   const auto& d = context.dataset;
   if (d.num_classes <= 0)
-    throw trainyard::ConfigError("the training dataset reports no classes",
-                                 "expected a classification dataset (num_classes > 0), got " +
-                                     std::to_string(d.num_classes),
-                                 "use confusion_matrix with a dataset of classes only");
+    throw trainyard::ConfigError(
+        "the training dataset reports no classes",
+        "expected a classification dataset (num_classes > 0), got " + std::to_string(d.num_classes),
+        "use confusion_matrix with a dataset of classes only");
   return std::make_shared<ConfusionMatrix>(d.num_classes, d.class_names);
 }
 

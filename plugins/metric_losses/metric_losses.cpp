@@ -91,9 +91,9 @@ const trainyard::TypedSchema<ArcFaceOptions>& arcface_typed_schema() {
 // Embeddings [N, D] and class labels [N], or the error saying what came.
 at::Tensor checked_labels(const at::Tensor& output, const trainyard::Batch& batch, const std::string& loss) {
   if (output.dim() != 2)
-    throw trainyard::ConfigError(std::string(loss) + ": the network's output has " + std::to_string(output.dim()) +
-                                     " dimensions",
-                                 "expected embeddings [batch, size]", "use a network that outputs one vector per sample");
+    throw trainyard::ConfigError(
+        std::string(loss) + ": the network's output has " + std::to_string(output.dim()) + " dimensions",
+        "expected embeddings [batch, size]", "use a network that outputs one vector per sample");
   if (batch.target.dim() != 1 || at::isFloatingType(batch.target.scalar_type()))
     throw trainyard::ConfigError(std::string(loss) + ": the batch's targets are not class labels",
                                  "expected one integer class per sample", "use a dataset with class labels");
@@ -102,9 +102,9 @@ at::Tensor checked_labels(const at::Tensor& output, const trainyard::Batch& batc
 
 // A batch's embeddings compared pairwise, and which pairs share a class.
 struct Comparison {
-  bool similarity;    ///< cosine: larger is closer
-  at::Tensor matrix;  ///< [N, N] distances or similarities
-  at::Tensor same;    ///< [N, N] one class (the diagonal included)
+  bool similarity;      ///< cosine: larger is closer
+  at::Tensor matrix;    ///< [N, N] distances or similarities
+  at::Tensor same;      ///< [N, N] one class (the diagonal included)
   at::Tensor positive;  ///< same, without the diagonal
 };
 
@@ -191,8 +191,8 @@ class TripletMargin : public trainyard::Loss, public trainyard::EmbeddingLoss, p
       }
       if (triplets.size(0) == 0) continue;
       const at::Tensor anchor = triplets.select(1, 0) + a0;
-      const at::Tensor losses =
-          at::relu(o_.margin - room(m.index({anchor, triplets.select(1, 1)}), m.index({anchor, triplets.select(1, 2)})));
+      const at::Tensor losses = at::relu(
+          o_.margin - room(m.index({anchor, triplets.select(1, 1)}), m.index({anchor, triplets.select(1, 2)})));
       sum = sum + losses.sum();
       mined += triplets.size(0);
       nonzero += losses.gt(0).sum().item<int64_t>();
@@ -213,8 +213,10 @@ class Contrastive : public trainyard::Loss, public trainyard::EmbeddingLoss, pub
     const Comparison c = compare(output, batch, "contrastive", o_.distance, o_.normalize);
     const at::Tensor& m = c.matrix;
     // Positive pairs should be near (similar), negative pairs far (dissimilar).
-    const at::Tensor pos = (c.similarity ? at::relu(o_.pos_margin - m) : at::relu(m - o_.pos_margin)).masked_select(c.positive);
-    const at::Tensor neg = (c.similarity ? at::relu(m - o_.neg_margin) : at::relu(o_.neg_margin - m)).masked_select(~c.same);
+    const at::Tensor pos =
+        (c.similarity ? at::relu(o_.pos_margin - m) : at::relu(m - o_.pos_margin)).masked_select(c.positive);
+    const at::Tensor neg =
+        (c.similarity ? at::relu(m - o_.neg_margin) : at::relu(o_.neg_margin - m)).masked_select(~c.same);
     const int64_t pos_nonzero = pos.gt(0).sum().item<int64_t>(), neg_nonzero = neg.gt(0).sum().item<int64_t>();
     record(at::scalar_tensor(pos.numel() + neg.numel(), at::kLong), pos_nonzero + neg_nonzero);
     return mean_of_nonzero(pos.sum(), pos_nonzero, output) + mean_of_nonzero(neg.sum(), neg_nonzero, output);
@@ -244,7 +246,9 @@ class ArcFace : public trainyard::Loss,
                 public trainyard::LossValues {
  public:
   ArcFace(ArcFaceOptions o, int64_t classes)
-      : o_(o), margin_(o.margin_degrees * M_PI / 180.0), centres_(std::make_shared<Centres>(classes, o.embedding_size)) {
+      : o_(o),
+        margin_(o.margin_degrees * M_PI / 180.0),
+        centres_(std::make_shared<Centres>(classes, o.embedding_size)) {
     angle_ = at::zeros({}, at::kDouble);
   }
   std::shared_ptr<torch::nn::Module> module() override { return centres_; }

@@ -7,10 +7,10 @@
 namespace {
 
 void register_components(trainyard::Registrar& r) {
-  r.add_loss("triplet_margin",
-             "triplet margin loss on embeddings, triplets mined in the batch (all, hard, semihard)",
-             metric_losses::triplet_margin_schema(),
-             [](const trainyard::Options& o, const trainyard::Context&) { return metric_losses::make_triplet_margin(o); });
+  r.add_loss("triplet_margin", "triplet margin loss on embeddings, triplets mined in the batch (all, hard, semihard)",
+             metric_losses::triplet_margin_schema(), [](const trainyard::Options& o, const trainyard::Context&) {
+               return metric_losses::make_triplet_margin(o);
+             });
   r.add_loss("contrastive", "contrastive loss on embeddings over every positive and negative pair of the batch",
              metric_losses::contrastive_schema(),
              [](const trainyard::Options& o, const trainyard::Context&) { return metric_losses::make_contrastive(o); });
@@ -22,4 +22,5 @@ void register_components(trainyard::Registrar& r) {
 
 }  // namespace
 
-TRAINYARD_PLUGIN("metric_losses", "0.2.0", "metric-learning losses: triplet and contrastive with online mining, ArcFace", register_components)
+TRAINYARD_PLUGIN("metric_losses", "0.2.0",
+                 "metric-learning losses: triplet and contrastive with online mining, ArcFace", register_components)

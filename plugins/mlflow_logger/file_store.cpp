@@ -25,11 +25,16 @@ namespace {
 std::string quoted(const std::string& s) {
   std::string out = "\"";
   for (unsigned char c : s) {
-    if (c == '\\') out += "\\\\";
-    else if (c == '"') out += "\\\"";
-    else if (c == '\n') out += "\\n";
-    else if (c == '\t') out += "\\t";
-    else if (c == '\r') out += "\\r";
+    if (c == '\\')
+      out += "\\\\";
+    else if (c == '"')
+      out += "\\\"";
+    else if (c == '\n')
+      out += "\\n";
+    else if (c == '\t')
+      out += "\\t";
+    else if (c == '\r')
+      out += "\\r";
     else if (c < 0x20 || c == 0x7f) {
       char buf[8];
       std::snprintf(buf, sizeof buf, "\\u%04x", c);
@@ -50,7 +55,8 @@ std::string file_uri(const std::string& absolute) {
   static const std::string safe = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-._~/";
   std::string out = "file://";
   for (unsigned char c : absolute) {
-    if (safe.find(static_cast<char>(c)) != std::string::npos) out += static_cast<char>(c);
+    if (safe.find(static_cast<char>(c)) != std::string::npos)
+      out += static_cast<char>(c);
     else {
       char buf[4];
       std::snprintf(buf, sizeof buf, "%%%02X", c);
@@ -158,8 +164,7 @@ FileStoreRun::FileStoreRun(const std::string& root, const std::string& experimen
   if (fs::exists(fs::path(run_dir_) / "meta.yaml")) {
     try {  // continued: keep its start
       start_time_ = YAML::LoadFile(run_dir_ + "/meta.yaml")["start_time"].as<int64_t>(start_time_);
-    } catch (const YAML::Exception&) {
-    }
+    } catch (const YAML::Exception&) {}
   }
   for (const char* sub : {"metrics", "params", "tags", "artifacts"}) fs::create_directories(fs::path(run_dir_) / sub);
   write_run_meta(RunStatus::running, -1);
@@ -170,11 +175,11 @@ void FileStoreRun::write_run_meta(RunStatus status, int64_t end_time) const {
   write_meta(run_dir_, "artifact_uri: " + quoted(file_uri(run_dir_ + "/artifacts")) +
                            "\nend_time: " + (end_time < 0 ? std::string("null") : std::to_string(end_time)) +
                            "\nentry_point_name: ''\nexperiment_id: " + quoted(experiment_id_) +
-                           "\nlifecycle_stage: active\nrun_id: " + quoted(run_id_) + "\nrun_name: " + quoted(run_name_) +
-                           "\nrun_uuid: " + quoted(run_id_) + "\nsource_name: ''\nsource_type: 4\nsource_version: ''" +
-                           "\nstart_time: " + std::to_string(start_time_) + "\nstatus: " +
-                           std::to_string(static_cast<int>(status)) + "\ntags: []\nuser_id: " +
-                           quoted(user_name()) + "\n");
+                           "\nlifecycle_stage: active\nrun_id: " + quoted(run_id_) +
+                           "\nrun_name: " + quoted(run_name_) + "\nrun_uuid: " + quoted(run_id_) +
+                           "\nsource_name: ''\nsource_type: 4\nsource_version: ''" + "\nstart_time: " +
+                           std::to_string(start_time_) + "\nstatus: " + std::to_string(static_cast<int>(status)) +
+                           "\ntags: []\nuser_id: " + quoted(user_name()) + "\n");
 }
 
 void FileStoreRun::param(const std::string& key, const std::string& value) {

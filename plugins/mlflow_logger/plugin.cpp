@@ -27,7 +27,8 @@ std::string newest_checkpoint(const fs::path& folder) {
   if (fs::is_directory(folder))
     for (const auto& entry : fs::directory_iterator(folder)) {
       const std::string name = entry.path().filename().string();
-      if (name.rfind("ckpt-", 0) == 0 && entry.path().extension() == ".pt" && name > fs::path(newest).filename().string())
+      if (name.rfind("ckpt-", 0) == 0 && entry.path().extension() == ".pt" &&
+          name > fs::path(newest).filename().string())
         newest = entry.path().string();
     }
   return newest;
@@ -60,8 +61,12 @@ const trainyard::TypedSchema<MlflowOptions>& typed_schema() {
 class MlflowLogger : public trainyard::Callback {
  public:
   MlflowLogger(const MlflowOptions& o, const trainyard::Context& c)
-      : uri_(o.tracking_uri), experiment_(o.experiment), every_(o.every_iters), checkpoint_(o.log_checkpoint),
-        run_dir_(c.run_dir), rank_(c.rank) {
+      : uri_(o.tracking_uri),
+        experiment_(o.experiment),
+        every_(o.every_iters),
+        checkpoint_(o.log_checkpoint),
+        run_dir_(c.run_dir),
+        rank_(c.rank) {
     // As MLflow's own client: the option, else MLFLOW_TRACKING_URI, else a
     // file store next to the run directories.
     if (uri_.empty() && std::getenv("MLFLOW_TRACKING_URI")) uri_ = std::getenv("MLFLOW_TRACKING_URI");
@@ -74,8 +79,7 @@ class MlflowLogger : public trainyard::Callback {
     try {  // after the host wrote the report (the trainer outlives it); then end_ ends a run that failed
       const fs::path report = fs::path(run_dir_) / "report.html";
       if (fs::exists(report)) run_->artifact(report.string(), "report.html");
-    } catch (...) {
-    }
+    } catch (...) {}
   }
   void before_run(trainyard::Loop& loop) override {
     if (rank_ != 0 || run_) return;
@@ -93,7 +97,8 @@ class MlflowLogger : public trainyard::Callback {
     end_.begin();
     if (!resumed) std::ofstream(id_file) << run_->run_id() << "\n";
     if (resumed) run_->truncate_metrics_after(loop.iteration());
-    for (const auto& [key, value] : trainyard::run_config_values(run_dir_)) run_->param(key, trainyard::config_value_text(value));
+    for (const auto& [key, value] : trainyard::run_config_values(run_dir_))
+      run_->param(key, trainyard::config_value_text(value));
     run_->tag("mlflow.source.name", "trainyard");
     run_->tag("mlflow.source.type", "LOCAL");
     run_->tag("mlflow.user", std::getenv("USER") ? std::getenv("USER") : "trainyard");
@@ -143,7 +148,8 @@ class MlflowLogger : public trainyard::Callback {
 
 void register_components(trainyard::Registrar& r) {
   r.add_callback("mlflow_logger",
-                 "the run in MLflow (a file store or a tracking server): the resolved experiment as params, meters as metrics, tags, and "
+                 "the run in MLflow (a file store or a tracking server): the resolved experiment as params, meters as "
+                 "metrics, tags, and "
                  "report, config and final checkpoint as artifacts (read with MLFLOW_ALLOW_FILE_STORE=true)",
                  typed_schema().schema(), [](const trainyard::Options& o, const trainyard::Context& c) {
                    return std::make_shared<MlflowLogger>(typed_schema().bind(o), c);

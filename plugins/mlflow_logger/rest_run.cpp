@@ -58,15 +58,15 @@ Response request(const std::string& method, const std::string& url, const std::s
   curl_easy_getinfo(curl, CURLINFO_RESPONSE_CODE, &r.status);
   curl_slist_free_all(headers);
   curl_easy_cleanup(curl);
-  if (code != CURLE_OK)
-    throw std::runtime_error("mlflow: " + method + " " + url + ": " + curl_easy_strerror(code));
+  if (code != CURLE_OK) throw std::runtime_error("mlflow: " + method + " " + url + ": " + curl_easy_strerror(code));
   return r;
 }
 
 std::string escaped(const std::string& text) {
   std::string out;
   for (unsigned char c : text) {
-    if (std::isalnum(c) || c == '-' || c == '_' || c == '.' || c == '~') out += static_cast<char>(c);
+    if (std::isalnum(c) || c == '-' || c == '_' || c == '.' || c == '~')
+      out += static_cast<char>(c);
     else {
       char buf[4];
       std::snprintf(buf, sizeof buf, "%%%02X", c);
@@ -85,10 +85,14 @@ nlohmann::json number(double v) {
 
 const char* status_name(RunStatus s) {
   switch (s) {
-    case RunStatus::running: return "RUNNING";
-    case RunStatus::finished: return "FINISHED";
-    case RunStatus::failed: return "FAILED";
-    case RunStatus::killed: return "KILLED";
+    case RunStatus::running:
+      return "RUNNING";
+    case RunStatus::finished:
+      return "FINISHED";
+    case RunStatus::failed:
+      return "FAILED";
+    case RunStatus::killed:
+      return "KILLED";
   }
   return "FAILED";
 }
@@ -101,7 +105,8 @@ nlohmann::json RestRun::call(const std::string& method, const std::string& path,
   std::string payload;
   if (method == "GET") {
     std::string query;
-    for (const auto& [k, v] : body.items()) query += (query.empty() ? "?" : "&") + k + "=" + escaped(v.get<std::string>());
+    for (const auto& [k, v] : body.items())
+      query += (query.empty() ? "?" : "&") + k + "=" + escaped(v.get<std::string>());
     url += query;
   } else {
     payload = body.dump();
@@ -127,7 +132,8 @@ nlohmann::json RestRun::call(const std::string& method, const std::string& path,
 RestRun::RestRun(const std::string& server, const std::string& experiment, const std::string& run_name,
                  const std::string& run_id)
     : server_(server.back() == '/' ? server.substr(0, server.size() - 1) : server), run_id_(run_id) {
-  nlohmann::json found = call("GET", "/api/2.0/mlflow/experiments/get-by-name", {{"experiment_name", experiment}}, true);
+  nlohmann::json found =
+      call("GET", "/api/2.0/mlflow/experiments/get-by-name", {{"experiment_name", experiment}}, true);
   std::string experiment_id;
   if (found.is_object() && found.contains("experiment")) {
     experiment_id = found["experiment"]["experiment_id"].get<std::string>();
@@ -135,16 +141,18 @@ RestRun::RestRun(const std::string& server, const std::string& experiment, const
     try {
       experiment_id = call("POST", "/api/2.0/mlflow/experiments/create", {{"name", experiment}})["experiment_id"];
     } catch (const std::runtime_error&) {  // created meanwhile by another run
-      experiment_id = call("GET", "/api/2.0/mlflow/experiments/get-by-name", {{"experiment_name", experiment}})
-          ["experiment"]["experiment_id"];
+      experiment_id = call("GET", "/api/2.0/mlflow/experiments/get-by-name",
+                           {{"experiment_name", experiment}})["experiment"]["experiment_id"];
     }
   }
   nlohmann::json info;
   if (run_id_.empty()) {
     nlohmann::json tags = nlohmann::json::array({{{"key", "mlflow.runName"}, {"value", run_name}}});
     info = call("POST", "/api/2.0/mlflow/runs/create",
-                {{"experiment_id", experiment_id}, {"run_name", run_name}, {"start_time", now_ms()}, {"tags", tags}})
-        ["run"]["info"];
+                {{"experiment_id", experiment_id},
+                 {"run_name", run_name},
+                 {"start_time", now_ms()},
+                 {"tags", tags}})["run"]["info"];
     run_id_ = info["run_id"].get<std::string>();
   } else {
     info = call("GET", "/api/2.0/mlflow/runs/get", {{"run_id", run_id_}})["run"]["info"];
@@ -187,12 +195,14 @@ void RestRun::artifact(const std::string& file, const std::string& name) {
   const std::string url = server_ + "/api/2.0/mlflow-artifacts/artifacts/" + artifact_path_ + "/" + name;
   const Response r = request("PUT", url, bytes.str(), "application/octet-stream");
   if (r.status < 200 || r.status >= 300)
-    throw std::runtime_error("mlflow: PUT " + url + ": HTTP " + std::to_string(r.status) + ": " + r.body.substr(0, 300));
+    throw std::runtime_error("mlflow: PUT " + url + ": HTTP " + std::to_string(r.status) + ": " +
+                             r.body.substr(0, 300));
 }
 
 void RestRun::finish(RunStatus status) {
   flush();
-  call("POST", "/api/2.0/mlflow/runs/update", {{"run_id", run_id_}, {"status", status_name(status)}, {"end_time", now_ms()}});
+  call("POST", "/api/2.0/mlflow/runs/update",
+       {{"run_id", run_id_}, {"status", status_name(status)}, {"end_time", now_ms()}});
 }
 
 }  // namespace mlflow_logger

@@ -37,8 +37,7 @@ class RestRun : public Tracker {
   nlohmann::json call(const std::string& method, const std::string& path, const nlohmann::json& body,
                       bool allow_missing = false);
   std::string server_, run_id_, artifact_path_;
-  nlohmann::json params_ = nlohmann::json::array(), tags_ = nlohmann::json::array(),
-                 metrics_ = nlohmann::json::array();
+  nlohmann::json params_ = nlohmann::json::array(), tags_ = nlohmann::json::array(), metrics_ = nlohmann::json::array();
 };
 
 }  // namespace mlflow_logger

@@ -3,10 +3,10 @@
 // embedding layer, optionally L2-normalized, for metric learning).
 #include "mlp.h"
 
+#include <torch/nn/modules/activation.h>
 #include <torch/nn/modules/container/sequential.h>
 #include <torch/nn/modules/dropout.h>
 #include <torch/nn/modules/linear.h>
-#include <torch/nn/modules/activation.h>
 #include <trainyard/embedding_head.h>
 #include <trainyard/error.h>
 

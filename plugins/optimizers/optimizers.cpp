@@ -34,7 +34,7 @@ class FusedSgd : public torch::optim::SGD {
       std::vector<at::Tensor> params, grads, buffers;
     };
     std::vector<std::array<Call, 2>> calls(param_groups_.size());  // per group: [has a buffer, starts one now]
-    std::vector<at::Tensor> starting;  // parameters whose momentum buffer starts now
+    std::vector<at::Tensor> starting;                              // parameters whose momentum buffer starts now
     std::optional<at::Device> device;
     for (size_t k = 0; k < param_groups_.size(); ++k) {
       const bool momentum = static_cast<const torch::optim::SGDOptions&>(param_groups_[k].options()).momentum() != 0;
@@ -68,7 +68,8 @@ class FusedSgd : public torch::optim::SGD {
       // whose momentum buffer starts now get a call of their own.
       Call& first = calls[k][1];
       for (size_t i = 0; i < first.params.size(); ++i) {
-        first.buffers[i] = at::empty_like(first.params[i]);  // the parameter's strides: the kernel reads all three alike
+        first.buffers[i] =
+            at::empty_like(first.params[i]);  // the parameter's strides: the kernel reads all three alike
         auto state = std::make_unique<torch::optim::SGDParamState>();
         state->momentum_buffer(first.buffers[i]);
         state_[first.params[i].unsafeGetTensorImpl()] = std::move(state);

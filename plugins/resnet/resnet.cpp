@@ -32,7 +32,8 @@ struct NormSettings {
 
 torch::nn::AnyModule make_norm(int64_t channels, const NormSettings& s) {
   if (s.sync) return torch::nn::AnyModule(trainyard::SyncBatchNorm2d(channels, s.sync, s.eps, s.momentum));
-  return torch::nn::AnyModule(torch::nn::BatchNorm2d(torch::nn::BatchNorm2dOptions(channels).eps(s.eps).momentum(s.momentum)));
+  return torch::nn::AnyModule(
+      torch::nn::BatchNorm2d(torch::nn::BatchNorm2dOptions(channels).eps(s.eps).momentum(s.momentum)));
 }
 
 torch::nn::Conv2d conv(int64_t in, int64_t out, int64_t k, int64_t stride) {
@@ -49,8 +50,10 @@ class BlockImpl : public torch::nn::Module {
       : stride_(stride) {
     const int64_t out = bottleneck ? width * 4 : width;
     std::vector<std::tuple<int64_t, int64_t, int64_t, int64_t>> layers;  // in, out, kernel, stride
-    if (bottleneck) layers = {{in, width, 1, 1}, {width, width, 3, stride}, {width, out, 1, 1}};
-    else layers = {{in, width, 3, stride}, {width, out, 3, 1}};
+    if (bottleneck)
+      layers = {{in, width, 1, 1}, {width, width, 3, stride}, {width, out, 1, 1}};
+    else
+      layers = {{in, width, 3, stride}, {width, out, 3, 1}};
     for (size_t i = 0; i < layers.size(); ++i) {
       auto [ci, co, k, s] = layers[i];
       convs_.push_back(register_module("conv" + std::to_string(i + 1), conv(ci, co, k, s)));
@@ -102,11 +105,16 @@ const std::vector<int64_t> kImageNetDepths{18, 34, 50, 101, 152};
 
 std::vector<int64_t> imagenet_blocks(int64_t depth) {
   switch (depth) {
-    case 18: return {2, 2, 2, 2};
-    case 34: return {3, 4, 6, 3};
-    case 50: return {3, 4, 6, 3};
-    case 101: return {3, 4, 23, 3};
-    default: return {3, 8, 36, 3};  // 152
+    case 18:
+      return {2, 2, 2, 2};
+    case 34:
+      return {3, 4, 6, 3};
+    case 50:
+      return {3, 4, 6, 3};
+    case 101:
+      return {3, 4, 23, 3};
+    default:
+      return {3, 8, 36, 3};  // 152
   }
 }
 
@@ -156,10 +164,10 @@ class ResNet : public trainyard::Network, public trainyard::NetworkOutputs {
   ResNet(const ResNetOptions& o, const trainyard::Context& c) : head_(o) {
     const auto& shape = c.dataset.sample_shape;
     if (shape.size() != 3)
-      throw trainyard::ConfigError("resnet needs image inputs",
-                                   "expected a sample shape [channels, height, width], got " +
-                                       std::to_string(shape.size()) + " dimensions",
-                                   "use a network like mlp for flat inputs");
+      throw trainyard::ConfigError(
+          "resnet needs image inputs",
+          "expected a sample shape [channels, height, width], got " + std::to_string(shape.size()) + " dimensions",
+          "use a network like mlp for flat inputs");
     if (c.dataset.num_classes <= 0)
       throw trainyard::ConfigError("the dataset reports no classes", "expected a classification dataset", "");
     const int64_t depth = o.depth;
@@ -175,9 +183,8 @@ class ResNet : public trainyard::Network, public trainyard::NetworkOutputs {
     if (c.sync_batch_norm && c.collectives) ns.sync = c.collectives;
     const double gamma = o.bn_init_gamma;
     const std::string& shortcut_name = o.shortcut;
-    const Shortcut shortcut = shortcut_name == "projection" || (shortcut_name == "auto" && imagenet)
-                                  ? Shortcut::projection
-                                  : Shortcut::pad;
+    const Shortcut shortcut =
+        shortcut_name == "projection" || (shortcut_name == "auto" && imagenet) ? Shortcut::projection : Shortcut::pad;
     int64_t width = o.width;
     if (width == 0) width = imagenet ? 64 : 16;
     const bool small = !imagenet || o.small_input;
@@ -189,8 +196,7 @@ class ResNet : public trainyard::Network, public trainyard::NetworkOutputs {
     register_module("bn1", bn1_.ptr());
     max_pool_ = !small;
 
-    const std::vector<int64_t> blocks =
-        imagenet ? imagenet_blocks(depth) : std::vector<int64_t>(3, (depth - 2) / 6);
+    const std::vector<int64_t> blocks = imagenet ? imagenet_blocks(depth) : std::vector<int64_t>(3, (depth - 2) / 6);
     int64_t in = width;
     for (size_t stage = 0; stage < blocks.size(); ++stage) {
       torch::nn::Sequential layer;

@@ -20,8 +20,9 @@ const trainyard::TypedSchema<RetrievalOptions>& typed_schema() {
   static const trainyard::TypedSchema<RetrievalOptions> s = [] {
     using O = RetrievalOptions;
     trainyard::TypedSchema<O> t;
-    t.add("k", &O::k, {1, 5}, "report recall_at_K for each k: the fraction of queries with a sample of their class "
-                              "among their k nearest")
+    t.add("k", &O::k, {1, 5},
+          "report recall_at_K for each k: the fraction of queries with a sample of their class "
+          "among their k nearest")
         .min(1);
     t.add("distance", &O::distance, "euclidean",
           "euclidean: L2 distance (smaller is nearer); cosine: cosine similarity (larger is nearer)")
@@ -112,7 +113,8 @@ std::map<std::string, double> metrics(const at::Tensor& embeddings, const at::Te
     const at::Tensor yq = y.narrow(0, q0, len);
     const at::Tensor r = r_all.narrow(0, q0, len);
     const at::Tensor keep = r.gt(0);  // a query alone in its class cannot be answered
-    const at::Tensor hit = y.index_select(0, nearest.flatten()).view({len, depth}).eq(yq.unsqueeze(1)) & keep.unsqueeze(1);
+    const at::Tensor hit =
+        y.index_select(0, nearest.flatten()).view({len, depth}).eq(yq.unsqueeze(1)) & keep.unsqueeze(1);
     for (size_t i = 0; i < s.k.size(); ++i)
       found[static_cast<int64_t>(i)] += hit.narrow(1, 0, std::min(s.k[i], depth)).any(1).sum();
     precision1 += hit.select(1, 0).sum();

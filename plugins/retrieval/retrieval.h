@@ -18,8 +18,8 @@ namespace retrieval {
 
 struct Settings {
   std::vector<int64_t> k{1, 5};
-  std::string distance = "euclidean";  ///< euclidean (smaller is nearer) or cosine (larger is nearer)
-  bool normalize = true;                ///< L2-normalize before euclidean distances
+  std::string distance = "euclidean";         ///< euclidean (smaller is nearer) or cosine (larger is nearer)
+  bool normalize = true;                      ///< L2-normalize before euclidean distances
   int64_t chunk_elements = int64_t{1} << 22;  ///< queries per chunk x samples (chunk_mb 64: 16 bytes each)
 };
 

@@ -75,9 +75,12 @@ std::string event_with_summary(double wall_time, int64_t step, const std::string
 // google.protobuf.Value: number_value = 2, string_value = 3, bool_value = 4.
 std::string struct_value(const HParamValue& v) {
   std::string out;
-  if (const double* d = std::get_if<double>(&v)) double_field(out, 2, *d);
-  else if (const std::string* s = std::get_if<std::string>(&v)) bytes_field(out, 3, *s);
-  else key(out, 4, 0), varint(out, std::get<bool>(v) ? 1 : 0);
+  if (const double* d = std::get_if<double>(&v))
+    double_field(out, 2, *d);
+  else if (const std::string* s = std::get_if<std::string>(&v))
+    bytes_field(out, 3, *s);
+  else
+    key(out, 4, 0), varint(out, std::get<bool>(v) ? 1 : 0);
   return out;
 }
 

@@ -43,8 +43,7 @@ const trainyard::TypedSchema<TensorBoardOptions>& typed_schema() {
     using O = TensorBoardOptions;
     trainyard::TypedSchema<O> t;
     t.add("dir", &O::dir, "", "folder for the event files; empty: RUN_DIR/tensorboard");
-    t.add("every_iters", &O::every_iters, 50,
-          "train/batch_loss and train/samples_per_sec every N iterations; 0: never")
+    t.add("every_iters", &O::every_iters, 50, "train/batch_loss and train/samples_per_sec every N iterations; 0: never")
         .min(0);
     t.add("hparams", &O::hparams, true,
           "record the run's hyper-parameters (its resolved experiment) for the HPARAMS tab");
@@ -57,10 +56,16 @@ const trainyard::TypedSchema<TensorBoardOptions>& typed_schema() {
 class TensorBoard : public trainyard::Callback {
  public:
   TensorBoard(const TensorBoardOptions& o, const trainyard::Context& c)
-      : dir_(o.dir), run_dir_(c.run_dir), every_(o.every_iters), hparams_(o.hparams), histograms_(o.histograms),
+      : dir_(o.dir),
+        run_dir_(c.run_dir),
+        every_(o.every_iters),
+        hparams_(o.hparams),
+        histograms_(o.histograms),
         rank_(c.rank) {
-    if (dir_.empty()) dir_ = (std::filesystem::path(c.run_dir) / "tensorboard").string();
-    else if (c.rank == 0) check_writable(dir_);
+    if (dir_.empty())
+      dir_ = (std::filesystem::path(c.run_dir) / "tensorboard").string();
+    else if (c.rank == 0)
+      check_writable(dir_);
   }
   // A `dir` that cannot be written is the user's to fix, so it is a ConfigError
   // (exit 2) found now, before training: not a filesystem error at before_run.

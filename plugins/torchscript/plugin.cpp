@@ -43,7 +43,8 @@ class TorchScriptNetwork : public trainyard::Network, public trainyard::Scripted
   TorchScriptNetwork(torch::jit::Module script, std::string path)
       : mirror_(std::make_shared<Mirror>(script)), script_(script), path_(std::move(path)) {
     // The mirror's children become this network's children (no extra name level).
-    for (const auto& p : mirror_->named_parameters(false)) register_parameter(p.key(), p.value(), p.value().requires_grad());
+    for (const auto& p : mirror_->named_parameters(false))
+      register_parameter(p.key(), p.value(), p.value().requires_grad());
     for (const auto& b : mirror_->named_buffers(false)) register_buffer(b.key(), b.value());
     for (const auto& child : mirror_->named_children()) register_module(child.key(), child.value());
   }
@@ -108,8 +109,7 @@ std::shared_ptr<trainyard::Network> make(const trainyard::Options& o, const trai
 
 void register_components(trainyard::Registrar& r) {
   r.add_network("torchscript", "a network exported from Python as TorchScript (torch.jit.script or trace)",
-                schema().schema(),
-                make);
+                schema().schema(), make);
 }
 
 }  // namespace

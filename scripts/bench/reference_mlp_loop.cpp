@@ -73,7 +73,10 @@ int main(int argc, char** argv) {
   auto pixels = read_gz(dir + "/train-images-idx3-ubyte.gz", 16, n);
   auto labels = read_gz(dir + "/train-labels-idx1-ubyte.gz", 8, m);
   auto images = torch::from_blob(pixels.data(), {long(n), 1, 28, 28}, torch::kByte)
-                    .to(torch::kFloat).div_(255.0).sub_(0.2860).div_(0.3530);
+                    .to(torch::kFloat)
+                    .div_(255.0)
+                    .sub_(0.2860)
+                    .div_(0.3530);
   auto targets = torch::from_blob(labels.data(), {long(m)}, torch::kByte).to(torch::kLong);
 
   std::vector<int64_t> widths;
@@ -92,7 +95,8 @@ int main(int argc, char** argv) {
   net->push_back(torch::nn::Linear(in, 10));
   torch::optim::SGD opt(net->parameters(), torch::optim::SGDOptions(0.05).momentum(0.9).nesterov(true));
   const int64_t batch = argc >= 6 ? std::stoll(argv[5]) : 64;
-  const int64_t samples = argc >= 5 && std::stoll(argv[4]) > 0 ? std::min<int64_t>(std::stoll(argv[4]), long(n)) : long(n);
+  const int64_t samples =
+      argc >= 5 && std::stoll(argv[4]) > 0 ? std::min<int64_t>(std::stoll(argv[4]), long(n)) : long(n);
   for (int epoch = 1; epoch <= epochs; ++epoch) {
     auto t0 = std::chrono::steady_clock::now();
     EpochResult r = train_epoch(net, opt, images, targets, long(n), samples, batch);

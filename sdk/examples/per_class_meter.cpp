@@ -51,8 +51,8 @@ class PerClassAccuracy : public trainyard::Meter {
     table.name = "per_class_accuracy";
     table.columns = {"class", "samples", "accuracy"};
     for (int64_t c = 0; c < classes_; ++c)
-      table.rows.push_back({names_[static_cast<size_t>(c)], std::to_string(static_cast<int64_t>(seen(c))),
-                            std::to_string(accuracy(c))});
+      table.rows.push_back(
+          {names_[static_cast<size_t>(c)], std::to_string(static_cast<int64_t>(seen(c))), std::to_string(accuracy(c))});
     return {table};
   }
 
@@ -65,16 +65,14 @@ class PerClassAccuracy : public trainyard::Meter {
 };
 
 void register_components(trainyard::Registrar& r) {
-  r.add_meter("per_class_accuracy",
-              "accuracy of each class (reports: worst_class_accuracy; results: per_class_accuracy table)",
-              trainyard::Schema(), [](const trainyard::Options&, const trainyard::Context& c) {
-                if (c.dataset.num_classes <= 0)
-                  throw trainyard::ConfigError("per_class_accuracy needs a classification dataset",
-                                               "expected num_classes > 0, got " +
-                                                   std::to_string(c.dataset.num_classes),
-                                               "");
-                return std::make_shared<PerClassAccuracy>(c.dataset.num_classes, c.dataset.class_names);
-              });
+  r.add_meter(
+      "per_class_accuracy", "accuracy of each class (reports: worst_class_accuracy; results: per_class_accuracy table)",
+      trainyard::Schema(), [](const trainyard::Options&, const trainyard::Context& c) {
+        if (c.dataset.num_classes <= 0)
+          throw trainyard::ConfigError("per_class_accuracy needs a classification dataset",
+                                       "expected num_classes > 0, got " + std::to_string(c.dataset.num_classes), "");
+        return std::make_shared<PerClassAccuracy>(c.dataset.num_classes, c.dataset.class_names);
+      });
 }
 
 }  // namespace

@@ -45,8 +45,9 @@ void register_components(trainyard::Registrar& r) {
   trainyard::TypedSchema<O> schema;
   schema.add("meter", &O::meter, "test_accuracy_top1", "meter to watch, phase-prefixed");
   schema.add("target", &O::target, 0.95, "stop when a fresh value reaches this");
-  r.add_callback("stop_on_fresh_meter", "stops when a freshly computed meter value reaches a target (trainyard example)",
-                 schema.schema(), [schema](const trainyard::Options& o, const trainyard::Context&) {
+  r.add_callback("stop_on_fresh_meter",
+                 "stops when a freshly computed meter value reaches a target (trainyard example)", schema.schema(),
+                 [schema](const trainyard::Options& o, const trainyard::Context&) {
                    return std::make_shared<StopOnFreshMeter>(schema.bind(o));
                  });
 }

@@ -22,8 +22,7 @@ namespace trainyard {
 Error::Error(const std::string& message) : std::runtime_error(message) {}
 Error::~Error() = default;
 ConfigError::ConfigError(const std::string& message) : Error(message) {}
-ConfigError::ConfigError(const std::string& what, const std::string& expected_and_got,
-                         const std::string& hint)
+ConfigError::ConfigError(const std::string& what, const std::string& expected_and_got, const std::string& hint)
     : Error(what + "; " + expected_and_got + (hint.empty() ? "" : "; " + hint)) {}
 ConfigError::~ConfigError() = default;
 BadRecord::BadRecord(const std::string& reason) : Error(reason) {}
@@ -73,8 +72,10 @@ void detail::set_log_handler(LogHandler handler) { log_handler = handler; }
 
 void Context::log(const std::string& message) const {
   const std::string line = world_size > 1 ? "[rank " + std::to_string(rank) + "] " + message : message;
-  if (log_handler) log_handler(line);
-  else std::fprintf(stderr, "%s\n", line.c_str());
+  if (log_handler)
+    log_handler(line);
+  else
+    std::fprintf(stderr, "%s\n", line.c_str());
 }
 
 Example Dataset::get_seeded(int64_t index, uint64_t /*seed*/) const { return get(index); }
@@ -112,10 +113,10 @@ Batch Dataset::get_batch(const std::vector<int64_t>& indices, const std::vector<
   for (size_t k = 1; k < indices.size(); ++k)
     for (const auto* list : {&inputs, &targets})
       if ((*list)[k].defined() && (*list)[0].defined() && (*list)[k].sizes() != (*list)[0].sizes())
-        throw ConfigError("samples " + std::to_string(indices[0]) + " and " + std::to_string(indices[k]) + " differ in " +
-                              (list == &inputs ? "input" : "target") + " shape",
-                          "expected the samples of a batch to have one shape, got " +
-                              shape_text((*list)[0].sizes()) + " and " + shape_text((*list)[k].sizes()),
+        throw ConfigError("samples " + std::to_string(indices[0]) + " and " + std::to_string(indices[k]) +
+                              " differ in " + (list == &inputs ? "input" : "target") + " shape",
+                          "expected the samples of a batch to have one shape, got " + shape_text((*list)[0].sizes()) +
+                              " and " + shape_text((*list)[k].sizes()),
                           "give the dataset load_size (and crop_size) so that every image has the same size");
   return Batch{at::stack(inputs), at::stack(targets), indices};
 }

@@ -14,14 +14,22 @@ namespace trainyard {
 
 const char* type_name(OptionType type) {
   switch (type) {
-    case OptionType::boolean: return "boolean";
-    case OptionType::integer: return "integer";
-    case OptionType::number: return "number";
-    case OptionType::string: return "string";
-    case OptionType::integer_list: return "list of integers";
-    case OptionType::number_list: return "list of numbers";
-    case OptionType::string_list: return "list of strings";
-    case OptionType::path: return "path";
+    case OptionType::boolean:
+      return "boolean";
+    case OptionType::integer:
+      return "integer";
+    case OptionType::number:
+      return "number";
+    case OptionType::string:
+      return "string";
+    case OptionType::integer_list:
+      return "list of integers";
+    case OptionType::number_list:
+      return "list of numbers";
+    case OptionType::string_list:
+      return "list of strings";
+    case OptionType::path:
+      return "path";
   }
   return "?";
 }
@@ -52,11 +60,15 @@ std::string list_text(const std::vector<T>& items, F each) {
 
 std::string to_string(const Value& value) {
   switch (type_of(value)) {
-    case OptionType::boolean: return std::get<bool>(value) ? "true" : "false";
-    case OptionType::integer: return std::to_string(std::get<int64_t>(value));
-    case OptionType::number: return number_text(std::get<double>(value));
+    case OptionType::boolean:
+      return std::get<bool>(value) ? "true" : "false";
+    case OptionType::integer:
+      return std::to_string(std::get<int64_t>(value));
+    case OptionType::number:
+      return number_text(std::get<double>(value));
     case OptionType::string:
-    case OptionType::path: return std::get<std::string>(value);
+    case OptionType::path:
+      return std::get<std::string>(value);
     case OptionType::integer_list:
       return list_text(std::get<std::vector<int64_t>>(value), [](int64_t v) { return std::to_string(v); });
     case OptionType::number_list:
@@ -130,7 +142,8 @@ std::string OptionSpec::range_text() const {
     return "between " + bound(*min_value) + " and " + bound(*max_value);
   std::string text;
   if (min_value) text = (min_exclusive ? "above " : "at least ") + bound(*min_value);
-  if (max_value) text += (text.empty() ? "" : " and ") + std::string(max_exclusive ? "below " : "at most ") + bound(*max_value);
+  if (max_value)
+    text += (text.empty() ? "" : " and ") + std::string(max_exclusive ? "below " : "at most ") + bound(*max_value);
   return text;
 }
 
@@ -147,8 +160,7 @@ const Value& Options::at(const std::string& key) const {
 }
 
 void Options::require_key(const std::string& key) const {
-  if (!has(key))
-    throw Error("option '" + key + "' is bound to a field but missing from the options given to bind()");
+  if (!has(key)) throw Error("option '" + key + "' is bound to a field but missing from the options given to bind()");
 }
 
 void Options::throw_type_mismatch(const std::string& key, const Value& found) {

@@ -64,12 +64,15 @@ TEST(BadInput, EveryCommandLineInTheCorpusIsOneClearErrorAndExitTwo) {
   const std::string file = temp_dir("cl-file") + "/a-file";
   write_file(file, "not a folder\n");
   const std::string fashion = "/usr/share/datasets/fashion-mnist";
-  const std::string idx = "--images " + fashion + "/t10k-images-idx3-ubyte.gz --labels " + fashion +
-                          "/t10k-labels-idx1-ubyte.gz --limit 8";
+  const std::string idx =
+      "--images " + fashion + "/t10k-images-idx3-ubyte.gz --labels " + fashion + "/t10k-labels-idx1-ubyte.gz --limit 8";
   auto expand = [&](std::string text, const std::string& out) {
-    for (const auto& [from, to] : std::vector<std::pair<std::string, std::string>>{
-             {"{exp}", corpus + "/valid_experiment.yaml"}, {"{out}", out}, {"{file}", file},
-             {"{corpus}", corpus}, {"{idx}", idx}})
+    for (const auto& [from, to] :
+         std::vector<std::pair<std::string, std::string>>{{"{exp}", corpus + "/valid_experiment.yaml"},
+                                                          {"{out}", out},
+                                                          {"{file}", file},
+                                                          {"{corpus}", corpus},
+                                                          {"{idx}", idx}})
       for (size_t at; (at = text.find(from)) != std::string::npos;) text.replace(at, from.size(), to);
     return text;
   };
@@ -146,7 +149,8 @@ TEST(BadInput, ANameSeveralLibrariesRegisterIsAmbiguousAndItsQualifiedNameRuns) 
                      " --set meters.0.plugin=meters::confusion_matrix --set loop.epochs=1");
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_TRUE(fs::exists(out + "/clash/meters/confusion_matrix-e1.csv")) << r.err;
-  EXPECT_TRUE(contains(read_file(out + "/clash/config.yaml"), "meters::confusion_matrix")) << read_file(out + "/clash/config.yaml");
+  EXPECT_TRUE(contains(read_file(out + "/clash/config.yaml"), "meters::confusion_matrix"))
+      << read_file(out + "/clash/config.yaml");
 }
 
 TEST(BadInput, EveryDamagedRecordInTheCorpusIsOneClearErrorAndExitTwo) {
@@ -207,8 +211,9 @@ TEST(BadInput, DataErrorsFoundWhileADatasetIsBuiltAreBadInputToo) {
             0);
   for (const auto& [record, expected] :
        std::map<std::string, std::string>{{"bad_magic", "record 0000000000: not a trainyard record (bad magic)"},
-                                          {"huge_side", "record 0000000000: image of 100000x100000: expected at most "
-                                                        "16384 pixels per side"}}) {
+                                          {"huge_side",
+                                           "record 0000000000: image of 100000x100000: expected at most "
+                                           "16384 pixels per side"}}) {
     std::string db;
     const std::string exp = experiment_with_record(
         record + "-first", good, 0, read_file(source_dir() + "/tests/bad_inputs/records/" + record + ".bin"), &db);
@@ -238,8 +243,10 @@ TEST(BadInput, ALabelOutOfRangeDeepInAnInMemoryDatasetStopsBeforeAnythingIsWritt
 TEST(BadInput, PkBatchesWithAClassSmallerThanKOrAnotherBatchSizeAreRefused) {
   const std::string exp = temp_dir("exp-pk") + "/pk.yaml";
   write_file(exp, synthetic_experiment("pk"));
-  expect_one_clear_error({"pk-small", "run " + exp + " --set loop.classes_per_batch=2 --set loop.samples_per_class=200 "
-                                      "--set loop.batch_per_device=400",
+  expect_one_clear_error({"pk-small",
+                          "run " + exp +
+                              " --set loop.classes_per_batch=2 --set loop.samples_per_class=200 "
+                              "--set loop.batch_per_device=400",
                           "loop.classes_per_batch: class 0 has 128 samples, fewer than loop.samples_per_class 200; "
                           "expected at least K samples in every class of the training set"});
   expect_one_clear_error({"pk-batch", "run " + exp + " --set loop.classes_per_batch=2 --set loop.samples_per_class=8",

@@ -43,9 +43,9 @@ TEST(Cli, RunWritesConfigMetricsSummaryAndCheckpoints) {
         << line;
   }
   std::string summary = read_file(dir + "/summary.json");
-  for (const char* key : {"\"experiment\": \"basic\"", "\"epochs_completed\": 2", "\"test_accuracy_top1\": ",
-                          "\"test_accuracy_top2\": ", "\"train_loss\": ", "\"test_loss\": ", "\"samples_per_sec\": ",
-                          "\"secs_per_train\": ", "\"wall_s\": "})
+  for (const char* key :
+       {"\"experiment\": \"basic\"", "\"epochs_completed\": 2", "\"test_accuracy_top1\": ", "\"test_accuracy_top2\": ",
+        "\"train_loss\": ", "\"test_loss\": ", "\"samples_per_sec\": ", "\"secs_per_train\": ", "\"wall_s\": "})
     EXPECT_TRUE(contains(summary, key)) << key << " in " << summary;
   EXPECT_TRUE(fs::exists(dir + "/checkpoints/ckpt-e0001-i00000016.pt"));
   EXPECT_TRUE(fs::exists(dir + "/checkpoints/ckpt-e0002-i00000032.pt"));
@@ -59,14 +59,16 @@ TEST(Cli, TheEndOfARunIsATableWithinEightyColumnsAndTheNextCommands) {
   auto r = trainyard("run " + exp + " --output-dir " + out);
   ASSERT_EQ(r.exit_code, 0) << r.err;
   const auto lines = nonempty_lines(r.out);
-  auto done = std::find_if(lines.begin(), lines.end(), [](const std::string& l) { return contains(l, "trainyard: done: 2/2 epochs"); });
+  auto done = std::find_if(lines.begin(), lines.end(),
+                           [](const std::string& l) { return contains(l, "trainyard: done: 2/2 epochs"); });
   ASSERT_NE(done, lines.end()) << r.out;
   auto end = std::find_if(done + 1, lines.end(), [](const std::string& l) { return l.rfind("  ", 0) != 0; });
   ASSERT_EQ(end - done, 5) << r.out;  // done, then the header and accuracy_top1, accuracy_top2, loss
   for (auto it = done + 1; it != end; ++it) EXPECT_LE(it->size(), 80u) << *it;
   auto next = std::find_if(done, lines.end(), [](const std::string& l) { return l.rfind("next: ", 0) == 0; });
   ASSERT_NE(next, lines.end()) << r.out;
-  EXPECT_TRUE(contains(*(done + 1), "train") && contains(*(done + 1), "test") && contains(*(done + 1), "best test (epoch)"))
+  EXPECT_TRUE(contains(*(done + 1), "train") && contains(*(done + 1), "test") &&
+              contains(*(done + 1), "best test (epoch)"))
       << *(done + 1);
   // The loss row: the last train and test values as summary.json has them, and the least test loss of the run.
   const auto summary = YAML::LoadFile(out + "/table/summary.json")["metrics"];
@@ -95,7 +97,8 @@ TEST(Cli, RunAgainResumesAndSaysSo) {
   EXPECT_TRUE(contains(r.out, "resuming from " + out + "/again/checkpoints/ckpt-e0002-i00000032.pt")) << r.out;
   EXPECT_TRUE(contains(r.out, "all 2 epochs are already done")) << r.out;
   // Nothing was trained: the summary of the run that trained stays.
-  EXPECT_TRUE(contains(read_file(out + "/again/summary.json"), "\"test_accuracy_top1\": ")) << read_file(out + "/again/summary.json");
+  EXPECT_TRUE(contains(read_file(out + "/again/summary.json"), "\"test_accuracy_top1\": "))
+      << read_file(out + "/again/summary.json");
   r = trainyard("run " + exp + " --output-dir " + out + " --set loop.epochs=3");
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_TRUE(fs::exists(out + "/again/checkpoints/ckpt-e0003-i00000048.pt"));
@@ -133,8 +136,10 @@ TEST(Cli, BadInputExitsTwoWithOneLineAndWritesNothing) {
   // A library named where its folder belongs: said to be a file, with the folder to name instead.
   const std::string library = fixture_dir("wrong_major") + "/libwrong_major.so";
   expect_bad_input(exp + " --plugin-dir " + library,
-                   library + ": is a file, not a plugin folder (named by --plugin-dir); expected a folder holding "
-                             "plugin libraries (*.so); name the folder that holds it (" + fixture_dir("wrong_major") + ")");
+                   library +
+                       ": is a file, not a plugin folder (named by --plugin-dir); expected a folder holding "
+                       "plugin libraries (*.so); name the folder that holds it (" +
+                       fixture_dir("wrong_major") + ")");
   expect_bad_input(exp + " --plugin-dir " + fixture_dir("wrong_major"), "SDK API major version differs");
   expect_bad_input(exp + " --plugin-dir " + fixture_dir("bad_fingerprint"), "build fingerprint differs");
   expect_bad_input(exp + " --plugin-dir " + fixture_dir("no_entry"), "no 'trainyard_plugin_entry' entry point");
@@ -188,7 +193,8 @@ TEST(Cli, ANonUtf8SetValueIsRefusedNamingItsKey) {
   expect_bad_input(exp + " --set 'extra.note=caf\xe9'",
                    "error: --set extra.note: the value is not UTF-8 text (byte 0xe9 at offset 3 of the value); "
                    "expected UTF-8 text");
-  expect_bad_input(exp + " --set 'output.dir=runs-\xc3\x28'", "--set output.dir: the value is not UTF-8 text (byte 0xc3");
+  expect_bad_input(exp + " --set 'output.dir=runs-\xc3\x28'",
+                   "--set output.dir: the value is not UTF-8 text (byte 0xc3");
   expect_bad_input(exp + " --set 'extra.note=\xed\xa0\x80'", "(byte 0xed at offset 0 of the value)");  // a surrogate
   const std::string out = temp_dir("out");
   auto r = trainyard("run " + exp + " --output-dir " + out + " --set loop.epochs=1 --set 'extra.note=caf\xc3\xa9'");
@@ -239,8 +245,9 @@ TEST(Cli, PluginCrashIsReportedWithItsName) {
   write_file(exp, yaml);
   auto r = trainyard("run " + exp + " --output-dir " + temp_dir("out") + " --plugin-dir " + fixture_dir("components"));
   EXPECT_EQ(r.exit_code, 1);
-  EXPECT_TRUE(contains(r.err, "error: network 'crashing' from libtest_components.so 0.1.0 failed in forward: "
-                              "fixture crash in forward"))
+  EXPECT_TRUE(contains(r.err,
+                       "error: network 'crashing' from libtest_components.so 0.1.0 failed in forward: "
+                       "fixture crash in forward"))
       << r.err;
 }
 
@@ -273,7 +280,8 @@ TEST(Cli, SavedConfigValidatesFromAnotherWorkingDirectory) {
   const std::string exp_dir = temp_dir("saved_config_exp"), out = temp_dir("out"), elsewhere = temp_dir("elsewhere");
   const std::string plugins = fs::relative(fixture_dir("components"), exp_dir).string();
   const std::string exp = exp_dir + "/saved.yaml";
-  write_file(exp, synthetic_experiment("saved", "plugin_dirs: [" + plugins + "]\noverrides: [{plugin: pass_through_epoch}]\n"));
+  write_file(exp, synthetic_experiment("saved",
+                                       "plugin_dirs: [" + plugins + "]\noverrides: [{plugin: pass_through_epoch}]\n"));
   auto r = run_command("cd " + exp_dir + " && " + trainyard_binary() + " run saved.yaml --output-dir " + out);
   ASSERT_EQ(r.exit_code, 0) << r.err;
   const std::string config = read_file(out + "/saved/config.yaml");
@@ -286,7 +294,8 @@ TEST(Cli, SavedConfigValidatesFromAnotherWorkingDirectory) {
 TEST(Cli, PluginsListsLibrariesWithVersionsAndComponents) {
   auto r = trainyard("plugins --plugin-dir " + fixture_dir("components"));
   ASSERT_EQ(r.exit_code, 0) << r.err;
-  EXPECT_TRUE(contains(r.out, "libmlp.so\n  mlp 1.0.0 (API " + std::string(sdk_api_version()) + "), fingerprint ok")) << r.out;
+  EXPECT_TRUE(contains(r.out, "libmlp.so\n  mlp 1.0.0 (API " + std::string(sdk_api_version()) + "), fingerprint ok"))
+      << r.out;
   EXPECT_TRUE(contains(r.out, "  meters: confusion_matrix, loss, topk_accuracy\n")) << r.out;
   EXPECT_TRUE(contains(r.out, "libtest_components.so")) << r.out;
   r = trainyard("plugins --plugin-dir " + fixture_dir("newer_minor"));
@@ -316,7 +325,9 @@ TEST(Cli, HelpAndVersionWorkEverywhere) {
     EXPECT_TRUE(contains(help.out, "usage: trainyard")) << command << help.out;
     auto version = trainyard(std::string(command) + "--version");
     EXPECT_EQ(version.exit_code, 0) << command;
-    EXPECT_TRUE(contains(version.out, "trainyard " + std::string(TRAINYARD_VERSION) + " (SDK API " + std::string(sdk_api_version()) + ", ")) << command << version.out;
+    EXPECT_TRUE(contains(version.out, "trainyard " + std::string(TRAINYARD_VERSION) + " (SDK API " +
+                                          std::string(sdk_api_version()) + ", "))
+        << command << version.out;
   }
   auto r = trainyard("trian x.yaml");
   EXPECT_EQ(r.exit_code, 2);
@@ -338,7 +349,8 @@ TEST(Cli, EveryShippedExperimentAndRecipeValidates) {
       ++checked;
       std::string missing;
       for (const auto& [name, marker] : made_data)
-        if (contains(read_file(f.path().string()), "data/" + name) && !fs::exists(source_dir() + marker)) missing = name;
+        if (contains(read_file(f.path().string()), "data/" + name) && !fs::exists(source_dir() + marker))
+          missing = name;
       auto r = trainyard("validate " + f.path().string());
       if (missing.empty()) {
         EXPECT_EQ(r.exit_code, 0) << f.path() << "\n" << r.err;
@@ -384,8 +396,10 @@ TEST(PluginFolders, UserFolderByDefaultAMissingPathFolderWarnsAndDescribeSaysWhe
   // A TRAINYARD_PLUGIN_PATH folder that is not there: a warning naming it, not an error.
   r = trainyard_with_env("XDG_DATA_HOME=" + data + " TRAINYARD_PLUGIN_PATH=/nonexistent/plugins", "plugins");
   EXPECT_EQ(r.exit_code, 0) << r.err;
-  EXPECT_TRUE(contains(r.err, "warning: /nonexistent/plugins: plugin folder does not exist (named by "
-                              "TRAINYARD_PLUGIN_PATH); skipped")) << r.err;
+  EXPECT_TRUE(contains(r.err,
+                       "warning: /nonexistent/plugins: plugin folder does not exist (named by "
+                       "TRAINYARD_PLUGIN_PATH); skipped"))
+      << r.err;
   // A missing --plugin-dir stays an error.
   r = trainyard("plugins --plugin-dir /nonexistent/plugins");
   EXPECT_EQ(r.exit_code, 2) << r.err;
@@ -427,7 +441,8 @@ TEST(Log, TheLevelFiltersTheConsoleAndTheRunLogKeepsEverything) {
   auto bad = trainyard("validate " + dir + "/l.yaml --log-level chatty");
   EXPECT_EQ(bad.exit_code, 2);
   EXPECT_EQ(nonempty_lines(bad.err).size(), 1u) << bad.err;
-  EXPECT_TRUE(contains(bad.err, "error: --log-level 'chatty' (or TRAINYARD_LOG_LEVEL); expected error, warning, info or debug"))
+  EXPECT_TRUE(
+      contains(bad.err, "error: --log-level 'chatty' (or TRAINYARD_LOG_LEVEL); expected error, warning, info or debug"))
       << bad.err;
 }
 

@@ -15,11 +15,16 @@ std::string complete(const std::vector<std::string>& words) {
   std::string array;
   for (const auto& w : words) array += " '" + w + "'";
   const std::string dir = temp_dir("bash");
-  write_file(dir + "/try.sh", "source <('" + trainyard_binary() + "' completion bash)\n"
-                              "COMP_WORDS=('" + trainyard_binary() + "'" + array + ")\n"
-                              "COMP_CWORD=" + std::to_string(words.size()) + "\n"
-                              "_trainyard\n"
-                              "printf '%s\\n' \"${COMPREPLY[@]}\"\n");
+  write_file(dir + "/try.sh", "source <('" + trainyard_binary() +
+                                  "' completion bash)\n"
+                                  "COMP_WORDS=('" +
+                                  trainyard_binary() + "'" + array +
+                                  ")\n"
+                                  "COMP_CWORD=" +
+                                  std::to_string(words.size()) +
+                                  "\n"
+                                  "_trainyard\n"
+                                  "printf '%s\\n' \"${COMPREPLY[@]}\"\n");
   auto r = run_command("bash " + dir + "/try.sh");
   return r.exit_code == 0 ? r.out : "bash failed: " + r.err;
 }
@@ -53,14 +58,15 @@ TEST(Completion, AnExperimentOthersCanChangeDoesNotLoadItsPluginFolders) {
   // only when the file is trusted as plugin code is (yours or root's,
   // writable by nobody else).
   const std::string exp = temp_dir("exp-complete") + "/theirs.yaml";
-  write_file(exp, "name: theirs\nplugin_dirs: [" + fixture_dir("misbehaving") + "]\n"
-                  "dataset: {train: {plugin: misfit_data}, test: {plugin: misfit_data}}\n"
-                  "network: {plugin: misfit}\nloss: {plugin: cross_entropy}\noptimizer: {plugin: sgd, lr: 0.1}\n"
-                  "loop: {epochs: 1, batch_per_device: 16}\n");
+  write_file(exp, "name: theirs\nplugin_dirs: [" + fixture_dir("misbehaving") +
+                      "]\n"
+                      "dataset: {train: {plugin: misfit_data}, test: {plugin: misfit_data}}\n"
+                      "network: {plugin: misfit}\nloss: {plugin: cross_entropy}\noptimizer: {plugin: sgd, lr: 0.1}\n"
+                      "loop: {epochs: 1, batch_per_device: 16}\n");
   std::filesystem::permissions(exp, std::filesystem::perms(0644));
   EXPECT_EQ(complete({"run", exp, "--set", "network.ou"}), "network.outputs=\n");
   std::filesystem::permissions(exp, std::filesystem::perms(0666));
-  EXPECT_EQ(complete({"run", exp, "--set", "network.ou"}), "\n");  // nothing offered
+  EXPECT_EQ(complete({"run", exp, "--set", "network.ou"}), "\n");            // nothing offered
   EXPECT_EQ(complete({"run", exp, "--set", "loop.epo"}), "loop.epochs=\n");  // the host's keys still complete
 }
 

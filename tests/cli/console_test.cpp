@@ -33,8 +33,10 @@ TEST(Console, TheLiveLineFitsTheTerminalAndLeavesNothingBehind) {
     const std::string session = "trainyard-console-" + std::to_string(::getpid()) + "-" + std::to_string(width);
     const std::string command = trainyard_binary() + " run " + dir + "/console.yaml --output-dir " + dir + "/runs-" +
                                 std::to_string(width) + "; echo EXIT=$?; sleep 600";
-    ASSERT_EQ(run_command("tmux new-session -d -s " + session + " -x " + std::to_string(width) + " -y 60 '" + command + "'")
-                  .exit_code, 0);
+    ASSERT_EQ(
+        run_command("tmux new-session -d -s " + session + " -x " + std::to_string(width) + " -y 60 '" + command + "'")
+            .exit_code,
+        0);
     // While it trains: a live line, within the width (one column to spare).
     bool seen_live = false, ended = false;
     const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(120);

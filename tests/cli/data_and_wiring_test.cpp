@@ -21,7 +21,9 @@ namespace {
 // The fixture components fit as written; each case changes one line.
 std::string fitting_experiment() {
   return "name: fit\n"
-         "plugin_dirs: [" + fixture_dir("misbehaving") + "]\n"
+         "plugin_dirs: [" +
+         fixture_dir("misbehaving") +
+         "]\n"
          "dataset:\n"
          "  train: {plugin: misfit_data}\n"
          "  test: {plugin: misfit_data}\n"
@@ -47,7 +49,8 @@ void expect_refused(const std::string& name, const std::string& yaml, const std:
     EXPECT_EQ(r.exit_code, 2) << name << " (" << command << "): " << r.err;
     EXPECT_EQ(nonempty_lines(r.err).size(), 1u) << name << " (" << command << "): " << r.err;
     EXPECT_EQ(r.err.rfind("error: ", 0), 0u) << name << " (" << command << "): " << r.err;
-    EXPECT_TRUE(contains(r.err, expected)) << name << " (" << command << "): expected '" << expected << "' in: " << r.err;
+    EXPECT_TRUE(contains(r.err, expected))
+        << name << " (" << command << "): expected '" << expected << "' in: " << r.err;
     EXPECT_TRUE(fs::is_empty(out)) << name << ": something was written";
   }
 }
@@ -60,7 +63,8 @@ TEST(Wiring, TheFixtureComponentsFitAsWritten) {
 }
 
 TEST(Wiring, ComponentsThatDoNotFitAreNamedWithTheirShapes) {
-  const std::string base = fitting_experiment(), net = "network: {plugin: misfit}", train = "train: {plugin: misfit_data}";
+  const std::string base = fitting_experiment(), net = "network: {plugin: misfit}",
+                    train = "train: {plugin: misfit_data}";
   const std::vector<std::tuple<std::string, std::string, std::string>> cases = {
       {"seven_outputs", with(base, net, "network: {plugin: misfit, outputs: 7}"),
        "network 'misfit' from libmisbehaving.so 1.0.0): forward returned [4, 7] for a training batch of 4 samples of "
@@ -79,7 +83,8 @@ TEST(Wiring, ComponentsThatDoNotFitAreNamedWithTheirShapes) {
       {"negative_size", with(base, train, "train: {plugin: misfit_data, how: negative_size}"),
        "(dataset 'misfit_data' from libmisbehaving.so 1.0.0): size() returned -64; expected the number of samples, 0 "
        "or more, got -64"},
-      {"negative_test_size", with(base, "test: {plugin: misfit_data}", "test: {plugin: misfit_data, how: negative_size}"),
+      {"negative_test_size",
+       with(base, "test: {plugin: misfit_data}", "test: {plugin: misfit_data, how: negative_size}"),
        "(dataset 'misfit_data' from libmisbehaving.so 1.0.0): size() returned -64"},
       {"mixed_sizes", with(base, train, "train: {plugin: misfit_data, how: mixed_sizes}"),
        "samples 0 and 21 differ in input shape; expected the samples of a batch to have one shape, got [1, 4, 4] and "
@@ -87,10 +92,12 @@ TEST(Wiring, ComponentsThatDoNotFitAreNamedWithTheirShapes) {
       {"vector_loss", with(base, "loss: {plugin: cross_entropy}", "loss: {plugin: vector_loss}"),
        "(loss 'vector_loss' from libmisbehaving.so 1.0.0): compute returned [4] Float"},
       {"test_has_other_classes",
-       with(base, "test: {plugin: misfit_data}", "test: {plugin: synthetic, size: 32, num_classes: 3, shape: [1, 4, 4]}"),
+       with(base, "test: {plugin: misfit_data}",
+            "test: {plugin: synthetic, size: 32, num_classes: 3, shape: [1, 4, 4]}"),
        "the test dataset has 3 classes, the training dataset 4"},
       {"test_has_other_shape",
-       with(base, "test: {plugin: misfit_data}", "test: {plugin: synthetic, size: 32, num_classes: 4, shape: [1, 5, 5]}"),
+       with(base, "test: {plugin: misfit_data}",
+            "test: {plugin: synthetic, size: 32, num_classes: 4, shape: [1, 5, 5]}"),
        "test samples of shape [1, 5, 5], training samples [1, 4, 4]"},
   };
   for (const auto& [name, yaml, expected] : cases) expect_refused(name, yaml, expected);
@@ -101,7 +108,8 @@ TEST(DataConsistency, ABadLabelFoundDuringTrainingIsBadInputAndNoCheckpointIsWri
   // Sample 10 is not among the few the wiring check reads: the loader's
   // batch contract finds it in the first epoch.
   const std::string exp = temp_dir("exp") + "/late.yaml", out = temp_dir("out");
-  write_file(exp, with(fitting_experiment(), "train: {plugin: misfit_data}", "train: {plugin: misfit_data, how: late_label}"));
+  write_file(
+      exp, with(fitting_experiment(), "train: {plugin: misfit_data}", "train: {plugin: misfit_data, how: late_label}"));
   auto r = trainyard("run " + exp + " --output-dir " + out);
   EXPECT_EQ(r.exit_code, 2) << r.err;
   EXPECT_EQ(nonempty_lines(r.err).size(), 1u) << r.err;
@@ -122,7 +130,8 @@ TEST(NonFinite, ANetworkWhoseOutputTurnsBadAfterTheFirstBatchIsNamedNotTheLoss) 
   // Was: "the network's output is finite: the loss 'cross_entropy' produced it".
   for (const std::string how : {"huge_after_first", "inf_after_first"}) {
     const std::string exp = temp_dir("exp-" + how) + "/bad.yaml", out = temp_dir("out-" + how);
-    write_file(exp, with(fitting_experiment(), "network: {plugin: misfit}", "network: {plugin: misfit, how: " + how + "}"));
+    write_file(exp,
+               with(fitting_experiment(), "network: {plugin: misfit}", "network: {plugin: misfit, how: " + how + "}"));
     auto r = trainyard("run " + exp + " --output-dir " + out);
     EXPECT_EQ(r.exit_code, 1) << how << ": " << r.err;
     EXPECT_EQ(nonempty_lines(r.err).size(), 1u) << r.err;
@@ -140,8 +149,9 @@ TEST(NonFinite, ANetworkWhoseOutputTurnsBadAfterTheFirstBatchIsNamedNotTheLoss) 
 
 TEST(Wiring, AStageThatSwitchesToADatasetThatDoesNotFitIsRefusedWhenItStarts) {
   const std::string exp = temp_dir("exp") + "/staged.yaml", out = temp_dir("out");
-  write_file(exp, fitting_experiment() + "stages:\n  - {name: first}\n"
-                                         "  - {name: second, dataset: {train: {plugin: misfit_data, how: short_batch}}}\n");
+  write_file(exp, fitting_experiment() +
+                      "stages:\n  - {name: first}\n"
+                      "  - {name: second, dataset: {train: {plugin: misfit_data, how: short_batch}}}\n");
   auto v = trainyard("validate " + exp);  // validate builds and checks every stage
   EXPECT_EQ(v.exit_code, 2) << v.err;
   EXPECT_TRUE(contains(v.err, "stage 2 'second'")) << v.err;
@@ -161,8 +171,10 @@ TEST(Wiring, AStageWhoseNetworkCannotTakeTheEarlierStagesWeightsIsRefusedBeforeA
   // classifier it would start from has 4 outputs.
   const std::string exp = temp_dir("exp") + "/nine.yaml", out = temp_dir("out");
   const std::string nine = "{plugin: synthetic, size: 64, num_classes: 9, shape: [1, 4, 4]}";
-  write_file(exp, fitting_experiment() + "stages:\n  - {name: four}\n"
-                                         "  - {name: nine, dataset: {train: " + nine + ", test: " + nine + "}}\n");
+  write_file(exp, fitting_experiment() +
+                      "stages:\n  - {name: four}\n"
+                      "  - {name: nine, dataset: {train: " +
+                      nine + ", test: " + nine + "}}\n");
   for (const std::string command : {"run", "validate"}) {
     auto r = trainyard(command + " " + exp + (command == "run" ? " --output-dir " + out : ""));
     EXPECT_EQ(r.exit_code, 2) << command << ": " << r.err;
@@ -178,7 +190,8 @@ TEST(Wiring, PredictRefusesInputsOfAnotherShapeThanTheNetworkTrainedOn) {
   write_file(exp, fitting_experiment());
   ASSERT_EQ(trainyard("run " + exp + " --output-dir " + out).exit_code, 0);
   for (int i = 0; i < 3; ++i)
-    write_file(images + "/" + std::to_string(i) + ".png", image_codec::encode_png(cv::Mat(8, 8, CV_8UC1, cv::Scalar(i))));
+    write_file(images + "/" + std::to_string(i) + ".png",
+               image_codec::encode_png(cv::Mat(8, 8, CV_8UC1, cv::Scalar(i))));
   auto r = trainyard("predict " + exp + " --output-dir " + out + " --input " + images + " --output " + out + "/p.csv");
   EXPECT_EQ(r.exit_code, 2) << r.err;
   EXPECT_EQ(nonempty_lines(r.err).size(), 1u) << r.err;
@@ -214,7 +227,9 @@ TEST(DataConsistency, RealFilesThatDisagreeAreBadInput) {
 
   auto experiment = [&](const std::string& train, const std::string& test) {
     return "name: files\n"
-           "dataset:\n  train: " + train + "\n  test: " + test + "\n"
+           "dataset:\n  train: " +
+           train + "\n  test: " + test +
+           "\n"
            "network: {plugin: mlp, hidden_sizes: [8]}\nloss: {plugin: cross_entropy}\n"
            "optimizer: {plugin: sgd, lr: 0.1}\nloop: {epochs: 1, batch_per_device: 8}\n";
   };
@@ -229,10 +244,11 @@ TEST(DataConsistency, RealFilesThatDisagreeAreBadInput) {
        experiment(three, "{plugin: image_folder, root: " + dir + "/three, load_size: [6, 6]}"),
        "test samples of shape [1, 6, 6], training samples [1, 8, 8]"},
       {"empty_class_folders", experiment("{plugin: image_folder, root: " + dir + "/empty}", three), "holds no images"},
-      {"metadata_counts_more_records", experiment("{plugin: lmdb, path: " + db + "}", "{plugin: lmdb, path: " + db + "}"),
+      {"metadata_counts_more_records",
+       experiment("{plugin: lmdb, path: " + db + "}", "{plugin: lmdb, path: " + db + "}"),
        "its metadata says 16 records, but record 0000000015 is missing"},
-      {"lmdb_of_another_format",
-       experiment("{plugin: lmdb, path: " + foreign + "}", three), "has no trainyard metadata entry"},
+      {"lmdb_of_another_format", experiment("{plugin: lmdb, path: " + foreign + "}", three),
+       "has no trainyard metadata entry"},
       {"lmdb_that_is_an_image_folder", experiment("{plugin: lmdb, path: " + dir + "/three}", three),
        "expected a readable LMDB made by trainyard convert"},
       {"samples_too_large_for_memory",

@@ -108,8 +108,10 @@ TEST(Export, AnOutputThatCannotOrMustNotBeWrittenIsOneErrorLine) {
 
 TEST(Export, AStateDictLoadsIntoTheEquivalentModuleAndGivesEvalsAccuracy) {
   const std::string dir = temp_dir("state-dict"), exp = source_dir() + "/experiments/fashion_mnist_mlp.yaml";
-  const std::string small = " --set dataset.train.limit=4000 --set dataset.test.limit=2000 --set loop.epochs=1"
-                            " --output-dir " + dir + "/runs";
+  const std::string small =
+      " --set dataset.train.limit=4000 --set dataset.test.limit=2000 --set loop.epochs=1"
+      " --output-dir " +
+      dir + "/runs";
   ASSERT_EQ(trainyard("run " + exp + small).exit_code, 0);
   // From the run directory alone.
   auto r = trainyard("export " + dir + "/runs/fashion_mnist_mlp --format state_dict --output " + dir + "/mlp.pt");
@@ -121,17 +123,22 @@ TEST(Export, AStateDictLoadsIntoTheEquivalentModuleAndGivesEvalsAccuracy) {
       "class Mlp(torch.nn.Module):\n"
       "    def __init__(self):\n"
       "        super().__init__()\n"
-      "        self.layers = torch.nn.Sequential(torch.nn.Linear(784, 256), torch.nn.ReLU(), torch.nn.Linear(256, 128),\n"
+      "        self.layers = torch.nn.Sequential(torch.nn.Linear(784, 256), torch.nn.ReLU(), torch.nn.Linear(256, "
+      "128),\n"
       "                                          torch.nn.ReLU(), torch.nn.Linear(128, 10))\n"
       "    def forward(self, x):\n"
       "        return self.layers(x.flatten(1))\n"
       "model = Mlp()\n"
-      "state = torch.load('" + dir + "/mlp.pt', weights_only=True)\n"
+      "state = torch.load('" +
+      dir +
+      "/mlp.pt', weights_only=True)\n"
       "print('keys', ' '.join(state))\n"
       "model.load_state_dict(state, strict=True)\n";
   const std::string out = python_accuracy(dir, accuracy_script(load));
-  EXPECT_TRUE(contains(out, "keys layers.0.weight layers.0.bias layers.2.weight layers.2.bias layers.4.weight "
-                            "layers.4.bias")) << out;
+  EXPECT_TRUE(contains(out,
+                       "keys layers.0.weight layers.0.bias layers.2.weight layers.2.bias layers.4.weight "
+                       "layers.4.bias"))
+      << out;
   EXPECT_TRUE(contains(out, accuracy_text(top1))) << out << "eval: " << top1;
 
   // The same tensors as safetensors, read by the safetensors package into the same module, strictly.
@@ -142,36 +149,44 @@ TEST(Export, AStateDictLoadsIntoTheEquivalentModuleAndGivesEvalsAccuracy) {
                            std::string("state = torch.load('" + dir + "/mlp.pt', weights_only=True)").size(),
                            "from safetensors import safe_open\n"
                            "from safetensors.torch import load_file\n"
-                           "state = load_file('" + dir + "/mlp.safetensors')\n"
-                           "print('metadata', safe_open('" + dir + "/mlp.safetensors', 'pt').metadata())");
+                           "state = load_file('" +
+                               dir +
+                               "/mlp.safetensors')\n"
+                               "print('metadata', safe_open('" +
+                               dir + "/mlp.safetensors', 'pt').metadata())");
   const std::string st = python_accuracy(dir, accuracy_script(from_safetensors));
-  EXPECT_TRUE(contains(st, "keys layers.0.weight layers.0.bias layers.2.weight layers.2.bias layers.4.weight "
-                           "layers.4.bias")) << st;
+  EXPECT_TRUE(contains(st,
+                       "keys layers.0.weight layers.0.bias layers.2.weight layers.2.bias layers.4.weight "
+                       "layers.4.bias"))
+      << st;
   EXPECT_TRUE(contains(st, "'format': 'pt'")) << st;
   EXPECT_TRUE(contains(st, accuracy_text(top1))) << st << "eval: " << top1;
 
   // A network not built from TorchScript cannot be written as TorchScript: said, nothing written.
   r = trainyard("export " + dir + "/runs/fashion_mnist_mlp --format torchscript --output " + dir + "/no.pt");
   EXPECT_EQ(r.exit_code, 2);
-  EXPECT_TRUE(contains(r.err, "error: command line: --format torchscript: network 'mlp' is not built from a "
-                              "TorchScript module")) << r.err;
+  EXPECT_TRUE(contains(r.err,
+                       "error: command line: --format torchscript: network 'mlp' is not built from a "
+                       "TorchScript module"))
+      << r.err;
   EXPECT_FALSE(fs::exists(dir + "/no.pt"));
 }
 
 TEST(Export, ATorchScriptNetworkComesBackAsTorchScriptWithTheTrainedValues) {
   const std::string dir = temp_dir("script");
-  write_file(dir + "/make.py",
-             "import sys, torch\n"
-             "class Net(torch.nn.Module):\n"
-             "    def __init__(self):\n"
-             "        super().__init__()\n"
-             "        self.features = torch.nn.Sequential(torch.nn.Conv2d(1, 8, 3, padding=1), torch.nn.BatchNorm2d(8),\n"
-             "                                            torch.nn.ReLU(), torch.nn.MaxPool2d(4))\n"
-             "        self.fc = torch.nn.Linear(8 * 7 * 7, 10)\n"
-             "    def forward(self, x):\n"
-             "        return self.fc(self.features(x).flatten(1))\n"
-             "torch.manual_seed(0)\n"
-             "torch.jit.script(Net()).save(sys.argv[1])\n");
+  write_file(
+      dir + "/make.py",
+      "import sys, torch\n"
+      "class Net(torch.nn.Module):\n"
+      "    def __init__(self):\n"
+      "        super().__init__()\n"
+      "        self.features = torch.nn.Sequential(torch.nn.Conv2d(1, 8, 3, padding=1), torch.nn.BatchNorm2d(8),\n"
+      "                                            torch.nn.ReLU(), torch.nn.MaxPool2d(4))\n"
+      "        self.fc = torch.nn.Linear(8 * 7 * 7, 10)\n"
+      "    def forward(self, x):\n"
+      "        return self.fc(self.features(x).flatten(1))\n"
+      "torch.manual_seed(0)\n"
+      "torch.jit.script(Net()).save(sys.argv[1])\n");
   auto made = run_command(::trainyard::test::python() + " " + dir + "/make.py " + dir + "/net.pt");
   ASSERT_EQ(made.exit_code, 0) << made.err;
   const std::string exp = source_dir() + "/experiments/fashion_mnist_mlp.yaml";
@@ -188,21 +203,27 @@ TEST(Export, ATorchScriptNetworkComesBackAsTorchScriptWithTheTrainedValues) {
   EXPECT_EQ(refused.exit_code, 2) << refused.err;
   EXPECT_EQ(nonempty_lines(refused.err).size(), 1u) << refused.err;
   EXPECT_TRUE(contains(refused.err, dir + "/net.pt: refusing to load this TorchScript file: it is writable by others "
-                                    "(mode 0666, owner ")) << refused.err;
+                                          "(mode 0666, owner "))
+      << refused.err;
   auto allowed = trainyard(check + " --allow-insecure-plugins");
   EXPECT_EQ(allowed.exit_code, 0) << allowed.err;
   EXPECT_TRUE(contains(allowed.err, "TorchScript file loaded although it is writable by others")) << allowed.err;
   fs::permissions(dir + "/net.pt", fs::perms(0644));
-  const std::string small = dir + "/script.yaml --set dataset.train.limit=4000 --set dataset.test.limit=2000 "
-                            "--set loop.epochs=1 --output-dir " + dir + "/runs";
+  const std::string small = dir +
+                            "/script.yaml --set dataset.train.limit=4000 --set dataset.test.limit=2000 "
+                            "--set loop.epochs=1 --output-dir " +
+                            dir + "/runs";
   ASSERT_EQ(trainyard("run " + small).exit_code, 0);
   auto r = trainyard("export " + small + " --format torchscript --output " + dir + "/trained.pt");
   ASSERT_EQ(r.exit_code, 0) << r.err;
   const double top1 = eval_top1(small, dir + "/eval.json");
-  const std::string out =
-      python_accuracy(dir, accuracy_script("model = torch.jit.load('" + dir + "/trained.pt')\n"
-                                           "untrained = torch.jit.load('" + dir + "/net.pt')\n"
-                                           "print('changed', not torch.equal(model.fc.weight, untrained.fc.weight))\n"));
+  const std::string out = python_accuracy(
+      dir, accuracy_script("model = torch.jit.load('" + dir +
+                           "/trained.pt')\n"
+                           "untrained = torch.jit.load('" +
+                           dir +
+                           "/net.pt')\n"
+                           "print('changed', not torch.equal(model.fc.weight, untrained.fc.weight))\n"));
   EXPECT_TRUE(contains(out, "changed True")) << out;
   EXPECT_TRUE(contains(out, accuracy_text(top1))) << out << "eval: " << top1;
 }
@@ -226,8 +247,10 @@ TEST(Pretrained, APythonStateDictLoadsWithRenamedKeysAndReportsMissingAndUnexpec
                "  activation: relu\n  pretrained: " + dir + "/weights.pt\n  pretrained_rename: {\"model.\": \"\"}\n");
   write_file(dir + "/exp.yaml", yaml);
   // lr 0: the weights stay what was loaded.
-  const std::string args = dir + "/exp.yaml --set optimizer.lr=0 --set dataset.train.limit=64 --set dataset.test.limit=64"
-                           " --set loop.epochs=1 --output-dir " + dir + "/runs";
+  const std::string args = dir +
+                           "/exp.yaml --set optimizer.lr=0 --set dataset.train.limit=64 --set dataset.test.limit=64"
+                           " --set loop.epochs=1 --output-dir " +
+                           dir + "/runs";
   auto r = trainyard("run " + args);
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_TRUE(contains(r.err, "pretrained: 5 tensors loaded from " + dir + "/weights.pt")) << r.err;
@@ -239,8 +262,8 @@ TEST(Pretrained, APythonStateDictLoadsWithRenamedKeysAndReportsMissingAndUnexpec
              "a = torch.load(sys.argv[1], weights_only=True); b = torch.load(sys.argv[2], weights_only=True)\n"
              "print('equal', all(torch.equal(b['layers.' + k[len('model.layers.'):]], v) for k, v in a.items() "
              "if k.startswith('model.layers.')))\n");
-  auto compared = run_command(::trainyard::test::python() + " " + dir + "/compare.py " + dir + "/weights.pt " + dir +
-                              "/out.pt");
+  auto compared =
+      run_command(::trainyard::test::python() + " " + dir + "/compare.py " + dir + "/weights.pt " + dir + "/out.pt");
   EXPECT_TRUE(contains(compared.out, "equal True")) << compared.out << compared.err;
 
   // Nothing matches without the rename: one error line saying how to map the keys.

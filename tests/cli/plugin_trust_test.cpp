@@ -29,13 +29,19 @@ TEST(PluginTrust, AWorldWritablePluginFolderIsRefusedAndLoadedOnlyWithTheFlag) {
   auto r = trainyard("describe position_log --plugin-dir " + folder);
   EXPECT_EQ(r.exit_code, 2) << r.err;
   ASSERT_EQ(nonempty_lines(r.err).size(), 1u) << r.err;
-  EXPECT_TRUE(contains(r.err, "error: " + folder + "/libtest_components.so: refusing to load this plugin library: its "
-                              "folder " + folder + " is writable by others (mode 0777, owner ")) << r.err;
+  EXPECT_TRUE(contains(r.err, "error: " + folder +
+                                  "/libtest_components.so: refusing to load this plugin library: its "
+                                  "folder " +
+                                  folder + " is writable by others (mode 0777, owner "))
+      << r.err;
   r = trainyard("describe position_log --plugin-dir " + folder + " --allow-insecure-plugins");
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_TRUE(contains(r.out, "position_log")) << r.out;
-  EXPECT_TRUE(contains(r.err, "warning: " + folder + "/libtest_components.so: plugin library loaded although its "
-                              "folder " + folder + " is writable by others")) << r.err;
+  EXPECT_TRUE(contains(r.err, "warning: " + folder +
+                                  "/libtest_components.so: plugin library loaded although its "
+                                  "folder " +
+                                  folder + " is writable by others"))
+      << r.err;
   r = trainyard_with_env("TRAINYARD_ALLOW_INSECURE_PLUGINS=1", "describe position_log --plugin-dir " + folder);
   EXPECT_EQ(r.exit_code, 0) << r.err;
 }
@@ -44,7 +50,8 @@ TEST(PluginTrust, AResumeWithChangedPluginCodeIsRefusedUnlessAccepted) {
   const std::string folder = own_plugin_folder("changed");
   const std::string exp = temp_dir("exp-changed") + "/changed.yaml", out = temp_dir("out-changed");
   // The run uses a component of the copied library (a callback logging positions).
-  write_file(exp, synthetic_experiment("changed", "callbacks: [{plugin: position_log, path: " + out + "/positions}]\n"));
+  write_file(exp,
+             synthetic_experiment("changed", "callbacks: [{plugin: position_log, path: " + out + "/positions}]\n"));
   const std::string args = "run " + exp + " --plugin-dir " + folder + " --output-dir " + out;
   ASSERT_EQ(trainyard(args + " --set loop.epochs=1").exit_code, 0);
   // The same file name and fingerprint, other bytes: what a rebuild leaves.
@@ -52,12 +59,15 @@ TEST(PluginTrust, AResumeWithChangedPluginCodeIsRefusedUnlessAccepted) {
   auto r = trainyard(args);
   EXPECT_EQ(r.exit_code, 2) << r.err;
   ASSERT_EQ(nonempty_lines(r.err).size(), 1u) << r.err;
-  EXPECT_TRUE(contains(r.err, "/changed/provenance.json: resuming with plugin code that changed since the run started "
-                              "(libtest_components.so (test_components 0.1.0): SHA-256 ")) << r.err;
+  EXPECT_TRUE(contains(r.err,
+                       "/changed/provenance.json: resuming with plugin code that changed since the run started "
+                       "(libtest_components.so (test_components 0.1.0): SHA-256 "))
+      << r.err;
   EXPECT_TRUE(contains(r.err, "run with --allow-plugin-change to resume with the new code")) << r.err;
   r = trainyard(args + " --allow-plugin-change");
   ASSERT_EQ(r.exit_code, 0) << r.err;
-  EXPECT_TRUE(contains(r.err, "warning: --allow-plugin-change: resuming with changed plugin code: libtest_components.so"))
+  EXPECT_TRUE(
+      contains(r.err, "warning: --allow-plugin-change: resuming with changed plugin code: libtest_components.so"))
       << r.err;
   EXPECT_TRUE(contains(r.out, "resuming from ")) << r.out;
 }
@@ -73,8 +83,10 @@ TEST(PluginTrust, ADamagedOrMissingProvenanceRecordIsRefusedOnResumeNotTakenForN
       {"{\"plugins\": [", "record/provenance.json: damaged ("},
       {"{\"command\": []}", "record/provenance.json: damaged (no \"plugins\" list)"}};
   for (const auto& [text, expected] : damages) {
-    if (text.empty()) fs::remove(record);
-    else write_file(record, text);
+    if (text.empty())
+      fs::remove(record);
+    else
+      write_file(record, text);
     auto r = trainyard(args + " --set loop.epochs=2");
     EXPECT_EQ(r.exit_code, 2) << r.err;
     ASSERT_EQ(nonempty_lines(r.err).size(), 1u) << r.err;

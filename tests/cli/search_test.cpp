@@ -24,31 +24,35 @@ const char* kData = "/usr/share/datasets/fashion-mnist";
 // A small retrieval run: an embedding trained on classes 0-5, tested on 6-9.
 std::string retrieval_experiment(const std::string& name, int64_t embedding_size = 16) {
   const std::string path = temp_dir("exp-" + name) + "/" + name + ".yaml";
-  write_file(path, "name: " + name + "\nseed: 1\n"
-                   "dataset:\n"
-                   "  train: {plugin: fashion_mnist, split: train, limit: 3000, classes: [0, 1, 2, 3, 4, 5]}\n"
-                   "  test: {plugin: fashion_mnist, split: test, limit: 600, classes: [6, 7, 8, 9]}\n"
-                   "network: {plugin: mlp, hidden_sizes: [64], embedding_size: " + std::to_string(embedding_size) +
-                   ", normalize: true}\n"
-                   "loss: {plugin: triplet_margin, margin: 0.2, mining: semihard}\n"
-                   "optimizer: {plugin: adam, lr: 0.001}\n"
-                   "meters:\n  - plugin: loss\n  - {plugin: retrieval, k: [1, 5], phases: [test]}\n"
-                   "loop: {epochs: 1, batch_per_device: 32, classes_per_batch: 4, samples_per_class: 8}\n"
-                   "distributed: {threads_per_process: 1}\n");
+  write_file(path, "name: " + name +
+                       "\nseed: 1\n"
+                       "dataset:\n"
+                       "  train: {plugin: fashion_mnist, split: train, limit: 3000, classes: [0, 1, 2, 3, 4, 5]}\n"
+                       "  test: {plugin: fashion_mnist, split: test, limit: 600, classes: [6, 7, 8, 9]}\n"
+                       "network: {plugin: mlp, hidden_sizes: [64], embedding_size: " +
+                       std::to_string(embedding_size) +
+                       ", normalize: true}\n"
+                       "loss: {plugin: triplet_margin, margin: 0.2, mining: semihard}\n"
+                       "optimizer: {plugin: adam, lr: 0.001}\n"
+                       "meters:\n  - plugin: loss\n  - {plugin: retrieval, k: [1, 5], phases: [test]}\n"
+                       "loop: {epochs: 1, batch_per_device: 32, classes_per_batch: 4, samples_per_class: 8}\n"
+                       "distributed: {threads_per_process: 1}\n");
   return path;
 }
 
 // Test images 0..n-1 of classes 6-9 as PNG files; returns, per file, its index among those images.
 std::vector<std::string> query_images(const std::string& dir, int n) {
   const std::string script = dir + "/queries.py";
-  write_file(script, "import gzip, sys, numpy as np\nfrom PIL import Image\n"
-                     "x = np.frombuffer(gzip.open(sys.argv[1] + '/t10k-images-idx3-ubyte.gz').read()[16:], np.uint8)"
-                     ".reshape(-1, 28, 28)\n"
-                     "y = np.frombuffer(gzip.open(sys.argv[1] + '/t10k-labels-idx1-ubyte.gz').read()[8:], np.uint8)\n"
-                     "keep = np.nonzero(y >= 6)[0]\n"
-                     "for i in range(int(sys.argv[3])):\n"
-                     "    Image.fromarray(x[keep[i]]).save('%s/q%d.png' % (sys.argv[2], i))\n");
-  const auto r = run_command(::trainyard::test::python() + " " + script + " " + kData + " " + dir + " " + std::to_string(n));
+  write_file(script,
+             "import gzip, sys, numpy as np\nfrom PIL import Image\n"
+             "x = np.frombuffer(gzip.open(sys.argv[1] + '/t10k-images-idx3-ubyte.gz').read()[16:], np.uint8)"
+             ".reshape(-1, 28, 28)\n"
+             "y = np.frombuffer(gzip.open(sys.argv[1] + '/t10k-labels-idx1-ubyte.gz').read()[8:], np.uint8)\n"
+             "keep = np.nonzero(y >= 6)[0]\n"
+             "for i in range(int(sys.argv[3])):\n"
+             "    Image.fromarray(x[keep[i]]).save('%s/q%d.png' % (sys.argv[2], i))\n");
+  const auto r =
+      run_command(::trainyard::test::python() + " " + script + " " + kData + " " + dir + " " + std::to_string(n));
   EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
   std::vector<std::string> files;
   for (int i = 0; i < n; ++i) files.push_back(dir + "/q" + std::to_string(i) + ".png");
@@ -62,14 +66,15 @@ TEST(EmbedAndSearch, ACatalogNumpyReadsAndAQueryImageFindsItselfAndItsClass) {
   ASSERT_EQ(e.exit_code, 0) << e.err;
   // NumPy reads the arrays; their recall@1 (NumPy's own leave-one-out search) is the meter's of the run.
   const std::string check = temp_dir("check") + "/check.py";
-  write_file(check, "import json, sys, numpy as np\n"
-                    "e = np.load(sys.argv[1] + '/embeddings.npy'); y = np.load(sys.argv[1] + '/labels.npy')\n"
-                    "c = json.load(open(sys.argv[1] + '/catalog.json'))\n"
-                    "assert e.dtype == np.float32 and y.dtype == np.int64, (e.dtype, y.dtype)\n"
-                    "assert e.shape == (c['items'], c['embedding_size']) and y.shape == (c['items'],)\n"
-                    "assert set(y.tolist()) == {6, 7, 8, 9}, set(y.tolist())\n"
-                    "d = ((e[:, None, :] - e[None, :, :]) ** 2).sum(-1); np.fill_diagonal(d, np.inf)\n"
-                    "print(e.shape[0], (y[d.argmin(1)] == y).mean())\n");
+  write_file(check,
+             "import json, sys, numpy as np\n"
+             "e = np.load(sys.argv[1] + '/embeddings.npy'); y = np.load(sys.argv[1] + '/labels.npy')\n"
+             "c = json.load(open(sys.argv[1] + '/catalog.json'))\n"
+             "assert e.dtype == np.float32 and y.dtype == np.int64, (e.dtype, y.dtype)\n"
+             "assert e.shape == (c['items'], c['embedding_size']) and y.shape == (c['items'],)\n"
+             "assert set(y.tolist()) == {6, 7, 8, 9}, set(y.tolist())\n"
+             "d = ((e[:, None, :] - e[None, :, :]) ** 2).sum(-1); np.fill_diagonal(d, np.inf)\n"
+             "print(e.shape[0], (y[d.argmin(1)] == y).mean())\n");
   auto py = run_command(::trainyard::test::python() + " " + check + " " + cat);
   ASSERT_EQ(py.exit_code, 0) << py.out << py.err;
   std::stringstream words(py.out);
@@ -134,8 +139,10 @@ TEST(EmbedAndSearch, MismatchedOrDamagedInputIsOneErrorLine) {
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_EQ(nonempty_lines(r.err).size(), 1u) << r.err;
   EXPECT_TRUE(contains(r.err, "error: embed: ")) << r.err;
-  EXPECT_TRUE(contains(r.err, "(network 'mlp' from libmlp.so 1.0.0) outputs class scores (a classification head); "
-                              "expected a network that outputs embeddings")) << r.err;
+  EXPECT_TRUE(contains(r.err,
+                       "(network 'mlp' from libmlp.so 1.0.0) outputs class scores (a classification head); "
+                       "expected a network that outputs embeddings"))
+      << r.err;
   EXPECT_FALSE(fs::exists(out + "/cat"));
 
   // A 16-d catalog, then the experiment retrained with 8-d embeddings: its queries cannot search that catalog.
@@ -151,11 +158,13 @@ TEST(EmbedAndSearch, MismatchedOrDamagedInputIsOneErrorLine) {
   const std::string qdir = temp_dir("bad-queries");
   const auto queries = query_images(qdir, 1);
   const std::string checkpoint8 = latest_checkpoint(out8 + "/dims");
-  r = trainyard("search " + cat + " --query " + queries[0] + " --checkpoint " + checkpoint8 + " --output " + qdir + "/r");
+  r = trainyard("search " + cat + " --query " + queries[0] + " --checkpoint " + checkpoint8 + " --output " + qdir +
+                "/r");
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_EQ(nonempty_lines(r.err).size(), 1u) << r.err;
-  EXPECT_TRUE(contains(r.err, "search: catalog " + cat + " holds 16-d embeddings, and the network of " + exp +
-                              " gives 8-d ones; expected a catalog embedded by the network that embeds the queries"))
+  EXPECT_TRUE(
+      contains(r.err, "search: catalog " + cat + " holds 16-d embeddings, and the network of " + exp +
+                          " gives 8-d ones; expected a catalog embedded by the network that embeds the queries"))
       << r.err;
   EXPECT_FALSE(fs::exists(qdir + "/r/search.csv"));
 
@@ -193,7 +202,8 @@ TEST(EmbedAndSearch, MismatchedOrDamagedInputIsOneErrorLine) {
     r = trainyard("search " + cat + " --query " + queries[0]);
     EXPECT_EQ(r.exit_code, 2) << r.err;
     EXPECT_EQ(nonempty_lines(r.err).size(), 1u) << r.err;
-    EXPECT_TRUE(contains(r.err, cat + "/embeddings.npy: 72 bytes of values for shape " + shape + " (" + declared)) << r.err;
+    EXPECT_TRUE(contains(r.err, cat + "/embeddings.npy: 72 bytes of values for shape " + shape + " (" + declared))
+        << r.err;
   }
 }
 
@@ -211,14 +221,19 @@ TEST(EmbedAndSearch, AQueryOfAnotherSizeThanTheTrainingImagesIsNamedWithBothShap
     }
   }
   const std::string exp = temp_dir("exp-folder") + "/folder.yaml";
-  write_file(exp, "name: folder\nseed: 1\n"
-                  "dataset:\n  train: {plugin: image_folder, root: " + root + ", color: gray, mean: [0.5], std: [0.25]}\n"
-                  "  test: {plugin: image_folder, root: " + root + ", color: gray, mean: [0.5], std: [0.25]}\n"
-                  "network: {plugin: mlp, hidden_sizes: [16], embedding_size: 8, normalize: true}\n"
-                  "loss: {plugin: triplet_margin, margin: 0.2}\noptimizer: {plugin: adam, lr: 0.01}\n"
-                  "meters: [{plugin: loss}, {plugin: retrieval, k: [1], phases: [test]}]\n"
-                  "loop: {epochs: 3, batch_per_device: 12, classes_per_batch: 3, samples_per_class: 4}\n"
-                  "distributed: {threads_per_process: 1}\n");
+  write_file(exp,
+             "name: folder\nseed: 1\n"
+             "dataset:\n  train: {plugin: image_folder, root: " +
+                 root +
+                 ", color: gray, mean: [0.5], std: [0.25]}\n"
+                 "  test: {plugin: image_folder, root: " +
+                 root +
+                 ", color: gray, mean: [0.5], std: [0.25]}\n"
+                 "network: {plugin: mlp, hidden_sizes: [16], embedding_size: 8, normalize: true}\n"
+                 "loss: {plugin: triplet_margin, margin: 0.2}\noptimizer: {plugin: adam, lr: 0.01}\n"
+                 "meters: [{plugin: loss}, {plugin: retrieval, k: [1], phases: [test]}]\n"
+                 "loop: {epochs: 3, batch_per_device: 12, classes_per_batch: 3, samples_per_class: 4}\n"
+                 "distributed: {threads_per_process: 1}\n");
   ASSERT_EQ(trainyard("run " + exp + " --output-dir " + out).exit_code, 0);
   ASSERT_EQ(trainyard("embed " + exp + " --output-dir " + out + " --output " + out + "/cat").exit_code, 0);
   // An 8x8 query of the bright class finds bright images first, its own file among them.
@@ -234,8 +249,10 @@ TEST(EmbedAndSearch, AQueryOfAnotherSizeThanTheTrainingImagesIsNamedWithBothShap
   auto r = trainyard("search " + out + "/cat --query " + queries + "/big.png --output " + queries + "/big");
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_EQ(nonempty_lines(r.err).size(), 1u) << r.err;
-  EXPECT_TRUE(contains(r.err, "error: command line: --query: samples of shape [1, 10, 12]; expected the shape the network "
-                              "was trained on, [1, 8, 8]; resize the image to that size")) << r.err;
+  EXPECT_TRUE(contains(r.err,
+                       "error: command line: --query: samples of shape [1, 10, 12]; expected the shape the network "
+                       "was trained on, [1, 8, 8]; resize the image to that size"))
+      << r.err;
   EXPECT_FALSE(fs::exists(queries + "/big/search.csv"));
 }
 

@@ -140,7 +140,8 @@ TEST(Sweep, UntilEpochStopsAndTheNextRunContinuesTheSameSchedule) {
   const auto first = test::trainyard("run " + exp + cosine + " --output-dir " + split + " --until-epoch 1");
   ASSERT_EQ(first.exit_code, 0) << first.err;
   EXPECT_TRUE(test::contains(first.out, "trainyard: done: 1/4 epochs")) << first.out;
-  EXPECT_TRUE(test::contains(test::read_file(split + "/until/summary.json"), "\"stopped\": \"--until-epoch 1 reached\""));
+  EXPECT_TRUE(
+      test::contains(test::read_file(split + "/until/summary.json"), "\"stopped\": \"--until-epoch 1 reached\""));
   const auto rest = test::trainyard("run " + exp + cosine + " --output-dir " + split);
   ASSERT_EQ(rest.exit_code, 0) << rest.err;
   EXPECT_EQ(test::compare_checkpoint_networks(test::latest_checkpoint(straight + "/until"),
@@ -155,12 +156,16 @@ TEST(Sweep, AMisspeltHalvingMetricIsRefusedBeforeAnyTrialTrains) {
                                  " --output-dir " + out);
   EXPECT_EQ(r.exit_code, 2) << r.out << r.err;
   EXPECT_EQ(test::nonempty_lines(r.err).size(), 1u) << r.err;
-  EXPECT_TRUE(test::contains(r.err, "error: command line: --metric test_acuracy_top1: no value 'test_acuracy_top1' in the "
-                                    "runs of " + exp + "; expected one of the run's values (")) << r.err;
+  EXPECT_TRUE(test::contains(r.err,
+                             "error: command line: --metric test_acuracy_top1: no value 'test_acuracy_top1' in the "
+                             "runs of " +
+                                 exp + "; expected one of the run's values ("))
+      << r.err;
   EXPECT_TRUE(test::contains(r.err, "did you mean 'test_accuracy_top1'?")) << r.err;
   EXPECT_TRUE(fs::is_empty(out)) << "a trial started: " << r.out;
   // A name close to none is refused as well, with an example.
-  const auto far = test::trainyard("sweep " + exp + " --grid optimizer.lr=0.01,0.1 --halving --metric zzz --output-dir " + out);
+  const auto far =
+      test::trainyard("sweep " + exp + " --grid optimizer.lr=0.01,0.1 --halving --metric zzz --output-dir " + out);
   EXPECT_EQ(far.exit_code, 2) << far.err;
   EXPECT_TRUE(test::contains(far.err, "no value 'zzz'")) << far.err;
   EXPECT_TRUE(fs::is_empty(out));
@@ -172,10 +177,11 @@ TEST(Sweep, HalvingStopsTheTrialsAGridRunsToTheEndAndFindsTheSameBest) {
   const auto grid = test::trainyard("sweep " + exp + kGrid + " --parallel 2 --output-dir " + grid_out);
   ASSERT_EQ(grid.exit_code, 0) << grid.out << grid.err;
   EXPECT_EQ(epochs_trained(grid.out), 16 * 4) << grid.out;
-  const auto halving = test::trainyard("sweep " + exp + kGrid + " --parallel 2 --halving --reduction 2 --output-dir " +
-                                       halving_out);
+  const auto halving =
+      test::trainyard("sweep " + exp + kGrid + " --parallel 2 --halving --reduction 2 --output-dir " + halving_out);
   ASSERT_EQ(halving.exit_code, 0) << halving.out << halving.err;
-  EXPECT_TRUE(test::contains(halving.out, "successive halving by test_loss (min), rungs at epochs 1 2 4")) << halving.out;
+  EXPECT_TRUE(test::contains(halving.out, "successive halving by test_loss (min), rungs at epochs 1 2 4"))
+      << halving.out;
   // Synchronous halving would train 16 x 1 + 8 x 1 + 4 x 2 = 32 epochs; ASHA promotes a little more eagerly.
   const int64_t trained = epochs_trained(halving.out);
   EXPECT_GE(trained, 32) << halving.out;
@@ -202,13 +208,15 @@ TEST(Sweep, AHalvingSweepKilledAndRunAgainEndsAsOneThatWasNot) {
   // Killed with SIGKILL after its third result: its runs stop (a checkpoint, exit 4) when it dies.
   const std::string script = killed + "/kill.sh";
   test::write_file(script, "set -u\n" + test::trainyard_binary() + " sweep " + exp + args + " --output-dir " + killed +
-                               " > " + killed + "/first.log 2>&1 &\n"
+                               " > " + killed +
+                               "/first.log 2>&1 &\n"
                                "pid=$!\n"
-                               "for i in $(seq 600); do [ $(grep -c '^sweep: \\[' " + killed +
+                               "for i in $(seq 600); do [ $(grep -c '^sweep: \\[' " +
+                               killed +
                                "/first.log) -ge 3 ] && break; sleep 0.1; done\n"
                                "kill -9 $pid; wait $pid\n"
-                               "for i in $(seq 300); do [ -z \"$(find " + killed +
-                               " -name '*.lock')\" ] && break; sleep 0.1; done\n");
+                               "for i in $(seq 300); do [ -z \"$(find " +
+                               killed + " -name '*.lock')\" ] && break; sleep 0.1; done\n");
   ASSERT_EQ(test::run_command("bash " + script).exit_code, 0);
   EXPECT_FALSE(test::contains(test::read_file(killed + "/first.log"), "sweep: done")) << "killed before the end";
   const auto again = test::trainyard("sweep " + exp + args + " --output-dir " + killed);

@@ -4,8 +4,8 @@
 #include <filesystem>
 #include <regex>
 
-#include <opencv2/imgproc.hpp>
 #include <yaml-cpp/yaml.h>
+#include <opencv2/imgproc.hpp>
 
 #include "config/config_diff.h"
 #include "scaffold/scaffold.h"
@@ -55,9 +55,10 @@ TEST(Sweep, GridParsingExpansionAndNames) {
 
 TEST(Sweep, RunsEveryPointSkipsFinishedResumesUnfinishedAndRecordsFailures) {
   const std::string exp = experiment("sw"), out = test::temp_dir("out");
-  const std::string grid = " --grid optimizer.lr=0.05,0.2 --grid 'network={plugin: mlp, hidden_sizes: [8]},"
-                           "{plugin: crashing, crash_at: 3}' --plugin-dir " + test::fixture_dir("components") +
-                           " --output-dir " + out;
+  const std::string grid =
+      " --grid optimizer.lr=0.05,0.2 --grid 'network={plugin: mlp, hidden_sizes: [8]},"
+      "{plugin: crashing, crash_at: 3}' --plugin-dir " +
+      test::fixture_dir("components") + " --output-dir " + out;
   auto r = test::trainyard("sweep " + exp + grid + " --parallel 2");
   EXPECT_EQ(r.exit_code, 1) << r.out << r.err;  // the crashing network fails, the sweep goes on
   const std::string dir = out + "/sw-sweep";
@@ -84,9 +85,12 @@ TEST(Sweep, RunsEveryPointSkipsFinishedResumesUnfinishedAndRecordsFailures) {
   ASSERT_TRUE(fs::exists(dir + "/report.html"));
   std::string overlay;
   for (const auto& f : fs::directory_iterator(dir + "/plots"))
-    if (test::contains(f.path().filename().string(), "test_accuracy_top1")) overlay = test::read_file(f.path().string());
+    if (test::contains(f.path().filename().string(), "test_accuracy_top1"))
+      overlay = test::read_file(f.path().string());
   size_t lines = 0;
-  for (size_t at = overlay.find("class=\"series\""); at != std::string::npos; at = overlay.find("class=\"series\"", at + 1)) ++lines;
+  for (size_t at = overlay.find("class=\"series\""); at != std::string::npos;
+       at = overlay.find("class=\"series\"", at + 1))
+    ++lines;
   EXPECT_EQ(lines, 2u) << overlay;
   EXPECT_TRUE(test::contains(overlay, "sw--optimizer.lr=0.2--network=_plugin__mlp__hidden_sizes___8__")) << overlay;
 
@@ -100,8 +104,9 @@ TEST(Sweep, RunsEveryPointSkipsFinishedResumesUnfinishedAndRecordsFailures) {
       << again.out;
   EXPECT_TRUE(test::contains(again.out, "sw--optimizer.lr=0.05--network=_plugin__mlp__hidden_sizes___8__: finished"))
       << again.out;
-  EXPECT_TRUE(test::contains(test::read_file(dir + "/logs/sw--optimizer.lr=0.05--network=_plugin__mlp__hidden_sizes___8__.log"),
-                             "resuming from"));
+  EXPECT_TRUE(
+      test::contains(test::read_file(dir + "/logs/sw--optimizer.lr=0.05--network=_plugin__mlp__hidden_sizes___8__.log"),
+                     "resuming from"));
 
   // A bad value fails the whole sweep before anything runs.
   auto bad = test::trainyard("sweep " + exp + " --grid optimizer.lr=0.1,-1 --output-dir " + test::temp_dir("bad"));
@@ -156,8 +161,9 @@ TEST(ConfigChanges, ExtendingIsAllowedOtherChangesAreRefusedUnlessAsked) {
   EXPECT_EQ(forced.exit_code, 0) << forced.err;
   EXPECT_TRUE(fs::exists(out + "/chg/checkpoints/ckpt-e0003-i00000048.pt"));
 
-  auto changes = config_changes(nlohmann::ordered_json::parse(R"({"loop": {"epochs": 1, "batch_per_device": 8}, "resolved_plugins": ["a"]})"),
-                                nlohmann::ordered_json::parse(R"({"loop": {"epochs": 2, "batch_per_device": 16}, "resolved_plugins": ["b"]})"));
+  auto changes = config_changes(
+      nlohmann::ordered_json::parse(R"({"loop": {"epochs": 1, "batch_per_device": 8}, "resolved_plugins": ["a"]})"),
+      nlohmann::ordered_json::parse(R"({"loop": {"epochs": 2, "batch_per_device": 16}, "resolved_plugins": ["b"]})"));
   ASSERT_EQ(changes.size(), 2u);
   EXPECT_EQ(changes[0].key, "loop.batch_per_device");
   EXPECT_FALSE(changes[0].allowed);
@@ -173,8 +179,11 @@ namespace {
 
 TEST(DryRun, PrintsTheModuleTreeWithShapesTimingsAndGroupsAndWritesNothing) {
   std::string yaml = test::synthetic_experiment("dry");
-  auto replace = [&](const std::string& from, const std::string& to) { yaml.replace(yaml.find(from), from.size(), to); };
-  replace("network: {plugin: mlp, hidden_sizes: [32], dropout: 0.1}", "network: {plugin: convnet, channels: [4, 8], hidden: 16}");
+  auto replace = [&](const std::string& from, const std::string& to) {
+    yaml.replace(yaml.find(from), from.size(), to);
+  };
+  replace("network: {plugin: mlp, hidden_sizes: [32], dropout: 0.1}",
+          "network: {plugin: convnet, channels: [4, 8], hidden: 16}");
   replace("shape: [1, 4, 4], seed: 1", "shape: [1, 8, 8], seed: 1");
   replace("shape: [1, 4, 4], seed: 2", "shape: [1, 8, 8], seed: 2");
   const std::string exp = test::temp_dir("exp") + "/dry.yaml", out = test::temp_dir("out") + "/never";
@@ -182,22 +191,19 @@ TEST(DryRun, PrintsTheModuleTreeWithShapesTimingsAndGroupsAndWritesNothing) {
   auto r = test::trainyard("run " + exp + " --dry-run --output-dir " + out);
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_FALSE(fs::exists(out));
-  for (const char* line : {"input batch: [32, 1, 8, 8] Float, target [32]",
-                           "(network) ", "-> [32, 4]",
-                           "features.0 torch::nn::Conv2dImpl (36, 36) -> [32, 4, 8, 8]",
-                           "features.1 torch::nn::BatchNorm2dImpl (8, 8) -> [32, 4, 8, 8]",
-                           "features.4 torch::nn::Conv2dImpl (288, 288) -> [32, 8, 4, 4]",
-                           "classifier.1 torch::nn::LinearImpl (528, 528) -> [32, 16]",
-                           "classifier.3 torch::nn::LinearImpl (68, 68) -> [32, 4]",
-                           "network: convnet (convnet 1.0.0, ",
-                           "one train step (ms): data ", "one test batch forward ",
-                           "parameter groups:"})
+  for (const char* line :
+       {"input batch: [32, 1, 8, 8] Float, target [32]", "(network) ", "-> [32, 4]",
+        "features.0 torch::nn::Conv2dImpl (36, 36) -> [32, 4, 8, 8]",
+        "features.1 torch::nn::BatchNorm2dImpl (8, 8) -> [32, 4, 8, 8]",
+        "features.4 torch::nn::Conv2dImpl (288, 288) -> [32, 8, 4, 4]",
+        "classifier.1 torch::nn::LinearImpl (528, 528) -> [32, 16]",
+        "classifier.3 torch::nn::LinearImpl (68, 68) -> [32, 4]", "network: convnet (convnet 1.0.0, ",
+        "one train step (ms): data ", "one test batch forward ", "parameter groups:"})
     EXPECT_TRUE(test::contains(r.out, line)) << line << "\n" << r.out;
 }
 
 }  // namespace
 }  // namespace trainyard::host
-
 
 namespace trainyard::host {
 namespace {
@@ -237,12 +243,17 @@ TEST(Predict, WritesOneRowPerInputWithTopKClassesFromAnLmdbOrAFolder) {
     }
   ASSERT_EQ(test::trainyard("convert --from folder --input " + root + " --output " + db).exit_code, 0);
   const std::string exp = test::temp_dir("exp") + "/shapes.yaml";
-  test::write_file(exp, "name: shapes\nseed: 1\n"
-                        "dataset:\n  train: {plugin: lmdb, path: " + db + ", mean: [0.5], std: [0.25]}\n"
-                        "  test: {plugin: lmdb, path: " + db + ", mean: [0.5], std: [0.25]}\n"
-                        "network: {plugin: mlp, hidden_sizes: [16]}\nloss: {plugin: cross_entropy}\n"
-                        "optimizer: {plugin: adam, lr: 0.01}\nmeters: [{plugin: topk_accuracy}]\n"
-                        "loop: {epochs: 20, batch_per_device: 8}\ndistributed: {threads_per_process: 1}\n");
+  test::write_file(exp,
+                   "name: shapes\nseed: 1\n"
+                   "dataset:\n  train: {plugin: lmdb, path: " +
+                       db +
+                       ", mean: [0.5], std: [0.25]}\n"
+                       "  test: {plugin: lmdb, path: " +
+                       db +
+                       ", mean: [0.5], std: [0.25]}\n"
+                       "network: {plugin: mlp, hidden_sizes: [16]}\nloss: {plugin: cross_entropy}\n"
+                       "optimizer: {plugin: adam, lr: 0.01}\nmeters: [{plugin: topk_accuracy}]\n"
+                       "loop: {epochs: 20, batch_per_device: 8}\ndistributed: {threads_per_process: 1}\n");
   ASSERT_EQ(test::trainyard("run " + exp + " --output-dir " + out).exit_code, 0);
   auto from_db = test::trainyard("predict " + exp + " --output-dir " + out + " --input " + db + " --output " + out +
                                  "/db.csv --topk 2");
@@ -274,10 +285,14 @@ TEST(Predict, WritesOneRowPerInputWithTopKClassesFromAnLmdbOrAFolder) {
 TEST(Predict, OnTheTestImagesItGivesEvalsAccuracy) {
   const std::string dir = test::temp_dir("fmnist"), data = "/usr/share/datasets/fashion-mnist";
   ASSERT_EQ(test::trainyard("convert --from idx --images " + data + "/t10k-images-idx3-ubyte.gz --labels " + data +
-                            "/t10k-labels-idx1-ubyte.gz --output " + dir + "/test.lmdb --limit 2000").exit_code, 0);
+                            "/t10k-labels-idx1-ubyte.gz --output " + dir + "/test.lmdb --limit 2000")
+                .exit_code,
+            0);
   const std::string exp = test::source_dir() + "/experiments/fashion_mnist_mlp.yaml";
-  const std::string small = " --set dataset.train.limit=4000 --set dataset.test.limit=2000 --set loop.epochs=1"
-                            " --output-dir " + dir + "/runs";
+  const std::string small =
+      " --set dataset.train.limit=4000 --set dataset.test.limit=2000 --set loop.epochs=1"
+      " --output-dir " +
+      dir + "/runs";
   ASSERT_EQ(test::trainyard("run " + exp + small).exit_code, 0);
   ASSERT_EQ(test::trainyard("eval " + exp + small + " --output " + dir + "/eval.json").exit_code, 0);
   const double eval_top1 = json_file(dir + "/eval.json")["values"]["test_accuracy_top1"].as<double>();
@@ -297,12 +312,14 @@ TEST(Predict, OnTheTestImagesItGivesEvalsAccuracy) {
   const std::string synthetic = test::temp_dir("synthetic") + "/s.yaml";
   test::write_file(synthetic, test::synthetic_experiment("s"));
   ASSERT_EQ(test::trainyard("run " + synthetic + " --output-dir " + dir + "/runs").exit_code, 0);
-  r = test::trainyard("predict " + synthetic + " --output-dir " + dir + "/runs --input " + dir + "/test.lmdb --output " +
-                      dir + "/s.csv");
+  r = test::trainyard("predict " + synthetic + " --output-dir " + dir + "/runs --input " + dir +
+                      "/test.lmdb --output " + dir + "/s.csv");
   EXPECT_EQ(r.exit_code, 2);
   ASSERT_EQ(test::nonempty_lines(r.err).size(), 1u) << r.err;
-  EXPECT_TRUE(test::contains(r.err, "error: predict: dataset.test (dataset 'synthetic' (libsynthetic.so)) does "
-                                    "not say how an image file becomes one of its samples")) << r.err;
+  EXPECT_TRUE(test::contains(r.err,
+                             "error: predict: dataset.test (dataset 'synthetic' (libsynthetic.so)) does "
+                             "not say how an image file becomes one of its samples"))
+      << r.err;
   EXPECT_FALSE(fs::exists(dir + "/s.csv"));
 }
 
@@ -317,13 +334,15 @@ std::string svg_series(const std::string& svg) {
   auto r = test::run_command(
       "python3 -c \"import sys, xml.dom.minidom as m; d = m.parse(sys.argv[1]); "
       "print(' '.join(g.getAttribute('data-name') + ':' + str(len(g.getElementsByTagName('polyline'))) "
-      "for g in d.getElementsByTagName('g') if g.getAttribute('class') == 'series'))\" " + svg);
+      "for g in d.getElementsByTagName('g') if g.getAttribute('class') == 'series'))\" " +
+      svg);
   return r.exit_code == 0 ? r.out : "not well-formed: " + r.err;
 }
 
 TEST(Report, PlotsAsRequestedAndAReportThatRendersInChromium) {
-  const std::string exp = experiment("rep", "output:\n  plots:\n    - {title: Loss, ys: [train_loss, test_loss]}\n"
-                                            "    - {x: epoch, ys: [test_accuracy_top1]}\n");
+  const std::string exp = experiment("rep",
+                                     "output:\n  plots:\n    - {title: Loss, ys: [train_loss, test_loss]}\n"
+                                     "    - {x: epoch, ys: [test_accuracy_top1]}\n");
   const std::string out = test::temp_dir("out");
   auto r = test::trainyard("run " + exp + " --output-dir " + out);
   ASSERT_EQ(r.exit_code, 0) << r.err;
@@ -366,8 +385,10 @@ TEST(Report, PlotsAsRequestedAndAReportThatRendersInChromium) {
   if (test::run_command("command -v chromium").exit_code != 0)
     GTEST_SKIP() << "chromium is not installed (Debian package chromium): the rendering check did not run";
   const std::string shot = test::temp_dir("shot") + "/report.png";
-  auto c = test::run_command("timeout 120 chromium --headless --no-sandbox --disable-gpu --hide-scrollbars "
-                             "--window-size=1200,1400 --screenshot=" + shot + " file://" + dir + "/report.html");
+  auto c = test::run_command(
+      "timeout 120 chromium --headless --no-sandbox --disable-gpu --hide-scrollbars "
+      "--window-size=1200,1400 --screenshot=" +
+      shot + " file://" + dir + "/report.html");
   ASSERT_TRUE(std::filesystem::exists(shot)) << c.err;
   const auto grey = [](const std::string& png) {  // the screenshot's grey levels
     const std::string bytes = test::read_file(png);
@@ -381,8 +402,10 @@ TEST(Report, PlotsAsRequestedAndAReportThatRendersInChromium) {
   EXPECT_GT(ink, 0.01) << "the page rendered (almost) blank";
   // At a phone's width the charts wrap and still render.
   const std::string narrow = test::temp_dir("shot") + "/narrow.png";
-  c = test::run_command("timeout 120 chromium --headless --no-sandbox --disable-gpu --hide-scrollbars "
-                        "--window-size=420,2400 --screenshot=" + narrow + " file://" + pout + "/plain/report.html");
+  c = test::run_command(
+      "timeout 120 chromium --headless --no-sandbox --disable-gpu --hide-scrollbars "
+      "--window-size=420,2400 --screenshot=" +
+      narrow + " file://" + pout + "/plain/report.html");
   ASSERT_TRUE(std::filesystem::exists(narrow)) << c.err;
   cv::Mat small = grey(narrow);
   ASSERT_FALSE(small.empty());
@@ -409,10 +432,12 @@ TEST(NonFinite, DebugNamesTheOperationAndTheLayerThatMadeTheNaN) {
   const std::string exp = nan_experiment("dbg", "{plugin: nan_maker, at: 5, how: log}"), out = test::temp_dir("out");
   auto r = test::trainyard(with_fixtures("run " + exp + " --output-dir " + out + " --debug"));
   EXPECT_EQ(r.exit_code, 1);
-  EXPECT_TRUE(test::contains(r.err, "debug: stopped at iteration 6 (epoch 1, batch 6): non-finite loss; the first "
-                                    "non-finite value in the forward pass came from aten::log (after layer 'fc1'"))
+  EXPECT_TRUE(test::contains(r.err,
+                             "debug: stopped at iteration 6 (epoch 1, batch 6): non-finite loss; the first "
+                             "non-finite value in the forward pass came from aten::log (after layer 'fc1'"))
       << r.err;
-  EXPECT_FALSE(std::filesystem::exists(out + "/dbg/checkpoints/ckpt-e0000-i00000005.pt"));  // --debug writes no checkpoint
+  EXPECT_FALSE(
+      std::filesystem::exists(out + "/dbg/checkpoints/ckpt-e0000-i00000005.pt"));  // --debug writes no checkpoint
 
   const std::string grad = nan_experiment("dbg_grad", "{plugin: nan_maker, at: 5, how: grad}");
   auto g = test::trainyard(with_fixtures("run " + grad + " --output-dir " + out + " --debug"));
@@ -424,23 +449,33 @@ TEST(NonFinite, DebugNamesTheOperationAndTheLayerThatMadeTheNaN) {
 TEST(NonFinite, ErrorPolicyCheckpointsTheLastGoodStateAndSkipPolicyDropsUpdates) {
   const std::string out = test::temp_dir("out");
   // error (the default): stop before the update, checkpoint at that batch.
-  auto e = test::trainyard(with_fixtures("run " + nan_experiment("err", "{plugin: nan_maker, at: 5}") + " --output-dir " + out));
+  auto e = test::trainyard(
+      with_fixtures("run " + nan_experiment("err", "{plugin: nan_maker, at: 5}") + " --output-dir " + out));
   EXPECT_EQ(e.exit_code, 1);
   EXPECT_TRUE(test::contains(e.err, "stopped at iteration 6 (epoch 1, batch 6): non-finite loss")) << e.err;
   EXPECT_TRUE(test::contains(e.err, "aten::log")) << e.err;
   ASSERT_TRUE(std::filesystem::exists(out + "/err/checkpoints/ckpt-e0000-i00000005.pt"));
-  EXPECT_TRUE(test::checkpoint_tensor(out + "/err/checkpoints/ckpt-e0000-i00000005.pt", "fc1.weight").isfinite().all().item<bool>());
+  EXPECT_TRUE(test::checkpoint_tensor(out + "/err/checkpoints/ckpt-e0000-i00000005.pt", "fc1.weight")
+                  .isfinite()
+                  .all()
+                  .item<bool>());
 
   // skip: one bad update is dropped and counted, the run finishes.
-  auto s = test::trainyard(with_fixtures("run " + nan_experiment("skip", "{plugin: nan_maker, at: 5, once: true, how: grad}") +
+  auto s = test::trainyard(with_fixtures("run " +
+                                         nan_experiment("skip", "{plugin: nan_maker, at: 5, once: true, how: grad}") +
                                          " --output-dir " + out + " --set loop.nonfinite=skip"));
   EXPECT_EQ(s.exit_code, 0) << s.err;
   EXPECT_TRUE(test::contains(s.err, "skipped the update at iteration 6")) << s.err;
-  EXPECT_TRUE(test::contains(test::read_file(out + "/skip/summary.json"), "\"skipped_updates\": 1")) << test::read_file(out + "/skip/summary.json");
-  EXPECT_TRUE(test::checkpoint_tensor(out + "/skip/checkpoints/ckpt-e0002-i00000032.pt", "fc1.weight").isfinite().all().item<bool>());
+  EXPECT_TRUE(test::contains(test::read_file(out + "/skip/summary.json"), "\"skipped_updates\": 1"))
+      << test::read_file(out + "/skip/summary.json");
+  EXPECT_TRUE(test::checkpoint_tensor(out + "/skip/checkpoints/ckpt-e0002-i00000032.pt", "fc1.weight")
+                  .isfinite()
+                  .all()
+                  .item<bool>());
   // skip, but every update is bad from then on: stops after nonfinite_max_skips in a row.
-  auto k = test::trainyard(with_fixtures("run " + nan_experiment("skips", "{plugin: nan_maker, at: 5}") + " --output-dir " + out +
-                                         " --set loop.nonfinite=skip --set loop.nonfinite_max_skips=3"));
+  auto k =
+      test::trainyard(with_fixtures("run " + nan_experiment("skips", "{plugin: nan_maker, at: 5}") + " --output-dir " +
+                                    out + " --set loop.nonfinite=skip --set loop.nonfinite_max_skips=3"));
   EXPECT_EQ(k.exit_code, 1);
   EXPECT_TRUE(test::contains(k.err, "stopped at iteration 8")) << k.err;
   EXPECT_TRUE(test::contains(k.err, "(3 updates in a row)")) << k.err;
@@ -459,7 +494,8 @@ TEST(Console, PlainProgressLinesOffATerminalAndALiveBarOnOne) {
   EXPECT_TRUE(test::contains(r.out, "epoch 1/2 [")) << r.out;
   EXPECT_TRUE(test::contains(r.out, " samples/s ETA 0:0")) << r.out;
   EXPECT_TRUE(test::contains(r.out, " run 0:0")) << "the run's ETA\n" << r.out;
-  EXPECT_TRUE(test::contains(r.out, "| test_accuracy_top1=")) << "the second epoch's lines show the last test values\n" << r.out;
+  EXPECT_TRUE(test::contains(r.out, "| test_accuracy_top1=")) << "the second epoch's lines show the last test values\n"
+                                                              << r.out;
   EXPECT_TRUE(test::contains(r.out, "epoch 2/2 done in ")) << r.out;
   EXPECT_FALSE(test::contains(r.out, "\r\033[K")) << "no terminal control codes in a log file";
 
@@ -520,7 +556,8 @@ TEST(NewPlugin, NoTemplateReadsAValueBackFromTheDeviceAtEveryStep) {
     const std::string body = function_body(source, signature);
     ASSERT_FALSE(body.empty()) << kind << ": no" << signature << "\n" << source;
     for (const char* read_back : {".item", ".cpu()", "accessor<", "data_ptr", ".to(at::kCPU", ".to(torch::kCPU"})
-      EXPECT_FALSE(test::contains(body, read_back)) << kind << ":" << signature << " reads " << read_back << "\n" << body;
+      EXPECT_FALSE(test::contains(body, read_back)) << kind << ":" << signature << " reads " << read_back << "\n"
+                                                    << body;
   }
   // The meter's sums are read where the guide says: accumulators() and values().
   const std::string meter = plugin_project("my_thing", "meter").at("my_thing.cpp");
@@ -529,13 +566,14 @@ TEST(NewPlugin, NoTemplateReadsAValueBackFromTheDeviceAtEveryStep) {
 
 TEST(NewPlugin, AMissingTemplateFolderIsOneErrorNamingItAndWritesNothing) {
   const std::string missing = test::temp_dir("scaffold") + "/nowhere", out = test::temp_dir("new") + "/my_net";
-  auto r = test::trainyard_with_env("TRAINYARD_SCAFFOLD_DIR=" + missing,
-                                    "new-plugin my_net --kind network --output " + out);
+  auto r =
+      test::trainyard_with_env("TRAINYARD_SCAFFOLD_DIR=" + missing, "new-plugin my_net --kind network --output " + out);
   EXPECT_EQ(r.exit_code, 2) << r.err;
   const auto lines = test::nonempty_lines(r.err);
   ASSERT_EQ(lines.size(), 1u) << r.err;
-  EXPECT_EQ(lines[0].rfind("error: new-plugin: template folder " + missing + " (TRAINYARD_SCAFFOLD_DIR) does not exist; "
-                           "expected the project templates there: CMakeLists.txt.in, plugin.cpp.in",
+  EXPECT_EQ(lines[0].rfind("error: new-plugin: template folder " + missing +
+                               " (TRAINYARD_SCAFFOLD_DIR) does not exist; "
+                               "expected the project templates there: CMakeLists.txt.in, plugin.cpp.in",
                            0),
             0u)
       << lines[0];

@@ -10,9 +10,9 @@
 
 #include "plugins/loader.h"
 #include "support/support.h"
+#include "trainyard/dataset.h"
 #include "trainyard/error.h"
 #include "trainyard/image_codec.h"
-#include "trainyard/dataset.h"
 #include "trainyard/record.h"
 
 namespace fs = std::filesystem;
@@ -48,7 +48,8 @@ TEST(Convert, IdxToLmdbReturnsIdenticalPixelsAndLabels) {
                      "/t10k-labels-idx1-ubyte.gz --limit 300 --encoding " + encoding + " --output " + db);
     ASSERT_EQ(r.exit_code, 0) << r.err;
     auto lmdb = dataset("lmdb", {{"path", db}});
-    auto reference = dataset("fashion_mnist", {{"split", std::string("test")}, {"normalize", false}, {"limit", int64_t(300)}});
+    auto reference =
+        dataset("fashion_mnist", {{"split", std::string("test")}, {"normalize", false}, {"limit", int64_t(300)}});
     ASSERT_EQ(lmdb->size(), 300);
     EXPECT_EQ(lmdb->info().num_classes, 10);
     EXPECT_EQ(lmdb->info().sample_shape, (std::vector<int64_t>{1, 28, 28}));
@@ -169,8 +170,8 @@ TEST(Convert, NeverReplacesTheCurrentFolderOrOneItDidNotWrite) {
   test::write_file(work + "/notes.txt", "mine");
   for (const std::string output : std::vector<std::string>{".", "./", "..", work}) {
     for (const std::string overwrite : {"", " --overwrite"}) {
-      auto r = test::run_command("cd " + work + " && " + test::trainyard_binary() + " convert --quiet --from folder --input " +
-                                 root + " --output " + output + overwrite);
+      auto r = test::run_command("cd " + work + " && " + test::trainyard_binary() +
+                                 " convert --quiet --from folder --input " + root + " --output " + output + overwrite);
       EXPECT_EQ(r.exit_code, 2) << output << overwrite << ": " << r.err;
       EXPECT_EQ(test::nonempty_lines(r.err).size(), 1u) << r.err;
       EXPECT_TRUE(contains(r.err, "error: convert: --output " + output + ": is the current folder or one above it"))
@@ -183,8 +184,9 @@ TEST(Convert, NeverReplacesTheCurrentFolderOrOneItDidNotWrite) {
   EXPECT_EQ(r.exit_code, 2) << r.err;
   auto mine = convert("--from folder --input " + root + " --output " + work + " --overwrite");
   EXPECT_EQ(mine.exit_code, 2) << mine.err;
-  EXPECT_TRUE(contains(mine.err, "--overwrite replaces only a folder convert wrote; expected a folder holding data.mdb "
-                                 "or shard-*.tar (or train/ and test/ with them), got a folder without them"))
+  EXPECT_TRUE(contains(mine.err,
+                       "--overwrite replaces only a folder convert wrote; expected a folder holding data.mdb "
+                       "or shard-*.tar (or train/ and test/ with them), got a folder without them"))
       << mine.err;
   auto input = convert("--from folder --input " + root + "/a --output " + root + " --overwrite");
   EXPECT_EQ(input.exit_code, 2) << input.err;
@@ -200,8 +202,9 @@ TEST(Convert, ASplitThatWouldBeEmptyIsRefusedBeforeAnythingIsWritten) {
     auto r = convert("--from folder --input " + root + " --to " + to + " --test-fraction 0.9 --output " + out + "/x");
     EXPECT_EQ(r.exit_code, 2) << r.err;
     EXPECT_EQ(test::nonempty_lines(r.err).size(), 1u) << r.err;
-    EXPECT_TRUE(contains(r.err, "error: convert: --test-fraction 0.9 of 2 samples leaves the training split empty; "
-                                "expected at least one sample in each split, got 0 training and 2 test"))
+    EXPECT_TRUE(contains(r.err,
+                         "error: convert: --test-fraction 0.9 of 2 samples leaves the training split empty; "
+                         "expected at least one sample in each split, got 0 training and 2 test"))
         << r.err;
     r = convert("--from folder --input " + root + " --to " + to + " --test-fraction 0.1 --output " + out + "/x");
     EXPECT_EQ(r.exit_code, 2) << r.err;
@@ -224,7 +227,9 @@ TEST(Convert, SplitAndShuffle) {
 TEST(LmdbDataset, DamagedRecordsAndUndecodableImagesAreNamedOrSkipped) {
   const std::string db = test::temp_dir("db") + "/fm";
   ASSERT_EQ(convert("--from idx --images " + kFashion + "/t10k-images-idx3-ubyte.gz --labels " + kFashion +
-                    "/t10k-labels-idx1-ubyte.gz --limit 64 --output " + db).exit_code, 0);
+                    "/t10k-labels-idx1-ubyte.gz --limit 64 --output " + db)
+                .exit_code,
+            0);
   test::put_lmdb_record(db, 5, "TYRC\x01garbage");
   Record undecodable;
   undecodable.images.push_back({ImageEncoding::png, 28, 28, 1, "definitely not a png"});

@@ -9,8 +9,8 @@
 #include <sstream>
 
 #include <ATen/ATen.h>
-#include <nlohmann/json.hpp>
 #include <trainyard/error.h>
+#include <nlohmann/json.hpp>
 
 #include "data/loader.h"
 #include "image_dataset.h"
@@ -27,9 +27,12 @@ namespace {
 // uint8 tensor {H, W, 3}; undefined when PIL cannot open it.
 at::Tensor pil_rgb(const std::string& file) {
   const std::string raw = test::temp_dir("pil") + "/" + fs::path(file).filename().string() + ".raw";
-  auto r = test::run_command(::trainyard::test::python() + " -c \"import sys; from PIL import Image; "
-                             "im = Image.open(sys.argv[1]).convert('RGB'); open(sys.argv[2], 'wb').write(im.tobytes()); "
-                             "print(im.size[1], im.size[0])\" " + file + " " + raw);
+  auto r =
+      test::run_command(::trainyard::test::python() +
+                        " -c \"import sys; from PIL import Image; "
+                        "im = Image.open(sys.argv[1]).convert('RGB'); open(sys.argv[2], 'wb').write(im.tobytes()); "
+                        "print(im.size[1], im.size[0])\" " +
+                        file + " " + raw);
   if (r.exit_code != 0) return {};
   int64_t h = 0, w = 0;
   std::istringstream(r.out) >> h >> w;
@@ -125,7 +128,8 @@ TEST(PhotoSet, WithOnBadRecordSkipTheDamagedFileIsSkippedAndCounted) {
   double bad = -1;
   for (const auto& line : test::read_lines(out + "/skipped/metrics.jsonl")) {
     const auto j = nlohmann::json::parse(line);
-    if (j.contains("values") && j["values"].contains("train_bad_records")) bad = j["values"]["train_bad_records"].get<double>();
+    if (j.contains("values") && j["values"].contains("train_bad_records"))
+      bad = j["values"]["train_bad_records"].get<double>();
   }
   EXPECT_EQ(bad, 1.0);
 }
@@ -154,7 +158,8 @@ TEST(PhotoSet, ConvertKeepStoresEachJpegsOwnBytesAndTheLmdbTrainsLikeTheFolder) 
   const std::string mixed = test::temp_dir("keep-mixed");
   fs::create_directories(mixed + "/in/cls");
   fs::copy_file(test::small_photo_set() + "/damaged/not_an_image.jpg", mixed + "/in/cls/x.jpg");
-  r = test::trainyard("convert --from folder --input " + mixed + "/in --output " + mixed + "/db --encoding keep --quiet");
+  r = test::trainyard("convert --from folder --input " + mixed + "/in --output " + mixed +
+                      "/db --encoding keep --quiet");
   EXPECT_EQ(r.exit_code, 2) << r.err;
   EXPECT_TRUE(test::contains(r.err, "x.jpg")) << r.err;
 }

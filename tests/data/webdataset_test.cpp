@@ -29,12 +29,15 @@ namespace image_datasets {
 namespace {
 
 std::string shard_experiment(const std::string& dir, const std::string& urls,
-                             const std::string& loop = "{epochs: 1, batch_per_device: 4}", const std::string& more = "") {
+                             const std::string& loop = "{epochs: 1, batch_per_device: 4}",
+                             const std::string& more = "") {
   const std::string exp = dir + "/exp.yaml";
   test::write_file(exp, "name: shards\ndataset:\n  train: {plugin: webdataset, urls: '" + urls +
-                            "', color: rgb, crop: random_resized, crop_size: [64, 64], hflip: 0.5" + more + "}\n"
+                            "', color: rgb, crop: random_resized, crop_size: [64, 64], hflip: 0.5" + more +
+                            "}\n"
                             "network: {plugin: mlp, hidden_sizes: [8]}\nloss: {plugin: cross_entropy}\n"
-                            "optimizer: {plugin: sgd, lr: 0.01}\nloop: " + loop + "\n");
+                            "optimizer: {plugin: sgd, lr: 0.01}\nloop: " +
+                            loop + "\n");
   return exp;
 }
 
@@ -42,8 +45,8 @@ std::string shard_experiment(const std::string& dir, const std::string& urls,
 void expect_exact_resume(const std::string& exp, const std::string& dir) {
   auto whole = test::trainyard("run " + exp + " --output-dir " + dir + "/whole");
   ASSERT_EQ(whole.exit_code, 0) << whole.err;
-  auto stopped = test::interrupted("run " + exp + " --output-dir " + dir + "/split", dir + "/split/shards/metrics.jsonl",
-                                   300, "TERM");
+  auto stopped = test::interrupted("run " + exp + " --output-dir " + dir + "/split",
+                                   dir + "/split/shards/metrics.jsonl", 300, "TERM");
   ASSERT_EQ(stopped.exit_code, 4) << stopped.out << stopped.err;
   EXPECT_TRUE(test::contains(stopped.err, "stopping: SIGTERM at iteration")) << stopped.err;
   auto resumed = test::trainyard("run " + exp + " --output-dir " + dir + "/split");
@@ -95,16 +98,18 @@ TEST(WebDataset, ConvertWritesShardsTheWebdatasetPackageReadsAndTrainyardTrainsF
 TEST(WebDataset, ShardsTheWebdatasetPackageWroteTrainInTrainyard) {
   const std::string dir = test::temp_dir("package-shards");
   const std::string write = dir + "/write.py";
-  test::write_file(write,
-                   "import os, sys, webdataset as wds\n"
-                   "root, out = sys.argv[1], sys.argv[2]\n"
-                   "classes = sorted(os.listdir(root))\n"
-                   "with wds.ShardWriter(out + '/part-%03d.tar', maxcount=8) as sink:\n"
-                   "    for label, c in enumerate(classes):\n"
-                   "        for f in sorted(os.listdir(os.path.join(root, c))):\n"
-                   "            data = open(os.path.join(root, c, f), 'rb').read()\n"
-                   "            sink.write({'__key__': c + '/' + f.split('.')[0], 'jpg': data, 'json': {'label': label}})\n");
-  auto r = test::run_command(::trainyard::test::python() + " " + write + " " + test::small_photo_set() + "/train " + dir);
+  test::write_file(
+      write,
+      "import os, sys, webdataset as wds\n"
+      "root, out = sys.argv[1], sys.argv[2]\n"
+      "classes = sorted(os.listdir(root))\n"
+      "with wds.ShardWriter(out + '/part-%03d.tar', maxcount=8) as sink:\n"
+      "    for label, c in enumerate(classes):\n"
+      "        for f in sorted(os.listdir(os.path.join(root, c))):\n"
+      "            data = open(os.path.join(root, c, f), 'rb').read()\n"
+      "            sink.write({'__key__': c + '/' + f.split('.')[0], 'jpg': data, 'json': {'label': label}})\n");
+  auto r =
+      test::run_command(::trainyard::test::python() + " " + write + " " + test::small_photo_set() + "/train " + dir);
   ASSERT_EQ(r.exit_code, 0) << r.err;
   ASSERT_TRUE(fs::exists(dir + "/part-002.tar"));
   const std::string exp = shard_experiment(dir, dir + "/part-{000..002}.tar");
@@ -247,8 +252,10 @@ std::string tar_member(const std::string& name, const std::string& body, const s
   std::snprintf(h + 100, 8, "%07o", 0644);
   std::snprintf(h + 108, 8, "%07o", 0);
   std::snprintf(h + 116, 8, "%07o", 0);
-  if (size_field.empty()) std::snprintf(h + 124, 12, "%011o", static_cast<unsigned>(body.size()));
-  else std::memcpy(h + 124, size_field.data(), std::min<size_t>(size_field.size(), 12));
+  if (size_field.empty())
+    std::snprintf(h + 124, 12, "%011o", static_cast<unsigned>(body.size()));
+  else
+    std::memcpy(h + 124, size_field.data(), std::min<size_t>(size_field.size(), 12));
   std::snprintf(h + 136, 12, "%011o", 0);
   h[156] = type;
   std::memcpy(h + 257, "ustar", 6);
@@ -296,24 +303,30 @@ void expect_one_error(const test::CommandResult& r, const std::string& part) {
 TEST(WebDatasetBounds, ASizeFieldThatWrapsOrIsNotOctalIsNamedAtItsOffsetBeforeAnythingIsAllocated) {
   const std::string dir = test::temp_dir("tar-sizes");
   // Base-256 2^64 - 512: header + size wraps to the header itself (it was re-indexed forever).
-  const std::string first = tar_sample(0, 1), at = std::to_string(first.size()), field = std::to_string(first.size() + 124);
+  const std::string first = tar_sample(0, 1), at = std::to_string(first.size()),
+                    field = std::to_string(first.size() + 124);
   const std::string wraps = dir + "/wraps.tar";
   test::write_file(wraps, first + tar_member("0001.jpg", small_jpeg(9), base256(~uint64_t{0} - 511)) + kTarEnd);
   expect_one_error(validate(dir, wraps), "shard " + wraps + ": the size field of the header at byte " + at + " (byte " +
-                                             field + ") says " + std::to_string(~uint64_t{0} - 511) + " bytes, and only ");
+                                             field + ") says " + std::to_string(~uint64_t{0} - 511) +
+                                             " bytes, and only ");
   // A base-256 size past the end, and a negative one.
   const std::string big = dir + "/big.tar";
-  test::write_file(big, tar_sample(0, 1) + tar_member("0001.jpg", small_jpeg(9), base256(uint64_t{64} << 30)) + kTarEnd);
+  test::write_file(big,
+                   tar_sample(0, 1) + tar_member("0001.jpg", small_jpeg(9), base256(uint64_t{64} << 30)) + kTarEnd);
   expect_one_error(validate(dir, big), "(byte " + field + ") says 68719476736 bytes, and only ");
   const std::string negative = dir + "/negative.tar";
-  test::write_file(negative, tar_sample(0, 1) + tar_member("0001.jpg", small_jpeg(9), std::string(12, char(0xff))) + kTarEnd);
+  test::write_file(negative,
+                   tar_sample(0, 1) + tar_member("0001.jpg", small_jpeg(9), std::string(12, char(0xff))) + kTarEnd);
   expect_one_error(validate(dir, negative), "(byte " + field + ") is a negative or oversized base-256 number");
   // Not octal: it was read as another size, and the next header was blamed for a wrong checksum.
   const std::string typo = dir + "/typo.tar";
   test::write_file(typo, tar_sample(0, 1) + tar_member("0001.jpg", small_jpeg(9), std::string("0000000g750\0", 12)) +
                              tar_member("0001.cls", "2") + kTarEnd);
-  expect_one_error(validate(dir, typo), "shard " + typo + ": the size field of the header at byte " + at + " (byte " + field + ") is "
-                                        "'0000000g750.'; expected octal digits");
+  expect_one_error(validate(dir, typo), "shard " + typo + ": the size field of the header at byte " + at + " (byte " +
+                                            field +
+                                            ") is "
+                                            "'0000000g750.'; expected octal digits");
 }
 
 TEST(WebDatasetBounds, APipeMemberIsReadAsItArrivesAndBoundedByTheMemberLimit) {
@@ -328,8 +341,9 @@ TEST(WebDatasetBounds, APipeMemberIsReadAsItArrivesAndBoundedByTheMemberLimit) {
   const std::string huge = dir + "/huge.tar";
   test::write_file(huge, tar_member("0000.jpg", small_jpeg(1), base256(uint64_t{64} << 30)) + kTarEnd);
   expect_one_error(validate(dir, "pipe:cat " + huge, more),
-                   "shard pipe:cat " + huge + ": the member '0000.jpg' at byte 0 says 68719476736 bytes; expected at "
-                   "most 268435456 bytes per image (256 MiB) read from a stream");
+                   "shard pipe:cat " + huge +
+                       ": the member '0000.jpg' at byte 0 says 68719476736 bytes; expected at "
+                       "most 268435456 bytes per image (256 MiB) read from a stream");
 }
 
 TEST(WebDatasetBounds, BracePatternsAreBoundedBeforeAnyNameIsMade) {
@@ -360,8 +374,9 @@ TEST(WebDatasetBounds, AJpegWhoseHeaderClaimsTooManyPixelsIsABadRecordThatSkipSk
   test::write_file(dir + "/bomb.tar", shard);
   const std::string loop = "{epochs: 1, batch_per_device: 5}";
   auto r = test::trainyard("run " + shard_experiment(dir, dir + "/bomb.tar", loop) + " --output-dir " + dir + "/a");
-  expect_one_error(r, dir + "/bomb.tar: 0024.jpg: its header claims 65500x65500 pixels (4290250000), expected at most "
-                      "178956970 (Pillow's decompression-bomb limit)");
+  expect_one_error(r, dir +
+                          "/bomb.tar: 0024.jpg: its header claims 65500x65500 pixels (4290250000), expected at most "
+                          "178956970 (Pillow's decompression-bomb limit)");
   std::string yaml = test::read_file(shard_experiment(dir, dir + "/bomb.tar", loop));
   yaml.replace(yaml.find("{plugin: webdataset"), 19, "{plugin: webdataset, on_bad_record: skip");
   test::write_file(dir + "/skip.yaml", yaml);
@@ -374,14 +389,17 @@ TEST(WebDatasetBounds, AJpegWhoseHeaderClaimsTooManyPixelsIsABadRecordThatSkipSk
 TEST(WebDatasetBounds, ADuplicateMemberInASampleIsRefusedNamingShardKeyAndOffset) {
   const std::string dir = test::temp_dir("duplicates");
   const std::string images = dir + "/images.tar", labels = dir + "/labels.tar";
-  test::write_file(images, tar_sample(0, 1) + tar_member("0001.jpg", small_jpeg(1)) + tar_member("0001.jpg", small_jpeg(2)) +
-                               tar_member("0001.cls", "2") + kTarEnd);
+  test::write_file(images, tar_sample(0, 1) + tar_member("0001.jpg", small_jpeg(1)) +
+                               tar_member("0001.jpg", small_jpeg(2)) + tar_member("0001.cls", "2") + kTarEnd);
   test::write_file(labels, tar_sample(0, 1) + tar_member("0001.jpg", small_jpeg(1)) + tar_member("0001.cls", "2") +
                                tar_member("0001.cls", "3") + kTarEnd);
   const size_t sample = tar_sample(0, 1).size(), image = tar_member("0001.jpg", small_jpeg(1)).size();
-  const std::string second_image = std::to_string(sample + image), second_label = std::to_string(sample + image + 512 + 512);
-  expect_one_error(validate(dir, images), "shard " + images + ", sample '0001': a second member '0001.jpg' at byte " + second_image);
-  expect_one_error(validate(dir, labels), "shard " + labels + ", sample '0001': a second member '0001.cls' at byte " + second_label);
+  const std::string second_image = std::to_string(sample + image),
+                    second_label = std::to_string(sample + image + 512 + 512);
+  expect_one_error(validate(dir, images),
+                   "shard " + images + ", sample '0001': a second member '0001.jpg' at byte " + second_image);
+  expect_one_error(validate(dir, labels),
+                   "shard " + labels + ", sample '0001': a second member '0001.cls' at byte " + second_label);
   const std::string more = ", size: 20, num_classes: 10";
   expect_one_error(validate(dir, "pipe:cat " + images, more),
                    "shard pipe:cat " + images + ", sample '0001': a second member '0001.jpg' at byte " + second_image);
@@ -394,8 +412,8 @@ TEST(WebDatasetBounds, MetadataMembersAreIgnoredAsDocumented) {
   const std::string dir = test::temp_dir("metadata");
   std::string shard = tar_member("__meta__.json", "{\"source\": \"img2dataset\"}");
   for (int i = 0; i < 3; ++i)
-    shard += tar_sample(i, i) + tar_member("000" + std::to_string(i) + ".json", "{\"url\": \"https://x/" +
-                                                                               std::to_string(i) + ".jpg\", \"width\": 16}");
+    shard += tar_sample(i, i) + tar_member("000" + std::to_string(i) + ".json",
+                                           "{\"url\": \"https://x/" + std::to_string(i) + ".jpg\", \"width\": 16}");
   test::write_file(dir + "/meta.tar", shard + kTarEnd);
   auto r = validate(dir, dir + "/meta.tar");
   EXPECT_EQ(r.exit_code, 0) << r.err;
@@ -403,7 +421,8 @@ TEST(WebDatasetBounds, MetadataMembersAreIgnoredAsDocumented) {
   r = validate(dir, "pipe:cat " + dir + "/meta.tar", ", size: 3, num_classes: 3");
   EXPECT_EQ(r.exit_code, 0) << r.err;
   // A KEY.json with "label" still labels a sample without KEY.cls.
-  test::write_file(dir + "/json.tar", tar_member("0000.jpg", small_jpeg(3)) + tar_member("0000.json", "{\"label\": 2}") + kTarEnd);
+  test::write_file(dir + "/json.tar",
+                   tar_member("0000.jpg", small_jpeg(3)) + tar_member("0000.json", "{\"label\": 2}") + kTarEnd);
   r = validate(dir, dir + "/json.tar");
   EXPECT_EQ(r.exit_code, 0) << r.err;
   EXPECT_TRUE(test::contains(r.out, "dataset webdataset (1 train")) << r.out;
@@ -427,15 +446,17 @@ TEST(WebDatasetBounds, APipeThatNeverWritesIsTimedOutAtStartUpAndEndedWithTheRun
   // The command's own child writes its pid; the command then waits, writing nothing.
   const std::string command = "pipe:sleep 1000 & echo $! > " + dir + "/pid; wait";
   auto r = validate(dir, command, ", size: 20, num_classes: 10, start_timeout: 0.5");
-  expect_one_error(r, "shard " + command + ": no complete sample within start_timeout 0.5 s of starting (0 bytes read)");
+  expect_one_error(r,
+                   "shard " + command + ": no complete sample within start_timeout 0.5 s of starting (0 bytes read)");
   EXPECT_TRUE(process_ends(test::read_file(dir + "/pid").substr(0, test::read_file(dir + "/pid").find('\n'))));
 
   // SIGTERM while it waits (the default timeout, 60 s): the command ends with the run.
   fs::remove(dir + "/pid");
   const std::string exp = shard_experiment(dir, command, "{epochs: 1}", ", size: 20, num_classes: 10");
   // As test::interrupted, with a longer bounded wait for the command to start (a busy machine).
-  test::write_file(dir + "/term.sh", test::trainyard_binary() + " run " + exp + " --output-dir " + dir + "/out >" + dir + "/stdout 2>" + dir +
-                                         "/err &\npid=$!\nfor i in $(seq 3000); do [ -s " + dir +
+  test::write_file(dir + "/term.sh", test::trainyard_binary() + " run " + exp + " --output-dir " + dir + "/out >" +
+                                         dir + "/stdout 2>" + dir + "/err &\npid=$!\nfor i in $(seq 3000); do [ -s " +
+                                         dir +
                                          "/pid ] && break; sleep 0.02; done\nkill -TERM $pid\nwait $pid\necho $?\n");
   r = test::run_command("bash " + dir + "/term.sh");
   EXPECT_NE(r.out, "0\n") << test::read_file(dir + "/err");
@@ -453,7 +474,8 @@ TEST(WebDatasetBounds, ShardsAreOpenedOnDemandSoMoreShardsThanOpenFilesTrain) {
     std::snprintf(name, sizeof name, "/s-%03d.tar", s);
     test::write_file(dir + name, tar_sample(s, s % 4) + kTarEnd);
   }
-  const std::string exp = shard_experiment(dir, dir + "/s-{000..399}.tar", "{epochs: 1, batch_per_device: 8, decode_threads: 2}");
+  const std::string exp =
+      shard_experiment(dir, dir + "/s-{000..399}.tar", "{epochs: 1, batch_per_device: 8, decode_threads: 2}");
   auto r = test::run_command("ulimit -n 256 && " + test::trainyard_binary() + " iterate " + exp);
   EXPECT_EQ(r.exit_code, 0) << r.err;
   EXPECT_TRUE(test::contains(r.out, "iterate: 400 samples")) << r.out;

@@ -3,10 +3,10 @@
 #include <sched.h>
 #include <unistd.h>
 
-#include <chrono>
-#include <filesystem>
 #include <torch/cuda.h>
 #include <torch/serialize/input-archive.h>
+#include <chrono>
+#include <filesystem>
 
 #include <nlohmann/json.hpp>
 
@@ -33,10 +33,13 @@ TEST(Distributed, TwoRanksThroughTheLauncherEqualOneProcessWithTheSameGlobalBatc
   auto r = trainyard("run " + experiment("dp") + " --output-dir " + out +
                      " --set loop.batch_per_device=32 --nproc-per-node 2");
   ASSERT_EQ(r.exit_code, 0) << r.err;
-  EXPECT_TRUE(contains(r.out, "[rank 0] trainyard: rank 0 of 2 (launched by trainyard --nproc-per-node; Gloo on 127.0.0.1)")) << r.out;
+  EXPECT_TRUE(
+      contains(r.out, "[rank 0] trainyard: rank 0 of 2 (launched by trainyard --nproc-per-node; Gloo on 127.0.0.1)"))
+      << r.out;
   // Rank 1 says nothing on the console but warnings and errors; its own log file has it all.
   EXPECT_FALSE(contains(r.out, "[rank 1] trainyard: ")) << r.out;
-  EXPECT_TRUE(contains(rank_log(out + "/dp", 1), " info trainyard: rank 1 of 2 (launched by trainyard --nproc-per-node"))
+  EXPECT_TRUE(
+      contains(rank_log(out + "/dp", 1), " info trainyard: rank 1 of 2 (launched by trainyard --nproc-per-node"))
       << rank_log(out + "/dp", 1);
   EXPECT_TRUE(contains(rank_log(out + "/dp", 0), " info trainyard: done: 1/1 epoch")) << rank_log(out + "/dp", 0);
   expect_equal_to_single(out + "/dp", single);
@@ -73,10 +76,12 @@ TEST(Distributed, SigtermToOneRankStopsBothAtTheSameIterationWithACheckpoint) {
   for (int r = 0; r < 2; ++r)
     script += "RANK=" + std::to_string(r) + " WORLD_SIZE=2 LOCAL_RANK=" + std::to_string(r) +
               " MASTER_ADDR=127.0.0.1 MASTER_PORT=" + std::to_string(port) + " " + trainyard_binary() + " run " + exp +
-              " --output-dir " + out + " >" + dir + "/out" + std::to_string(r) + " 2>" + dir + "/err" + std::to_string(r) +
-              " &\npid" + std::to_string(r) + "=$!\n";
-  script += "for i in $(seq 500); do grep -q '\"phase\": \"train\"' " + out + "/sig/metrics.jsonl 2>/dev/null && break; sleep 0.02; done\n"
-            "sleep 0.3\nkill -TERM $pid1\nwait $pid0; echo $? >" + dir + "/rc0\nwait $pid1; echo $? >" + dir + "/rc1\n";
+              " --output-dir " + out + " >" + dir + "/out" + std::to_string(r) + " 2>" + dir + "/err" +
+              std::to_string(r) + " &\npid" + std::to_string(r) + "=$!\n";
+  script += "for i in $(seq 500); do grep -q '\"phase\": \"train\"' " + out +
+            "/sig/metrics.jsonl 2>/dev/null && break; sleep 0.02; done\n"
+            "sleep 0.3\nkill -TERM $pid1\nwait $pid0; echo $? >" +
+            dir + "/rc0\nwait $pid1; echo $? >" + dir + "/rc1\n";
   write_file(dir + "/launch.sh", script);
   run_command("bash " + dir + "/launch.sh");
   std::string stopped_at[2];
@@ -93,7 +98,8 @@ TEST(Distributed, SigtermToOneRankStopsBothAtTheSameIterationWithACheckpoint) {
   EXPECT_TRUE(contains(read_file(dir + "/err0"), "stopping: requested by another rank")) << read_file(dir + "/err0");
   bool found = false;
   for (const auto& f : fs::directory_iterator(out + "/sig/checkpoints"))
-    found = found || contains(f.path().filename().string(), "-i" + std::string(8 - stopped_at[0].size(), '0') + stopped_at[0] + ".pt");
+    found = found || contains(f.path().filename().string(),
+                              "-i" + std::string(8 - stopped_at[0].size(), '0') + stopped_at[0] + ".pt");
   EXPECT_TRUE(found) << "no checkpoint at iteration " << stopped_at[0];
 }
 
@@ -103,9 +109,9 @@ TEST(Distributed, TwoNodesByHandOnOneMachine) {
   const std::string common = "run " + experiment("dp") + " --output-dir " + out +
                              " --set loop.batch_per_device=32 --nproc-per-node 1 --nnodes 2 --master-addr 127.0.0.1" +
                              " --master-port " + std::to_string(free_port());
-  write_file(dir + "/nodes.sh", "(" + trainyard_binary() + " " + common + " --node-rank 0 >" + dir + "/out0 2>&1; echo $? >" +
-                                    dir + "/rc0) &\n(" + trainyard_binary() + " " + common + " --node-rank 1 >" + dir +
-                                    "/out1 2>&1; echo $? >" + dir + "/rc1) &\nwait\n");
+  write_file(dir + "/nodes.sh", "(" + trainyard_binary() + " " + common + " --node-rank 0 >" + dir +
+                                    "/out0 2>&1; echo $? >" + dir + "/rc0) &\n(" + trainyard_binary() + " " + common +
+                                    " --node-rank 1 >" + dir + "/out1 2>&1; echo $? >" + dir + "/rc1) &\nwait\n");
   run_command("bash " + dir + "/nodes.sh");
   ASSERT_EQ(read_file(dir + "/rc0"), "0\n") << read_file(dir + "/out0");
   ASSERT_EQ(read_file(dir + "/rc1"), "0\n") << read_file(dir + "/out1");
@@ -141,7 +147,7 @@ TEST(Distributed, SyncBatchNormEqualsOneProcessOnTheGlobalBatch) {
   const double with_sync = max_checkpoint_difference(synced + file, single + file);
   const double without = max_checkpoint_difference(local + file, single + file);
   std::printf("max difference to one process: %g with sync batch norm, %g without\n", with_sync, without);
-  EXPECT_LT(with_sync, 1e-4);   // parameters and running statistics
+  EXPECT_LT(with_sync, 1e-4);  // parameters and running statistics
   EXPECT_GT(without, 100 * with_sync + 1e-4) << "per-rank batch norm should differ measurably";
 }
 
@@ -187,7 +193,9 @@ TEST(Distributed, AccumulationCommunicatesOnTheLastMicroStepAndEqualsOneBigBatch
   auto r = trainyard("run " + experiment("dp") + " --output-dir " + out +
                      " --set loop.batch_per_device=16 --set loop.iter_size=2 --nproc-per-node 2");
   ASSERT_EQ(r.exit_code, 0) << r.err;
-  EXPECT_LT(max_checkpoint_difference(checkpoint(out + "/dp", "ckpt-e0001-i00000040.pt"), checkpoint(single.run_dir, kLast)), 1e-5);
+  EXPECT_LT(
+      max_checkpoint_difference(checkpoint(out + "/dp", "ckpt-e0001-i00000040.pt"), checkpoint(single.run_dir, kLast)),
+      1e-5);
 }
 
 TEST(Distributed, FileRendezvousGivesTheSameRun) {
@@ -203,9 +211,11 @@ TEST(Distributed, FileRendezvousGivesTheSameRun) {
 TEST(Distributed, RanksLaunchedWithTheTorchrunEnvironment) {
   Reference single;
   const std::string out = temp_dir("env");
-  auto results = launch_by_environment(experiment("dp") + " --output-dir " + out + " --set loop.batch_per_device=32", 2);
+  auto results =
+      launch_by_environment(experiment("dp") + " --output-dir " + out + " --set loop.batch_per_device=32", 2);
   for (const auto& r : results) ASSERT_EQ(r.exit_code, 0) << r.err;
-  EXPECT_TRUE(contains(rank_log(out + "/dp", 1), "rank 1 of 2 (launched by the RANK/WORLD_SIZE environment; Gloo on 127.0.0.1)"))
+  EXPECT_TRUE(contains(rank_log(out + "/dp", 1),
+                       "rank 1 of 2 (launched by the RANK/WORLD_SIZE environment; Gloo on 127.0.0.1)"))
       << rank_log(out + "/dp", 1);
   expect_equal_to_single(out + "/dp", single);
 }
@@ -230,13 +240,18 @@ TEST(SlurmEnvironment, TasksPerNodeAndNodeListsAreParsed) {
 
 TEST(SlurmEnvironment, SrunWithoutTasksPerNodeStillSharesTheNodesCores) {
   // srun -N1 -n2 sets SLURM_TASKS_PER_NODE=2 but no SLURM_NTASKS_PER_NODE.
-  const std::vector<std::pair<const char*, const char*>> env = {
-      {"SLURM_STEP_ID", "0"}, {"SLURM_NTASKS", "2"}, {"SLURM_PROCID", "1"}, {"SLURM_LOCALID", "1"}, {"SLURM_NODEID", "0"},
-      {"SLURM_TASKS_PER_NODE", "2"}, {"SLURM_JOB_NODELIST", "node[07-08]"}, {"SLURM_JOB_ID", "123456"}};
+  const std::vector<std::pair<const char*, const char*>> env = {{"SLURM_STEP_ID", "0"},
+                                                                {"SLURM_NTASKS", "2"},
+                                                                {"SLURM_PROCID", "1"},
+                                                                {"SLURM_LOCALID", "1"},
+                                                                {"SLURM_NODEID", "0"},
+                                                                {"SLURM_TASKS_PER_NODE", "2"},
+                                                                {"SLURM_JOB_NODELIST", "node[07-08]"},
+                                                                {"SLURM_JOB_ID", "123456"}};
   for (const auto& [k, v] : env) ::setenv(k, v, 1);
-  for (const char* k : {"WORLD_SIZE", "RANK", "MASTER_ADDR", "MASTER_PORT", "SLURM_STEP_TASKS_PER_NODE",
-                        "SLURM_STEP_NODELIST", "SLURM_CPUS_PER_TASK", "TORCHELASTIC_USE_AGENT_STORE",
-                        "SLURM_STEP_NUM_TASKS", "SLURM_CPU_BIND_TYPE"})
+  for (const char* k :
+       {"WORLD_SIZE", "RANK", "MASTER_ADDR", "MASTER_PORT", "SLURM_STEP_TASKS_PER_NODE", "SLURM_STEP_NODELIST",
+        "SLURM_CPUS_PER_TASK", "TORCHELASTIC_USE_AGENT_STORE", "SLURM_STEP_NUM_TASKS", "SLURM_CPU_BIND_TYPE"})
     ::unsetenv(k);
   const trainyard::host::StoreSettings e;  // the distributed section's defaults
   const trainyard::host::World w = trainyard::host::detect_world(e);
@@ -262,7 +277,8 @@ TEST(SlurmEnvironment, SrunWithoutTasksPerNodeStillSharesTheNodesCores) {
     trainyard::host::detect_world(e);
     ADD_FAILURE() << "a batch script of a 2-task job was taken for a rank";
   } catch (const ConfigError& err) {
-    EXPECT_TRUE(contains(err.what(), "Slurm job 123456 has 2 tasks, but this process was not started by srun")) << err.what();
+    EXPECT_TRUE(contains(err.what(), "Slurm job 123456 has 2 tasks, but this process was not started by srun"))
+        << err.what();
     EXPECT_TRUE(contains(err.what(), "`srun trainyard run EXPERIMENT`")) << err.what();
   }
   for (const auto& [k, v] : env) ::unsetenv(k);
@@ -326,14 +342,15 @@ TEST(Distributed, TheSharedGpuTestSettingLeavesCpuRanksAloneAndGpuRanksStillNeed
   auto r = trainyard_with_env("TRAINYARD_TEST_SHARED_GPU=1", "run " + experiment("dp") + " --output-dir " + out +
                                                                  " --set loop.batch_per_device=32 --nproc-per-node 2");
   ASSERT_EQ(r.exit_code, 0) << r.err;
-  EXPECT_TRUE(contains(r.out, "[rank 0] trainyard: rank 0 of 2 (launched by trainyard --nproc-per-node; Gloo on 127.0.0.1)"))
+  EXPECT_TRUE(
+      contains(r.out, "[rank 0] trainyard: rank 0 of 2 (launched by trainyard --nproc-per-node; Gloo on 127.0.0.1)"))
       << r.out;
   EXPECT_FALSE(contains(r.out + rank_log(out + "/dp", 1), "TRAINYARD_TEST_SHARED_GPU")) << r.out;
   // Ranks asking for GPUs on a machine without one get the same one-line refusal as without the setting.
   if (torch::cuda::is_available()) GTEST_SKIP() << "this machine has a GPU";
   for (const std::string env : {"TRAINYARD_TEST_SHARED_GPU=1", "TRAINYARD_TEST_SHARED_GPU=0"}) {
-    auto g = trainyard_with_env(env, "run " + experiment("dp") + " --output-dir " + temp_dir("shared-gpu") +
-                                         " --set distributed.num_gpus=2");
+    auto g = trainyard_with_env(
+        env, "run " + experiment("dp") + " --output-dir " + temp_dir("shared-gpu") + " --set distributed.num_gpus=2");
     EXPECT_EQ(g.exit_code, 2) << env << ": " << g.err;
     EXPECT_TRUE(contains(g.err, "distributed.num_gpus: GPUs requested but this ")) << env << ": " << g.err;
     EXPECT_FALSE(contains(g.err, "TRAINYARD_TEST_SHARED_GPU")) << env << ": " << g.err;
@@ -343,7 +360,8 @@ TEST(Distributed, TheSharedGpuTestSettingLeavesCpuRanksAloneAndGpuRanksStillNeed
 TEST(Distributed, InterruptedAndResumedEqualsUninterrupted) {
   const std::string straight = temp_dir("straight"), split = temp_dir("split");
   const std::string args = " --set loop.batch_per_device=32 --plugin-dir " + fixture_dir("components");
-  ASSERT_EQ(trainyard("run " + experiment("dp") + " --output-dir " + straight + args + " --nproc-per-node 2").exit_code, 0);
+  ASSERT_EQ(trainyard("run " + experiment("dp") + " --output-dir " + straight + args + " --nproc-per-node 2").exit_code,
+            0);
   auto r = trainyard("run " + experiment("dp", "callbacks: [{plugin: stop_at, iteration: 9}]\n") + " --output-dir " +
                      split + args + " --nproc-per-node 2");
   ASSERT_EQ(r.exit_code, 0) << r.err;

@@ -32,7 +32,8 @@ std::vector<CommandResult> run_ranks(const std::vector<std::string>& commands) {
   std::vector<CommandResult> results;
   for (size_t r = 0; r < commands.size(); ++r) {
     const std::string n = std::to_string(r);
-    results.push_back({std::stoi(read_file(dir + "/rc" + n)), read_file(dir + "/out" + n), read_file(dir + "/err" + n)});
+    results.push_back(
+        {std::stoi(read_file(dir + "/rc" + n)), read_file(dir + "/out" + n), read_file(dir + "/err" + n)});
   }
   return results;
 }
@@ -54,11 +55,11 @@ class TwoNamespaces {
     here_ = "tyA" + id;
     there_ = "tyB" + id;
     subnet_ = "10." + std::to_string(100 + ::getpid() % 150) + ".0.";
-    const CommandResult r = run_command(
-        "set -e; ip netns add " + ns_ + "; ip link add " + here_ + " type veth peer name " + there_ + "; ip link set " +
-        there_ + " netns " + ns_ + "; ip addr add " + subnet_ + "1/24 dev " + here_ + "; ip link set " + here_ +
-        " up; ip -n " + ns_ + " addr add " + subnet_ + "2/24 dev " + there_ + "; ip -n " + ns_ + " link set " + there_ +
-        " up; ip -n " + ns_ + " link set lo up");
+    const CommandResult r =
+        run_command("set -e; ip netns add " + ns_ + "; ip link add " + here_ + " type veth peer name " + there_ +
+                    "; ip link set " + there_ + " netns " + ns_ + "; ip addr add " + subnet_ + "1/24 dev " + here_ +
+                    "; ip link set " + here_ + " up; ip -n " + ns_ + " addr add " + subnet_ + "2/24 dev " + there_ +
+                    "; ip -n " + ns_ + " link set " + there_ + " up; ip -n " + ns_ + " link set lo up");
     ok_ = r.exit_code == 0;
     error_ = r.err;
   }
@@ -102,10 +103,10 @@ TEST(Distributed, GlooTakesTheRouteToRankZeroOrTheNamedInterface) {
     const std::string out = temp_dir("ifname");
     const int port = free_port() + 1;
     const std::string args = " run " + exp + " --output-dir " + out + " --set loop.batch_per_device=32";
-    auto results =
-        run_ranks({"GLOO_SOCKET_IFNAME=" + net.interface_here() + " " + rank_env(0, port, master) + trainyard_binary() + args,
-                   net.inside() + "GLOO_SOCKET_IFNAME=" + net.interface_there() + " " + rank_env(1, port, master) +
-                       trainyard_binary() + args});
+    auto results = run_ranks(
+        {"GLOO_SOCKET_IFNAME=" + net.interface_here() + " " + rank_env(0, port, master) + trainyard_binary() + args,
+         net.inside() + "GLOO_SOCKET_IFNAME=" + net.interface_there() + " " + rank_env(1, port, master) +
+             trainyard_binary() + args});
     ASSERT_EQ(results[0].exit_code, 0) << results[0].err;
     ASSERT_EQ(results[1].exit_code, 0) << results[1].err;
     EXPECT_TRUE(contains(rank_log(out + "/dp", 1), "Gloo on " + net.interface_there() + " (GLOO_SOCKET_IFNAME)"))
@@ -130,9 +131,11 @@ TEST(Distributed, GlooTakesTheRouteToRankZeroOrTheNamedInterface) {
   // Gloo took before): each advertises 127.0.0.1, which is not the other's.
   {
     const int port = free_port() + 3;
-    const std::string args = " run " + exp + " --output-dir " + temp_dir("loopback") + " --set distributed.timeout_secs=3";
-    auto results = run_ranks({"GLOO_SOCKET_IFNAME=lo " + rank_env(0, port, master) + trainyard_binary() + args,
-                              net.inside() + "GLOO_SOCKET_IFNAME=lo " + rank_env(1, port, master) + trainyard_binary() + args});
+    const std::string args =
+        " run " + exp + " --output-dir " + temp_dir("loopback") + " --set distributed.timeout_secs=3";
+    auto results =
+        run_ranks({"GLOO_SOCKET_IFNAME=lo " + rank_env(0, port, master) + trainyard_binary() + args,
+                   net.inside() + "GLOO_SOCKET_IFNAME=lo " + rank_env(1, port, master) + trainyard_binary() + args});
     for (const auto& r : results) {
       EXPECT_EQ(r.exit_code, 1) << r.err;
       EXPECT_TRUE(contains(r.err, "reached the store but could not connect to the other ranks (Gloo on lo")) << r.err;
@@ -144,7 +147,8 @@ TEST(Distributed, GlooTakesTheRouteToRankZeroOrTheNamedInterface) {
                               "run " + exp + " --output-dir " + temp_dir("noif"));
   EXPECT_EQ(r.exit_code, 2) << r.err;
   ASSERT_EQ(nonempty_lines(r.err).size(), 1u) << r.err;
-  EXPECT_TRUE(contains(r.err, "error: environment: GLOO_SOCKET_IFNAME='eth9': no interface 'eth9' on this machine")) << r.err;
+  EXPECT_TRUE(contains(r.err, "error: environment: GLOO_SOCKET_IFNAME='eth9': no interface 'eth9' on this machine"))
+      << r.err;
   EXPECT_TRUE(contains(r.err, "interfaces here: lo")) << r.err;
 }
 
@@ -154,7 +158,8 @@ TEST(Distributed, RanksThatDoNotShareTheOutputFolderAreToldSo) {
   for (const auto& r : results) {
     EXPECT_EQ(r.exit_code, 2) << r.err;
     ASSERT_EQ(nonempty_lines(r.err).size(), 1u) << r.err;
-    EXPECT_TRUE(contains(r.err, "error: output folder " + a + ": rank 1 does not see the folder rank 0 writes")) << r.err;
+    EXPECT_TRUE(contains(r.err, "error: output folder " + a + ": rank 1 does not see the folder rank 0 writes"))
+        << r.err;
     EXPECT_TRUE(contains(r.err, "rank 0 left a token there; it found no .trainyard-shared-")) << r.err;
     EXPECT_TRUE(contains(r.err, " in " + b + ")")) << r.err;
     EXPECT_TRUE(contains(r.err, "expected one output folder shared by every rank")) << r.err;
@@ -178,27 +183,31 @@ TEST(Distributed, RendezvousFailuresNameTheirCause) {
   const int port = ntohs(address.sin_port);
   auto r = trainyard_with_env(rank_env(0, port), "run " + exp + " --output-dir " + temp_dir("held"));
   EXPECT_EQ(r.exit_code, 2) << r.err;
-  EXPECT_TRUE(contains(r.err, "error: distributed: rank 0 cannot listen on port " + std::to_string(port) +
-                                  ": the port is in use")) << r.err;
+  EXPECT_TRUE(contains(
+      r.err, "error: distributed: rank 0 cannot listen on port " + std::to_string(port) + ": the port is in use"))
+      << r.err;
   ::close(held);
   // Nobody serves the store: rank 1 says where it looked.
   r = trainyard_with_env(rank_env(1, port), "run " + exp + " --output-dir " + temp_dir("alone"));
   EXPECT_EQ(r.exit_code, 1) << r.err;
   EXPECT_TRUE(contains(r.err, "error: distributed rendezvous: rank 1 could not reach the store at 127.0.0.1:" +
-                                  std::to_string(port) + " within 3 s")) << r.err;
+                                  std::to_string(port) + " within 3 s"))
+      << r.err;
   // Rank 0 alone: it says how many came.
   r = trainyard_with_env(rank_env(0, port), "run " + exp + " --output-dir " + temp_dir("lonely"));
   EXPECT_EQ(r.exit_code, 1) << r.err;
-  EXPECT_TRUE(contains(r.err, "error: distributed rendezvous: rank 0 waited 3 s (distributed.timeout_secs) at 127.0.0.1:" +
-                                  std::to_string(port) + " for the other ranks, who did not all come")) << r.err;
+  EXPECT_TRUE(
+      contains(r.err, "error: distributed rendezvous: rank 0 waited 3 s (distributed.timeout_secs) at 127.0.0.1:" +
+                          std::to_string(port) + " for the other ranks, who did not all come"))
+      << r.err;
 
   // A rendezvous file left by a killed run.
   const std::string file = temp_dir("stale") + "/rendezvous";
   const std::string by_file = " --set distributed.rendezvous=file --set distributed.rendezvous_file=" + file +
                               " --set loop.batch_per_device=32 --plugin-dir " + fixture_dir("components");
-  auto killed = launch_by_environment(
-      dp_experiment("dp", "callbacks: [{plugin: die_at, iteration: 3, rank: 1}]\n") + by_file + " --output-dir " +
-          temp_dir("killed"), 2);
+  auto killed = launch_by_environment(dp_experiment("dp", "callbacks: [{plugin: die_at, iteration: 3, rank: 1}]\n") +
+                                          by_file + " --output-dir " + temp_dir("killed"),
+                                      2);
   ASSERT_EQ(killed[1].exit_code, 128 + 9);
   ASSERT_TRUE(fs::exists(file));
   auto again = launch_by_environment(dp_experiment("dp") + by_file + " --output-dir " + temp_dir("after"), 2);
@@ -219,8 +228,10 @@ TEST(Distributed, RanksResumingFromDifferentCheckpointsNameBoth) {
   for (const auto& r : results) {
     EXPECT_EQ(r.exit_code, 2) << r.err;
     ASSERT_EQ(nonempty_lines(r.err).size(), 1u) << r.err;
-    EXPECT_TRUE(contains(r.err, std::string("error: rank 1's checkpoint to resume from (none) differs from rank 0's (") +
-                                    kLastDpCheckpoint + ")")) << r.err;
+    EXPECT_TRUE(
+        contains(r.err, std::string("error: rank 1's checkpoint to resume from (none) differs from rank 0's (") +
+                            kLastDpCheckpoint + ")"))
+        << r.err;
   }
   EXPECT_EQ(read_file(out + "/dp/metrics.jsonl"), before);
 }
@@ -261,19 +272,21 @@ TEST(Distributed, TorchrunC10dRendezvousAndAnElasticRestartEqualOneProcess) {
   // --max-restarts 1: rank 1 is killed once at iteration 13; torchrun restarts
   // both, which resume from the checkpoint of iteration 10 and end bit-identical.
   const std::string dir = temp_dir("restart");
-  const std::string every = " --set loop.checkpoint_every_iters=5 --set loop.batch_per_device=32 --plugin-dir " +
-                            fixture_dir("components");
+  const std::string every =
+      " --set loop.checkpoint_every_iters=5 --set loop.batch_per_device=32 --plugin-dir " + fixture_dir("components");
   ASSERT_EQ(trainyard("run " + dp_experiment("dp") + every + " --output-dir " + dir + "/straight --nproc-per-node 2")
-                .exit_code, 0);
-  const std::string dying = dp_experiment(
-      "dp", "callbacks: [{plugin: die_at, iteration: 13, rank: 1, marker: " + dir + "/died}]\n");
+                .exit_code,
+            0);
+  const std::string dying =
+      dp_experiment("dp", "callbacks: [{plugin: die_at, iteration: 13, rank: 1, marker: " + dir + "/died}]\n");
   r = run_command(torchrun() + " --standalone --nproc-per-node 2 --max-restarts 1" + worker + dying + every +
                   " --output-dir " + dir + "/restarted");
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_TRUE(fs::exists(dir + "/died"));
   EXPECT_TRUE(contains(r.out + r.err, "trainyard: resuming from ")) << r.out << r.err;
-  EXPECT_EQ(compare_checkpoint_networks(latest_checkpoint(dir + "/straight/dp"), latest_checkpoint(dir + "/restarted/dp")),
-            "");
+  EXPECT_EQ(
+      compare_checkpoint_networks(latest_checkpoint(dir + "/straight/dp"), latest_checkpoint(dir + "/restarted/dp")),
+      "");
 }
 
 }  // namespace

@@ -57,8 +57,9 @@ TEST(SyncBatchNorm, StatisticsInFloat16AndBfloat16AreFiniteAndEqualTheGlobalBatc
     const at::Tensor global = at::cat({activations(0, dtype), activations(1, dtype)}).to(at::kDouble);
     const at::Tensor mean = global.mean({0, 2, 3}), var = global.var({0, 2, 3}, /*unbiased=*/false);
     SyncBatchNormStatistics got[2];
-    on_two_ranks(std::string("stats-") + c10::toString(dtype),
-                 [&](int rank, const Collectives& c) { got[rank] = sync_batch_norm_statistics(activations(rank, dtype), c); });
+    on_two_ranks(std::string("stats-") + c10::toString(dtype), [&](int rank, const Collectives& c) {
+      got[rank] = sync_batch_norm_statistics(activations(rank, dtype), c);
+    });
     for (int r = 0; r < 2; ++r) {
       SCOPED_TRACE(std::string(c10::toString(dtype)) + " rank " + std::to_string(r));
       EXPECT_EQ(got[r].count.item<double>(), 160000.0);

@@ -17,9 +17,12 @@ using trainyard::host::Kind;
 template <class T>
 trainyard::OptionSpec& optional(Schema& schema, const std::string& key, T value, const std::string& description) {
   trainyard::Value v;
-  if constexpr (std::is_same_v<T, const char*>) v = std::string(value);
-  else if constexpr (std::is_same_v<T, int>) v = static_cast<int64_t>(value);
-  else v = std::move(value);
+  if constexpr (std::is_same_v<T, const char*>)
+    v = std::string(value);
+  else if constexpr (std::is_same_v<T, int>)
+    v = static_cast<int64_t>(value);
+  else
+    v = std::move(value);
   trainyard::OptionSpec& spec = schema.require(key, trainyard::type_of(v), description);
   spec.default_value = std::move(v);
   return spec;
@@ -73,10 +76,13 @@ const trainyard::host::Registry& registry() {
   return r;
 }
 
-std::string scratch(const std::string& name) { return "/tmp/trainyard-fuzz-" + std::to_string(::getpid()) + "-" + name; }
+std::string scratch(const std::string& name) {
+  return "/tmp/trainyard-fuzz-" + std::to_string(::getpid()) + "-" + name;
+}
 
 void write(const std::string& path, const uint8_t* data, size_t size) {
-  std::ofstream(path, std::ios::binary | std::ios::trunc).write(reinterpret_cast<const char*>(data), std::streamsize(size));
+  std::ofstream(path, std::ios::binary | std::ios::trunc)
+      .write(reinterpret_cast<const char*>(data), std::streamsize(size));
 }
 
 }  // namespace fuzz

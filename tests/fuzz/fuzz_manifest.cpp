@@ -14,7 +14,6 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   fuzz::write(trainyard::host::manifest_path(checkpoint), data, size);
   try {
     trainyard::host::verify_checkpoint(checkpoint);
-  } catch (const trainyard::Error&) {
-  }
+  } catch (const trainyard::Error&) {}
   return 0;
 }

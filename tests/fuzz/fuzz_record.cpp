@@ -10,11 +10,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   try {
     trainyard::Record r = trainyard::decode_record(data, size);
     (void)trainyard::encode_record(r);  // what decoded must encode again
-  } catch (const trainyard::Error&) {
-  }
+  } catch (const trainyard::Error&) {}
   try {
     (void)trainyard::decode_metadata(std::string(reinterpret_cast<const char*>(data), size));
-  } catch (const trainyard::Error&) {
-  }
+  } catch (const trainyard::Error&) {}
   return 0;
 }

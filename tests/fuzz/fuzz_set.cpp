@@ -27,7 +27,6 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   try {
     auto e = trainyard::host::validate_experiment(trainyard::host::read_experiment(path, sets), fuzz::registry());
     (void)e.resolved();
-  } catch (const trainyard::Error&) {
-  }
+  } catch (const trainyard::Error&) {}
   return 0;
 }

@@ -53,8 +53,8 @@ trainyard::Options shard_options(const std::string& shard) {
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   static const std::string shard = "/tmp/trainyard-fuzz-" + std::to_string(::getpid()) + "-shard.tar";
-  std::ofstream(shard, std::ios::binary | std::ios::trunc).write(reinterpret_cast<const char*>(data),
-                                                                  static_cast<std::streamsize>(size));
+  std::ofstream(shard, std::ios::binary | std::ios::trunc)
+      .write(reinterpret_cast<const char*>(data), static_cast<std::streamsize>(size));
   const auto& component = plugins().get(trainyard::host::Kind::dataset, "webdataset");
   const auto& make = std::get<trainyard::Factory<trainyard::Dataset>>(component.factory);
   trainyard::Context context;
@@ -74,8 +74,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
         if (tell) std::printf("  bad record: %s\n", err.what());
       }
     }
-    if (tell) std::printf("indexed %lld samples; read %lld, %lld bad\n", static_cast<long long>(dataset->size()),
-                          static_cast<long long>(read), static_cast<long long>(bad));
+    if (tell)
+      std::printf("indexed %lld samples; read %lld, %lld bad\n", static_cast<long long>(dataset->size()),
+                  static_cast<long long>(read), static_cast<long long>(bad));
   } catch (const trainyard::Error& err) {
     if (tell) std::printf("error: %s\n", err.what());
   }

@@ -4,6 +4,7 @@
 // With --expect FILE (lines "NAME<TAB>TEXT"), each input named there must
 // print TEXT. Prints "N inputs replayed"; exit 1 when an expectation failed,
 // and a crash ends the process.
+#include <unistd.h>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -11,7 +12,6 @@
 #include <iterator>
 #include <map>
 #include <string>
-#include <unistd.h>
 #include <vector>
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size);

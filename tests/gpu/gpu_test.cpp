@@ -6,12 +6,12 @@
 // be (the script sets it from nvidia-smi): then a LibTorch that sees fewer fails.
 #include <gtest/gtest.h>
 
+#include <torch/cuda.h>
 #include <chrono>
 #include <cmath>
 #include <cstdlib>
 #include <filesystem>
 #include <map>
-#include <torch/cuda.h>
 
 #include <nlohmann/json.hpp>
 
@@ -27,32 +27,32 @@ namespace {
 int visible_gpus() { return torch::cuda::is_available() ? static_cast<int>(torch::cuda::device_count()) : 0; }
 
 // Skips (or fails, under scripts/test-gpu.sh) unless `needed` GPUs are visible.
-#define REQUIRE_GPUS(needed)                                                                             \
-  do {                                                                                                   \
-    const char* expected = std::getenv("TRAINYARD_EXPECT_GPUS");                                         \
-    if (visible_gpus() < (needed)) {                                                                     \
-      if (expected && std::atoi(expected) >= (needed))                                                   \
-        FAIL() << "nvidia-smi lists " << expected << " GPUs but LibTorch sees " << visible_gpus()        \
-               << " (driver too old for CUDA " << TRAINYARD_CUDA << "? CUDA_VISIBLE_DEVICES?)";          \
-      GTEST_SKIP() << "needs " << (needed) << " GPU(s), " << visible_gpus() << " visible";               \
-    }                                                                                                    \
+#define REQUIRE_GPUS(needed)                                                                      \
+  do {                                                                                            \
+    const char* expected = std::getenv("TRAINYARD_EXPECT_GPUS");                                  \
+    if (visible_gpus() < (needed)) {                                                              \
+      if (expected && std::atoi(expected) >= (needed))                                            \
+        FAIL() << "nvidia-smi lists " << expected << " GPUs but LibTorch sees " << visible_gpus() \
+               << " (driver too old for CUDA " << TRAINYARD_CUDA << "? CUDA_VISIBLE_DEVICES?)";   \
+      GTEST_SKIP() << "needs " << (needed) << " GPU(s), " << visible_gpus() << " visible";        \
+    }                                                                                             \
   } while (0)
 
 // MultiGpu.*: two ranks, on two GPUs, or on one they share under the test
 // setting TRAINYARD_TEST_SHARED_GPU=1.
 bool shared_gpu() { return host::ranks_share_gpu_for_tests(); }
-#define REQUIRE_RANK_GPUS(ranks)                      \
-  do {                                                \
-    if (shared_gpu() && visible_gpus() >= 1) break;   \
-    REQUIRE_GPUS(ranks);                              \
+#define REQUIRE_RANK_GPUS(ranks)                    \
+  do {                                              \
+    if (shared_gpu() && visible_gpus() >= 1) break; \
+    REQUIRE_GPUS(ranks);                            \
   } while (0)
 
 // A test whose point is two physical GPUs: skipped, saying why, when the ranks share one.
 #define REQUIRE_TWO_PHYSICAL_GPUS(why)                                                                  \
   do {                                                                                                  \
     if (shared_gpu() && visible_gpus() < 2)                                                             \
-      GTEST_SKIP() << "TRAINYARD_TEST_SHARED_GPU=1 with " << visible_gpus() << " GPU: the ranks share "  \
-                   << "it, and this test needs two physical GPUs (" << (why) << ")";                  \
+      GTEST_SKIP() << "TRAINYARD_TEST_SHARED_GPU=1 with " << visible_gpus() << " GPU: the ranks share " \
+                   << "it, and this test needs two physical GPUs (" << (why) << ")";                    \
     REQUIRE_GPUS(2);                                                                                    \
   } while (0)
 
@@ -104,7 +104,8 @@ void expect_resume_bit_identical(const std::string& args, int ranks) {
   auto r = train(split, with_fixtures);
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_TRUE(contains(r.out, "trainyard: resuming from")) << r.out;
-  if (ranks > 1) EXPECT_TRUE(contains(rank_log(run_dir(split), 1), "trainyard: resuming from")) << rank_log(run_dir(split), 1);
+  if (ranks > 1)
+    EXPECT_TRUE(contains(rank_log(run_dir(split), 1), "trainyard: resuming from")) << rank_log(run_dir(split), 1);
   EXPECT_EQ(compare_checkpoint_networks(last(straight), last(split)), "");
 }
 
@@ -114,7 +115,8 @@ TEST(Gpu, SingleDeviceTrainingLearnsLikeTheCpu) {
   ASSERT_EQ(train(cpu, "").exit_code, 0);
   auto r = train(gpu, "--set distributed.num_gpus=1");
   ASSERT_EQ(r.exit_code, 0) << r.err;
-  const auto a = series(run_dir(cpu) + "/metrics.jsonl", "test_loss"), b = series(run_dir(gpu) + "/metrics.jsonl", "test_loss");
+  const auto a = series(run_dir(cpu) + "/metrics.jsonl", "test_loss"),
+             b = series(run_dir(gpu) + "/metrics.jsonl", "test_loss");
   ASSERT_EQ(a.size(), b.size());
   EXPECT_NEAR(a.back(), b.back(), 1e-3 * std::max(1.0, a.back()));  // other kernels, same arithmetic
   EXPECT_TRUE(contains(read_file(run_dir(gpu) + "/provenance.json"), "\"cuda\": \"" TRAINYARD_CUDA "\""));
@@ -160,10 +162,16 @@ TEST(Gpu, EightBitPhotoBatchesNormalizedOnTheGpuTrainAsFloatBatchesFromTheHost) 
     const std::string dir = temp_dir("photo-" + output), exp = dir + "/gpu.yaml";
     write_file(exp, "name: gpu\ndataset:\n  train: {plugin: image_folder, root: " + small_photo_set() +
                         "/train, color: rgb, crop: random_resized, crop_size: [64, 64], hflip: 0.5, "
-                        "mean: [0.485, 0.456, 0.406], std: [0.229, 0.224, 0.225], output: " + output + "}\n"
-                        "  test: {plugin: image_folder, root: " + small_photo_set() + "/val, color: rgb, "
+                        "mean: [0.485, 0.456, 0.406], std: [0.229, 0.224, 0.225], output: " +
+                        output +
+                        "}\n"
+                        "  test: {plugin: image_folder, root: " +
+                        small_photo_set() +
+                        "/val, color: rgb, "
                         "resize_short: 72, crop: center, crop_size: [64, 64], "
-                        "mean: [0.485, 0.456, 0.406], std: [0.229, 0.224, 0.225], output: " + output + "}\n"
+                        "mean: [0.485, 0.456, 0.406], std: [0.229, 0.224, 0.225], output: " +
+                        output +
+                        "}\n"
                         "network: {plugin: resnet, depth: 18, width: 8}\nloss: {plugin: cross_entropy}\n"
                         "optimizer: {plugin: sgd, lr: 0.01}\nmeters: [{plugin: loss}]\n"
                         "loop: {epochs: 2, batch_per_device: 4, decode_threads: 2, log_every_iters: 1}\n"
@@ -234,15 +242,18 @@ TEST(Gpu, ACheckpointWrittenOnTheGpuEvaluatesOnTheCpu) {
 // gathered across ranks by Communicator::gather_rows) and ArcFace's centres.
 std::string retrieval_experiment(const std::string& name, const std::string& loss) {
   const std::string path = temp_dir("exp-" + name) + "/" + name + ".yaml";
-  write_file(path, "name: " + name + "\nseed: 7\n"
-                   "dataset:\n"
-                   "  train: {plugin: synthetic, size: 512, num_classes: 4, shape: [1, 4, 4], seed: 1, noise: 2}\n"
-                   "  test: {plugin: synthetic, size: 128, num_classes: 4, shape: [1, 4, 4], seed: 2, noise: 2}\n"
-                   "network: {plugin: mlp, hidden_sizes: [32], embedding_size: 16, normalize: true}\n"
-                   "loss: " + loss + "\n"
-                   "optimizer: {plugin: sgd, lr: 0.05, momentum: 0.9}\n"
-                   "meters:\n  - plugin: loss\n  - {plugin: retrieval, k: [1, 4], phases: [test]}\n"
-                   "loop: {epochs: 3, batch_per_device: 32, classes_per_batch: 4, samples_per_class: 8}\n");
+  write_file(path, "name: " + name +
+                       "\nseed: 7\n"
+                       "dataset:\n"
+                       "  train: {plugin: synthetic, size: 512, num_classes: 4, shape: [1, 4, 4], seed: 1, noise: 2}\n"
+                       "  test: {plugin: synthetic, size: 128, num_classes: 4, shape: [1, 4, 4], seed: 2, noise: 2}\n"
+                       "network: {plugin: mlp, hidden_sizes: [32], embedding_size: 16, normalize: true}\n"
+                       "loss: " +
+                       loss +
+                       "\n"
+                       "optimizer: {plugin: sgd, lr: 0.05, momentum: 0.9}\n"
+                       "meters:\n  - plugin: loss\n  - {plugin: retrieval, k: [1, 4], phases: [test]}\n"
+                       "loop: {epochs: 3, batch_per_device: 32, classes_per_batch: 4, samples_per_class: 8}\n");
   return path;
 }
 
@@ -251,7 +262,8 @@ TEST(Gpu, RetrievalAndArcFaceOnTheGpuEvaluateAsOnTheCpu) {
   for (const std::string loss : {"{plugin: triplet_margin, margin: 0.2, mining: semihard}",
                                  "{plugin: arcface, embedding_size: 16, scale: 16}"}) {
     const std::string exp = retrieval_experiment("retrieval-gpu", loss), out = temp_dir("retrieval-gpu");
-    auto r = trainyard_with_env(kDeterministic, "run " + exp + " --output-dir " + out + " --set distributed.num_gpus=1");
+    auto r =
+        trainyard_with_env(kDeterministic, "run " + exp + " --output-dir " + out + " --set distributed.num_gpus=1");
     ASSERT_EQ(r.exit_code, 0) << r.err;
     auto e = trainyard_with_env(kDeterministic, "eval " + exp + " --output-dir " + out +
                                                     " --set distributed.num_gpus=0 --output " + out + "/eval.json");
@@ -266,9 +278,10 @@ TEST(Gpu, RetrievalAndArcFaceOnTheGpuEvaluateAsOnTheCpu) {
 TEST(Gpu, TheProfileOfAGpuRunHoldsItsKernelsAndTheAverageEvaluatesAsOnTheCpu) {
   REQUIRE_GPUS(1);
   const std::string out = temp_dir("profile-gpu");
-  auto r = trainyard_with_env(kDeterministic, "run " + convnet_experiment("profile-gpu", 8, 8) + " --output-dir " + out +
-                                                  " --set distributed.num_gpus=1 --set ema.enabled=true"
-                                                  " --set ema.evaluate=true --profile 5:10");
+  auto r =
+      trainyard_with_env(kDeterministic, "run " + convnet_experiment("profile-gpu", 8, 8) + " --output-dir " + out +
+                                             " --set distributed.num_gpus=1 --set ema.enabled=true"
+                                             " --set ema.evaluate=true --profile 5:10");
   ASSERT_EQ(r.exit_code, 0) << r.err;
   // Kineto with CUPTI: the device's kernels beside the CPU operators.
   const std::string summary = read_file(run_dir(out) + "/profile/rank0.summary.txt");
@@ -277,9 +290,11 @@ TEST(Gpu, TheProfileOfAGpuRunHoldsItsKernelsAndTheAverageEvaluatesAsOnTheCpu) {
   // The average kept on the GPU tests on the CPU as it tested on the GPU.
   // eval is given the experiment the run trained: its --set ema.enabled too (without it the
   // experiment keeps no average, and eval says so).
-  auto e = trainyard_with_env(kDeterministic, "eval " + convnet_experiment("profile-gpu", 8, 8) + " --output-dir " +
-                                                  out + " --set ema.enabled=true --set ema.evaluate=true"
-                                                  " --weights ema --output " + out + "/eval.json");
+  auto e =
+      trainyard_with_env(kDeterministic, "eval " + convnet_experiment("profile-gpu", 8, 8) + " --output-dir " + out +
+                                             " --set ema.enabled=true --set ema.evaluate=true"
+                                             " --weights ema --output " +
+                                             out + "/eval.json");
   ASSERT_EQ(e.exit_code, 0) << e.err;
   const auto on_gpu = json_of(run_dir(out) + "/summary.json")["metrics"];
   const auto on_cpu = json_of(out + "/eval.json")["values"];
@@ -306,7 +321,8 @@ TEST(MultiGpu, RetrievalOverNcclGathersEveryRanksEmbeddings) {
   // One GPU evaluates the saved weights on all 128 samples; each rank had tested 64.
   auto e = trainyard_with_env(kDeterministic, "eval " + exp + " --output-dir " + out +
                                                   " --set distributed.num_gpus=1 --set loop.batch_per_device=16"
-                                                  " --set loop.samples_per_class=4 --output " + out + "/eval.json");
+                                                  " --set loop.samples_per_class=4 --output " +
+                                                  out + "/eval.json");
   ASSERT_EQ(e.exit_code, 0) << e.err;
   const auto two = json_of(out + "/retrieval-nccl/summary.json")["metrics"];
   const auto one = json_of(out + "/eval.json")["values"];
@@ -336,8 +352,10 @@ TEST(MultiGpu, SyncBatchNormOverNcclEqualsOneGpu) {
   REQUIRE_RANK_GPUS(2);
   auto exp = [](const std::string& name) { return convnet_experiment("bn-" + name, 4, 8); };
   const std::string one = temp_dir("bn-one"), two = temp_dir("bn-two");
-  ASSERT_EQ(trainyard_with_env(kDeterministic, "run " + exp("a") + " --output-dir " + one + " --set distributed.num_gpus=1")
-                .exit_code, 0);
+  ASSERT_EQ(
+      trainyard_with_env(kDeterministic, "run " + exp("a") + " --output-dir " + one + " --set distributed.num_gpus=1")
+          .exit_code,
+      0);
   auto r = trainyard_with_env(kDeterministic, "run " + exp("b") + " --output-dir " + two +
                                                   " --set distributed.num_gpus=2 --set loop.batch_per_device=32"
                                                   " --set distributed.sync_batch_norm=true");
@@ -350,10 +368,10 @@ TEST(MultiGpu, AKilledRankIsNamedWithinTheTimeout) {
   const std::string exp = dp_experiment("gpu", "callbacks: [{plugin: die_at, iteration: 5, rank: 1}]\n");
   const auto t0 = std::chrono::steady_clock::now();
   // Without the launcher: rank 0 must find out (the per-step flags over Gloo fail) and name rank 1.
-  auto results = launch_by_environment(exp + " --output-dir " + temp_dir("kill") + " --plugin-dir " +
-                                           fixture_dir("components") + " --set distributed.num_gpus=2" +
-                                           " --set loop.batch_per_device=32",
-                                       2);
+  auto results =
+      launch_by_environment(exp + " --output-dir " + temp_dir("kill") + " --plugin-dir " + fixture_dir("components") +
+                                " --set distributed.num_gpus=2" + " --set loop.batch_per_device=32",
+                            2);
   EXPECT_EQ(results[1].exit_code, 128 + 9);
   EXPECT_EQ(results[0].exit_code, 1) << results[0].err;
   EXPECT_TRUE(contains(results[0].err, "another rank died, hung or could not be reached")) << results[0].err;
@@ -390,8 +408,9 @@ TEST(MultiGpu, EachRankSeeingOnlyItsOwnGpuTrains) {
   std::string script;
   for (int r = 0; r < 2; ++r)
     script += "(CUDA_VISIBLE_DEVICES=" + std::to_string(r) + " RANK=" + std::to_string(r) +
-              " WORLD_SIZE=2 LOCAL_RANK=" + std::to_string(r) + " LOCAL_WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=" +
-              std::to_string(port) + " " + trainyard_binary() + " run " + exp + " --output-dir " + out +
+              " WORLD_SIZE=2 LOCAL_RANK=" + std::to_string(r) +
+              " LOCAL_WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=" + std::to_string(port) + " " +
+              trainyard_binary() + " run " + exp + " --output-dir " + out +
               " --set distributed.num_gpus=2 --set loop.batch_per_device=32 > " + out + "/out" + std::to_string(r) +
               " 2>&1; echo $? > " + out + "/rc" + std::to_string(r) + ") &\n";
   script += "wait\n";
@@ -407,11 +426,13 @@ TEST(MultiGpu, SyncBatchNormInReducedPrecisionWithLargePerRankCountsStaysNearFp3
   // 65,504, where counting in the input's dtype made every layer NaN.
   REQUIRE_RANK_GPUS(2);
   const std::string exp = convnet_experiment("sbn", 8, 64);
-  const std::string common = " --set distributed.num_gpus=2 --set loop.batch_per_device=32 --set distributed.sync_batch_norm=true";
+  const std::string common =
+      " --set distributed.num_gpus=2 --set loop.batch_per_device=32 --set distributed.sync_batch_norm=true";
   std::map<std::string, double> loss;
   for (const std::string precision : {"fp32", "fp16-mixed", "bf16-mixed"}) {
     const std::string out = temp_dir("sbn-" + precision);
-    auto r = trainyard_with_env(kDeterministic, "run " + exp + " --output-dir " + out + common + " --set loop.precision=" + precision);
+    auto r = trainyard_with_env(kDeterministic,
+                                "run " + exp + " --output-dir " + out + common + " --set loop.precision=" + precision);
     if (precision == "bf16-mixed" && r.exit_code == 2) continue;  // before compute capability 8.0
     ASSERT_EQ(r.exit_code, 0) << precision << ": " << r.err;
     loss[precision] = series(run_dir(out) + "/metrics.jsonl", "test_loss").back();
@@ -428,8 +449,8 @@ TEST(MultiGpu, BuffersAreRankZerosSoTheReportedTestIsTheSavedModel) {
   auto r = trainyard_with_env(kDeterministic, "run " + exp + " --output-dir " + out +
                                                   " --set distributed.num_gpus=2 --set loop.batch_per_device=32");
   ASSERT_EQ(r.exit_code, 0) << r.err;
-  auto e = trainyard_with_env(kDeterministic, "eval " + exp + " --output-dir " + out + " --set distributed.num_gpus=1 --output " +
-                                                  out + "/eval.json");
+  auto e = trainyard_with_env(kDeterministic, "eval " + exp + " --output-dir " + out +
+                                                  " --set distributed.num_gpus=1 --output " + out + "/eval.json");
   ASSERT_EQ(e.exit_code, 0) << e.err;
   const double ran = json_of(run_dir(out) + "/summary.json")["metrics"]["test_loss"],
                saved = json_of(out + "/eval.json")["values"]["test_loss"];

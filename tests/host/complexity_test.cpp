@@ -15,7 +15,9 @@ namespace {
 // The synthetic experiment on 28x28 images of 10 classes with `network`.
 std::string experiment(const std::string& name, const std::string& network) {
   std::string yaml = synthetic_experiment(name);
-  auto replace = [&](const std::string& from, const std::string& to) { yaml.replace(yaml.find(from), from.size(), to); };
+  auto replace = [&](const std::string& from, const std::string& to) {
+    yaml.replace(yaml.find(from), from.size(), to);
+  };
   replace("network: {plugin: mlp, hidden_sizes: [32], dropout: 0.1}", "network: " + network);
   for (int i = 0; i < 2; ++i) replace("num_classes: 4, shape: [1, 4, 4]", "num_classes: 10, shape: [1, 28, 28]");
   replace("size: 512", "size: 64");
@@ -37,14 +39,17 @@ int64_t validated_flops(const std::string& exp, std::string& out) {
 // FlopCounterMode's total for the twin `builder` of recipe_reference.py on one 28x28 image.
 int64_t torch_flops(const std::string& builder, const std::string& recipe) {
   const std::string script = temp_dir("flops-" + builder) + "/count.py";
-  write_file(script, "import sys, torch\n"
-                     "sys.path.insert(0, sys.argv[1])\n"
-                     "import recipe_reference as r\n"
-                     "from torch.utils.flop_counter import FlopCounterMode\n"
-                     "net = r." + builder + "(r.RECIPES['" + recipe + "']).eval()\n"
-                     "with torch.no_grad(), FlopCounterMode(display=False) as counter:\n"
-                     "    net(torch.zeros(1, 1, 28, 28))\n"
-                     "print(counter.get_total_flops())\n");
+  write_file(script,
+             "import sys, torch\n"
+             "sys.path.insert(0, sys.argv[1])\n"
+             "import recipe_reference as r\n"
+             "from torch.utils.flop_counter import FlopCounterMode\n"
+             "net = r." +
+                 builder + "(r.RECIPES['" + recipe +
+                 "']).eval()\n"
+                 "with torch.no_grad(), FlopCounterMode(display=False) as counter:\n"
+                 "    net(torch.zeros(1, 1, 28, 28))\n"
+                 "print(counter.get_total_flops())\n");
   const auto r = run_command(::trainyard::test::python() + " " + script + " " + source_dir() + "/scripts/bench");
   EXPECT_EQ(r.exit_code, 0) << r.err;
   return r.exit_code == 0 ? std::stoll(r.out) : -2;

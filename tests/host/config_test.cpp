@@ -63,7 +63,7 @@ TEST(ExperimentConfig, ValidExperimentFillsDefaults) {
   EXPECT_EQ(e.name, "cfg");
   EXPECT_EQ(e.seed, 7u);
   EXPECT_EQ(e.loop.epochs, 2);
-  EXPECT_EQ(e.loop.test_every_iters, 0);  // default
+  EXPECT_EQ(e.loop.test_every_iters, 0);                                    // default
   EXPECT_EQ(option<std::string>(e.network.options, "activation"), "relu");  // plugin default
   EXPECT_EQ(option<std::vector<int64_t>>(e.network.options, "hidden_sizes"), std::vector<int64_t>{32});
   EXPECT_DOUBLE_EQ(option<double>(e.optimizer.options, "lr"), 0.05);
@@ -91,7 +91,9 @@ TEST(ExperimentConfig, UnknownOptionKeySuggestsClosest) {
   std::string err = error_of(replace(kBase, "hidden_sizes", "hiden_sizes"));
   EXPECT_TRUE(contains(err, "network.hiden_sizes: unknown option for network 'mlp'")) << err;
   EXPECT_TRUE(contains(err, "did you mean 'hidden_sizes'?")) << err;
-  EXPECT_TRUE(contains(err, "expected one of plugin, pretrained, pretrained_rename, trainable, freeze, memory_format, hidden_sizes")) << err;
+  EXPECT_TRUE(contains(
+      err, "expected one of plugin, pretrained, pretrained_rename, trainable, freeze, memory_format, hidden_sizes"))
+      << err;
 }
 
 TEST(ExperimentConfig, WrongTypeNamesExpectedAndGot) {
@@ -118,7 +120,8 @@ TEST(ExperimentConfig, InvalidChoiceListsChoices) {
 }
 
 TEST(ExperimentConfig, MissingRequiredKeyIsNamed) {
-  std::string err = error_of(replace(kBase, "{plugin: mlp, hidden_sizes: [32], dropout: 0.1}", "{plugin: needs_width}"));
+  std::string err =
+      error_of(replace(kBase, "{plugin: mlp, hidden_sizes: [32], dropout: 0.1}", "{plugin: needs_width}"));
   EXPECT_TRUE(contains(err, "missing required option 'width' for network 'needs_width'")) << err;
   EXPECT_TRUE(contains(err, "expected integer, got nothing")) << err;
 }
@@ -281,14 +284,16 @@ TEST(ExperimentConfig, PathOptionsResolveAgainstTheExperimentFolder) {
   test::write_file(path, kBase + "callbacks: [{plugin: pathy, vocabulary: ../data/words.txt}]\n");
   Experiment e = validate_experiment(read_experiment(path, {}), registry_with_paths());
   const auto& o = e.callbacks.at(0).options;
-  EXPECT_EQ(option<std::string>(o, "vocabulary"), std::filesystem::absolute(dir + "/data/words.txt").lexically_normal().string());
-  EXPECT_EQ(option<std::string>(o, "cache"), std::filesystem::absolute(dir + "/exp/cache.bin").lexically_normal().string());
+  EXPECT_EQ(option<std::string>(o, "vocabulary"),
+            std::filesystem::absolute(dir + "/data/words.txt").lexically_normal().string());
+  EXPECT_EQ(option<std::string>(o, "cache"),
+            std::filesystem::absolute(dir + "/exp/cache.bin").lexically_normal().string());
   // Given with --set: the same rule, relative to the experiment file's folder
   // (not the working directory), so that a resume started from another
   // folder resolves what the run's config.yaml holds.
-  Experiment set = validate_experiment(read_experiment(path, {"callbacks.0.vocabulary=w.txt",
-                                                              "network.pretrained=../models/init.pt"}),
-                                       registry_with_paths());
+  Experiment set = validate_experiment(
+      read_experiment(path, {"callbacks.0.vocabulary=w.txt", "network.pretrained=../models/init.pt"}),
+      registry_with_paths());
   EXPECT_EQ(option<std::string>(set.callbacks.at(0).options, "vocabulary"),
             std::filesystem::absolute(dir + "/exp/w.txt").lexically_normal().string());
   EXPECT_EQ(set.network.pretrained, std::filesystem::absolute(dir + "/models/init.pt").lexically_normal().string());

@@ -13,7 +13,6 @@
 namespace trainyard::host {
 namespace {
 
-
 // Records, at every iteration that logs and tests, whether the periodic
 // train log (below_normal) has run before it and the periodic test (low) not yet.
 class Probe final : public HostHook {
@@ -31,13 +30,12 @@ class Probe final : public HostHook {
 
 TEST(HostHooks, AHookAtPriorityFifteenRunsAfterThePeriodicTrainLogAndBeforeThePeriodicTest) {
   Context context;
-  auto trainer = test::assembled("hook-order", {"loop.epochs=1", "loop.log_every_iters=2", "loop.test_every_iters=2"}, context);
+  auto trainer =
+      test::assembled("hook-order", {"loop.epochs=1", "loop.log_every_iters=2", "loop.test_every_iters=2"}, context);
   auto probe = std::make_shared<Probe>();
   trainer->hooks().add(probe, 15);
   const std::vector<std::string> order = trainer->hooks().listing();
-  auto at = [&](const std::string& entry) {
-    return std::find(order.begin(), order.end(), entry) - order.begin();
-  };
+  auto at = [&](const std::string& entry) { return std::find(order.begin(), order.end(), entry) - order.begin(); };
   ASSERT_LT(at("below_normal: periodic train log"), static_cast<long>(order.size())) << join(order);
   EXPECT_EQ(at("15: probe"), at("below_normal: periodic train log") + 1) << join(order);
   EXPECT_EQ(at("low: periodic test"), at("15: probe") + 1) << join(order);

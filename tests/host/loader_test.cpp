@@ -113,7 +113,9 @@ std::vector<int64_t> pk_labels(const std::vector<int64_t>& sizes) {
 }
 PkSampler pk_sampler(int rank, int world, bool with_replacement = false,
                      std::vector<int64_t> sizes = {20, 23, 26, 29, 32, 35}) {
-  PkSampler p({.labels = pk_labels(sizes), .classes_per_batch = 3, .samples_per_class = 4,
+  PkSampler p({.labels = pk_labels(sizes),
+               .classes_per_batch = 3,
+               .samples_per_class = 4,
                .with_replacement = with_replacement});
   p.shard(rank, world);
   return p;

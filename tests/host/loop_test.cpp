@@ -6,8 +6,8 @@
 #include <filesystem>
 
 #include "plugins/loader.h"
-#include "train/guard.h"
 #include "support/support.h"
+#include "train/guard.h"
 #include "trainyard/meter.h"
 #include "trainyard/optimizer.h"
 
@@ -23,13 +23,13 @@ namespace {
 using test::contains;
 
 struct RunOutput {
-  std::string dir;       ///< output dir
-  std::string run_dir;   ///< dir/<name>
+  std::string dir;      ///< output dir
+  std::string run_dir;  ///< dir/<name>
   test::CommandResult result;
 };
 
 RunOutput run(const std::string& name, const std::string& more = "", const std::string& args = "",
-        const std::string& out_dir = "") {
+              const std::string& out_dir = "") {
   RunOutput r;
   r.dir = out_dir.empty() ? test::temp_dir("out-" + name) : out_dir;
   r.run_dir = r.dir + "/" + name;
@@ -80,7 +80,8 @@ TEST(Loop, NoSecondTestPassWhenThePeriodicOneEndsTheEpoch) {
   ASSERT_EQ(r.result.exit_code, 0) << r.result.err;
   std::vector<int> iterations;
   for (const auto& line : test::read_lines(r.run_dir + "/metrics.jsonl"))
-    if (contains(line, "\"phase\": \"test\"")) iterations.push_back(std::stoi(line.substr(line.find("\"iteration\": ") + 13)));
+    if (contains(line, "\"phase\": \"test\""))
+      iterations.push_back(std::stoi(line.substr(line.find("\"iteration\": ") + 13)));
   EXPECT_EQ(iterations, (std::vector<int>{8, 16, 24, 32}));
 }
 
@@ -214,8 +215,10 @@ TEST(Optimizers, FusedSgdMakesLibTorchsUpdatesAndSharesItsCheckpoints) {
 
 TEST(Overrides, NoTestNoCheckpointReplacesBothStages) {
   const std::string events_file = test::temp_dir("rec") + "/events";
-  RunOutput r = run("notest", "overrides: [{plugin: no_test_no_checkpoint}]\n"
-                        "callbacks: [{plugin: recorder, path: " + events_file + "}]\n");
+  RunOutput r = run("notest",
+                    "overrides: [{plugin: no_test_no_checkpoint}]\n"
+                    "callbacks: [{plugin: recorder, path: " +
+                        events_file + "}]\n");
   ASSERT_EQ(r.result.exit_code, 0) << r.result.err;
   EXPECT_FALSE(fs::exists(r.run_dir + "/checkpoints"));
   EXPECT_FALSE(contains(test::read_file(r.run_dir + "/metrics.jsonl"), "\"phase\": \"test\""));
@@ -252,8 +255,9 @@ TEST(Overrides, TwoOverridesOfOneStageNeedAnExplicitOrder) {
   EXPECT_EQ(r.result.exit_code, 2);
   EXPECT_TRUE(contains(r.result.err, "both replace stage 'checkpoint' and no explicit order is given")) << r.result.err;
   EXPECT_FALSE(fs::exists(r.run_dir));
-  RunOutput ordered = run("ordered", "overrides: [{plugin: no_test_no_checkpoint, order: 2}, "
-                               "{plugin: no_test_no_checkpoint, order: 1}]\n");
+  RunOutput ordered = run("ordered",
+                          "overrides: [{plugin: no_test_no_checkpoint, order: 2}, "
+                          "{plugin: no_test_no_checkpoint, order: 1}]\n");
   EXPECT_EQ(ordered.result.exit_code, 0) << ordered.result.err;
 }
 
@@ -262,8 +266,9 @@ TEST(Overrides, AConfigErrorInsideAWrappedDefaultStageNamesItsOwnKeyOnce) {
   // the wiring check saw (those stop before training): found after the
   // first test, inside the default epoch stage that the override wraps. The
   // error is about stopping.monitor (line 15), not about the override.
-  RunOutput r = run("wrapped", "overrides: [{plugin: pass_through_epoch}]\n"
-                               "stopping: {monitor: val_miou, patience: 2}\n");
+  RunOutput r = run("wrapped",
+                    "overrides: [{plugin: pass_through_epoch}]\n"
+                    "stopping: {monitor: val_miou, patience: 2}\n");
   EXPECT_EQ(r.result.exit_code, 2) << r.result.err;
   EXPECT_TRUE(contains(r.result.err, "wrapped.yaml:15:")) << r.result.err;
   EXPECT_TRUE(contains(r.result.err, "stopping.monitor: no meter value 'val_miou'")) << r.result.err;
@@ -297,11 +302,16 @@ TEST(Failures, NestedComponentCallsPutTheInnermostLocationInFrontOnce) {
 TEST(Callbacks, RunInPriorityOrderAndSeeEveryStage) {
   const std::string events = test::temp_dir("rec") + "/events";
   RunOutput r = run("order",
-              "callbacks:\n"
-              "  - {plugin: recorder, path: " + events + ", tag: late, priority: 5}\n"
-              "  - {plugin: recorder, path: " + events + ", tag: early, priority: -1}\n"
-              "  - {plugin: recorder, path: " + events + ", tag: middle}\n",
-              "--set loop.epochs=1");
+                    "callbacks:\n"
+                    "  - {plugin: recorder, path: " +
+                        events +
+                        ", tag: late, priority: 5}\n"
+                        "  - {plugin: recorder, path: " +
+                        events +
+                        ", tag: early, priority: -1}\n"
+                        "  - {plugin: recorder, path: " +
+                        events + ", tag: middle}\n",
+                    "--set loop.epochs=1");
   ASSERT_EQ(r.result.exit_code, 0) << r.result.err;
   auto lines = test::read_lines(events);
   std::vector<std::string> expected;
@@ -353,7 +363,8 @@ TEST(Resume, ResumingFromAnOlderCheckpointDropsTheLaterMetrics) {
   ASSERT_EQ(again.result.exit_code, 0) << again.result.err;
   std::vector<int> test_iterations;
   for (const auto& line : test::read_lines(first.run_dir + "/metrics.jsonl"))
-    if (contains(line, "\"phase\": \"test\"")) test_iterations.push_back(std::stoi(line.substr(line.find("\"iteration\": ") + 13)));
+    if (contains(line, "\"phase\": \"test\""))
+      test_iterations.push_back(std::stoi(line.substr(line.find("\"iteration\": ") + 13)));
   EXPECT_EQ(test_iterations, (std::vector<int>{16, 32}));
 }
 

@@ -2,15 +2,15 @@
 #include <gtest/gtest.h>
 
 #include <ATen/ATen.h>
+#include <torch/optim/optimizer.h>
 #include <cmath>
 #include <filesystem>
-#include <torch/optim/optimizer.h>
 
 #include "config/experiment.h"
 #include "plugins/loader.h"
+#include "run/lr_finder.h"
 #include "support/support.h"
 #include "train/components.h"
-#include "run/lr_finder.h"
 #include "train/trainer.h"
 
 namespace trainyard::host {
@@ -101,8 +101,10 @@ TEST(LrFinder, AFlatCurveIsCalledUnusable) {
 TEST(LrFinder, CommandWritesCsvSvgAndJsonAndNoRunDirectory) {
   const std::string dir = test::temp_dir("cli");
   test::write_file(dir + "/lrf.yaml", test::synthetic_experiment("lrf"));
-  auto r = test::trainyard("find-lr " + dir + "/lrf.yaml --min-lr 1e-4 --max-lr 10 --num-runs 6 --iters-per-run 8"
-                           " --set output.dir=" + dir + "/runs");
+  auto r = test::trainyard("find-lr " + dir +
+                           "/lrf.yaml --min-lr 1e-4 --max-lr 10 --num-runs 6 --iters-per-run 8"
+                           " --set output.dir=" +
+                           dir + "/runs");
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_TRUE(test::contains(r.out, "find-lr: suggested learning rate")) << r.out;
   const std::string out = dir + "/runs/lrf-lr-finder";
@@ -118,8 +120,10 @@ TEST(LrFinder, CommandWritesCsvSvgAndJsonAndNoRunDirectory) {
   EXPECT_TRUE(test::contains(json, "\"suggestion\": ") && !test::contains(json, "\"suggestion\": null")) << json;
   EXPECT_FALSE(std::filesystem::exists(dir + "/runs/lrf"));
 
-  auto unusable = test::trainyard("find-lr " + dir + "/lrf.yaml --min-lr 1e-9 --max-lr 1e-8 --num-runs 3 --iters-per-run 2"
-                                  " --output " + dir + "/flat");
+  auto unusable = test::trainyard("find-lr " + dir +
+                                  "/lrf.yaml --min-lr 1e-9 --max-lr 1e-8 --num-runs 3 --iters-per-run 2"
+                                  " --output " +
+                                  dir + "/flat");
   ASSERT_EQ(unusable.exit_code, 0) << unusable.err;
   EXPECT_TRUE(test::contains(unusable.out, "no suggestion")) << unusable.out;
   EXPECT_TRUE(test::contains(unusable.out, "unusable curve")) << unusable.out;

@@ -36,13 +36,17 @@ std::string load_error(const std::string& fixture, Registry& registry) {
 TEST(PluginLoader, LoadsEveryBuiltinPlugin) {
   Registry r;
   load_plugin_folders({{test::builtin_plugin_dir(), "built-in"}}, r);
-  EXPECT_EQ(r.names(Kind::dataset), (std::vector<std::string>{"csv", "fashion_mnist", "image_folder", "lmdb", "synthetic", "webdataset"}));
+  EXPECT_EQ(r.names(Kind::dataset),
+            (std::vector<std::string>{"csv", "fashion_mnist", "image_folder", "lmdb", "synthetic", "webdataset"}));
   EXPECT_EQ(r.names(Kind::network), (std::vector<std::string>{"convnet", "mlp", "resnet", "torchscript"}));
-  EXPECT_EQ(r.names(Kind::loss), (std::vector<std::string>{"arcface", "contrastive", "cross_entropy", "triplet_margin"}));
+  EXPECT_EQ(r.names(Kind::loss),
+            (std::vector<std::string>{"arcface", "contrastive", "cross_entropy", "triplet_margin"}));
   EXPECT_EQ(r.names(Kind::optimizer), (std::vector<std::string>{"adam", "adamw", "rmsprop", "sgd"}));
   EXPECT_EQ(r.names(Kind::meter), (std::vector<std::string>{"confusion_matrix", "loss", "retrieval", "topk_accuracy"}));
-  EXPECT_EQ(r.names(Kind::callback), (std::vector<std::string>{"console", "csv_logger", "mlflow_logger", "tensorboard"}));
-  EXPECT_EQ(r.names(Kind::additional_override), (std::vector<std::string>{"cyclic", "no_test_no_checkpoint", "one_cycle", "overfit_batches"}));
+  EXPECT_EQ(r.names(Kind::callback),
+            (std::vector<std::string>{"console", "csv_logger", "mlflow_logger", "tensorboard"}));
+  EXPECT_EQ(r.names(Kind::additional_override),
+            (std::vector<std::string>{"cyclic", "no_test_no_checkpoint", "one_cycle", "overfit_batches"}));
   for (const auto& lib : r.libraries()) EXPECT_EQ(lib->fingerprint, TRAINYARD_FINGERPRINT) << lib->path;
 }
 
@@ -68,7 +72,7 @@ TEST(PluginLoader, RefusesPreOneSdkPluginSayingWhatChangedAndWhereToRead) {
   EXPECT_TRUE(contains(err, "Dataset::get_seeded")) << err;  // what changed
   EXPECT_TRUE(contains(err, std::string("expected SDK ") + TRAINYARD_VERSION + " (API " + api() + "), got SDK 0.x"))
       << err;
-  EXPECT_TRUE(contains(err, "sdk-changes.md")) << err;  // where to read it
+  EXPECT_TRUE(contains(err, "sdk-changes.md")) << err;         // where to read it
   EXPECT_EQ(err.find("newer SDK"), std::string::npos) << err;  // not mistaken for a newer minor
   EXPECT_TRUE(r.libraries().empty());
 }
@@ -85,8 +89,8 @@ TEST(PluginLoader, EntryRecordCarriesTheSdkVersion) {
 TEST(PluginLoader, RefusesNewerMinorWithBothVersions) {
   Registry r;
   std::string err = load_error("newer_minor", r);
-  EXPECT_TRUE(contains(err, "built against a newer SDK than this host; expected API " + api() +
-                                " or an older minor, got " + api(0, 1)))
+  EXPECT_TRUE(contains(
+      err, "built against a newer SDK than this host; expected API " + api() + " or an older minor, got " + api(0, 1)))
       << err;
 }
 
@@ -137,11 +141,11 @@ TEST(PluginLoader, AClashOfNamesLoadsEveryLibraryAndTheQualifiedNameChooses) {
   }
   // Unambiguous short names keep working; the listing qualifies the ambiguous ones.
   EXPECT_EQ(r.get(Kind::meter, "topk_accuracy").library->name, "meters");
-  EXPECT_EQ(r.names(Kind::meter), (std::vector<std::string>{"loss", "meters::confusion_matrix", "retrieval",
-                                                             "topk_accuracy", "twin_a::confusion_matrix",
-                                                             "twin_b::confusion_matrix"}));
+  EXPECT_EQ(r.names(Kind::meter),
+            (std::vector<std::string>{"loss", "meters::confusion_matrix", "retrieval", "topk_accuracy",
+                                      "twin_a::confusion_matrix", "twin_b::confusion_matrix"}));
   EXPECT_EQ(r.names(Kind::loss), (std::vector<std::string>{"arcface", "contrastive", "cross_entropy", "triplet_margin",
-                                                            "twin_a::twin", "twin_b::twin"}));
+                                                           "twin_a::twin", "twin_b::twin"}));
 }
 
 TEST(PluginLoader, MissingFolderIsAnError) {
@@ -194,7 +198,8 @@ TEST_F(InsecurePlugins, AWorldWritableFolderIsRefusedNamingItsModeAndOwner) {
   fs::permissions(folder_, fs::perms(0777));
   const std::string err = refusal();
   EXPECT_TRUE(contains(err, library_ + ": refusing to load this plugin library: its folder " + folder_ +
-                                " is writable by others (mode 0777, owner root)")) << err;
+                                " is writable by others (mode 0777, owner root)"))
+      << err;
   EXPECT_TRUE(contains(err, "pass --allow-insecure-plugins (or set TRAINYARD_ALLOW_INSECURE_PLUGINS=1)")) << err;
 }
 
@@ -202,7 +207,8 @@ TEST_F(InsecurePlugins, AWorldWritableLibraryIsRefusedAndLoadsOnlyWhenAllowed) {
   fs::permissions(library_, fs::perms(0666));
   const std::string err = refusal();
   EXPECT_TRUE(contains(err, library_ + ": refusing to load this plugin library: it is writable by others (mode 0666, "
-                                "owner root)")) << err;
+                                       "owner root)"))
+      << err;
   ::setenv("TRAINYARD_ALLOW_INSECURE_PLUGINS", "1", 1);
   EXPECT_EQ(refusal(), "");
 }
@@ -237,7 +243,8 @@ TEST_F(InsecurePlugins, ALibraryForAnotherMachineNamesBothElfMachines) {
   }
   const std::string err = refusal();
   EXPECT_TRUE(contains(err, library_ + ": a library built for another machine; expected ELF machine x86-64 (this "
-                                "host's), got aarch64; rebuild the plugin")) << err;
+                                       "host's), got aarch64; rebuild the plugin"))
+      << err;
   EXPECT_FALSE(contains(err, "No such file")) << err;
 }
 
@@ -248,7 +255,9 @@ TEST(Registry, UnknownNameListsKnownAndSuggests) {
     r.get(Kind::optimizer, "adma");
     FAIL() << "no error";
   } catch (const ConfigError& e) {
-    EXPECT_TRUE(contains(e.what(), "optimizer 'adma' is not registered (known optimizers: adam, adamw, rmsprop, sgd); did you mean 'adam'?"))
+    EXPECT_TRUE(contains(
+        e.what(),
+        "optimizer 'adma' is not registered (known optimizers: adam, adamw, rmsprop, sgd); did you mean 'adam'?"))
         << e.what();
   }
 }
@@ -260,8 +269,10 @@ TEST(PluginSearchPath, OrderIsBuiltinUserEnvExperimentCommandLine) {
   ::setenv("XDG_DATA_HOME", "/xdg", 1);
   auto folders = plugin_search_path({"/yaml/dir"}, {"/cli/dir"});
   ::unsetenv("TRAINYARD_PLUGIN_PATH");
-  if (xdg) ::setenv("XDG_DATA_HOME", saved.c_str(), 1);
-  else ::unsetenv("XDG_DATA_HOME");
+  if (xdg)
+    ::setenv("XDG_DATA_HOME", saved.c_str(), 1);
+  else
+    ::unsetenv("XDG_DATA_HOME");
   ASSERT_EQ(folders.size(), 6u);
   EXPECT_EQ(folders[0].origin, "built-in");
   EXPECT_EQ(folders[1].path, "/xdg/trainyard/plugins");
@@ -283,22 +294,30 @@ TEST_P(OlderSdk, APluginBuiltWithItsHeadersLoadsTrainsAndHearsOnlyItsOwnEvents) 
   const std::string suffix = "_1_" + minor;
   const std::string dir = test::temp_dir("older-sdk" + suffix);
   const std::string events = dir + "/events.txt", exp = dir + "/exp.yaml";
-  test::write_file(exp, "name: older" + suffix + "\n"
-                        "dataset:\n"
-                        "  train: {plugin: tiny" + suffix + ", size: 64}\n"
-                        "  test: {plugin: tiny" + suffix + ", size: 32}\n"
-                        "network: {plugin: mlp, hidden_sizes: [8]}\n"
-                        "loss: {plugin: cross_entropy}\n"
-                        "optimizer: {plugin: sgd, lr: 0.1}\n"
-                        "meters: [{plugin: loss}]\n"
-                        "callbacks: [{plugin: events" + suffix + ", path: " + events + "}]\n"
-                        "loop: {epochs: 2, batch_per_device: 16, test_batch_per_device: 16}\n"
-                        "distributed: {threads_per_process: 1}\n");
+  test::write_file(exp, "name: older" + suffix +
+                            "\n"
+                            "dataset:\n"
+                            "  train: {plugin: tiny" +
+                            suffix +
+                            ", size: 64}\n"
+                            "  test: {plugin: tiny" +
+                            suffix +
+                            ", size: 32}\n"
+                            "network: {plugin: mlp, hidden_sizes: [8]}\n"
+                            "loss: {plugin: cross_entropy}\n"
+                            "optimizer: {plugin: sgd, lr: 0.1}\n"
+                            "meters: [{plugin: loss}]\n"
+                            "callbacks: [{plugin: events" +
+                            suffix + ", path: " + events +
+                            "}]\n"
+                            "loop: {epochs: 2, batch_per_device: 16, test_batch_per_device: 16}\n"
+                            "distributed: {threads_per_process: 1}\n");
   const auto plugins = test::trainyard("plugins --plugin-dir " + test::fixture_dir("older_sdk"));
   ASSERT_EQ(plugins.exit_code, 0) << plugins.err;
   EXPECT_TRUE(contains(plugins.out, "older_sdk" + suffix + " 1." + minor + ".0 (API 1." + minor + ")")) << plugins.out;
 
-  const auto run = test::trainyard("run " + exp + " --plugin-dir " + test::fixture_dir("older_sdk") + " --output-dir " + dir + "/out");
+  const auto run = test::trainyard("run " + exp + " --plugin-dir " + test::fixture_dir("older_sdk") + " --output-dir " +
+                                   dir + "/out");
   ASSERT_EQ(run.exit_code, 0) << run.out << run.err;
   const std::string heard = test::read_file(events);
   EXPECT_TRUE(contains(heard, "before_run\n")) << heard;

@@ -8,10 +8,10 @@
 #include <cmath>
 #include <cstdlib>
 
-#include <nlohmann/json.hpp>
 #include <torch/cuda.h>
 #include <torch/optim/sgd.h>
 #include <torch/serialize/input-archive.h>
+#include <nlohmann/json.hpp>
 
 #include "config/experiment.h"
 #include "data/loader.h"
@@ -61,7 +61,9 @@ TEST(Precision, LossScalerBacksOffOnOverflowAndGrowsAfterTheInterval) {
   EXPECT_TRUE(off.update(false));  // disabled: never skips (the non-finite policy decides)
 }
 
-std::vector<double> test_losses(const std::string& run_dir) { return test::series(run_dir + "/metrics.jsonl", "test_loss"); }
+std::vector<double> test_losses(const std::string& run_dir) {
+  return test::series(run_dir + "/metrics.jsonl", "test_loss");
+}
 
 std::string train(const std::string& name, const std::string& args) {
   const std::string out = test::temp_dir("out-" + name), exp = test::temp_dir("exp-" + name) + "/" + name + ".yaml";
@@ -77,8 +79,8 @@ TEST(Precision, Bf16MixedTrainsOnTheCpuLikeFp32) {
   ASSERT_EQ(fp32.size(), 3u);
   ASSERT_EQ(bf16.size(), 3u);
   for (double l : bf16) EXPECT_TRUE(std::isfinite(l));
-  EXPECT_LT(bf16.back(), bf16.front());                          // it learns
-  EXPECT_NE(bf16.back(), fp32.back());                           // in another precision
+  EXPECT_LT(bf16.back(), bf16.front());                              // it learns
+  EXPECT_NE(bf16.back(), fp32.back());                               // in another precision
   EXPECT_NEAR(bf16.back(), fp32.back(), 0.15 * fp32.back() + 0.02);  // to about the same place
 }
 
@@ -89,8 +91,8 @@ TEST(Precision, Fp16LossScalingRunsInTheTrainerAndItsStateIsCheckpointed) {
   // scale is a skipped overflow.
   const std::string path = test::temp_dir("exp-fp16run") + "/fp16run.yaml", out = test::temp_dir("out-fp16run");
   test::write_file(path, test::synthetic_experiment("fp16run"));
-  Experiment e = validate_experiment(read_experiment(path, {"loop.epochs=1", "optimizer.lr=0.001"}),
-                                     test::builtin_registry());
+  Experiment e =
+      validate_experiment(read_experiment(path, {"loop.epochs=1", "optimizer.lr=0.001"}), test::builtin_registry());
   e.loop.precision = "fp16-mixed";
   Context context;
   context.seed = e.seed;
@@ -109,7 +111,8 @@ TEST(Precision, Fp16LossScalingRunsInTheTrainerAndItsStateIsCheckpointed) {
   Trainer trainer(e, std::move(c), context, RunPaths(out));
   trainer.run();
   const double scale = trainer.values().at("loss_scale");
-  const double skipped = trainer.values().count("scaler_skipped_updates") ? trainer.values().at("scaler_skipped_updates") : 0;
+  const double skipped =
+      trainer.values().count("scaler_skipped_updates") ? trainer.values().at("scaler_skipped_updates") : 0;
   std::printf("fp16 on the CPU: loss scale %g after %g skipped updates\n", scale, skipped);
   EXPECT_EQ(scale, LossScaler::kInitialScale * std::pow(LossScaler::kBackoff, skipped));
   EXPECT_GE(skipped, 1);
@@ -143,7 +146,8 @@ std::string validate_error(const std::string& set) {
 
 TEST(Precision, Fp16MixedOnTheCpuIsRefusedAtValidate) {
   const std::string err = validate_error("loop.precision=fp16-mixed");
-  EXPECT_TRUE(test::contains(err, "error: --set loop.precision=fp16-mixed: loop.precision: fp16-mixed needs a GPU")) << err;
+  EXPECT_TRUE(test::contains(err, "error: --set loop.precision=fp16-mixed: loop.precision: fp16-mixed needs a GPU"))
+      << err;
   EXPECT_TRUE(test::contains(err, "use precision: bf16-mixed on the CPU")) << err;
 }
 
@@ -169,7 +173,8 @@ TEST(Precision, AutoIsFp32WhereTheCpuWouldEmulateBf16AndBf16WhereItIsNative) {
   for (const char* kind : {"avx2", "avx512"}) {
     const PrecisionChoice c = choose_precision("auto", cpu_kind(kind), false, std::nullopt);
     EXPECT_EQ(c.precision, "fp32") << kind;
-    EXPECT_EQ(c.reason, "auto: bfloat16 would be emulated on this CPU (no AVX512-BF16 or AMX-BF16 instructions)") << kind;
+    EXPECT_EQ(c.reason, "auto: bfloat16 would be emulated on this CPU (no AVX512-BF16 or AMX-BF16 instructions)")
+        << kind;
     EXPECT_EQ(c.warning, "");
   }
   for (const char* kind : {"avx512_bf16", "amx"}) {
@@ -186,11 +191,13 @@ TEST(Precision, AutoIsFp32WhereTheCpuWouldEmulateBf16AndBf16WhereItIsNative) {
   held.aten_kernels = "AVX2";
   EXPECT_EQ(choose_precision("auto", held, false, std::nullopt).precision, "fp32");
   held.onednn_max_isa = "AVX512_CORE_BF16";  // allows bf16: only ATen's level holds it now
-  EXPECT_TRUE(test::contains(held.no_native_bf16_reason(), "ATen's kernels held at AVX2")) << held.no_native_bf16_reason();
+  EXPECT_TRUE(test::contains(held.no_native_bf16_reason(), "ATen's kernels held at AVX2"))
+      << held.no_native_bf16_reason();
 }
 
 TEST(Precision, AutoOnGpusIsBf16FromComputeCapability8AndFp16WithLossScalingBefore) {
-  const PrecisionChoice a100 = choose_precision("auto", cpu_kind("avx2"), true, GpuFacts{"NVIDIA A100-SXM4-80GB", "", 8, 0});
+  const PrecisionChoice a100 =
+      choose_precision("auto", cpu_kind("avx2"), true, GpuFacts{"NVIDIA A100-SXM4-80GB", "", 8, 0});
   EXPECT_EQ(a100.precision, "bf16-mixed");
   EXPECT_EQ(a100.reason, "auto: NVIDIA A100-SXM4-80GB, compute capability 8.0 computes in bfloat16 natively");
   const PrecisionChoice t4 = choose_precision("auto", cpu_kind("amx"), true, GpuFacts{"Tesla T4", "", 7, 5});
@@ -203,9 +210,10 @@ TEST(Precision, AutoOnGpusIsBf16FromComputeCapability8AndFp16WithLossScalingBefo
 TEST(Precision, ExplicitBf16OnACpuThatEmulatesItTrainsWithAWarning) {
   const PrecisionChoice c = choose_precision("bf16-mixed", cpu_kind("avx2"), false, std::nullopt);
   EXPECT_EQ(c.precision, "bf16-mixed");
-  EXPECT_EQ(c.warning,
-            "loop.precision: bf16-mixed is emulated on this CPU (AMD EPYC 7B12: no AVX512-BF16 or AMX-BF16 instructions): "
-            "convnets measured 6-16x slower than fp32 on such CPUs; use loop.precision: auto (fp32 here) or fp32");
+  EXPECT_EQ(
+      c.warning,
+      "loop.precision: bf16-mixed is emulated on this CPU (AMD EPYC 7B12: no AVX512-BF16 or AMX-BF16 instructions): "
+      "convnets measured 6-16x slower than fp32 on such CPUs; use loop.precision: auto (fp32 here) or fp32");
   EXPECT_EQ(choose_precision("bf16-mixed", cpu_kind("amx"), false, std::nullopt).warning, "");
   EXPECT_EQ(choose_precision("fp32", cpu_kind("avx2"), false, std::nullopt).warning, "");
 }
@@ -244,8 +252,10 @@ TEST(Precision, AutoResolvesAtValidateAndRunAndIsRecordedInConfigJsonAndProvenan
   const std::string sets = " --set loop.precision=auto --set loop.epochs=1";
   auto v = test::trainyard_with_env(kAvx2Kernels, "validate " + exp + sets);
   ASSERT_EQ(v.exit_code, 0) << v.err;
-  EXPECT_TRUE(test::contains(v.out, "trainyard: loop.precision auto: fp32 (auto: bfloat16 would be emulated on this CPU (" +
-                                        emulated_reason() + "))")) << v.out;
+  EXPECT_TRUE(
+      test::contains(v.out, "trainyard: loop.precision auto: fp32 (auto: bfloat16 would be emulated on this CPU (" +
+                                emulated_reason() + "))"))
+      << v.out;
   EXPECT_FALSE(test::contains(v.err, "warning")) << v.err;
   auto r = test::trainyard_with_env(kAvx2Kernels, "run " + exp + sets + " --output-dir " + out);
   ASSERT_EQ(r.exit_code, 0) << r.err;
@@ -276,8 +286,9 @@ TEST(Precision, ExplicitBf16WhereItIsEmulatedWarnsOnceAtValidateAndAtRunStart) {
   auto v = test::trainyard_with_env(kAvx2Kernels, "validate " + exp + sets);
   ASSERT_EQ(v.exit_code, 0) << v.err;
   EXPECT_EQ(occurrences(v.err, warning), 1) << v.err;
-  EXPECT_TRUE(test::contains(v.err, emulated_reason() + "): convnets measured 6-16x slower than "
-                                                         "fp32 on such CPUs; use loop.precision: auto (fp32 here) or fp32"))
+  EXPECT_TRUE(test::contains(v.err, emulated_reason() +
+                                        "): convnets measured 6-16x slower than "
+                                        "fp32 on such CPUs; use loop.precision: auto (fp32 here) or fp32"))
       << v.err;
   auto r = test::trainyard_with_env(kAvx2Kernels, "run " + exp + sets + " --output-dir " + out);
   ASSERT_EQ(r.exit_code, 0) << r.err;  // it trains: the user asked for it
@@ -318,7 +329,8 @@ TEST(Device, ACheckpointWrittenOnAGpuLoadsOntoTheDeviceThisProcessTrainsOn) {
   }
   torch::manual_seed(e.seed + 1);  // other weights, which the load must replace
   Trainer fresh(e, build_components(e, context), context, RunPaths(out));
-  CheckpointState state = load_checkpoint(relocated, fresh.network(), fresh.optimizer(), Verify::already_done);  // its manifest describes the CPU file
+  CheckpointState state = load_checkpoint(relocated, fresh.network(), fresh.optimizer(),
+                                          Verify::already_done);  // its manifest describes the CPU file
   EXPECT_EQ(state.at.iteration, trainer.iteration());
   auto a = trainer.network().named_parameters(), b = fresh.network().named_parameters();
   for (const auto& p : b) {
@@ -369,23 +381,27 @@ TEST(Device, TheSharedGpuTestSettingIsOneOrOffKeepsTensorsOnTheGpuAndRefusesAnyt
       ranks_share_gpu_for_tests();
       ADD_FAILURE() << "'" << garbage << "' accepted";
     } catch (const ConfigError& e) {
-      EXPECT_TRUE(test::contains(e.what(), "environment: TRAINYARD_TEST_SHARED_GPU='" + std::string(garbage) + "'")) << e.what();
-      EXPECT_TRUE(test::contains(e.what(), "expected 1 (ranks share one GPU over Gloo: a test setting) or 0")) << e.what();
+      EXPECT_TRUE(test::contains(e.what(), "environment: TRAINYARD_TEST_SHARED_GPU='" + std::string(garbage) + "'"))
+          << e.what();
+      EXPECT_TRUE(test::contains(e.what(), "expected 1 (ranks share one GPU over Gloo: a test setting) or 0"))
+          << e.what();
     }
     EXPECT_THROW(uses_nccl(gpu), ConfigError) << garbage;
     EXPECT_FALSE(uses_nccl(cpu)) << garbage;  // a CPU run never reads it
   }
-  if (before) ::setenv("TRAINYARD_TEST_SHARED_GPU", saved.c_str(), 1);
-  else ::unsetenv("TRAINYARD_TEST_SHARED_GPU");
+  if (before)
+    ::setenv("TRAINYARD_TEST_SHARED_GPU", saved.c_str(), 1);
+  else
+    ::unsetenv("TRAINYARD_TEST_SHARED_GPU");
 }
 
 TEST(MemoryFormat, ChannelsLastPutsWeightsAndInputsInNhwcEvenWithOneChannel) {
   // Fashion-MNIST has one channel: a [N, 1, H, W] tensor passes for channels-last
   // with its NCHW strides, and the convolutions then ran NCHW (found by the
   // precision benchmark: channels_last was 1.01x). The channel stride must be 1.
-  Experiment e = validate_experiment(
-      read_experiment(test::source_dir() + "/experiments/fashion_mnist_convnet.yaml", {"network.memory_format=channels_last"}),
-      test::builtin_registry());
+  Experiment e = validate_experiment(read_experiment(test::source_dir() + "/experiments/fashion_mnist_convnet.yaml",
+                                                     {"network.memory_format=channels_last"}),
+                                     test::builtin_registry());
   Context context;
   context.seed = e.seed;
   Components c = build_components(e, context);

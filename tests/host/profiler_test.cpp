@@ -35,7 +35,8 @@ TEST(Profiler, TheTraceOfTheAskedStepsOpensInTensorBoardsProfilerWithTheNetworks
   EXPECT_TRUE(contains(r.out, "forward")) << r.out;
   // The summary under that line fits 80 columns.
   const auto console = nonempty_lines(r.out);
-  auto at = std::find_if(console.begin(), console.end(), [](const auto& l) { return contains(l, "trainyard: profile in"); });
+  auto at =
+      std::find_if(console.begin(), console.end(), [](const auto& l) { return contains(l, "trainyard: profile in"); });
   ASSERT_NE(at, console.end());
   for (++at; at != console.end() && at->rfind("  ", 0) == 0; ++at) EXPECT_LE(at->size(), 80u) << *at;
   const std::string summary = read_file(dir + "/rank0.summary.txt");
@@ -56,7 +57,8 @@ TEST(Profiler, TheTraceOfTheAskedStepsOpensInTensorBoardsProfilerWithTheNetworks
              "print('steps', ','.join(row[0] for row in profile.overview['steps']['rows']))\n"
              "for op in profile.operation_table_by_name['data']:\n"
              "    print('op', op['name'], op['calls'], op['host_self_duration'])\n");
-  const auto read = run_command(::trainyard::test::python() + " " + dir + "/../read.py " + dir + "/rank0.pt.trace.json");
+  const auto read =
+      run_command(::trainyard::test::python() + " " + dir + "/../read.py " + dir + "/rank0.pt.trace.json");
   ASSERT_EQ(read.exit_code, 0) << read.out << read.err;
   EXPECT_TRUE(contains(read.out, "steps 4,5,6,7,8\n")) << read.out;
   std::istringstream lines(read.out);

@@ -32,7 +32,8 @@ TEST(Signals, SigtermCheckpointsAndExitsResumableAndTheResumedRunIsExact) {
   const std::string exp = long_experiment("sig"), out = temp_dir("out");
   auto whole = trainyard("run " + exp + " --output-dir " + out + "/whole");
   ASSERT_EQ(whole.exit_code, 0) << whole.err;
-  auto stopped = interrupted("run " + exp + " --output-dir " + out + "/split", out + "/split/sig/metrics.jsonl", 300, "TERM");
+  auto stopped =
+      interrupted("run " + exp + " --output-dir " + out + "/split", out + "/split/sig/metrics.jsonl", 300, "TERM");
   ASSERT_EQ(stopped.exit_code, 4) << stopped.out << stopped.err;
   EXPECT_TRUE(contains(stopped.err, "stopping: SIGTERM at iteration")) << stopped.err;
   EXPECT_TRUE(contains(stopped.out, "run the same command to resume (exit code 4)")) << stopped.out;
@@ -82,7 +83,8 @@ TEST(Signals, KillNineAtRandomMomentsThenResumeEndsBitIdentical) {
   auto last = trainyard("run " + exp + " --output-dir " + out + "/killed" + every);
   ASSERT_EQ(last.exit_code, 0) << last.err;
   EXPECT_GE(kills, 2);
-  EXPECT_EQ(compare_checkpoint_networks(last_checkpoint(out + "/whole/kill"), last_checkpoint(out + "/killed/kill")), "");
+  EXPECT_EQ(compare_checkpoint_networks(last_checkpoint(out + "/whole/kill"), last_checkpoint(out + "/killed/kill")),
+            "");
 }
 
 TEST(Resume, AStopInsideAnAccumulationWaitsForItsEndAndTheResumeIsExact) {
@@ -103,13 +105,15 @@ TEST(Resume, AStopInsideAnAccumulationWaitsForItsEndAndTheResumeIsExact) {
   EXPECT_TRUE(fs::exists(out + "/split/acc/checkpoints/ckpt-e0000-i00000008.pt"));
   auto resumed = trainyard("run " + exp("resume", "") + " --output-dir " + out + "/split" + accumulate);
   ASSERT_EQ(resumed.exit_code, 0) << resumed.err;
-  EXPECT_EQ(compare_checkpoint_networks(latest_checkpoint(out + "/whole/acc"), latest_checkpoint(out + "/split/acc")), "");
+  EXPECT_EQ(compare_checkpoint_networks(latest_checkpoint(out + "/whole/acc"), latest_checkpoint(out + "/split/acc")),
+            "");
 }
 
 TEST(Checkpoints, EveryTSecondsBetweenUpdates) {
   const std::string out = temp_dir("out");
   std::string yaml = synthetic_experiment("timed", "output: {keep_checkpoints: 0}\n");
-  yaml.replace(yaml.find("epochs: 2,"), 10, "epochs: 1, train_samples_per_epoch: 96000,");  // 3000 iterations, a few seconds
+  yaml.replace(yaml.find("epochs: 2,"), 10,
+               "epochs: 1, train_samples_per_epoch: 96000,");  // 3000 iterations, a few seconds
   const std::string exp = temp_dir("exp") + "/timed.yaml";
   write_file(exp, yaml);
   auto r = trainyard("run " + exp + " --output-dir " + out + " --set loop.checkpoint_every_secs=0.2");
@@ -141,7 +145,8 @@ TEST(Checkpoints, ADamagedOrIncompleteNewestCheckpointIsDetectedAndThePreviousOn
   };
   std::vector<Damage> damages = {
       {"truncated", "bytes, the manifest says", [](const std::string& f) { fs::resize_file(f, fs::file_size(f) / 2); }},
-      {"bitflip", "SHA-256 differs", [](const std::string& f) {
+      {"bitflip", "SHA-256 differs",
+       [](const std::string& f) {
          std::string b = read_file(f);
          b[b.size() / 2] ^= 0x01;
          write_file(f, b);
@@ -186,7 +191,8 @@ TEST(Checkpoints, ThoseThatDoNotBelongToTheRunAreRefusedAndNothingIsLost) {
   const std::string exp = short_experiment("own"), out = temp_dir("out");
   ASSERT_EQ(trainyard("run " + exp + " --output-dir " + out + "/base").exit_code, 0);
   // Another run of the same name: another seed and learning rate.
-  ASSERT_EQ(trainyard("run " + exp + " --output-dir " + out + "/other --set seed=99 --set optimizer.lr=0.2").exit_code, 0);
+  ASSERT_EQ(trainyard("run " + exp + " --output-dir " + out + "/other --set seed=99 --set optimizer.lr=0.2").exit_code,
+            0);
   const std::string first = "ckpt-e0001-i00000016.pt", second = "ckpt-e0002-i00000032.pt";
   struct Case {
     std::string name, expected, args;
@@ -217,8 +223,7 @@ TEST(Checkpoints, ThoseThatDoNotBelongToTheRunAreRefusedAndNothingIsLost) {
          fs::remove(run + "/checkpoints/" + first + ".manifest.json");
          write_file(run + "/checkpoints/" + second + ".manifest.json", "\x89PNG garbage {\n");
        }},
-      {"folder_is_a_file", "checkpoints: not a folder", "--set loop.epochs=3",
-       [&](const std::string& run) {
+      {"folder_is_a_file", "checkpoints: not a folder", "--set loop.epochs=3", [&](const std::string& run) {
          fs::remove_all(run + "/checkpoints");
          write_file(run + "/checkpoints", "not a folder\n");
        }}};
@@ -254,10 +259,12 @@ TEST(Checkpoints, ThoseThatDoNotBelongToTheRunAreRefusedAndNothingIsLost) {
   EXPECT_TRUE(contains(foreign.err, "optimizer.lr 0.2 -> 0.05")) << foreign.err;  // as recorded -> as now
   EXPECT_TRUE(contains(foreign.err, "seed 99 -> 7")) << foreign.err;
   // Checkpoints without manifests are taken when asked, once one loads.
-  auto accepted = trainyard("run " + exp + " --output-dir " + out + "/no_manifests --set loop.epochs=3 "
+  auto accepted = trainyard("run " + exp + " --output-dir " + out +
+                            "/no_manifests --set loop.epochs=3 "
                             "--accept-unverified-checkpoints");
   ASSERT_EQ(accepted.exit_code, 0) << accepted.err;
-  EXPECT_TRUE(contains(accepted.out, "resuming from " + out + "/no_manifests/own/checkpoints/" + second)) << accepted.out;
+  EXPECT_TRUE(contains(accepted.out, "resuming from " + out + "/no_manifests/own/checkpoints/" + second))
+      << accepted.out;
   EXPECT_TRUE(fs::exists(out + "/no_manifests/own/checkpoints/ckpt-e0003-i00000048.pt"));
 }
 
@@ -333,8 +340,8 @@ TEST(Checkpoints, StaleTemporariesAreRemovedAndRotationKeepsTheNewestAndTheBest)
   for (const auto& f : fs::directory_iterator(dir)) names.push_back(f.path().filename().string());
   std::sort(names.begin(), names.end());
   EXPECT_EQ(names, (std::vector<std::string>{"best.pt", "best.pt.manifest.json", "ckpt-e0004-i00000064.pt",
-                                              "ckpt-e0004-i00000064.pt.manifest.json", "ckpt-e0005-i00000080.pt",
-                                              "ckpt-e0005-i00000080.pt.manifest.json"}));
+                                             "ckpt-e0004-i00000064.pt.manifest.json", "ckpt-e0005-i00000080.pt",
+                                             "ckpt-e0005-i00000080.pt.manifest.json"}));
   // best.pt verifies against its manifest: eval loads it.
   auto e = trainyard("eval " + exp + " --checkpoint " + dir + "/best.pt");
   EXPECT_EQ(e.exit_code, 0) << e.err;
@@ -381,8 +388,8 @@ void replace_in(const std::string& path, const std::string& from, const std::str
 const char* kSyntheticTrain = "{plugin: synthetic, size: 512, num_classes: 4, shape: [1, 4, 4], seed: 1}";
 
 TEST(Watchdog, AHungCallbackIsNamedWithEveryThreadsStackAndExitFive) {
-  const std::string exp = misbehaving_experiment(
-      "hung", "callbacks: [{plugin: hang, hook: after_epoch}]\n", "loop: {epochs: 2, batch_per_device: 32, stall_timeout_secs: 2}");
+  const std::string exp = misbehaving_experiment("hung", "callbacks: [{plugin: hang, hook: after_epoch}]\n",
+                                                 "loop: {epochs: 2, batch_per_device: 32, stall_timeout_secs: 2}");
   const std::string out = temp_dir("out");
   const auto t0 = std::chrono::steady_clock::now();
   auto r = trainyard("run " + exp + " --output-dir " + out);
@@ -399,9 +406,9 @@ TEST(Watchdog, AHungCallbackIsNamedWithEveryThreadsStackAndExitFive) {
 }
 
 TEST(Watchdog, AStopSignalIntoAHungCallbackEndsTheRunAfterTheGrace) {
-  const std::string exp = misbehaving_experiment(
-      "deaf", "callbacks: [{plugin: hang, hook: after_epoch}]\n",
-      "loop: {epochs: 2, batch_per_device: 32, stall_timeout_secs: 600, stop_grace_secs: 2}");
+  const std::string exp =
+      misbehaving_experiment("deaf", "callbacks: [{plugin: hang, hook: after_epoch}]\n",
+                             "loop: {epochs: 2, batch_per_device: 32, stall_timeout_secs: 600, stop_grace_secs: 2}");
   const std::string out = temp_dir("out");
   // metrics.jsonl has the epoch's train line before after_epoch hangs.
   auto r = interrupted("run " + exp + " --output-dir " + out, out + "/deaf/metrics.jsonl", 300, "TERM");
@@ -423,8 +430,10 @@ TEST(Watchdog, SigtermIntoAHungIterationIsNamedWithinTheDefaultGraceAndTheLockIs
   const auto errors = nonempty_lines(r.err);
   ASSERT_FALSE(errors.empty());
   const std::string& error = errors.back();
-  EXPECT_TRUE(contains(error, "error: stalled: SIGTERM received, but the loop did not reach a boundary within 15 s "
-                              "(loop.stop_grace_secs)")) << r.err;
+  EXPECT_TRUE(contains(error,
+                       "error: stalled: SIGTERM received, but the loop did not reach a boundary within 15 s "
+                       "(loop.stop_grace_secs)"))
+      << r.err;
   EXPECT_TRUE(contains(error, "callback 'hang'")) << error;
   EXPECT_TRUE(contains(error, "in after_train_iter, at epoch 1, iteration 5")) << error;
   EXPECT_TRUE(contains(error, "stack traces of every thread in " + out + "/deaf_iter/stall-rank0.txt")) << error;
@@ -440,12 +449,17 @@ TEST(Watchdog, ASecondSigintNamesWhatHangsAndFreesTheLock) {
   const std::string out = temp_dir("out");
   // The second SIGINT once the first was acknowledged (an event, not a delay).
   write_file(dir + "/run.sh", trainyard_binary() + " run " + exp + " --output-dir " + out + " >" + dir + "/out 2>" +
-                                  dir + "/err &\npid=$!\n"
-                                  "for i in $(seq 15000); do [ -s " + marker + " ] && break; sleep 0.02; done\n"
+                                  dir +
+                                  "/err &\npid=$!\n"
+                                  "for i in $(seq 15000); do [ -s " +
+                                  marker +
+                                  " ] && break; sleep 0.02; done\n"
                                   "kill -INT $pid\n"
-                                  "for i in $(seq 15000); do grep -q 'stop signal received' " + dir + "/out " + dir +
+                                  "for i in $(seq 15000); do grep -q 'stop signal received' " +
+                                  dir + "/out " + dir +
                                   "/err && break; sleep 0.02; done\n"
-                                  "kill -INT $pid\nwait $pid\necho $? >" + dir + "/rc\n");
+                                  "kill -INT $pid\nwait $pid\necho $? >" +
+                                  dir + "/rc\n");
   run_command("bash " + dir + "/run.sh");
   EXPECT_EQ(std::stoi(read_file(dir + "/rc")), 130);
   const std::string err = read_file(dir + "/err");
@@ -469,14 +483,19 @@ TEST(Watchdog, AStopSignalAsTheProcessStartsIsAnsweredWithOneLine) {
                    "/err &\npid=$!\n"
                    // bash builtins only: the poll starts no process, so a loaded machine cannot
                    // delay it past the start-up it watches
-                   "bin=" + trainyard_binary() + "\n"
+                   "bin=" +
+                   trainyard_binary() +
+                   "\n"
                    "caught() { [ /proc/$pid/exe -ef \"$bin\" ] || return 1; m=; "
                    "while read -r k v; do [ \"$k\" = SigCgt: ] && m=$v; done </proc/$pid/status 2>/dev/null; "
                    "[ -n \"$m\" ] && [ $(( (0x$m >> 14) & 1 )) -eq 1 ]; }\n"  // bit 14: SIGTERM (15)
                    "for ((i = 0; i < 5000000; i++)); do caught && break; done\n"
                    // caught before the experiment's plugin library was loaded: before main() ran
-                   "grep -q libmisbehaving.so /proc/$pid/maps || echo early >" + dir + "/when\n"
-                   "sleep " + delay + "\nkill -TERM $pid\nwait $pid\necho $? >" + dir + "/rc\n");
+                   "grep -q libmisbehaving.so /proc/$pid/maps || echo early >" +
+                   dir +
+                   "/when\n"
+                   "sleep " +
+                   delay + "\nkill -TERM $pid\nwait $pid\necho $? >" + dir + "/rc\n");
     run_command("bash " + dir + "/run.sh");
     if (std::string(delay) == "0") EXPECT_TRUE(fs::exists(dir + "/when")) << "the handler came after start-up began";
     const int code = std::stoi(read_file(dir + "/rc"));
@@ -518,8 +537,10 @@ TEST(RunFiles, ALinkPlantedInTheRunDirectoryIsNeverWrittenThrough) {
     EXPECT_EQ(read_file(victim), "not trainyard's\n") << file << " was written through";
     // Refused with the link named, or (metrics.jsonl, rewritten to the
     // checkpoint's position on resume) replaced by a file of its own.
-    if (r.exit_code == 0) EXPECT_FALSE(fs::is_symlink(run + "/" + file)) << file;
-    else EXPECT_TRUE(contains(r.err, run + "/" + file + ": a symbolic link")) << file << ": " << r.err;
+    if (r.exit_code == 0)
+      EXPECT_FALSE(fs::is_symlink(run + "/" + file)) << file;
+    else
+      EXPECT_TRUE(contains(r.err, run + "/" + file + ": a symbolic link")) << file << ": " << r.err;
     if (std::string(file) != "metrics.jsonl") EXPECT_NE(r.exit_code, 0) << file;
     fs::remove(run + "/" + file);
     write_file(run + "/" + file, kept);

@@ -24,8 +24,10 @@ namespace {
 // The demo (Fashion-MNIST, the MLP) cut to a few seconds: long enough for a
 // second run to start while the first one trains.
 std::string demo_args(const std::string& out, int epochs) {
-  return "run " + source_dir() + "/experiments/fashion_mnist_mlp.yaml --set dataset.train.limit=3000 "
-         "--set dataset.test.limit=500 --set loop.epochs=" + std::to_string(epochs) + " --output-dir " + out;
+  return "run " + source_dir() +
+         "/experiments/fashion_mnist_mlp.yaml --set dataset.train.limit=3000 "
+         "--set dataset.test.limit=500 --set loop.epochs=" +
+         std::to_string(epochs) + " --output-dir " + out;
 }
 
 struct TwoRuns {
@@ -43,17 +45,23 @@ TwoRuns overlapping(const std::string& first, const std::string& started, const 
   const std::string dir = temp_dir("overlap");
   const std::string bin = trainyard_binary();
   const std::string second_run = environment + bin + " " + second + " >" + dir + "/out2 2>" + dir + "/err2";
-  write_file(dir + "/run.sh",
-             environment + bin + " " + first + " >" + dir + "/out1 2>" + dir + "/err1 &\n"
-             "pid=$!\necho $pid >" + dir + "/pid\n"
-             "for i in $(seq 15000); do [ -s " + started + " ] && break; sleep 0.02; done\n" +
-             (signal.empty()
-                  ? second_run + "\necho $? >" + dir + "/rc2\n"
-                  : second_run + " &\nsecond=$!\n"
-                    "for i in $(seq 15000); do grep -qF '" + waiting + "' " + dir + "/out2 2>/dev/null && break; "
-                    "kill -0 $second 2>/dev/null || break; sleep 0.02; done\n"
-                    "kill -" + signal + " $pid\nwait $second\necho $? >" + dir + "/rc2\n") +
-             "wait $pid\necho $? >" + dir + "/rc1\n");
+  write_file(dir + "/run.sh", environment + bin + " " + first + " >" + dir + "/out1 2>" + dir +
+                                  "/err1 &\n"
+                                  "pid=$!\necho $pid >" +
+                                  dir +
+                                  "/pid\n"
+                                  "for i in $(seq 15000); do [ -s " +
+                                  started + " ] && break; sleep 0.02; done\n" +
+                                  (signal.empty() ? second_run + "\necho $? >" + dir + "/rc2\n"
+                                                  : second_run +
+                                                        " &\nsecond=$!\n"
+                                                        "for i in $(seq 15000); do grep -qF '" +
+                                                        waiting + "' " + dir +
+                                                        "/out2 2>/dev/null && break; "
+                                                        "kill -0 $second 2>/dev/null || break; sleep 0.02; done\n"
+                                                        "kill -" +
+                                                        signal + " $pid\nwait $second\necho $? >" + dir + "/rc2\n") +
+                                  "wait $pid\necho $? >" + dir + "/rc1\n");
   run_command("bash " + dir + "/run.sh");
   TwoRuns r;
   r.first = {std::stoi(read_file(dir + "/rc1")), read_file(dir + "/out1"), read_file(dir + "/err1")};
@@ -99,8 +107,10 @@ TEST(RunLock, AKilledHoldersLockIsTakenOverWithAWarningAndTheRunResumes) {
   ASSERT_GT(left.pid, 0);
   const CommandResult again = trainyard(args);
   ASSERT_EQ(again.exit_code, 0) << again.err;
-  EXPECT_TRUE(contains(again.err, "warning: " + run_dir + ".lock: taking over the lock of a run that ended without "
-                                  "releasing it (host " + left.host + ", PID " + std::to_string(left.pid)))
+  EXPECT_TRUE(contains(again.err, "warning: " + run_dir +
+                                      ".lock: taking over the lock of a run that ended without "
+                                      "releasing it (host " +
+                                      left.host + ", PID " + std::to_string(left.pid)))
       << again.err;
   EXPECT_TRUE(contains(again.out, "resuming from ")) << again.out;
   EXPECT_FALSE(fs::exists(run_dir + ".lock"));
@@ -115,7 +125,8 @@ TEST(RunLock, ARequeuedSlurmJobWaitsForItsEarlierStepToEnd) {
                                 "SLURM_JOB_ID=424242 TRAINYARD_RUN_LOCK_WAIT=120 ", "held by an earlier step");
   EXPECT_EQ(r.first.exit_code, 4) << r.first.err;
   ASSERT_EQ(r.second.exit_code, 0) << r.second.out << r.second.err;
-  EXPECT_TRUE(contains(r.second.out, run_dir + ".lock is held by an earlier step of Slurm job 424242 (host ")) << r.second.out;
+  EXPECT_TRUE(contains(r.second.out, run_dir + ".lock is held by an earlier step of Slurm job 424242 (host "))
+      << r.second.out;
   EXPECT_TRUE(contains(r.second.out, "resuming from ")) << r.second.out;
   for (const auto& [epoch, n] : test_events_per_epoch(run_dir + "/metrics.jsonl")) EXPECT_EQ(n, 1) << "epoch " << epoch;
 }
@@ -180,9 +191,10 @@ TEST(RunLock, AFolderMadeOnlyForTheLockGoesWithIt) {
 // A record as another machine leaves it on a shared file system whose flock
 // this machine cannot see: alive while its heartbeat is fresh.
 void write_foreign_record(const std::string& lock, std::time_t heartbeat) {
-  write_file(lock, "{\"host\": \"node-17.cluster\", \"pid\": 4321, \"started\": \"2026-11-25T08:00:00Z\", "
-                   "\"job\": \"Slurm job 77\", \"command\": \"trainyard run x.yaml\"}\n");
-  const struct utimbuf times{heartbeat, heartbeat};
+  write_file(lock,
+             "{\"host\": \"node-17.cluster\", \"pid\": 4321, \"started\": \"2026-11-25T08:00:00Z\", "
+             "\"job\": \"Slurm job 77\", \"command\": \"trainyard run x.yaml\"}\n");
+  const struct utimbuf times { heartbeat, heartbeat };
   ASSERT_EQ(::utime(lock.c_str(), &times), 0);
 }
 
@@ -193,8 +205,10 @@ TEST(RunLock, AnotherMachinesRecordCountsWhileItsHeartbeatIsFresh) {
     host::RunLock::acquire(run_dir);
     ADD_FAILURE() << "a lock with a fresh heartbeat from another machine was taken";
   } catch (const ConfigError& e) {
-    EXPECT_TRUE(contains(e.what(), "host node-17.cluster, PID 4321, since 2026-11-25T08:00:00Z, Slurm job 77; its "
-                                   "heartbeat is ")) << e.what();
+    EXPECT_TRUE(contains(e.what(),
+                         "host node-17.cluster, PID 4321, since 2026-11-25T08:00:00Z, Slurm job 77; its "
+                         "heartbeat is "))
+        << e.what();
     EXPECT_TRUE(contains(e.what(), "cannot see that machine's lock (a network file system)")) << e.what();
   }
   // Silent for longer than stale_after: that machine's run is gone.

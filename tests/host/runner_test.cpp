@@ -5,8 +5,8 @@
 
 #include <filesystem>
 
-#include "run/runner.h"
 #include "run/experiment_file.h"
+#include "run/runner.h"
 #include "run/session.h"
 #include "support/support.h"
 #include "trainyard/error.h"

@@ -34,8 +34,10 @@ std::vector<int64_t> flat(const std::vector<std::vector<int64_t>>& batches) {
   return all;
 }
 
-ShuffledSampler shuffled(int64_t n, int rank = 0, int world = 1, int64_t samples_per_epoch = 0, bool drop_last = false) {
-  ShuffledSampler s({.dataset_size = n, .samples_per_epoch = samples_per_epoch, .batch_size = 8, .drop_last = drop_last});
+ShuffledSampler shuffled(int64_t n, int rank = 0, int world = 1, int64_t samples_per_epoch = 0,
+                         bool drop_last = false) {
+  ShuffledSampler s(
+      {.dataset_size = n, .samples_per_epoch = samples_per_epoch, .batch_size = 8, .drop_last = drop_last});
   s.shard(rank, world);
   return s;
 }

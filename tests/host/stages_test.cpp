@@ -99,7 +99,8 @@ TEST(Stages, EachStageInheritsTheBaseAndEarlierStagesAndOverridesItsOwnKeys) {
 }
 
 TEST(Stages, WhatAStageCannotSetIsAnErrorNamingTheStage) {
-  EXPECT_TRUE(test::contains(error_of("stages: [{meters: []}]"), "a stage cannot set 'meters'")) << error_of("stages: [{meters: []}]");
+  EXPECT_TRUE(test::contains(error_of("stages: [{meters: []}]"), "a stage cannot set 'meters'"))
+      << error_of("stages: [{meters: []}]");
   EXPECT_TRUE(test::contains(error_of("stages: [{meters: []}]"), "set 'meters' at the top level"));
   const std::string net = error_of("stages: [{network: {hidden_sizes: [8]}}]");
   EXPECT_TRUE(test::contains(net, "a stage cannot change the network's 'hidden_sizes'")) << net;
@@ -110,8 +111,9 @@ TEST(Stages, WhatAStageCannotSetIsAnErrorNamingTheStage) {
   EXPECT_TRUE(test::contains(error_of("stages: [{name: a}, {name: a}]"), "two stages are named 'a'"));
   EXPECT_TRUE(test::contains(error_of("stages: []"), "expected a non-empty list of stages"));
   // A later stage's bad freeze path fails before anything trains.
-  auto r = test::trainyard("run " + staged_experiment("freeze", "stages: [{name: a}, {name: b, network: {freeze: [layers.9]}}]") +
-                           " --output-dir " + test::temp_dir("out"));
+  auto r = test::trainyard(
+      "run " + staged_experiment("freeze", "stages: [{name: a}, {name: b, network: {freeze: [layers.9]}}]") +
+      " --output-dir " + test::temp_dir("out"));
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_TRUE(test::contains(r.err, "stage 2 'b': ")) << r.err;
   EXPECT_TRUE(test::contains(r.err, "no submodule 'layers.9'")) << r.err;
@@ -126,7 +128,8 @@ TEST(Stages, WeightsCarryOverAndAnInterruptedRunResumesIntoTheRightStage) {
   EXPECT_TRUE(test::contains(r.out, "stage 2/2 'all': epochs 2-3, optimizer adam")) << r.out;
   const std::string ckpts = out + "/whole/staged/checkpoints/";
   // Stage 1 left the frozen layer as initialized (the lr-0 run shows the initial weights).
-  auto initial = test::trainyard("run " + exp + " --output-dir " + out + "/initial --set stages.0.optimizer.lr=0"
+  auto initial = test::trainyard("run " + exp + " --output-dir " + out +
+                                 "/initial --set stages.0.optimizer.lr=0"
                                  " --set stages.1.loop.epochs=0");
   ASSERT_EQ(initial.exit_code, 0) << initial.err;
   const std::string start = out + "/initial/staged/checkpoints/ckpt-e0001-i00000016.pt";

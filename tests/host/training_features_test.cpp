@@ -2,10 +2,10 @@
 #include <gtest/gtest.h>
 
 #include <ATen/ATen.h>
+#include <torch/serialize/input-archive.h>
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
-#include <torch/serialize/input-archive.h>
 
 #include "support/data_parallel.h"
 #include "train/schedule.h"
@@ -104,12 +104,13 @@ std::string run_dir_of(const std::string& name, const std::string& args) {
   return out + "/" + name;
 }
 
-
 TEST(GradientAccumulation, FourBatchesOfEightEqualOneBatchOfThirtyTwo) {
   const std::string big = run_dir_of("big", "--set loop.batch_per_device=32 --set loop.epochs=1");
-  const std::string small = run_dir_of("small", "--set loop.batch_per_device=8 --set loop.iter_size=4 --set loop.epochs=1");
+  const std::string small =
+      run_dir_of("small", "--set loop.batch_per_device=8 --set loop.iter_size=4 --set loop.epochs=1");
   // 512 samples: 16 updates either way; the small run checkpoints after 64 batches.
-  EXPECT_LT(test::max_checkpoint_difference(big + "/checkpoints/ckpt-e0001-i00000016.pt", small + "/checkpoints/ckpt-e0001-i00000064.pt"),
+  EXPECT_LT(test::max_checkpoint_difference(big + "/checkpoints/ckpt-e0001-i00000016.pt",
+                                            small + "/checkpoints/ckpt-e0001-i00000064.pt"),
             1e-5);
 }
 
@@ -117,17 +118,19 @@ std::vector<double> lrs(const std::string& run_dir) { return test::series(run_di
 
 TEST(Schedule, SteppedPerIterationOrPerEpochInARealRun) {
   // 16 updates per epoch, 2 epochs, logs every 4 iterations (+ each epoch end).
-  const std::string per_iter = run_dir_of("iter", "--set schedule.policy=multistep --set schedule.milestones=[8]"
-                                                  " --set schedule.gamma=0.5");
+  const std::string per_iter = run_dir_of("iter",
+                                          "--set schedule.policy=multistep --set schedule.milestones=[8]"
+                                          " --set schedule.gamma=0.5");
   auto a = lrs(per_iter);
   ASSERT_GE(a.size(), 4u);
-  EXPECT_DOUBLE_EQ(a[0], 0.05);         // iteration 4: update 3 ran at step 3 < 8
-  EXPECT_DOUBLE_EQ(a.back(), 0.025);    // after update 8
-  const std::string per_epoch = run_dir_of("epoch", "--set schedule.policy=multistep --set schedule.milestones=[1]"
-                                                    " --set schedule.gamma=0.5 --set schedule.unit=epoch");
+  EXPECT_DOUBLE_EQ(a[0], 0.05);       // iteration 4: update 3 ran at step 3 < 8
+  EXPECT_DOUBLE_EQ(a.back(), 0.025);  // after update 8
+  const std::string per_epoch = run_dir_of("epoch",
+                                           "--set schedule.policy=multistep --set schedule.milestones=[1]"
+                                           " --set schedule.gamma=0.5 --set schedule.unit=epoch");
   auto b = lrs(per_epoch);
-  EXPECT_DOUBLE_EQ(b[0], 0.05);         // epoch 0
-  EXPECT_DOUBLE_EQ(b.back(), 0.025);    // epoch 1
+  EXPECT_DOUBLE_EQ(b[0], 0.05);       // epoch 0
+  EXPECT_DOUBLE_EQ(b.back(), 0.025);  // epoch 1
   const std::string exp = test::temp_dir("exp-invalid") + "/invalid.yaml";
   test::write_file(exp, test::synthetic_experiment("invalid"));
   auto r = test::trainyard("validate " + exp + " --set schedule.policy=step --set schedule.boundaries=[5]");
@@ -137,8 +140,9 @@ TEST(Schedule, SteppedPerIterationOrPerEpochInARealRun) {
 
 TEST(Schedule, ACustomScheduleIsAnOverrideOfTheScheduleStage) {
   // one_cycle over 32 updates: up for the first 30% (from lr/10), then down to far below the start.
-  const std::string run = run_dir_of("one_cycle", "--set schedule.policy=custom"
-                                                  " --set 'overrides=[{plugin: one_cycle, div_factor: 10}]'");
+  const std::string run = run_dir_of("one_cycle",
+                                     "--set schedule.policy=custom"
+                                     " --set 'overrides=[{plugin: one_cycle, div_factor: 10}]'");
   auto a = lrs(run);
   ASSERT_GE(a.size(), 6u);
   const auto peak = std::max_element(a.begin(), a.end());
@@ -180,7 +184,7 @@ TEST(GradientClipping, GradNormIsLoggedAndClippingChangesTraining) {
   const std::string clipped = run_dir_of("clipped", "--set loop.epochs=1 --set loop.clip_grad_norm=0.01");
   EXPECT_TRUE(test::contains(test::read_file(plain + "/metrics.jsonl"), "\"grad_norm\": "));
   EXPECT_GT(test::max_checkpoint_difference(plain + "/checkpoints/ckpt-e0001-i00000016.pt",
-                           clipped + "/checkpoints/ckpt-e0001-i00000016.pt"),
+                                            clipped + "/checkpoints/ckpt-e0001-i00000016.pt"),
             1e-3);
 }
 
@@ -213,12 +217,14 @@ TEST(ParameterGroups, AssignedByRegexAndTheOptimizerUsesTheirRates) {
   auto r = test::trainyard("validate " + exp + " --set 'optimizer.param_groups=[{match: bias$, lr_mult: 0.0}]'" +
                            " --set optimizer.exempt_norm_and_bias=true");
   ASSERT_EQ(r.exit_code, 0) << r.err;
-  EXPECT_TRUE(test::contains(r.out, "param_groups[0] (match 'bias$'): 2 tensors, 36 values, lr 0, weight decay")) << r.out;
+  EXPECT_TRUE(test::contains(r.out, "param_groups[0] (match 'bias$'): 2 tensors, 36 values, lr 0, weight decay"))
+      << r.out;
   EXPECT_TRUE(test::contains(r.out, "layers.0.bias, layers.3.bias")) << r.out;  // layers.2 is the dropout
   EXPECT_TRUE(test::contains(r.out, "default: 2 tensors, 640 values, lr 0.05")) << r.out;
   // Trained with the biases' rate at 0: biases stay as initialized, weights move.
   const std::string initial = run_dir_of("initial", "--set loop.epochs=1 --set optimizer.lr=0");
-  const std::string trained = run_dir_of("trained", "--set loop.epochs=1 --set 'optimizer.param_groups=[{match: bias$, lr_mult: 0.0}]'");
+  const std::string trained =
+      run_dir_of("trained", "--set loop.epochs=1 --set 'optimizer.param_groups=[{match: bias$, lr_mult: 0.0}]'");
   EXPECT_TRUE(tensor_in(initial + kEnd, "layers.0.bias").equal(tensor_in(trained + kEnd, "layers.0.bias")));
   EXPECT_FALSE(tensor_in(initial + kEnd, "layers.0.weight").equal(tensor_in(trained + kEnd, "layers.0.weight")));
   r = test::trainyard("validate " + exp + " --set 'optimizer.param_groups=[{match: \"(\", lr_mult: 2}]'");
@@ -235,8 +241,9 @@ TEST(Freezing, FrozenParametersAndBatchNormStatisticsStayUnchanged) {
   EXPECT_TRUE(tensor_in(initial + kEnd, "layers.2.weight").equal(tensor_in(trainable + kEnd, "layers.2.weight")));
   EXPECT_FALSE(tensor_in(initial + kEnd, "layers.2.bias").equal(tensor_in(trainable + kEnd, "layers.2.bias")));
   // A frozen convnet block: its batch norm's running statistics are not updated.
-  const std::string conv = run_dir_of("conv", "--set loop.epochs=1 --set 'network={plugin: convnet, channels: [4], hidden: 0}'"
-                                              " --set 'network.freeze=[features]'");
+  const std::string conv = run_dir_of("conv",
+                                      "--set loop.epochs=1 --set 'network={plugin: convnet, channels: [4], hidden: 0}'"
+                                      " --set 'network.freeze=[features]'");
   at::Tensor mean;
   torch::serialize::InputArchive root, net, features, bn;
   root.load_from(conv + kEnd);
@@ -245,8 +252,9 @@ TEST(Freezing, FrozenParametersAndBatchNormStatisticsStayUnchanged) {
   features.read("1", bn);
   bn.read("running_mean", mean, /*is_buffer=*/true);
   EXPECT_TRUE(mean.equal(at::zeros({4}))) << mean;
-  auto r = test::trainyard("validate " + test::temp_dir("exp-x") + "/../exp-conv/conv.yaml" +
-                           " --set 'network={plugin: convnet, channels: [4], hidden: 0}' --set 'network.freeze=[featurs]'");
+  auto r =
+      test::trainyard("validate " + test::temp_dir("exp-x") + "/../exp-conv/conv.yaml" +
+                      " --set 'network={plugin: convnet, channels: [4], hidden: 0}' --set 'network.freeze=[featurs]'");
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_TRUE(test::contains(r.err, "network.freeze: no submodule 'featurs'")) << r.err;
   EXPECT_TRUE(test::contains(r.err, "did you mean 'features'?")) << r.err;
@@ -255,8 +263,9 @@ TEST(Freezing, FrozenParametersAndBatchNormStatisticsStayUnchanged) {
 TEST(Stopping, EarlyStoppingStopsAtTheRightEpochAndStaysStopped) {
   // With lr 0 the test loss never improves: best at epoch 1, then 2 epochs
   // without improvement, so the run stops after epoch 3 of 10.
-  const std::string run = run_dir_of("early", "--set loop.epochs=10 --set optimizer.lr=0 --set stopping.monitor=test_loss"
-                                              " --set stopping.patience=2");
+  const std::string run = run_dir_of("early",
+                                     "--set loop.epochs=10 --set optimizer.lr=0 --set stopping.monitor=test_loss"
+                                     " --set stopping.patience=2");
   std::string summary = test::read_file(run + "/summary.json");
   EXPECT_TRUE(test::contains(summary, "\"epochs_completed\": 3")) << summary;
   EXPECT_TRUE(test::contains(summary, "\"stopped\": \"early stop: test_loss did not improve for 2 epochs")) << summary;
@@ -272,9 +281,10 @@ TEST(Stopping, EarlyStoppingStopsAtTheRightEpochAndStaysStopped) {
 }
 
 TEST(Stopping, TargetReachedEndsTheRunAndBestCheckpointIsKept) {
-  const std::string run = run_dir_of("target", "--set loop.epochs=6 --set stopping.target_meter=test_accuracy_top1"
-                                               " --set stopping.target=0.95 --set stopping.monitor=test_accuracy_top1"
-                                               " --set output.keep_checkpoints=1");
+  const std::string run = run_dir_of("target",
+                                     "--set loop.epochs=6 --set stopping.target_meter=test_accuracy_top1"
+                                     " --set stopping.target=0.95 --set stopping.monitor=test_accuracy_top1"
+                                     " --set output.keep_checkpoints=1");
   std::string summary = test::read_file(run + "/summary.json");
   EXPECT_TRUE(test::contains(summary, "\"stopped\": \"target reached: test_accuracy_top1 ")) << summary;
   EXPECT_FALSE(test::contains(summary, "\"epochs_completed\": 6")) << summary;

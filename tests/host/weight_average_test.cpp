@@ -33,7 +33,8 @@ class ReferenceAverage final : public HostHook {
     const double d = std::min(decay_, 1.0 - std::pow(1.0 + static_cast<double>(updates), -2.0 / 3.0));
     decays.push_back(d);
     const auto params = t.network().parameters();
-    for (size_t i = 0; i < params.size(); ++i) average[i] = d * average[i] + (1 - d) * params[i].detach().to(at::kDouble);
+    for (size_t i = 0; i < params.size(); ++i)
+      average[i] = d * average[i] + (1 - d) * params[i].detach().to(at::kDouble);
   }
   int64_t updates = 0;
   std::vector<double> decays;
@@ -110,10 +111,11 @@ std::string run(const std::string& exp, const std::string& out, const std::strin
 
 TEST(WeightAverage, ResumesExactlyIsTestedBesideTheTrainedWeightsAndIsExported) {
   const std::string exp = test::temp_dir("exp-ema") + "/ema.yaml";
-  std::string yaml = test::synthetic_experiment(
-      "ema", "ema: {enabled: true, evaluate: true, every_updates: 2, warmup_power: 0.75}\n");
+  std::string yaml =
+      test::synthetic_experiment("ema", "ema: {enabled: true, evaluate: true, every_updates: 2, warmup_power: 0.75}\n");
   // A meter with result files: they are the trained weights' pass, as without ema.
-  yaml.replace(yaml.find("  - plugin: loss\n"), 17, "  - plugin: loss\n  - {plugin: confusion_matrix, phases: [test]}\n");
+  yaml.replace(yaml.find("  - plugin: loss\n"), 17,
+               "  - plugin: loss\n  - {plugin: confusion_matrix, phases: [test]}\n");
   test::write_file(exp, yaml);
   // Straight to 2 epochs; 1 epoch and then resumed to 2; and without ema at all.
   const std::string straight_out = test::temp_dir("ema-straight");
@@ -163,11 +165,11 @@ TEST(WeightAverage, ResumesExactlyIsTestedBesideTheTrainedWeightsAndIsExported) 
     const auto x = test::trainyard("export " + straight + " --weights " + w + " --output " + dir + "/" + w + ".pt");
     ASSERT_EQ(x.exit_code, 0) << x.err;
   }
-  const auto check = test::run_command(
-      ::trainyard::test::python() +
-      " -c \"import torch, sys; a = torch.load(sys.argv[1]); b = torch.load(sys.argv[2]); "
-      "print(sorted(a) == sorted(b), max((a[k] - b[k]).abs().max().item() for k in a))\" " +
-      dir + "/trained.pt " + dir + "/ema.pt");
+  const auto check =
+      test::run_command(::trainyard::test::python() +
+                        " -c \"import torch, sys; a = torch.load(sys.argv[1]); b = torch.load(sys.argv[2]); "
+                        "print(sorted(a) == sorted(b), max((a[k] - b[k]).abs().max().item() for k in a))\" " +
+                        dir + "/trained.pt " + dir + "/ema.pt");
   ASSERT_EQ(check.exit_code, 0) << check.err;
   EXPECT_TRUE(test::contains(check.out, "True ")) << check.out;
   EXPECT_FALSE(test::contains(check.out, "True 0.0\n")) << check.out;
@@ -184,8 +186,11 @@ TEST(WeightAverage, AskingForAnAverageARunDidNotKeepIsOneLine) {
   EXPECT_TRUE(test::contains(x.err, "error: command line: --weights ema: ")) << x.err;
   EXPECT_TRUE(test::contains(x.err, "ema.enabled is false")) << x.err;
   // The average's values are names stopping and plots may use, with ema.evaluate only.
-  EXPECT_EQ(test::trainyard("validate " + exp + " --set ema.enabled=true --set ema.evaluate=true "
-                            "--set stopping.monitor=test_ema_accuracy_top1").exit_code, 0);
+  EXPECT_EQ(test::trainyard("validate " + exp +
+                            " --set ema.enabled=true --set ema.evaluate=true "
+                            "--set stopping.monitor=test_ema_accuracy_top1")
+                .exit_code,
+            0);
   const auto monitor = test::trainyard("validate " + exp + " --set stopping.monitor=test_ema_accuracy_top1");
   EXPECT_EQ(monitor.exit_code, 2);
   EXPECT_TRUE(test::contains(monitor.err, "no meter value 'test_ema_accuracy_top1'")) << monitor.err;

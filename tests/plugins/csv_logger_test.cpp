@@ -45,7 +45,8 @@ TEST(CsvLogger, ARowPerEventAHeaderOfEveryNameAndAResumeContinuesTheFile) {
   // Stopped at iteration 10 and resumed: the same rows as straight through.
   write_file(dir + "/split.yaml", synthetic_experiment("split", logger + ", {plugin: stop_at, iteration: 10}]\n"));
   ASSERT_EQ(trainyard("run " + dir + "/split.yaml --output-dir " + dir + " --plugin-dir " + fixture_dir("components"))
-                .exit_code, 0);
+                .exit_code,
+            0);
   write_file(dir + "/split.yaml", synthetic_experiment("split", logger + "]\n"));
   ASSERT_EQ(trainyard("run " + dir + "/split.yaml --output-dir " + dir + " --allow-config-change").exit_code, 0);
   const std::string split = read_with_python(dir + "/split/metrics.csv");

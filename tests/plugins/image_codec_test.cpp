@@ -9,14 +9,14 @@
 #include <fstream>
 #include <sstream>
 
-#include <opencv2/core.hpp>
 #include <trainyard/error.h>
 #include <trainyard/image_codec.h>
 #include <trainyard/labeled_files.h>
+#include <opencv2/core.hpp>
 
 #include "image_dataset.h"
-#include "tar.h"
 #include "support/support.h"
+#include "tar.h"
 
 namespace trainyard::image_codec {
 namespace {
@@ -24,7 +24,8 @@ namespace {
 std::string reference_cases() {
   static const std::string dir = [] {
     const std::string d = test::temp_dir("cases");
-    const auto r = test::run_command(test::python() + " " + test::source_dir() + "/tests/plugins/image_codec_cases.py " + d);
+    const auto r =
+        test::run_command(test::python() + " " + test::source_dir() + "/tests/plugins/image_codec_cases.py " + d);
     if (r.exit_code != 0) ADD_FAILURE() << "image_codec_cases.py failed: " << r.err;
     return d;
   }();
@@ -99,8 +100,9 @@ TEST(ImageCodec, DamagedFilesAreOneErrorNamingWhatIsWrongAndPrintNothing) {
   // A BMP whose header claims more rows than its bytes hold.
   std::string bmp = test::read_file(dir + "/bmp_rgb24.bmp");
   put_le32(bmp, 22, 1000);
-  fails_with(bmp, "truncated BMP (" + std::to_string(bmp.size()) + " bytes): its header claims 1000x17 at 24 bits a "
-                  "pixel, 52000 bytes of pixels from offset 54");
+  fails_with(bmp, "truncated BMP (" + std::to_string(bmp.size()) +
+                      " bytes): its header claims 1000x17 at 24 bits a "
+                      "pixel, 52000 bytes of pixels from offset 54");
   put_le32(bmp, 18, 100000), put_le32(bmp, 22, 100000);
   fails_with(bmp, "BMP: its header claims 100000x100000 pixels (10000000000), expected at most 178956970");
   std::string rle = test::read_file(dir + "/bmp_gray8.bmp");
@@ -164,9 +166,13 @@ TEST(ImageCodec, PngRoundTripsExactlyAndPillowReadsIt) {
   // Pillow reads a colour PNG of ours as the RGB we meant.
   const cv::Mat bgr = noise(9, 11, CV_8UC3);
   test::write_file(dir + "/ours.png", encode_png(bgr));
-  const auto r = test::run_command(test::python() + " -c \"from PIL import Image; import sys; "
-                                   "i = Image.open('" + dir + "/ours.png'); assert i.mode == 'RGB', i.mode; "
-                                   "open('" + dir + "/rgb.raw', 'wb').write(i.tobytes())\"");
+  const auto r = test::run_command(test::python() +
+                                   " -c \"from PIL import Image; import sys; "
+                                   "i = Image.open('" +
+                                   dir +
+                                   "/ours.png'); assert i.mode == 'RGB', i.mode; "
+                                   "open('" +
+                                   dir + "/rgb.raw', 'wb').write(i.tobytes())\"");
   ASSERT_EQ(r.exit_code, 0) << r.err;
   const std::string rgb = test::read_file(dir + "/rgb.raw");
   ASSERT_EQ(rgb.size(), bgr.total() * 3);

@@ -6,9 +6,9 @@
 #include <cmath>
 
 #include <ATen/ATen.h>
-#include <opencv2/core.hpp>
 #include <trainyard/error.h>
 #include <trainyard/image_codec.h>
+#include <opencv2/core.hpp>
 
 #include "image_dataset.h"
 #include "jpeg_decode.h"
@@ -33,7 +33,9 @@ std::string jpeg(const cv::Mat& m, int quality = 92) { return trainyard::image_c
 std::string grey_bmp(const cv::Mat& m) {
   const uint32_t stride = (uint32_t(m.cols) + 3) / 4 * 4, pixels = stride * uint32_t(m.rows), offset = 14 + 40 + 1024;
   std::string b = "BM";
-  const auto u32 = [&](uint32_t v) { for (int i = 0; i < 4; ++i) b += char(v >> (8 * i)); };
+  const auto u32 = [&](uint32_t v) {
+    for (int i = 0; i < 4; ++i) b += char(v >> (8 * i));
+  };
   const auto u16 = [&](uint16_t v) { b += char(v), b += char(v >> 8); };
   u32(offset + pixels), u32(0), u32(offset);
   u32(40), u32(uint32_t(m.cols)), u32(uint32_t(m.rows)), u16(1), u16(8), u32(0), u32(pixels), u32(2835), u32(2835),
@@ -149,8 +151,9 @@ TEST(ImageDecode, OnlyThePhotographFormatsReachADecoder) {
   // A Radiance HDR (OpenCV's imdecode, which trainyard once used, decoded it
   // through a temporary file) or an OpenEXR header named .jpg is refused
   // before any codec sees it; the formats trainyard reads still decode.
-  for (const std::string bytes : {std::string("#?RADIANCE\nFORMAT=32-bit_rle_rgbe\n\n-Y 2 +X 2\n") + std::string(16, '\x80'),
-                                  std::string("\x76\x2f\x31\x01\x02\x00\x00\x00", 8) + std::string(64, '\0')}) {
+  for (const std::string bytes :
+       {std::string("#?RADIANCE\nFORMAT=32-bit_rle_rgbe\n\n-Y 2 +X 2\n") + std::string(16, '\x80'),
+        std::string("\x76\x2f\x31\x01\x02\x00\x00\x00", 8) + std::string(64, '\0')}) {
     try {
       decode_image(bytes.data(), bytes.size(), "odd.jpg");
       ADD_FAILURE() << "decoded: " << bytes.substr(0, 4);
@@ -184,7 +187,8 @@ TEST(ImageDecode, AHeaderClaimingMoreThanThePixelLimitIsABadRecordBeforeDecoding
       dataset.get_seeded(0, 0);
       ADD_FAILURE() << "decoded";
     } catch (const trainyard::BadRecord& e) {
-      EXPECT_NE(std::string(e.what()).find("photo.jpg: its header claims " + claim + ", expected at most 178956970 "
+      EXPECT_NE(std::string(e.what()).find("photo.jpg: its header claims " + claim +
+                                           ", expected at most 178956970 "
                                            "(Pillow's decompression-bomb limit)"),
                 std::string::npos)
           << e.what();
@@ -194,8 +198,8 @@ TEST(ImageDecode, AHeaderClaimingMoreThanThePixelLimitIsABadRecordBeforeDecoding
 
 TEST(ImageDecode, ARegionDecodeGivesTheWholeDecodesPixelsInsideTheRegion) {
   const std::string bytes = jpeg(pattern(768, 1024));  // 4:2:0, as most photographs
-  const std::vector<cv::Rect> regions = {{300, 200, 240, 180}, {0, 0, 100, 90}, {900, 650, 124, 118},
-                                         {17, 333, 1007, 101}, {0, 0, 1024, 768}};
+  const std::vector<cv::Rect> regions = {
+      {300, 200, 240, 180}, {0, 0, 100, 90}, {900, 650, 124, 118}, {17, 333, 1007, 101}, {0, 0, 1024, 768}};
   for (int reduction : {1, 2, 4, 8}) {
     const cv::Mat whole = *decode_jpeg(bytes.data(), bytes.size(), reduction, "photo.jpg");
     for (const cv::Rect& region : regions) {

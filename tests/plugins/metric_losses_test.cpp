@@ -159,7 +159,8 @@ TEST(MetricLosses, ArcFaceEqualsPytorchMetricLearningInValueAndGradients) {
     value.backward();
     EXPECT_NEAR(value.item<double>(), std::stod(lines[0]), 1e-9) << margin;
     EXPECT_LT((e.grad() - at::tensor(numbers(lines[1]), at::kDouble).view_as(x)).abs().max().item<double>(), 1e-9);
-    EXPECT_LT((centres.grad() - at::tensor(numbers(lines[2]), at::kDouble).view_as(w)).abs().max().item<double>(), 1e-9);
+    EXPECT_LT((centres.grad() - at::tensor(numbers(lines[2]), at::kDouble).view_as(w)).abs().max().item<double>(),
+              1e-9);
     EXPECT_TRUE(dynamic_cast<LossValues*>(loss.get())->last_values().count("target_angle_degrees"));
   }
 }
@@ -178,7 +179,8 @@ TEST(MetricLosses, ArcFaceCentresTrainWithTheNetworkCheckpointResumeAndStayOutOf
   ASSERT_EQ(test::trainyard("run " + exp + " --output-dir " + resumed + " --set loop.epochs=1").exit_code, 0);
   r = test::trainyard("run " + exp + " --output-dir " + resumed + " --allow-config-change");
   ASSERT_EQ(r.exit_code, 0) << r.err;
-  const std::string a = test::latest_checkpoint(straight + "/arcface"), b = test::latest_checkpoint(resumed + "/arcface");
+  const std::string a = test::latest_checkpoint(straight + "/arcface"),
+                    b = test::latest_checkpoint(resumed + "/arcface");
   EXPECT_EQ(test::compare_checkpoint_networks(a, b), "");
   const at::Tensor centres = test::checkpoint_tensor(a, "loss.centres");
   EXPECT_EQ(centres.sizes(), (at::IntArrayRef{4, 16}));
@@ -192,8 +194,10 @@ TEST(MetricLosses, ArcFaceCentresTrainWithTheNetworkCheckpointResumeAndStayOutOf
   const std::string out = test::temp_dir("arcface-export") + "/model.pt";
   auto x = test::trainyard("export " + exp + " --output-dir " + straight + " --output " + out);
   ASSERT_EQ(x.exit_code, 0) << x.err;
-  const auto check = test::run_command(::trainyard::test::python() + " -c \"import torch, sys; "
-                                       "print(sorted(torch.load(sys.argv[1])))\" " + out);
+  const auto check = test::run_command(::trainyard::test::python() +
+                                       " -c \"import torch, sys; "
+                                       "print(sorted(torch.load(sys.argv[1])))\" " +
+                                       out);
   ASSERT_EQ(check.exit_code, 0) << check.err;
   EXPECT_FALSE(test::contains(check.out, "loss.")) << check.out;
   EXPECT_TRUE(test::contains(check.out, "layers.0.weight")) << check.out;
@@ -234,8 +238,9 @@ TEST(MetricLosses, EmbeddingsMeetTheWiringCheckOnlyWithALossThatComparesThem) {
   auto r = test::trainyard("validate " + exp);
   EXPECT_EQ(r.exit_code, 2) << r.err;
   EXPECT_EQ(test::nonempty_lines(r.err).size(), 1u) << r.err;
-  EXPECT_TRUE(test::contains(r.err, "(network 'mlp' from libmlp.so 1.0.0): outputs embeddings ([4, 16] for a training "
-                                    "batch of 4 samples of [1, 4, 4]); expected what loss 'cross_entropy' scores"))
+  EXPECT_TRUE(test::contains(r.err,
+                             "(network 'mlp' from libmlp.so 1.0.0): outputs embeddings ([4, 16] for a training "
+                             "batch of 4 samples of [1, 4, 4]); expected what loss 'cross_entropy' scores"))
       << r.err;
   // A triplet loss takes them (the accuracy meter, which reads class scores, left out).
   yaml.replace(yaml.find("{plugin: cross_entropy}"), 23, "{plugin: triplet_margin}");
@@ -249,10 +254,12 @@ TEST(MetricLosses, EmbeddingsMeetTheWiringCheckOnlyWithALossThatComparesThem) {
   r = test::trainyard("validate " + exp);
   EXPECT_EQ(r.exit_code, 2) << r.err;
   EXPECT_EQ(test::nonempty_lines(r.err).size(), 1u) << r.err;
-  EXPECT_TRUE(test::contains(r.err, "(network 'mlp' from libmlp.so 1.0.0): outputs class scores (a classification "
-                                    "head, [4, 4] for a training batch of 4 samples of [1, 4, 4]); expected "
-                                    "embeddings for loss 'triplet_margin', which compares the samples' embeddings "
-                                    "with one another; give the network an embedding head")) << r.err;
+  EXPECT_TRUE(test::contains(r.err,
+                             "(network 'mlp' from libmlp.so 1.0.0): outputs class scores (a classification "
+                             "head, [4, 4] for a training batch of 4 samples of [1, 4, 4]); expected "
+                             "embeddings for loss 'triplet_margin', which compares the samples' embeddings "
+                             "with one another; give the network an embedding head"))
+      << r.err;
 }
 
 TEST(MetricLosses, AClassifierHeadOrFloatTargetsAreAClearError) {
@@ -269,8 +276,10 @@ TEST(MetricLosses, AClassifierHeadOrFloatTargetsAreAClearError) {
     build("contrastive", {})->compute(at::randn({4, 3, 2}), batch);
     FAIL();
   } catch (const ConfigError& e) {
-    EXPECT_TRUE(test::contains(e.what(), "contrastive: the network's output has 3 dimensions; expected embeddings "
-                                         "[batch, size]")) << e.what();
+    EXPECT_TRUE(test::contains(e.what(),
+                               "contrastive: the network's output has 3 dimensions; expected embeddings "
+                               "[batch, size]"))
+        << e.what();
   }
 }
 

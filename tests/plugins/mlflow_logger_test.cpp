@@ -72,7 +72,8 @@ TEST(MlflowLogger, TheRealMlflowReadsParamsMetricsArtifactsAndAResumedRunContinu
   const std::string split = temp_dir("split");
   write_file(split + "/ml.yaml", synthetic_experiment("ml", logger + ", {plugin: stop_at, iteration: 10}]\n"));
   ASSERT_EQ(trainyard("run " + split + "/ml.yaml --output-dir " + split + " --plugin-dir " + fixture_dir("components"))
-                .exit_code, 0);
+                .exit_code,
+            0);
   write_file(split + "/ml.yaml", synthetic_experiment("ml", logger + "]\n"));
   ASSERT_EQ(trainyard("run " + split + "/ml.yaml --output-dir " + split).exit_code, 0);
   const std::string resumed = read_with_mlflow(split + "/mlruns", "ml");
@@ -90,21 +91,27 @@ TEST(MlflowLogger, ARunOnARealTrackingServerThroughTheRestApi) {
   ASSERT_TRUE(fs::exists(mlflow)) << mlflow << " (scripts/install-deps.sh installs mlflow into the test environment)";
   const int port = 20000 + (::getpid() * 13) % 20000;
   const std::string url = "http://127.0.0.1:" + std::to_string(port);
-  ASSERT_EQ(run_command(mlflow + " server --backend-store-uri sqlite:///" + dir + "/db.sqlite --artifacts-destination " +
-                        dir + "/artifacts --host 127.0.0.1 --port " + std::to_string(port) + " --workers 1 > " + dir +
-                        "/server.log 2>&1 & echo $! > " + dir + "/server.pid").exit_code, 0);
+  ASSERT_EQ(
+      run_command(mlflow + " server --backend-store-uri sqlite:///" + dir + "/db.sqlite --artifacts-destination " +
+                  dir + "/artifacts --host 127.0.0.1 --port " + std::to_string(port) + " --workers 1 > " + dir +
+                  "/server.log 2>&1 & echo $! > " + dir + "/server.pid")
+          .exit_code,
+      0);
   const std::string pid = nonempty_lines(read_file(dir + "/server.pid")).at(0);
-  const std::string wait =
-      ::trainyard::test::python() + " -c \"import time, urllib.request\n"
-      "for _ in range(120):\n"
-      "    try:\n"
-      "        urllib.request.urlopen('" + url + "/health', timeout=1); break\n"
-      "    except Exception: time.sleep(0.5)\n"
-      "else: raise SystemExit(1)\"";
+  const std::string wait = ::trainyard::test::python() +
+                           " -c \"import time, urllib.request\n"
+                           "for _ in range(120):\n"
+                           "    try:\n"
+                           "        urllib.request.urlopen('" +
+                           url +
+                           "/health', timeout=1); break\n"
+                           "    except Exception: time.sleep(0.5)\n"
+                           "else: raise SystemExit(1)\"";
   const bool up = run_command(wait).exit_code == 0;
   if (up) {
     write_file(dir + "/ml.yaml",
-               synthetic_experiment("ml", "callbacks: [{plugin: mlflow_logger, every_iters: 4, tracking_uri: " + url + "}]\n"));
+               synthetic_experiment(
+                   "ml", "callbacks: [{plugin: mlflow_logger, every_iters: 4, tracking_uri: " + url + "}]\n"));
     auto r = trainyard("run " + dir + "/ml.yaml --output-dir " + dir);
     EXPECT_EQ(r.exit_code, 0) << r.err;
     const std::string out = read_with_mlflow(url, "ml");

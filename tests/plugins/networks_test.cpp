@@ -17,8 +17,8 @@ namespace {
 const Registry& builtins() { return test::builtin_registry(); }
 
 // A network built as the host builds it: schema defaults plus `set`.
-std::shared_ptr<Network> build(const std::string& plugin, std::map<std::string, Value> set,
-                               std::vector<int64_t> shape, int64_t classes) {
+std::shared_ptr<Network> build(const std::string& plugin, std::map<std::string, Value> set, std::vector<int64_t> shape,
+                               int64_t classes) {
   const Component& c = builtins().get(Kind::network, plugin);
   std::map<std::string, Value> values;
   for (const auto& spec : c.schema.specs())
@@ -84,9 +84,9 @@ TEST(EmbeddingHeads, EveryBuiltInNetworkGivesUnitEmbeddingsAndSaysWhatItOutputs)
 }
 
 TEST(ResNet, BatchNormSettingsComeFromTheOptions) {
-  auto net = build("resnet",
-                   {{"depth", int64_t{20}}, {"bn_epsilon", 1e-3}, {"bn_momentum", 0.01}, {"bn_init_gamma", 0.0}},
-                   {1, 28, 28}, 10);
+  auto net =
+      build("resnet", {{"depth", int64_t{20}}, {"bn_epsilon", 1e-3}, {"bn_momentum", 0.01}, {"bn_init_gamma", 0.0}},
+            {1, 28, 28}, 10);
   auto modules = net->named_modules();
   auto* bn = modules["layer1.0.bn1"]->as<torch::nn::BatchNorm2dImpl>();
   ASSERT_NE(bn, nullptr);
@@ -136,7 +136,8 @@ std::vector<double> train_losses(const std::string& run_dir) {
   std::vector<double> out;
   for (const auto& line : test::read_lines(run_dir + "/metrics.jsonl")) {
     auto at = line.find("\"train_loss\": ");
-    if (at != std::string::npos && test::contains(line, "\"phase\": \"train\"")) out.push_back(std::stod(line.substr(at + 14)));
+    if (at != std::string::npos && test::contains(line, "\"phase\": \"train\""))
+      out.push_back(std::stod(line.substr(at + 14)));
   }
   return out;
 }
@@ -189,17 +190,21 @@ TEST(TorchScript, ANetworkExportedFromPythonTrainsChecksPointsAndResumes) {
             "");
 
   // A frozen script submodule keeps its weights and its batch norm statistics.
-  auto frozen = test::trainyard("run " + exp + " --output-dir " + out + "/frozen --set loop.epochs=1 --set 'network.freeze=[features]'");
+  auto frozen = test::trainyard("run " + exp + " --output-dir " + out +
+                                "/frozen --set loop.epochs=1 --set 'network.freeze=[features]'");
   ASSERT_EQ(frozen.exit_code, 0) << frozen.err;
-  auto initial = test::trainyard("run " + exp + " --output-dir " + out + "/initial --set loop.epochs=1 --set optimizer.lr=0");
+  auto initial =
+      test::trainyard("run " + exp + " --output-dir " + out + "/initial --set loop.epochs=1 --set optimizer.lr=0");
   ASSERT_EQ(initial.exit_code, 0) << initial.err;
   const std::string frozen_ckpt = out + "/frozen/script/checkpoints/ckpt-e0001-i00000016.pt";
   const std::string initial_ckpt = out + "/initial/script/checkpoints/ckpt-e0001-i00000016.pt";
-  EXPECT_TRUE(test::checkpoint_tensor(frozen_ckpt, "features.0.weight").equal(test::checkpoint_tensor(initial_ckpt, "features.0.weight")));
+  EXPECT_TRUE(test::checkpoint_tensor(frozen_ckpt, "features.0.weight")
+                  .equal(test::checkpoint_tensor(initial_ckpt, "features.0.weight")));
   // Batch norm statistics: still the exported zeros when frozen, moved by training (even at lr 0) otherwise.
   EXPECT_EQ(test::checkpoint_tensor(frozen_ckpt, "features.1.running_mean").abs().sum().item<double>(), 0.0);
   EXPECT_GT(test::checkpoint_tensor(initial_ckpt, "features.1.running_mean").abs().sum().item<double>(), 0.0);
-  at::Tensor fa = test::checkpoint_tensor(frozen_ckpt, "fc.weight"), fb = test::checkpoint_tensor(initial_ckpt, "fc.weight");
+  at::Tensor fa = test::checkpoint_tensor(frozen_ckpt, "fc.weight"),
+             fb = test::checkpoint_tensor(initial_ckpt, "fc.weight");
   EXPECT_FALSE(fa.equal(fb)) << "the classifier should have trained";
 }
 

@@ -69,8 +69,8 @@ TEST(Retrieval, EqualsPytorchMetricLearningsAccuracyCalculator) {
   test::write_matrix(dir + "/x.txt", x);
   test::write_matrix(dir + "/y.txt", y);
   test::write_file(dir + "/reference.py", kReference);
-  const auto r = test::run_command(::trainyard::test::python() + " " + dir + "/reference.py " + dir + "/x.txt " +
-                                   dir + "/y.txt " + dir + "/expected.txt");
+  const auto r = test::run_command(::trainyard::test::python() + " " + dir + "/reference.py " + dir + "/x.txt " + dir +
+                                   "/y.txt " + dir + "/expected.txt");
   ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
   int cases = 0;
   for (const auto& line : test::read_lines(dir + "/expected.txt")) {
@@ -162,7 +162,8 @@ TEST(Retrieval, ARunReportsRetrievalAndTheLossesMiningAndImproves) {
     if (e.phase == "test" && e.values.count("test_recall_at_1")) recall.push_back(e.values.at("test_recall_at_1"));
   ASSERT_EQ(recall.size(), 3u);
   const auto test = last_values(out + "/retrieval/metrics.jsonl", "test");
-  for (const char* name : {"test_recall_at_1", "test_recall_at_4", "test_precision_at_1", "test_r_precision", "test_map_at_r"})
+  for (const char* name :
+       {"test_recall_at_1", "test_recall_at_4", "test_precision_at_1", "test_r_precision", "test_map_at_r"})
     EXPECT_TRUE(test.count(name)) << name;
   EXPECT_EQ(test.at("test_recall_at_1"), test.at("test_precision_at_1"));
   EXPECT_GE(test.at("test_recall_at_4"), test.at("test_recall_at_1"));
@@ -187,8 +188,9 @@ TEST(Retrieval, TwoRanksGatherEveryEmbeddingAsOneProcessEvaluatesTheSavedModel) 
   const std::string exp = retrieval_experiment("retrieval2"), out = test::temp_dir("out-retrieval2");
   // The same global P x K batch of 32 as two ranks of 16; each rank tests 64 of the 128 samples.
   // Noisier classes, so that the values are far from 1 and a rank's half would not give them.
-  const std::string settings = " --set loop.classes_per_batch=4 --set loop.samples_per_class=4"
-                               " --set loop.batch_per_device=16 --set dataset.train.noise=2 --set dataset.test.noise=2";
+  const std::string settings =
+      " --set loop.classes_per_batch=4 --set loop.samples_per_class=4"
+      " --set loop.batch_per_device=16 --set dataset.train.noise=2 --set dataset.test.noise=2";
   const auto r = test::trainyard("run " + exp + " --output-dir " + out + settings + " --nproc-per-node 2");
   ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
   const auto two_ranks = last_values(out + "/retrieval2/metrics.jsonl", "test");
@@ -216,8 +218,10 @@ TEST(Retrieval, ATrainingPhaseIsRefusedAsOneLine) {
   const auto r = test::trainyard("validate " + exp);
   EXPECT_EQ(r.exit_code, 2) << r.err;
   ASSERT_EQ(test::nonempty_lines(r.err).size(), 1u) << r.err;
-  EXPECT_TRUE(test::contains(r.err, "keeps one row per sample, which a checkpoint in mid-epoch cannot hold; expected "
-                                    "phases: [test], got train")) << r.err;
+  EXPECT_TRUE(test::contains(r.err,
+                             "keeps one row per sample, which a checkpoint in mid-epoch cannot hold; expected "
+                             "phases: [test], got train"))
+      << r.err;
 }
 
 }  // namespace

@@ -31,8 +31,8 @@ bool reader_available() {
 }
 
 std::string reader(const std::vector<std::string>& files, int& exit_code) {
-  std::string cmd = python() + " " + source_dir() + "/tests/plugins/read_tensorboard.py " + source_dir() + "/tests/plugins " +
-                    temp_dir("pb");
+  std::string cmd = python() + " " + source_dir() + "/tests/plugins/read_tensorboard.py " + source_dir() +
+                    "/tests/plugins " + temp_dir("pb");
   for (const auto& f : files) cmd += " " + f;
   auto r = run_command(cmd);
   exit_code = r.exit_code;
@@ -125,7 +125,8 @@ TEST(TensorBoard, EventFilesParseBackWithCorrectCrcsAndTheRunsValues) {
 // learning rate at every step, histograms, and the hyper-parameters.
 TEST(TensorBoard, TheRealTensorBoardReadsScalarsHistogramsAndHyperParameters) {
   const std::string exp = temp_dir("exp") + "/tbr.yaml", out = temp_dir("out");
-  write_file(exp, synthetic_experiment("tbr", "callbacks: [{plugin: tensorboard, every_iters: 4, histograms: true}]\n"));
+  write_file(exp,
+             synthetic_experiment("tbr", "callbacks: [{plugin: tensorboard, every_iters: 4, histograms: true}]\n"));
   auto r = trainyard("run " + exp + " --output-dir " + out);
   ASSERT_EQ(r.exit_code, 0) << r.err;
   const std::string script =
@@ -142,7 +143,8 @@ TEST(TensorBoard, TheRealTensorBoardReadsScalarsHistogramsAndHyperParameters) {
       "print('histograms', len(tags['histograms']), len(h), int(h[0].histogram_value.num))\n"
       "content = ea.PluginTagToContent('hparams')\n"
       "print('hparams tags', ' '.join(sorted(content)))\n"
-      "start = plugin_data_pb2.HParamsPluginData.FromString(content['_hparams_/session_start_info']).session_start_info\n"
+      "start = "
+      "plugin_data_pb2.HParamsPluginData.FromString(content['_hparams_/session_start_info']).session_start_info\n"
       "print('optimizer.lr', start.hparams['optimizer.lr'].number_value)\n"
       "print('network.plugin', start.hparams['network.plugin'].string_value)\n"
       "end = plugin_data_pb2.HParamsPluginData.FromString(content['_hparams_/session_end_info']).session_end_info\n"
@@ -154,8 +156,10 @@ TEST(TensorBoard, TheRealTensorBoardReadsScalarsHistogramsAndHyperParameters) {
   auto read = run_command(::trainyard::test::python() + " " + file + " " + out + "/tbr/tensorboard");
   ASSERT_EQ(read.exit_code, 0) << read.err;
   const std::string& o = read.out;
-  EXPECT_TRUE(contains(o, "scalars test/accuracy_top1 test/accuracy_top2 test/loss train/accuracy_top1 "
-                          "train/accuracy_top2 train/batch_loss train/loss train/lr train/samples_per_sec\n")) << o;
+  EXPECT_TRUE(contains(o,
+                       "scalars test/accuracy_top1 test/accuracy_top2 test/loss train/accuracy_top1 "
+                       "train/accuracy_top2 train/batch_loss train/loss train/lr train/samples_per_sec\n"))
+      << o;
   EXPECT_TRUE(contains(o, "lr steps 32 0.05")) << o;
   // The test values are metrics.jsonl's (as 32-bit floats).
   std::string expected = "test/accuracy_top1";
@@ -170,7 +174,8 @@ TEST(TensorBoard, TheRealTensorBoardReadsScalarsHistogramsAndHyperParameters) {
   EXPECT_TRUE(contains(o, expected + "\n")) << o << "expected: " << expected;
   // mlp [32]: 4 parameters (two weights, two biases), 2 test passes; the first holds 16 x 32 weights.
   EXPECT_TRUE(contains(o, "histograms 4 2 ")) << o;
-  EXPECT_TRUE(contains(o, "hparams tags _hparams_/experiment _hparams_/session_end_info _hparams_/session_start_info")) << o;
+  EXPECT_TRUE(contains(o, "hparams tags _hparams_/experiment _hparams_/session_end_info _hparams_/session_start_info"))
+      << o;
   EXPECT_TRUE(contains(o, "optimizer.lr 0.05")) << o;
   EXPECT_TRUE(contains(o, "network.plugin mlp")) << o;
   EXPECT_TRUE(contains(o, "status 1")) << o;  // STATUS_SUCCESS

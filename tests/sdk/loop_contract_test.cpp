@@ -30,8 +30,11 @@ std::string experiment(const std::string& name, const std::string& log, const st
          "meters:\n"
          "  - {plugin: topk_accuracy}\n"
          "  - {plugin: confusion_matrix, phases: [test]}\n"
-         "callbacks: [{plugin: position_log, path: " + log + "}]\n"
-         "distributed: {threads_per_process: 1}\n" + more;
+         "callbacks: [{plugin: position_log, path: " +
+         log +
+         "}]\n"
+         "distributed: {threads_per_process: 1}\n" +
+         more;
 }
 
 struct RunResult {
@@ -45,8 +48,8 @@ RunResult run(const std::string& name, const std::string& more) {
   const std::string dir = test::temp_dir("sdk-" + name);
   const std::string log = dir + "/positions", exp = dir + "/" + name + ".yaml";
   test::write_file(exp, experiment(name, log, more));
-  r.result = test::trainyard("run " + exp + " --output-dir " + dir + "/out --plugin-dir " +
-                             test::fixture_dir("components"));
+  r.result =
+      test::trainyard("run " + exp + " --output-dir " + dir + "/out --plugin-dir " + test::fixture_dir("components"));
   r.run_dir = dir + "/out/" + name;
   if (fs::exists(log)) r.lines = test::read_lines(log);
   return r;
@@ -81,8 +84,8 @@ TEST(SdkLoop, CallbackHooksSeeEpochPositionAndIterationAsDocumented) {
     expected.push_back(at("after_epoch", e + 1, 0, iteration));
     expected.push_back("reading test_accuracy_top1 e" + std::to_string(e + 1) + " i" + std::to_string(iteration) +
                        " fresh");
-    expected.push_back("reading test_mean_class_recall e" + std::to_string(e + 1) + " i" +
-                       std::to_string(iteration) + " fresh");
+    expected.push_back("reading test_mean_class_recall e" + std::to_string(e + 1) + " i" + std::to_string(iteration) +
+                       " fresh");
     expected.push_back(at("before_checkpoint", e + 1, 0, iteration));
     expected.push_back(at("after_checkpoint", e + 1, 0, iteration));
   }
@@ -109,8 +112,8 @@ TEST(SdkLoop, StructuredMeterResultsAreWrittenUnderTheRunDirectoryAtEachTest) {
   ASSERT_EQ(r.result.exit_code, 0) << r.result.err;
   const std::string meters = r.run_dir + "/meters/";
   // Epoch ends: <name>-e<epoch>; mid-epoch tests add -i<iteration>.
-  for (const char* file : {"confusion_matrix-e1.csv", "confusion_matrix-e2.csv", "per_class-e1.csv",
-                           "per_class-e2.csv", "confusion_matrix-e0-i12.csv", "per_class-e1-i24.csv"})
+  for (const char* file : {"confusion_matrix-e1.csv", "confusion_matrix-e2.csv", "per_class-e1.csv", "per_class-e2.csv",
+                           "confusion_matrix-e0-i12.csv", "per_class-e1-i24.csv"})
     EXPECT_TRUE(fs::exists(meters + file)) << file;
   auto matrix = test::read_lines(meters + "confusion_matrix-e2.csv");
   ASSERT_EQ(matrix.size(), 5u);  // header and one row per class
@@ -133,7 +136,8 @@ TEST(SdkLoop, StructuredMeterResultsAreWrittenUnderTheRunDirectoryAtEachTest) {
   // The report shows each result's latest table.
   const std::string html = test::read_file(r.run_dir + "/report.html");
   EXPECT_TRUE(contains(html, "<h2>Meter results</h2>")) << html;
-  EXPECT_TRUE(contains(html, "<h3>confusion_matrix</h3>\n<p class=\"muted\">latest: meters/confusion_matrix-e2.csv")) << html;
+  EXPECT_TRUE(contains(html, "<h3>confusion_matrix</h3>\n<p class=\"muted\">latest: meters/confusion_matrix-e2.csv"))
+      << html;
   EXPECT_TRUE(contains(html, "<th>true/predicted</th><th>0</th>")) << html;
   EXPECT_TRUE(contains(html, "<th>class</th><th>support</th><th>precision</th>")) << html;
 }

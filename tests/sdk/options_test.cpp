@@ -78,12 +78,17 @@ struct Wrong {
   double rate = 0;
 };
 template <class Field, class Default>
-concept Addable = requires(TypedSchema<Wrong> s, Field field, Default value) { s.add("k", field, value, ""); };
+concept Addable = requires(TypedSchema<Wrong> s, Field field, Default value) {
+  s.add("k", field, value, "");
+};
 template <class Field>
-concept Requirable = requires(TypedSchema<Wrong> s, Field field) { s.require("k", field, ""); };
+concept Requirable = requires(TypedSchema<Wrong> s, Field field) {
+  s.require("k", field, "");
+};
 
 TEST(Options, FieldsOfOtherTypesDoNotBind) {
-  static_assert(!OptionField<float> && !OptionField<int> && OptionField<double> && OptionField<std::vector<std::string>>);
+  static_assert(!OptionField<float> && !OptionField<int> && OptionField<double> &&
+                OptionField<std::vector<std::string>>);
   static_assert(!Addable<float Wrong::*, float>);
   static_assert(!Requirable<int Wrong::*>);
   static_assert(Addable<double Wrong::*, double>);

@@ -49,7 +49,8 @@ TEST_F(Slurm, SrunTwoTasksEqualOneProcessAndShareTheCores) {
   const CommandResult r = run_command("srun -n2 " + run_args(dp_experiment("dp"), out));
   ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
   EXPECT_TRUE(contains(r.out, "trainyard: rank 0 of 2 (launched by Slurm;")) << r.out;
-  EXPECT_TRUE(contains(rank_log(out + "/dp", 1), "trainyard: rank 1 of 2 (launched by Slurm;")) << rank_log(out + "/dp", 1);
+  EXPECT_TRUE(contains(rank_log(out + "/dp", 1), "trainyard: rank 1 of 2 (launched by Slurm;"))
+      << rank_log(out + "/dp", 1);
   expect_equal_to_single(out + "/dp", single);
 }
 
@@ -62,7 +63,8 @@ TEST_F(Slurm, ThreadsComeFromTheCpusSlurmGivesEachTask) {
   auto two = run_command("srun -n2 " + run_args(exp, two_dir));
   ASSERT_EQ(two.exit_code, 0) << two.err;
   for (int rank : {0, 1})
-    EXPECT_TRUE(contains(rank_log(two_dir + "/dp", rank), "), 1 thread, run directory")) << rank_log(two_dir + "/dp", rank);
+    EXPECT_TRUE(contains(rank_log(two_dir + "/dp", rank), "), 1 thread, run directory"))
+        << rank_log(two_dir + "/dp", rank);
   auto one = run_command("srun -n1 -c2 " + run_args(exp, temp_dir("threads1")));
   ASSERT_EQ(one.exit_code, 0) << one.err;
   EXPECT_TRUE(contains(one.out, "), 2 threads, run directory")) << one.out;
@@ -93,7 +95,8 @@ TEST_F(Slurm, NprocPerNodeInsideAnAllocation) {
   const std::string out = temp_dir("nproc");
   auto r = run_command("srun -n1 -c2 " + run_args(exp, out) + " --nproc-per-node 2");
   ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
-  EXPECT_TRUE(contains(r.out, "trainyard: Slurm step of 1 task(s): starting 2 ranks on this node (node 0 of 1)")) << r.out;
+  EXPECT_TRUE(contains(r.out, "trainyard: Slurm step of 1 task(s): starting 2 ranks on this node (node 0 of 1)"))
+      << r.out;
   EXPECT_TRUE(contains(rank_log(out + "/dp", 1), "trainyard: rank 1 of 2 (launched by trainyard --nproc-per-node;"))
       << rank_log(out + "/dp", 1);
   expect_equal_to_single(out + "/dp", single);
@@ -101,8 +104,9 @@ TEST_F(Slurm, NprocPerNodeInsideAnAllocation) {
   const std::string twice = temp_dir("nproc-twice");
   r = run_command("srun -n2 " + run_args(exp, twice) + " --nproc-per-node 2");
   EXPECT_NE(r.exit_code, 0);
-  EXPECT_TRUE(contains(r.err, "error: command line: --nproc-per-node 2 inside a Slurm step of 2 tasks on 1 node(s): "
-                              "srun already started the ranks"))
+  EXPECT_TRUE(contains(r.err,
+                       "error: command line: --nproc-per-node 2 inside a Slurm step of 2 tasks on 1 node(s): "
+                       "srun already started the ranks"))
       << r.err;
   EXPECT_TRUE(contains(r.err, "Exited with exit code 2")) << r.err;
   EXPECT_FALSE(fs::exists(twice + "/dp"));
@@ -124,13 +128,15 @@ TEST_F(Slurm, ScancelCheckpointsExitsFourAndAResubmitEndsBitIdentical) {
   while (read_lines(dir + "/split/dp/metrics.jsonl").size() < 5 && std::chrono::steady_clock::now() < deadline)
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
   ASSERT_EQ(run_command("scancel " + job).exit_code, 0);
-  while (run_command("squeue -h -j " + job).out.find(job) != std::string::npos && std::chrono::steady_clock::now() < deadline)
+  while (run_command("squeue -h -j " + job).out.find(job) != std::string::npos &&
+         std::chrono::steady_clock::now() < deadline)
     std::this_thread::sleep_for(std::chrono::milliseconds(200));
   const std::string first = read_file(dir + "/first.log");
   EXPECT_TRUE(contains(first, "stopped by a signal with a checkpoint at iteration")) << first;
   // srun reports "tasks 0-1: Exited with exit code 4", or each task apart when they end further apart.
-  EXPECT_TRUE(contains(first, "tasks 0-1: Exited with exit code 4") ||
-              (contains(first, "task 0: Exited with exit code 4") && contains(first, "task 1: Exited with exit code 4")))
+  EXPECT_TRUE(
+      contains(first, "tasks 0-1: Exited with exit code 4") ||
+      (contains(first, "task 0: Exited with exit code 4") && contains(first, "task 1: Exited with exit code 4")))
       << first;
   const std::string stopped_at = latest_checkpoint(dir + "/split/dp");
   ASSERT_NE(stopped_at, "");

@@ -10,7 +10,9 @@ namespace trainyard::test {
 
 std::string dp_experiment(const std::string& name, const std::string& more) {
   std::string yaml = synthetic_experiment(name, more);
-  auto replace = [&](const std::string& from, const std::string& to) { yaml.replace(yaml.find(from), from.size(), to); };
+  auto replace = [&](const std::string& from, const std::string& to) {
+    yaml.replace(yaml.find(from), from.size(), to);
+  };
   replace("size: 512,", "size: 1280,");
   replace("dropout: 0.1", "dropout: 0.0");
   replace("loop: {epochs: 2, batch_per_device: 32, log_every_iters: 4}",
@@ -29,8 +31,8 @@ std::vector<CommandResult> launch_by_environment(const std::string& args, int wo
   const std::string dir = temp_dir("ranks");
   std::string script;
   for (int r = 0; r < world; ++r)
-    script += "(RANK=" + std::to_string(r) + " WORLD_SIZE=" + std::to_string(world) + " LOCAL_RANK=" +
-              std::to_string(r) + " MASTER_ADDR=127.0.0.1 MASTER_PORT=" + std::to_string(port) + " " +
+    script += "(RANK=" + std::to_string(r) + " WORLD_SIZE=" + std::to_string(world) +
+              " LOCAL_RANK=" + std::to_string(r) + " MASTER_ADDR=127.0.0.1 MASTER_PORT=" + std::to_string(port) + " " +
               trainyard_binary() + " run " + args + " " + (r < int(extra.size()) ? extra[size_t(r)] : "") + " >" + dir +
               "/out" + std::to_string(r) + " 2>" + dir + "/err" + std::to_string(r) + "; echo $? >" + dir + "/rc" +
               std::to_string(r) + ") &\n";
@@ -67,7 +69,8 @@ DpReference::DpReference() {
 void expect_equal_to_single(const std::string& run_dir, const DpReference& single) {
   const std::string last = std::string("/checkpoints/") + kLastDpCheckpoint;
   EXPECT_LT(max_checkpoint_difference(run_dir + last, single.run_dir + last), 1e-5);
-  auto a = series(run_dir + "/metrics.jsonl", "train_loss"), b = series(single.run_dir + "/metrics.jsonl", "train_loss");
+  auto a = series(run_dir + "/metrics.jsonl", "train_loss"),
+       b = series(single.run_dir + "/metrics.jsonl", "train_loss");
   ASSERT_EQ(a.size(), b.size());
   for (size_t i = 0; i < a.size(); ++i) EXPECT_NEAR(a[i], b[i], 1e-5) << i;
   // Test meters summed over both ranks' halves of the test set: the exact single-process value.

@@ -23,7 +23,8 @@ std::vector<CommandResult> launch_by_environment(const std::string& args, int wo
 /// Rank r's log file in RUN_DIR (trainyard.log for rank 0): everything it
 /// logged, while the console shows rank 0's lines only.
 inline std::string rank_log(const std::string& run_dir, int rank) {
-  return read_file(run_dir + (rank == 0 ? std::string("/trainyard.log") : "/trainyard-rank" + std::to_string(rank) + ".log"));
+  return read_file(run_dir +
+                   (rank == 0 ? std::string("/trainyard.log") : "/trainyard-rank" + std::to_string(rank) + ".log"));
 }
 
 /// Every value of "KEY": in a metrics.jsonl, in order.

@@ -7,18 +7,18 @@
 #include <algorithm>
 #include <cstdio>
 #include <filesystem>
-#include <stdexcept>
 #include <fstream>
 #include <sstream>
+#include <stdexcept>
 
 #include <gtest/gtest.h>
 
+#include <torch/serialize/input-archive.h>
 #include "config/experiment.h"
 #include "plugins/loader.h"
+#include "plugins/registry.h"
 #include "run/assembly.h"
 #include "train/trainer.h"
-#include "plugins/registry.h"
-#include <torch/serialize/input-archive.h>
 #include "trainyard/record.h"
 
 namespace fs = std::filesystem;
@@ -137,8 +137,9 @@ std::string compare_archives(torch::serialize::InputArchive& a, torch::serialize
   for (const auto& k : keys_a) {
     at::Tensor ta, tb;
     if (a.try_read(k, ta) && b.try_read(k, tb)) {
-      if (!ta.equal(tb)) return prefix + k + ": tensors differ (max abs diff " +
-                                std::to_string((ta - tb).abs().max().item<double>()) + ")";
+      if (!ta.equal(tb))
+        return prefix + k + ": tensors differ (max abs diff " + std::to_string((ta - tb).abs().max().item<double>()) +
+               ")";
       continue;
     }
     torch::serialize::InputArchive sa, sb;
@@ -257,10 +258,10 @@ void delete_lmdb_key(const std::string& db, const std::string& key) { edit_lmdb(
 CommandResult interrupted(const std::string& args, const std::string& started, int delay_ms, const std::string& signal,
                           const std::string& environment) {
   const std::string dir = temp_dir("interrupt");
-  write_file(dir + "/run.sh", environment + trainyard_binary() + " " + args + " >" + dir + "/out 2>" + dir + "/err &\npid=$!\n" +
-                                  "for i in $(seq 15000); do [ -s " + started + " ] && break; sleep 0.02; done\n" +
-                                  "sleep " + std::to_string(delay_ms / 1000.0) + "\nkill -" + signal +
-                                  " $pid\nwait $pid\necho $? >" + dir + "/rc\n");
+  write_file(dir + "/run.sh", environment + trainyard_binary() + " " + args + " >" + dir + "/out 2>" + dir +
+                                  "/err &\npid=$!\n" + "for i in $(seq 15000); do [ -s " + started +
+                                  " ] && break; sleep 0.02; done\n" + "sleep " + std::to_string(delay_ms / 1000.0) +
+                                  "\nkill -" + signal + " $pid\nwait $pid\necho $? >" + dir + "/rc\n");
   run_command("bash " + dir + "/run.sh");
   CommandResult r;
   r.exit_code = std::stoi(read_file(dir + "/rc"));
@@ -272,8 +273,8 @@ CommandResult interrupted(const std::string& args, const std::string& started, i
 const std::string& small_photo_set() {
   static const std::string dir = [] {
     const std::string out = temp_dir("small-photo-set") + "/set";
-    auto r = run_command(python() + " " + source_dir() + "/scripts/data/make_photo_set.py " + out +
-                         " --train 20 --val 10");
+    auto r =
+        run_command(python() + " " + source_dir() + "/scripts/data/make_photo_set.py " + out + " --train 20 --val 10");
     if (r.exit_code != 0) throw std::runtime_error("make_photo_set.py failed: " + r.out + r.err);
     return out;
   }();

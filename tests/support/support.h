@@ -60,8 +60,7 @@ double max_checkpoint_difference(const std::string& a, const std::string& b);
 /// Every tensor of two checkpoint files' "network" archives (or `key`'s:
 /// "part_ema", the averaged weights) is bitwise equal. Returns "" or a
 /// description of the first difference.
-std::string compare_checkpoint_networks(const std::string& a, const std::string& b,
-                                        const std::string& key = "network");
+std::string compare_checkpoint_networks(const std::string& a, const std::string& b, const std::string& key = "network");
 
 }  // namespace trainyard::test
 
@@ -71,7 +70,7 @@ struct Context;
 namespace trainyard::host {
 class Registry;
 class Trainer;
-}
+}  // namespace trainyard::host
 
 namespace trainyard::test {
 

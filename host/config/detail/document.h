@@ -5,8 +5,8 @@
 #include <string>
 #include <vector>
 
-#include <nlohmann/json.hpp>
 #include <yaml-cpp/yaml.h>
+#include <nlohmann/json.hpp>
 
 #include "trainyard/options.h"
 
@@ -81,8 +81,8 @@ Value convert(const Document& document, const OptionSpec& spec, const YAML::Node
 
 /// Checks `map` against `schema` (skipping `host_keys`) and returns the values
 /// with defaults filled in. `key` is the map's key path, for messages.
-Options validate_options(const Document& document, const YAML::Node& map, const std::string& key,
-                         const Schema& schema, const std::vector<std::string>& host_keys, const std::string& owner);
+Options validate_options(const Document& document, const YAML::Node& map, const std::string& key, const Schema& schema,
+                         const std::vector<std::string>& host_keys, const std::string& owner);
 
 /// YAML to JSON: quoted scalars stay strings, plain ones that read as
 /// booleans, integers or numbers become those.

@@ -19,8 +19,8 @@
 #include <cstring>
 #include <vector>
 
-#include <jpeglib.h>
 #include <jerror.h>
+#include <jpeglib.h>
 #include <png.h>
 #include <tiffio.h>
 #include <webp/decode.h>
@@ -41,7 +41,9 @@ Finally(F) -> Finally<F>;
 
 std::string num(uint64_t v) { return std::to_string(v); }
 uint16_t le16(const u8* p) { return uint16_t(p[0] | (p[1] << 8)); }
-uint32_t le32(const u8* p) { return uint32_t(p[0]) | (uint32_t(p[1]) << 8) | (uint32_t(p[2]) << 16) | (uint32_t(p[3]) << 24); }
+uint32_t le32(const u8* p) {
+  return uint32_t(p[0]) | (uint32_t(p[1]) << 8) | (uint32_t(p[2]) << 16) | (uint32_t(p[3]) << 24);
+}
 
 // "" when the claimed size is acceptable, else the reason.
 std::string pixel_problem(const char* format, uint64_t rows, uint64_t cols) {
@@ -164,7 +166,9 @@ bool png_write_run(PngState* s) {
   const cv::Mat& m = *s->source;
   png_set_write_fn(s->png, s, png_write_bytes, png_flush);
   png_set_compression_level(s->png, s->compression);
-  const int color = m.channels() == 1 ? PNG_COLOR_TYPE_GRAY : m.channels() == 3 ? PNG_COLOR_TYPE_RGB : PNG_COLOR_TYPE_RGBA;
+  const int color = m.channels() == 1   ? PNG_COLOR_TYPE_GRAY
+                    : m.channels() == 3 ? PNG_COLOR_TYPE_RGB
+                                        : PNG_COLOR_TYPE_RGBA;
   png_set_IHDR(s->png, s->info, png_uint_32(m.cols), png_uint_32(m.rows), m.depth() == CV_16U ? 16 : 8, color,
                PNG_INTERLACE_NONE, PNG_COMPRESSION_TYPE_DEFAULT, PNG_FILTER_TYPE_DEFAULT);
   png_write_info(s->png, s->info);
@@ -246,7 +250,9 @@ cv::Mat decode_jpeg(const u8* data, size_t size) {
   JpegDecoder d;
   d.info.err = &d.errors.base;
   jpeg_errors(d.errors);
-  Finally release{[&] { if (d.created) jpeg_destroy_decompress(&d.info); }};
+  Finally release{[&] {
+    if (d.created) jpeg_destroy_decompress(&d.info);
+  }};
   if (!jpeg_read_run(&d, data, size)) {
     if (!d.problem.empty()) throw Error(d.problem);
     const bool cut = std::strcmp(d.errors.message, "the data ends before the image does") == 0;
@@ -287,19 +293,24 @@ bool jpeg_write_run(JpegEncoder* e, const cv::Mat& m, int quality) {
 
 const char* webp_status(VP8StatusCode s) {
   switch (s) {
-    case VP8_STATUS_OUT_OF_MEMORY: return "out of memory";
-    case VP8_STATUS_INVALID_PARAM: return "invalid parameter";
-    case VP8_STATUS_BITSTREAM_ERROR: return "a damaged bitstream or chunk";
-    case VP8_STATUS_UNSUPPORTED_FEATURE: return "an unsupported feature";
-    case VP8_STATUS_NOT_ENOUGH_DATA: return "the data ends early";
-    default: return "an unknown error";
+    case VP8_STATUS_OUT_OF_MEMORY:
+      return "out of memory";
+    case VP8_STATUS_INVALID_PARAM:
+      return "invalid parameter";
+    case VP8_STATUS_BITSTREAM_ERROR:
+      return "a damaged bitstream or chunk";
+    case VP8_STATUS_UNSUPPORTED_FEATURE:
+      return "an unsupported feature";
+    case VP8_STATUS_NOT_ENOUGH_DATA:
+      return "the data ends early";
+    default:
+      return "an unknown error";
   }
 }
 
 cv::Mat decode_webp(const u8* data, size_t size) {
   const uint64_t riff = uint64_t(le32(data + 4)) + 8;
-  if (riff > size)
-    throw Error("truncated WebP (" + num(size) + " bytes, its RIFF header says " + num(riff) + ")");
+  if (riff > size) throw Error("truncated WebP (" + num(size) + " bytes, its RIFF header says " + num(riff) + ")");
   WebPBitstreamFeatures f;
   const VP8StatusCode status = WebPGetFeatures(data, size, &f);
   if (status != VP8_STATUS_OK) throw Error(std::string("WebP: bad header: ") + webp_status(status));
@@ -360,7 +371,8 @@ cv::Mat decode_tiff(const u8* data, size_t size) {
                                 tiff_map, tiff_unmap, options);
   TIFFOpenOptionsFree(options);
   const auto failed = [&](const std::string& what) {
-    return Error("TIFF: " + what + (source.message.empty() ? "" : ": " + source.message) + " (" + num(size) + " bytes)");
+    return Error("TIFF: " + what + (source.message.empty() ? "" : ": " + source.message) + " (" + num(size) +
+                 " bytes)");
   };
   if (!tif) throw failed("cannot read its header");
   Finally release{[&] { TIFFClose(tif); }};
@@ -426,8 +438,9 @@ cv::Mat decode_bmp(const u8* p, size_t size) {
     throw Error("truncated BMP (" + num(size) + " bytes, expected at least 54 for its file and info headers)");
   const uint32_t offset = le32(p + 10), header = le32(p + 14);
   if (header == 12)
-    throw Error("BMP: an OS/2 header (BITMAPCOREHEADER, 12 bytes), expected BITMAPINFOHEADER (40 bytes) or later; "
-                "save it again as a Windows BMP");
+    throw Error(
+        "BMP: an OS/2 header (BITMAPCOREHEADER, 12 bytes), expected BITMAPINFOHEADER (40 bytes) or later; "
+        "save it again as a Windows BMP");
   if (header < 40 || header > 124 || 14 + header > size)
     throw Error("BMP: bad header: its info header claims " + num(header) + " bytes, expected 40 to 124 within the " +
                 num(size) + "-byte file");
@@ -470,7 +483,8 @@ cv::Mat decode_bmp(const u8* p, size_t size) {
     if (entries > 256) throw Error("BMP: bad header: " + num(entries) + " palette colours, expected at most 256");
     const size_t at = 14 + header + mask_bytes;
     if (at + 4 * size_t(entries) > size)
-      throw Error("truncated BMP (" + num(size) + " bytes): its " + num(entries) + "-colour palette ends past the file");
+      throw Error("truncated BMP (" + num(size) + " bytes): its " + num(entries) +
+                  "-colour palette ends past the file");
     std::memcpy(palette, p + at, 4 * size_t(entries));
     grey = std::all_of(palette, palette + entries, [](const u8* e) { return e[0] == e[1] && e[1] == e[2]; });
   }
@@ -485,10 +499,14 @@ cv::Mat decode_bmp(const u8* p, size_t size) {
     u8* out = m.ptr(int(y));
     for (uint64_t x = 0; x < cols; ++x, out += channels) {
       if (bpp <= 8) {
-        const unsigned index = bpp == 8 ? in[x] : bpp == 4 ? (in[x / 2] >> (x % 2 ? 0 : 4)) & 15 : (in[x / 8] >> (7 - x % 8)) & 1;
+        const unsigned index = bpp == 8   ? in[x]
+                               : bpp == 4 ? (in[x / 2] >> (x % 2 ? 0 : 4)) & 15
+                                          : (in[x / 8] >> (7 - x % 8)) & 1;
         const u8* colour = palette[index];
-        if (grey) out[0] = colour[0];
-        else out[0] = colour[0], out[1] = colour[1], out[2] = colour[2];
+        if (grey)
+          out[0] = colour[0];
+        else
+          out[0] = colour[0], out[1] = colour[1], out[2] = colour[2];
       } else if (bpp == 24) {
         out[0] = in[3 * x], out[1] = in[3 * x + 1], out[2] = in[3 * x + 2];
       } else {
@@ -532,7 +550,8 @@ cv::Mat decode_pnm(const u8* data, size_t size) {
   const uint64_t cols = in.number("the width"), rows = in.number("the height");
   const bool bitmap = kind == 1 || kind == 4;
   const uint64_t maxval = bitmap ? 1 : in.number("the maximum value");
-  if (maxval < 1 || maxval > 65535) throw Error("PNM: bad header: maximum value " + num(maxval) + ", expected 1 to 65535");
+  if (maxval < 1 || maxval > 65535)
+    throw Error("PNM: bad header: maximum value " + num(maxval) + ", expected 1 to 65535");
   check_pixels("PNM", rows, cols);
   const int channels = kind == 3 || kind == 6 ? 3 : 1;
   const bool wide = maxval > 255;
@@ -547,8 +566,10 @@ cv::Mat decode_pnm(const u8* data, size_t size) {
   // scaled to 0-255.
   const auto store = [&](uint64_t i, uint64_t v) {
     const uint64_t pixel = i / channels, c = channels == 3 ? 2 - i % 3 : 0;
-    if (wide) m.ptr<uint16_t>(int(pixel / cols))[(pixel % cols) * channels + c] = uint16_t(v);
-    else m.ptr<u8>(int(pixel / cols))[(pixel % cols) * channels + c] = u8(v);
+    if (wide)
+      m.ptr<uint16_t>(int(pixel / cols))[(pixel % cols) * channels + c] = uint16_t(v);
+    else
+      m.ptr<u8>(int(pixel / cols))[(pixel % cols) * channels + c] = u8(v);
   };
   if (kind >= 4) {  // binary: one whitespace byte after the header
     ++in.at;
@@ -569,7 +590,8 @@ cv::Mat decode_pnm(const u8* data, size_t size) {
   for (uint64_t i = 0; i < samples; ++i) {
     if (kind == 1) {  // P1's digits need no space between them
       in.skip_space();
-      if (in.at >= size) throw Error("truncated PNM (" + num(size) + " bytes): " + num(i) + " of " + num(samples) + " pixels");
+      if (in.at >= size)
+        throw Error("truncated PNM (" + num(size) + " bytes): " + num(i) + " of " + num(samples) + " pixels");
       if (data[in.at] != '0' && data[in.at] != '1')
         throw Error("PNM: bad pixel at byte " + num(in.at) + ": expected 0 or 1");
       m.ptr<u8>(int(i / cols))[i % cols] = data[in.at++] == '1' ? 0 : 255;
@@ -641,13 +663,20 @@ cv::Mat decode(const void* data, size_t size) {
   const auto* p = static_cast<const u8*>(data);
   if (size == 0) throw Error("empty (0 bytes), expected an image");
   switch (sniff(data, size)) {
-    case Format::jpeg: return decode_jpeg(p, size);
-    case Format::png: return decode_png(p, size);
-    case Format::bmp: return decode_bmp(p, size);
-    case Format::tiff: return decode_tiff(p, size);
-    case Format::webp: return decode_webp(p, size);
-    case Format::pnm: return decode_pnm(p, size);
-    default: break;
+    case Format::jpeg:
+      return decode_jpeg(p, size);
+    case Format::png:
+      return decode_png(p, size);
+    case Format::bmp:
+      return decode_bmp(p, size);
+    case Format::tiff:
+      return decode_tiff(p, size);
+    case Format::webp:
+      return decode_webp(p, size);
+    case Format::pnm:
+      return decode_pnm(p, size);
+    default:
+      break;
   }
   throw Error("not an image trainyard decodes (expected JPEG, PNG, BMP, TIFF, WebP or PNM)");
 }
@@ -669,7 +698,8 @@ std::string encode_png(const cv::Mat& image, int compression) {
 }
 
 std::string encode_jpeg(const cv::Mat& image, int quality) {
-  if (image.empty() || image.depth() != CV_8U || (image.channels() != 1 && image.channels() != 3 && image.channels() != 4))
+  if (image.empty() || image.depth() != CV_8U ||
+      (image.channels() != 1 && image.channels() != 3 && image.channels() != 4))
     throw Error("JPEG encoder: expected an 8-bit image of 1, 3 or 4 channels, got " +
                 (image.empty() ? std::string("an empty one") : "type " + num(uint64_t(image.type()))));
   JpegEncoder e;

@@ -54,7 +54,8 @@ LabeledFiles list_class_folders(const std::string& root) {
 
 LabeledFiles read_path_label_csv(const std::string& file) {
   std::ifstream in(file);
-  if (!in) throw ConfigError("CSV '" + file + "' cannot be read", "expected a file of path,label lines", "check the path");
+  if (!in)
+    throw ConfigError("CSV '" + file + "' cannot be read", "expected a file of path,label lines", "check the path");
   const fs::path base = fs::path(file).parent_path();
   std::vector<std::pair<std::string, std::string>> rows;
   int line_number = 0;
@@ -64,8 +65,8 @@ LabeledFiles read_path_label_csv(const std::string& file) {
     if (line.empty()) continue;
     auto comma = line.rfind(',');
     if (comma == std::string::npos)
-      throw DataError(file + ":" + std::to_string(line_number) + ": no comma", "expected path,label, got '" + line + "'",
-                        "");
+      throw DataError(file + ":" + std::to_string(line_number) + ": no comma",
+                      "expected path,label, got '" + line + "'", "");
     std::string path = line.substr(0, comma), label = line.substr(comma + 1);
     if (line_number == 1 && (label == "label" || path == "path")) continue;  // header
     fs::path p = path;

@@ -41,9 +41,12 @@ struct Reader {
 
 const char* encoding_name(ImageEncoding encoding) {
   switch (encoding) {
-    case ImageEncoding::raw: return "raw";
-    case ImageEncoding::png: return "png";
-    case ImageEncoding::jpeg: return "jpeg";
+    case ImageEncoding::raw:
+      return "raw";
+    case ImageEncoding::png:
+      return "png";
+    case ImageEncoding::jpeg:
+      return "jpeg";
   }
   return "?";
 }
@@ -155,12 +158,18 @@ DatasetMetadata decode_metadata(const std::string& text) {
     if (eq == std::string::npos) throw Error("metadata line without '=': " + line);
     const std::string key = line.substr(0, eq), value = line.substr(eq + 1);
     try {
-      if (key == "format_version") m.format_version = std::stoll(value);
-      else if (key == "count") m.count = std::stoll(value);
-      else if (key == "input_images") m.input_images = std::stoll(value);
-      else if (key == "class") m.class_names.push_back(value);
-      else if (key == "image_shape") m.image_shapes.push_back(value);
-      else if (key == "source") m.source = value;
+      if (key == "format_version")
+        m.format_version = std::stoll(value);
+      else if (key == "count")
+        m.count = std::stoll(value);
+      else if (key == "input_images")
+        m.input_images = std::stoll(value);
+      else if (key == "class")
+        m.class_names.push_back(value);
+      else if (key == "image_shape")
+        m.image_shapes.push_back(value);
+      else if (key == "source")
+        m.source = value;
       // Unknown keys are ignored: later minor versions may add some.
     } catch (const std::exception&) {
       throw Error("metadata '" + key + "' is not a number: " + value);

@@ -86,10 +86,13 @@ SyncBatchNorm2dImpl::SyncBatchNorm2dImpl(int64_t channels, const Collectives* co
 
 at::Tensor SyncBatchNorm2dImpl::forward(const at::Tensor& x) {
   if (!is_training() || !collectives_ || collectives_->world_size() == 1)
-    return torch::nn::functional::batch_norm(
-        x, running_mean_, running_var_,
-        torch::nn::functional::BatchNormFuncOptions().weight(weight_).bias(bias_).training(is_training())
-            .momentum(momentum_).eps(eps_));
+    return torch::nn::functional::batch_norm(x, running_mean_, running_var_,
+                                             torch::nn::functional::BatchNormFuncOptions()
+                                                 .weight(weight_)
+                                                 .bias(bias_)
+                                                 .training(is_training())
+                                                 .momentum(momentum_)
+                                                 .eps(eps_));
   const SyncBatchNormStatistics s = sync_batch_norm_statistics(x, *collectives_);
   const at::Tensor var = s.m2 / s.count;  // biased, as BatchNorm normalizes
   at::Tensor mean = s.mean.to(at::kFloat), invstd = (var + eps_).rsqrt().to(at::kFloat);

@@ -46,8 +46,10 @@ std::string check_one(const fs::path& path, const std::string& named) {
   const uid_t me = ::geteuid();
   if (s.st_uid != me && s.st_uid != 0)
     why.push_back("owned by " + user_name(s.st_uid) + ", not by " + (me == 0 ? "root" : user_name(me) + " or root"));
-  if (s.st_mode & S_IWOTH) why.push_back("writable by others");
-  else if ((s.st_mode & S_IWGRP) && !private_group_of(s.st_gid, s.st_uid)) why.push_back("writable by its group");
+  if (s.st_mode & S_IWOTH)
+    why.push_back("writable by others");
+  else if ((s.st_mode & S_IWGRP) && !private_group_of(s.st_gid, s.st_uid))
+    why.push_back("writable by its group");
   if (why.empty()) return "";
   std::string text;
   for (const auto& w : why) text += (text.empty() ? "" : " and ") + w;
@@ -64,8 +66,9 @@ std::string untrusted_because(const std::string& path) {
   if (fs::is_symlink(given, ec)) {
     const fs::path target = fs::canonical(given, ec);
     if (!ec)
-      checked.insert(checked.end(), {{target, "the file it links to, " + target.string() + ","},
-                                     {target.parent_path(), "the folder it links into, " + target.parent_path().string() + ","}});
+      checked.insert(checked.end(),
+                     {{target, "the file it links to, " + target.string() + ","},
+                      {target.parent_path(), "the folder it links into, " + target.parent_path().string() + ","}});
   }
   for (const auto& [p, named] : checked)
     if (std::string why = check_one(p, named); !why.empty()) return why;
@@ -84,8 +87,9 @@ std::string check_trusted_code(const std::string& path, const std::string& what)
     return "warning: " + path + ": " + what + " loaded although " + why +
            " (--allow-insecure-plugins): whoever can write there runs code in this job";
   throw ConfigError(path + ": refusing to load this " + what + ": " + why,
-                    "expected a " + what + " and folder that only you or root can change (anyone who can write "
-                    "there would run code inside this training job)",
+                    "expected a " + what +
+                        " and folder that only you or root can change (anyone who can write "
+                        "there would run code inside this training job)",
                     "fix it (chmod go-w, chown), or pass --allow-insecure-plugins (or set "
                     "TRAINYARD_ALLOW_INSECURE_PLUGINS=1) to load it anyway");
 }

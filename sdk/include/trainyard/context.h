@@ -32,13 +32,13 @@ struct Context {
   int world_size = 1;
   c10::Device device = c10::Device(c10::DeviceType::CPU);
   uint64_t seed = 0;
-  std::string run_dir;         ///< where this run writes (may not exist yet while building)
-  std::string experiment;      ///< the experiment's name
-  DatasetInfo dataset;         ///< of the training split (empty while the training split itself is built)
-  Extra extra;                 ///< the experiment's `extra:` section
-  std::string component;       ///< which entry this is, e.g. "network" or "meters[1]"
+  std::string run_dir;                       ///< where this run writes (may not exist yet while building)
+  std::string experiment;                    ///< the experiment's name
+  DatasetInfo dataset;                       ///< of the training split (empty while the training split itself is built)
+  Extra extra;                               ///< the experiment's `extra:` section
+  std::string component;                     ///< which entry this is, e.g. "network" or "meters[1]"
   const Collectives* collectives = nullptr;  ///< null in a single-process run
-  bool sync_batch_norm = false;  ///< distributed.sync_batch_norm: use SyncBatchNorm2d for batch norm
+  bool sync_batch_norm = false;              ///< distributed.sync_batch_norm: use SyncBatchNorm2d for batch norm
 
   /// One line on stderr, prefixed with the rank in multi-process runs (and,
   /// under trainyard, in the run's log file).

@@ -32,8 +32,7 @@ class Error : public std::runtime_error {
 class ConfigError : public Error {
  public:
   explicit ConfigError(const std::string& message);
-  ConfigError(const std::string& what, const std::string& expected_and_got,
-              const std::string& hint);
+  ConfigError(const std::string& what, const std::string& expected_and_got, const std::string& hint);
   ~ConfigError() override;
 };
 

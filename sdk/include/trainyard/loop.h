@@ -109,14 +109,14 @@ using BatchStream = std::function<std::optional<Batch>()>;
 /// `total_steps`, both counted in the schedule's unit (optimizer updates, or
 /// epochs with `schedule.unit: epoch`) from the start of the run (or of the
 /// current stage of a multi-stage run).
-#define TRAINYARD_STAGES(X)                          \
-  X(run, void())                                     \
-  X(should_continue, bool())                         \
-  X(epoch, void(int64_t epoch))                      \
-  X(train_batches, BatchStream(int64_t epoch))       \
-  X(train_step, StepResult(const Batch& batch))      \
-  X(test, MeterValues())                             \
-  X(checkpoint, void())                              \
+#define TRAINYARD_STAGES(X)                     \
+  X(run, void())                                \
+  X(should_continue, bool())                    \
+  X(epoch, void(int64_t epoch))                 \
+  X(train_batches, BatchStream(int64_t epoch))  \
+  X(train_step, StepResult(const Batch& batch)) \
+  X(test, MeterValues())                        \
+  X(checkpoint, void())                         \
   X(schedule, double(int64_t step, int64_t total_steps))
 
 #define TRAINYARD_STAGE_FIELD_(name, signature) std::function<signature> name;
@@ -160,10 +160,10 @@ class Loop {
   virtual const Dataset& train_dataset() const = 0;
   virtual const Dataset& test_dataset() const = 0;
 
-  virtual int64_t epoch() const = 0;       ///< epochs completed (index of the current one)
-  virtual int64_t epochs() const = 0;      ///< loop.epochs
-  virtual int64_t iteration() const = 0;   ///< train iterations since the run began
-  virtual int64_t position() const = 0;    ///< train batches done in the current epoch
+  virtual int64_t epoch() const = 0;      ///< epochs completed (index of the current one)
+  virtual int64_t epochs() const = 0;     ///< loop.epochs
+  virtual int64_t iteration() const = 0;  ///< train iterations since the run began
+  virtual int64_t position() const = 0;   ///< train batches done in the current epoch
   /// Train batches per epoch. When an additional_override replaced
   /// train_batches, the host cannot know the length in advance: this is
   /// then the length of the last completed epoch (the plan's before the first).

@@ -24,8 +24,7 @@ namespace trainyard {
 class Optimizer {
  public:
   virtual ~Optimizer();
-  virtual std::unique_ptr<torch::optim::Optimizer> build(
-      std::vector<torch::optim::OptimizerParamGroup> groups) = 0;
+  virtual std::unique_ptr<torch::optim::Optimizer> build(std::vector<torch::optim::OptimizerParamGroup> groups) = 0;
 };
 
 }  // namespace trainyard

@@ -51,8 +51,8 @@ enum class OptionType { boolean, integer, number, string, integer_list, number_l
 const char* type_name(OptionType type);
 
 /// One option value. The alternative held always matches the option's type.
-using Value = std::variant<bool, int64_t, double, std::string, std::vector<int64_t>,
-                           std::vector<double>, std::vector<std::string>>;
+using Value = std::variant<bool, int64_t, double, std::string, std::vector<int64_t>, std::vector<double>,
+                           std::vector<std::string>>;
 
 /// The type a Value holds (never `path`: a path's value is a string).
 OptionType type_of(const Value& value);
@@ -67,32 +67,53 @@ struct OptionSpec {
   std::optional<Value> default_value;  ///< empty: the key is required
   std::optional<double> min_value;     ///< integers and numbers, and each element of their lists
   std::optional<double> max_value;
-  bool min_exclusive = false;          ///< the value must be above min_value, not equal to it
-  bool max_exclusive = false;          ///< the value must be below max_value, not equal to it
-  std::vector<std::string> choices;    ///< strings, and each element of string lists
+  bool min_exclusive = false;        ///< the value must be above min_value, not equal to it
+  bool max_exclusive = false;        ///< the value must be below max_value, not equal to it
+  std::vector<std::string> choices;  ///< strings, and each element of string lists
 
   /// Inclusive bounds: min(0) allows 0.
-  OptionSpec& min(double v) { min_value = v; min_exclusive = false; return *this; }
-  OptionSpec& max(double v) { max_value = v; max_exclusive = false; return *this; }
+  OptionSpec& min(double v) {
+    min_value = v;
+    min_exclusive = false;
+    return *this;
+  }
+  OptionSpec& max(double v) {
+    max_value = v;
+    max_exclusive = false;
+    return *this;
+  }
   OptionSpec& range(double lo, double hi) { return min(lo).max(hi); }
   /// Exclusive bounds: above(0) refuses 0; min(0).below(1) is 0 <= v < 1.
-  OptionSpec& above(double v) { min_value = v; min_exclusive = true; return *this; }
-  OptionSpec& below(double v) { max_value = v; max_exclusive = true; return *this; }
+  OptionSpec& above(double v) {
+    min_value = v;
+    min_exclusive = true;
+    return *this;
+  }
+  OptionSpec& below(double v) {
+    max_value = v;
+    max_exclusive = true;
+    return *this;
+  }
   /// Whether `v` lies within the bounds.
   bool in_range(double v) const;
   /// "between 0 and 1", "at least 0 and below 1", "above 0": the bounds, for messages.
   std::string range_text() const;
-  OptionSpec& one_of(std::vector<std::string> c) { choices = std::move(c); return *this; }
+  OptionSpec& one_of(std::vector<std::string> c) {
+    choices = std::move(c);
+    return *this;
+  }
   bool required() const { return !default_value.has_value(); }
 };
 
 /// The message of the 0.x option calls' deprecation.
-#define TRAINYARD_DEPRECATED_SCHEMA_ADD                                                                          \
-  [[deprecated("SDK 0.x option call: declare options with trainyard::TypedSchema<T>::add(key, &T::field, default, " \
-               "description) (docs/sdk-changes.md)")]]
-#define TRAINYARD_DEPRECATED_OPTIONS_GET                                                                        \
-  [[deprecated("SDK 0.x option call: read options with trainyard::TypedSchema<T>::bind(options) into your options " \
-               "struct (docs/sdk-changes.md)")]]
+#define TRAINYARD_DEPRECATED_SCHEMA_ADD                                                                    \
+  [[deprecated(                                                                                            \
+      "SDK 0.x option call: declare options with trainyard::TypedSchema<T>::add(key, &T::field, default, " \
+      "description) (docs/sdk-changes.md)")]]
+#define TRAINYARD_DEPRECATED_OPTIONS_GET                                                                   \
+  [[deprecated(                                                                                            \
+      "SDK 0.x option call: read options with trainyard::TypedSchema<T>::bind(options) into your options " \
+      "struct (docs/sdk-changes.md)")]]
 
 /// The options a component accepts, in declaration order.
 class Schema {
@@ -165,19 +186,40 @@ class Options {
 /// fails to compile where it is bound.
 template <class F>
 struct OptionTypeOf;
-template <> struct OptionTypeOf<bool> { static constexpr OptionType value = OptionType::boolean; };
-template <> struct OptionTypeOf<int64_t> { static constexpr OptionType value = OptionType::integer; };
-template <> struct OptionTypeOf<double> { static constexpr OptionType value = OptionType::number; };
-template <> struct OptionTypeOf<std::string> { static constexpr OptionType value = OptionType::string; };
-template <> struct OptionTypeOf<std::vector<int64_t>> { static constexpr OptionType value = OptionType::integer_list; };
-template <> struct OptionTypeOf<std::vector<double>> { static constexpr OptionType value = OptionType::number_list; };
-template <> struct OptionTypeOf<std::vector<std::string>> {
+template <>
+struct OptionTypeOf<bool> {
+  static constexpr OptionType value = OptionType::boolean;
+};
+template <>
+struct OptionTypeOf<int64_t> {
+  static constexpr OptionType value = OptionType::integer;
+};
+template <>
+struct OptionTypeOf<double> {
+  static constexpr OptionType value = OptionType::number;
+};
+template <>
+struct OptionTypeOf<std::string> {
+  static constexpr OptionType value = OptionType::string;
+};
+template <>
+struct OptionTypeOf<std::vector<int64_t>> {
+  static constexpr OptionType value = OptionType::integer_list;
+};
+template <>
+struct OptionTypeOf<std::vector<double>> {
+  static constexpr OptionType value = OptionType::number_list;
+};
+template <>
+struct OptionTypeOf<std::vector<std::string>> {
   static constexpr OptionType value = OptionType::string_list;
 };
 
 /// A C++ type an option can be held in.
 template <class F>
-concept OptionField = requires { OptionTypeOf<F>::value; };
+concept OptionField = requires {
+  OptionTypeOf<F>::value;
+};
 
 /// A Schema whose options are fields of a struct T: each option is declared
 /// once, with its field, and bind() fills a T from the validated Options. The

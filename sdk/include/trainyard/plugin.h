@@ -48,20 +48,19 @@ using Factory = std::function<std::shared_ptr<T>(const Options&, const Context&)
 class Registrar {
  public:
   virtual ~Registrar();
-  virtual void add_dataset(const std::string& name, const std::string& description,
-                           Schema schema, Factory<Dataset> make) = 0;
-  virtual void add_network(const std::string& name, const std::string& description,
-                           Schema schema, Factory<Network> make) = 0;
-  virtual void add_loss(const std::string& name, const std::string& description,
-                        Schema schema, Factory<Loss> make) = 0;
-  virtual void add_optimizer(const std::string& name, const std::string& description,
-                             Schema schema, Factory<Optimizer> make) = 0;
-  virtual void add_meter(const std::string& name, const std::string& description,
-                         Schema schema, Factory<Meter> make) = 0;
-  virtual void add_callback(const std::string& name, const std::string& description,
-                            Schema schema, Factory<Callback> make) = 0;
-  virtual void add_override(const std::string& name, const std::string& description,
-                            Schema schema, Factory<AdditionalOverride> make) = 0;
+  virtual void add_dataset(const std::string& name, const std::string& description, Schema schema,
+                           Factory<Dataset> make) = 0;
+  virtual void add_network(const std::string& name, const std::string& description, Schema schema,
+                           Factory<Network> make) = 0;
+  virtual void add_loss(const std::string& name, const std::string& description, Schema schema, Factory<Loss> make) = 0;
+  virtual void add_optimizer(const std::string& name, const std::string& description, Schema schema,
+                             Factory<Optimizer> make) = 0;
+  virtual void add_meter(const std::string& name, const std::string& description, Schema schema,
+                         Factory<Meter> make) = 0;
+  virtual void add_callback(const std::string& name, const std::string& description, Schema schema,
+                            Factory<Callback> make) = 0;
+  virtual void add_override(const std::string& name, const std::string& description, Schema schema,
+                            Factory<AdditionalOverride> make) = 0;
 };
 
 }  // namespace trainyard
@@ -76,10 +75,10 @@ extern "C" {
 ///
 /// Example: TRAINYARD_PLUGIN(...) fills it; nothing else should.
 struct TrainyardPluginInfo {
-  uint32_t magic;        ///< TRAINYARD_PLUGIN_MAGIC
-  uint32_t struct_size;  ///< sizeof(TrainyardPluginInfo) when the plugin was built
-  uint32_t api_major;    ///< TRAINYARD_API_MAJOR (the SDK's major) when the plugin was built
-  uint32_t api_minor;    ///< TRAINYARD_API_MINOR (the SDK's minor)
+  uint32_t magic;           ///< TRAINYARD_PLUGIN_MAGIC
+  uint32_t struct_size;     ///< sizeof(TrainyardPluginInfo) when the plugin was built
+  uint32_t api_major;       ///< TRAINYARD_API_MAJOR (the SDK's major) when the plugin was built
+  uint32_t api_minor;       ///< TRAINYARD_API_MINOR (the SDK's minor)
   const char* sdk_version;  ///< TRAINYARD_VERSION ("1.0.0") when the plugin was built
   const char* fingerprint;  ///< TRAINYARD_FINGERPRINT when the plugin was built
   const char* name;
@@ -94,13 +93,17 @@ typedef const TrainyardPluginInfo* (*TrainyardPluginEntry)();
 #define TRAINYARD_PLUGIN_ENTRY_SYMBOL "trainyard_plugin_entry"
 
 /// Defines the entry point. Use once per library, in plugin.cpp.
-#define TRAINYARD_PLUGIN(NAME, VERSION, DESCRIPTION, REGISTER_FUNCTION)                  \
-  extern "C" __attribute__((visibility("default"))) const TrainyardPluginInfo*          \
-  trainyard_plugin_entry() {                                                            \
-    static const TrainyardPluginInfo info = {                                           \
-        TRAINYARD_PLUGIN_MAGIC, sizeof(TrainyardPluginInfo), TRAINYARD_API_MAJOR,        \
-        TRAINYARD_API_MINOR,    TRAINYARD_VERSION,           TRAINYARD_FINGERPRINT,     \
-        NAME,                   VERSION,                     DESCRIPTION,               \
-        &REGISTER_FUNCTION};                                                            \
-    return &info;                                                                       \
+#define TRAINYARD_PLUGIN(NAME, VERSION, DESCRIPTION, REGISTER_FUNCTION)                                   \
+  extern "C" __attribute__((visibility("default"))) const TrainyardPluginInfo* trainyard_plugin_entry() { \
+    static const TrainyardPluginInfo info = {TRAINYARD_PLUGIN_MAGIC,                                      \
+                                             sizeof(TrainyardPluginInfo),                                 \
+                                             TRAINYARD_API_MAJOR,                                         \
+                                             TRAINYARD_API_MINOR,                                         \
+                                             TRAINYARD_VERSION,                                           \
+                                             TRAINYARD_FINGERPRINT,                                       \
+                                             NAME,                                                        \
+                                             VERSION,                                                     \
+                                             DESCRIPTION,                                                 \
+                                             &REGISTER_FUNCTION};                                         \
+    return &info;                                                                                         \
   }

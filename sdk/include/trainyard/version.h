@@ -18,8 +18,8 @@
 /// Example:
 ///   std::printf("%s\n", TRAINYARD_FINGERPRINT);  // gcc-12;cxx11abi=1;torch=2.15.0;cuda=13.2;nccl=1
 
-#include <cstddef>  // defines _GLIBCXX_USE_CXX11_ABI
 #include <torch/version.h>
+#include <cstddef>  // defines _GLIBCXX_USE_CXX11_ABI
 
 #define TRAINYARD_VERSION_MAJOR 1
 #define TRAINYARD_VERSION_MINOR 4
@@ -65,9 +65,9 @@
 #define TRAINYARD_NCCL "0"
 #endif
 
-#define TRAINYARD_FINGERPRINT                                              \
-  TRAINYARD_COMPILER ";cxx11abi=" TRAINYARD_CXX11_ABI ";torch=" TORCH_VERSION \
-                     ";cuda=" TRAINYARD_CUDA ";nccl=" TRAINYARD_NCCL
+#define TRAINYARD_FINGERPRINT                                                                         \
+  TRAINYARD_COMPILER ";cxx11abi=" TRAINYARD_CXX11_ABI ";torch=" TORCH_VERSION ";cuda=" TRAINYARD_CUDA \
+                     ";nccl=" TRAINYARD_NCCL
 
 namespace trainyard {
 

@@ -12,11 +12,11 @@
 #include <torch/nn/modules/linear.h>
 #include <trainyard/error.h>
 
-#include <fstream>
 #include <trainyard/callback.h>
 #include <trainyard/meter.h>
 #include <trainyard/network.h>
 #include <trainyard/plugin.h>
+#include <fstream>
 
 namespace {
 

@@ -25,7 +25,8 @@ inline std::string grouped_name(const std::string& name) {
 }
 
 /// The values whose names start with `phase` and '_' ("train": train_loss, ...).
-inline std::map<std::string, double> phase_values(const std::map<std::string, double>& values, const std::string& phase) {
+inline std::map<std::string, double> phase_values(const std::map<std::string, double>& values,
+                                                  const std::string& phase) {
   std::map<std::string, double> out;
   for (const auto& [name, value] : values)
     if (name.rfind(phase + "_", 0) == 0) out[name] = value;
@@ -46,8 +47,7 @@ class RunEnd {
   ~RunEnd() {
     if (open_) try {
         end_(false);
-      } catch (...) {
-      }
+      } catch (...) {}
   }
   /// The run is open: it has to end.
   void begin() { open_ = true; }

@@ -59,7 +59,7 @@ inline constexpr const char* kMetadataKey = "__trainyard_metadata__";
 struct DatasetMetadata {
   int64_t format_version = kRecordFormatVersion;
   int64_t count = 0;
-  int64_t input_images = 1;   ///< the first input_images images of a record are inputs, the rest targets
+  int64_t input_images = 1;  ///< the first input_images images of a record are inputs, the rest targets
   std::vector<std::string> class_names;
   std::vector<std::string> image_shapes;  ///< "HxWxC" per image slot
   std::string source;                     ///< what it was converted from

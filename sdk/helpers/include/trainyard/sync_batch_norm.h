@@ -5,8 +5,8 @@
 /// the input), the ranks' rows are combined in double with Chan's parallel
 /// formula (no E[x^2] - E[x]^2 cancellation), and the backward pass sums the
 /// gradient terms, so the result equals one process normalizing the global
-/// batch. One all-reduce each way, and no read back to the host. Without collectives (one process) or in eval mode it is
-/// torch::nn::BatchNorm2d. Parameter and buffer names are BatchNorm2d's, so
+/// batch. One all-reduce each way, and no read back to the host. Without
+/// collectives (one process) or in eval mode it is torch::nn::BatchNorm2d. Parameter and buffer names are BatchNorm2d's, so
 /// checkpoints move between the two.
 ///
 /// Example (in a network's constructor):
