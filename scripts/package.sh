@@ -35,10 +35,9 @@ torch_cmake="$(sed -n 's/^Torch_DIR:PATH=//p' "$build/CMakeCache.txt")"
 torch_dir="$(realpath -m "$torch_cmake/../../..")"
 [ -f "$torch_dir/version.py" ] || fail "$build was configured against $torch_cmake, which is no longer a torch install;" \
                                        "expected the torch it was built with; rebuild"
-torch_version="$(sed -n "s/^__version__ = '\([^']*\)'.*/\1/p" "$torch_dir/version.py" | head -n1 || true)"
+torch_version="$(trainyard_torch_version_in "$torch_dir")"
 torch_version="${torch_version%%+*}"
-torch_cuda="$(sed -n "s/^cuda: .* = '\([^']*\)'.*/\1/p; s/^cuda = '\([^']*\)'.*/\1/p" "$torch_dir/version.py" | head -n1 || true)"
-torch_cuda="${torch_cuda:-none}"
+torch_cuda="$(trainyard_torch_cuda_in "$torch_dir")"
 version="$("$build/bin/trainyard" --version 2>/dev/null | sed -n '1s/^trainyard \([^ ]*\).*/\1/p')"
 [ -n "$version" ] || fail "$build/bin/trainyard --version did not run; expected a working build"
 name="trainyard-$version-torch$torch_version-cu${torch_cuda//./}"
@@ -116,7 +115,7 @@ TY_GLIBC=$glibc
 TY_GLIBCXX=$glibcxx
 TY_GCC=$gcc_version
 INFO
-cp scripts/package/package-env.sh "$pkg/share/"
+cp scripts/package/package-env.sh scripts/torch-version.sh "$pkg/share/"
 cp scripts/package/trainyard scripts/package/trainyard-tests scripts/package/test-gpu scripts/package/trainyard-env "$pkg/bin/"
 cat > "$pkg/README" <<README
 trainyard $version for torch $torch_version (CUDA $torch_cuda), packed from $commit.

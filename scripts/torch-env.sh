@@ -13,14 +13,8 @@
 # (default build) keeps builds against different torches apart.
 TRAINYARD_CACHE="${TRAINYARD_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/trainyard}"
 TRAINYARD_TORCH_EXTERNAL=""
-# The version a torch folder holds, without importing torch (which takes seconds).
-trainyard_torch_version_in() {
-  if [ -f "$1/version.py" ]; then
-    sed -n "s/^__version__ = '\([^']*\)'.*/\1/p" "$1/version.py" | head -n1 || true
-  elif [ -f "$1/build-version" ]; then  # LibTorch's zip
-    head -n1 "$1/build-version"
-  fi
-}
+# trainyard_torch_version_in, trainyard_torch_cuda_in
+source "$(dirname "${BASH_SOURCE[0]}")/torch-version.sh"
 if [ -n "${TRAINYARD_TORCH_PYTHON:-}" ]; then
   TRAINYARD_TORCH_EXTERNAL="python"
   TRAINYARD_PYTHON="$TRAINYARD_TORCH_PYTHON"

@@ -292,13 +292,8 @@ std::string Communicator::unresponsive_ranks() {
 void Communicator::allreduce(at::Tensor& tensor) {
   const auto t0 = std::chrono::steady_clock::now();
   check_on_group_device(tensor, "allreduce");
-  collective(
-      "allreduce",
-      [&] {
-        std::vector<at::Tensor> tensors{tensor};
-        impl_->group->allreduce(tensors)->wait();
-      },
-      this);
+  std::vector<at::Tensor> tensors{tensor};
+  wait(*start_allreduce(tensors));
   seconds_ += since(t0);
 }
 

@@ -96,8 +96,8 @@ class Communicator {
 
  private:
   friend class GradientReducer;
-  /// For the GradientReducer: an in-place sum over ranks, started now (its
-  /// failure named as every collective's), and the wait for one.
+  /// An in-place sum over ranks, started now (its failure named as every
+  /// collective's), and the wait for one: allreduce() and the GradientReducer.
   c10::intrusive_ptr<c10d::Work> start_allreduce(std::vector<at::Tensor>& tensors);
   void wait(c10d::Work& work);
   void add_seconds(double seconds) { seconds_ += seconds; }

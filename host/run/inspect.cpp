@@ -90,14 +90,13 @@ void validate(const Experiment& e, std::ostream& out) {
 
 IterateResult iterate(const Experiment& e, int64_t batch_limit) {
   Context context = make_context(e);
-  auto dataset = std::get<Factory<Dataset>>(e.train_data.component->factory);
-  auto data = guarded(e.train_data, "construction", [&] { return dataset(e.train_data.options, context); });
-  const auto sampler = make_sampler(e, *data, context);
+  const Built<Dataset> data = build_dataset(e.train_data, context);
+  const auto sampler = make_sampler(e, data, context);
   sampler->reset(0, e.seed);
-  const LoaderOptions options = make_loader_options(e, e.train_data, *data, e.loop.batch_per_device, context);
+  const LoaderOptions options = make_loader_options(e, data, e.loop.batch_per_device, context);
   auto stats = std::make_shared<LoaderStats>();
   const auto t0 = std::chrono::steady_clock::now();
-  BatchStream stream = batch_stream(*data, *sampler, options, stats);
+  BatchStream stream = batch_stream(*data.object, *sampler, options, stats);
   IterateResult r;
   int64_t first_batch = 0;
   auto t1 = t0;  // when the first batch arrived: the steady rate counts from there (threads started, caches warm)

@@ -116,8 +116,7 @@ NetworkCost network_cost(const Experiment& e, const Components& c, const Context
   // The first training sample, prepared as training prepares it.
   auto stats = std::make_shared<LoaderStats>();
   BatchStream one = guarded(*c.train_data.config, "get_batch", [&] {
-    return batch_stream(*c.train_data.object, {0}, 0, 0,
-                        make_loader_options(e, *c.train_data.config, *c.train_data.object, 1, context), stats);
+    return batch_stream(*c.train_data.object, {0}, 0, 0, make_loader_options(e, c.train_data, 1, context), stats);
   });
   std::optional<Batch> sample = guarded(*c.train_data.config, "get_batch", one);
   if (!sample) throw Error("network cost: the training set gives no sample");

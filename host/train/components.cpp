@@ -250,17 +250,13 @@ std::optional<InputNormalization> input_normalization(const ComponentConfig& con
   return guarded(config, "input_normalization", [&] { return dataset.input_normalization(); });
 }
 
-std::optional<InputNormalization> input_normalization(const ComponentConfig& config, const Dataset& dataset) {
-  return input_normalization(config, dataset, facets_of(config.component, dataset));
-}
-
 bool dataset_streamed(const ComponentConfig& config, const Dataset& dataset, const Facets& facets) {
   if (!facets.streamed) return false;
   return guarded(config, "streamed", [&] { return dataset.streamed(); });
 }
 
-bool dataset_streamed(const ComponentConfig& config, const Dataset& dataset) {
-  return dataset_streamed(config, dataset, facets_of(config.component, dataset));
+Built<Dataset> build_dataset(const ComponentConfig& config, const Context& context) {
+  return make<Dataset>(config, context);
 }
 
 Components build_components(const Experiment& e, Context& context) {

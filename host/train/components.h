@@ -48,6 +48,10 @@ struct Components {
   std::vector<Built<AdditionalOverride>> overrides;  ///< in install order
 };
 
+/// One dataset built as build_components builds it (its size checked, its
+/// facets resolved), for a command that needs only the data (`iterate`).
+Built<Dataset> build_dataset(const ComponentConfig& config, const Context& context);
+
 /// Builds datasets first (their info goes into the context), then the network
 /// (moved to the context's device, initialized from `pretrained:` if given),
 /// loss, optimizer over the network's parameters, meters, callbacks and
@@ -69,9 +73,6 @@ void check_weights_carry_over(const Network& later, const Network& earlier, size
 /// virtual function to call); failures name `config`.
 std::optional<InputNormalization> input_normalization(const ComponentConfig& config, const Dataset& dataset,
                                                       const Facets& facets);
-/// The same for a dataset held without its record (make_loader_options):
-/// resolves it with facets_of(config.component, dataset).
-std::optional<InputNormalization> input_normalization(const ComponentConfig& config, const Dataset& dataset);
 
 /// What the network says its rows are (SDK 1.4 NetworkOutputs): class scores
 /// or embeddings; nullopt for a network that does not say.
@@ -79,8 +80,6 @@ std::optional<OutputKind> network_output_kind(const Built<Network>& network);
 
 /// The dataset's Dataset::streamed() (false for plugins before SDK 1.2).
 bool dataset_streamed(const ComponentConfig& config, const Dataset& dataset, const Facets& facets);
-/// The same for a dataset held without its record (make_loader_options).
-bool dataset_streamed(const ComponentConfig& config, const Dataset& dataset);
 
 /// Parameters the network has: {count, trainable}.
 std::pair<int64_t, int64_t> parameter_count(Network& network);

@@ -19,10 +19,10 @@ namespace {
 
 // P x K batches: the training set's labels, checked (a class under K
 // samples, too few classes, fewer batches than ranks) before anything is written.
-std::unique_ptr<Sampler> pk_sampler(const LoopConfig& loop, const Experiment& e, const Dataset& dataset,
+std::unique_ptr<Sampler> pk_sampler(const LoopConfig& loop, const Experiment& e, const Built<Dataset>& data,
                                     const Context& context) {
   const std::string where = e.where("loop.classes_per_batch");
-  const auto* known = dynamic_cast<const AllLabels*>(&dataset);
+  const AllLabels* known = data.facets.all_labels;
   if (!known)
     throw ConfigError(where + ": P x K batches need the training dataset's labels, and dataset '" +
                           e.train_data.plugin + "' does not report them",
@@ -58,14 +58,14 @@ std::unique_ptr<Sampler> pk_sampler(const LoopConfig& loop, const Experiment& e,
 
 }  // namespace
 
-std::unique_ptr<Sampler> make_sampler(const Experiment& e, const Dataset& dataset, const Context& context) {
+std::unique_ptr<Sampler> make_sampler(const Experiment& e, const Built<Dataset>& data, const Context& context) {
   const LoopConfig& loop = e.loop;
   std::unique_ptr<Sampler> sampler;
   if (loop.classes_per_batch > 0) {
-    sampler = pk_sampler(loop, e, dataset, context);
+    sampler = pk_sampler(loop, e, data, context);
   } else {
     sampler =
-        std::make_unique<ShuffledSampler>(ShuffledSampler::Options{.dataset_size = dataset.size(),
+        std::make_unique<ShuffledSampler>(ShuffledSampler::Options{.dataset_size = data.object->size(),
                                                                    .samples_per_epoch = loop.train_samples_per_epoch,
                                                                    .batch_size = loop.batch_per_device,
                                                                    .shuffle = loop.shuffle,
@@ -96,8 +96,9 @@ DecodeThreads decode_threads(const LoopConfig& loop) {
   return {cpus - 1, "auto: " + std::to_string(cpus) + " CPUs for this rank, one kept for the training thread"};
 }
 
-LoaderOptions make_loader_options(const Experiment& e, const ComponentConfig& data, const Dataset& dataset,
-                                  int64_t batch_size, const Context& context) {
+LoaderOptions make_loader_options(const Experiment& e, const Built<Dataset>& built, int64_t batch_size,
+                                  const Context& context) {
+  const ComponentConfig& data = *built.config;
   LoaderOptions o;
   o.batch_size = batch_size;
   o.drop_last = data.key == "dataset.train" && e.loop.drop_last;
@@ -109,8 +110,8 @@ LoaderOptions make_loader_options(const Experiment& e, const ComponentConfig& da
   o.device = context.device;
   o.channels_last = e.network.memory_format == "channels_last";
   o.owner = data.crash_label.empty() ? nullptr : data.crash_label.c_str();
-  o.normalization = input_normalization(data, dataset);
-  o.streamed = dataset_streamed(data, dataset);
+  o.normalization = input_normalization(data, *built.object, built.facets);
+  o.streamed = dataset_streamed(data, *built.object, built.facets);
   return o;
 }
 

@@ -9,6 +9,7 @@
 #include "config/experiment.h"
 #include "data/loader.h"
 #include "data/sampler.h"
+#include "train/components.h"
 #include "trainyard/context.h"
 #include "trainyard/dataset.h"
 
@@ -21,13 +22,13 @@ namespace trainyard::host {
 /// (loop.classes_per_batch) read the dataset's labels (AllLabels) and throw
 /// ConfigError for a dataset without them, a class of fewer than K samples
 /// or fewer batches than ranks; otherwise ShuffledSampler (loop.shuffle).
-std::unique_ptr<Sampler> make_sampler(const Experiment& experiment, const Dataset& dataset, const Context& context);
+std::unique_ptr<Sampler> make_sampler(const Experiment& experiment, const Built<Dataset>& data, const Context& context);
 /// The start-up line's words on a sampler other than the plain one, from
 /// the same keys: "; P x K batches of 4 classes x 8 samples", or "".
 std::string sampling_note(const LoopConfig& loop);
 /// A split's loader settings, as the experiment says.
-LoaderOptions make_loader_options(const Experiment& experiment, const ComponentConfig& data, const Dataset& dataset,
-                                  int64_t batch_size, const Context& context);
+LoaderOptions make_loader_options(const Experiment& experiment, const Built<Dataset>& data, int64_t batch_size,
+                                  const Context& context);
 
 /// loop.decode_threads as a count, and how auto chose it: one thread per CPU
 /// this rank may use but one, the training thread's. The CPUs are the intra-op

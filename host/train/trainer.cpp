@@ -46,7 +46,7 @@ Trainer::Trainer(const Experiment& experiment, Components components, Context co
       log_(paths_, context_.rank),
       store_(store ? std::move(store)
                    : std::make_shared<CheckpointStore>(paths_.checkpoints, e_.output.keep_checkpoints)) {
-  sampler_ = make_sampler(e_, *c_.train_data.object, context_);
+  sampler_ = make_sampler(e_, c_.train_data, context_);
   config_resolved_ = e_.resolved();
   config_hash_ = resolved_sha256(config_resolved_);
   stages_.run = [this] { default_run(); };
@@ -216,10 +216,8 @@ bool Trainer::default_should_continue() {
 BatchStream Trainer::default_train_batches(int64_t epoch) {
   BatchStream inner = guarded(*c_.train_data.config, "get_batch", [&] {
     sampler_->restore({epoch, at_.position, e_.seed});  // the loop's position is the sampler's state
-    return batch_stream(
-        *c_.train_data.object, *sampler_,
-        make_loader_options(e_, *c_.train_data.config, *c_.train_data.object, sampler_->batch_size(), context_),
-        train_stats_);
+    return batch_stream(*c_.train_data.object, *sampler_,
+                        make_loader_options(e_, c_.train_data, sampler_->batch_size(), context_), train_stats_);
   });
   const ComponentConfig& who = *c_.train_data.config;
   return [inner, &who] { return guarded(who, "get_batch", inner); };
@@ -447,8 +445,7 @@ MeterValues Trainer::test_pass() {
     // Test samples are decoded as in epoch 0: the same pass every time.
     BatchStream batches = guarded(*c_.test_data.config, "get_batch", [&] {
       return batch_stream(*c_.test_data.object, std::move(order), 0, 0,
-                          make_loader_options(e_, *c_.test_data.config, *c_.test_data.object, batch_size, context_),
-                          test_stats_);
+                          make_loader_options(e_, c_.test_data, batch_size, context_), test_stats_);
     });
     const int64_t total =
         (static_cast<int64_t>(count - context_.rank + context_.world_size - 1) / context_.world_size + batch_size - 1) /

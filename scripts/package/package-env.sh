@@ -9,6 +9,8 @@
 ty_pkg="$(cd "$(dirname "$(readlink -f "${BASH_SOURCE[0]}")")/.." && pwd)"
 # shellcheck source=/dev/null
 source "$ty_pkg/share/build-info.sh"  # TY_VERSION TY_TORCH_VERSION TY_TORCH_CUDA TY_GLIBC TY_GLIBCXX
+# shellcheck source=../torch-version.sh
+source "$ty_pkg/share/torch-version.sh"  # trainyard_torch_version_in, trainyard_torch_cuda_in
 ty_fail() { echo "error: trainyard package $ty_pkg: $*" >&2; exit 2; }
 ty_rebuild="make a package against it (TRAINYARD_TORCH_PYTHON=that python scripts/package.sh, docs/building.md)"
 
@@ -31,9 +33,8 @@ fi
           "expected site-packages/torch of an environment with torch $TY_TORCH_VERSION"
 
 # --- the same torch the package was built against -------------------------------------
-ty_found="$(sed -n "s/^__version__ = '\([^']*\)'.*/\1/p" "$ty_torch/version.py" | head -n1 || true)"
-ty_found_cuda="$(sed -n "s/^cuda: .* = '\([^']*\)'.*/\1/p; s/^cuda = '\([^']*\)'.*/\1/p" "$ty_torch/version.py" | head -n1 || true)"
-ty_found_cuda="${ty_found_cuda:-none}"
+ty_found="$(trainyard_torch_version_in "$ty_torch")"
+ty_found_cuda="$(trainyard_torch_cuda_in "$ty_torch")"
 if [ "${ty_found%%+*}" != "$TY_TORCH_VERSION" ] || [ "${ty_found_cuda%%.*}" != "${TY_TORCH_CUDA%%.*}" ]; then
   ty_fail "built against torch $TY_TORCH_VERSION with CUDA $TY_TORCH_CUDA, but $ty_torch ($ty_named) is torch $ty_found" \
           "with CUDA $ty_found_cuda; expected the same torch version and CUDA major (LibTorch's C++ ABI changes" \
