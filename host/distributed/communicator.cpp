@@ -233,6 +233,17 @@ std::chrono::milliseconds rank0_io_limit(double stall_timeout_secs) {
   return std::chrono::milliseconds(static_cast<int64_t>(stall_timeout_secs * 1000));
 }
 
+void on_rank0(Communicator* comm, int rank, const std::string& what, double stall_timeout_secs,
+              const std::function<void()>& work) {
+  auto work_on_rank0 = [&] {
+    if (rank == 0) work();
+  };
+  if (comm)
+    comm->rank0_work(what, rank0_io_limit(stall_timeout_secs), work_on_rank0);
+  else
+    work_on_rank0();
+}
+
 void Communicator::rank0_work(const std::string& what, std::chrono::milliseconds limit,
                               const std::function<void()>& work) {
   const std::string key = "rank0-work/" + std::to_string(exchanges_++);

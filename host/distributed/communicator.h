@@ -33,6 +33,13 @@ void configure_nccl_environment();
 /// watchdog's limit (loop.stall_timeout_secs; 0, no watchdog: a year).
 std::chrono::milliseconds rank0_io_limit(double stall_timeout_secs);
 
+class Communicator;
+/// Rank `rank` == 0 alone runs `work` (a write of the run's files); with
+/// `comm` every rank calls this and the others wait for rank 0 as long as a
+/// stalled write is tolerated (rank0_io_limit), not the collective timeout.
+void on_rank0(Communicator* comm, int rank, const std::string& what, double stall_timeout_secs,
+              const std::function<void()>& work);
+
 class Communicator {
  public:
   /// Joins the group (waits for every rank up to the timeout): NCCL when

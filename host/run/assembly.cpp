@@ -3,7 +3,7 @@
 #include <torch/utils.h>
 
 #include "train/builtin_hooks.h"
-#include "train/trainer.h"
+#include "train/epoch_loop.h"
 #include "train/weight_average.h"
 #include "train/wiring_check.h"
 
@@ -17,18 +17,25 @@ Components build_checked(const Experiment& stage, Context& context, std::vector<
   return components;
 }
 
-std::unique_ptr<Trainer> assemble_stage(const Experiment& stage, Context& context, Communicator* comm,
-                                        const RunPaths& paths, std::shared_ptr<CheckpointStore> store) {
-  auto trainer = std::make_unique<Trainer>(stage, build_checked(stage, context), context, paths, std::move(store));
-  trainer->set_communicator(comm);
-  add_builtin_hooks(*trainer);
-  if (stage.ema.enabled) {
-    auto average = std::make_shared<WeightAverage>(stage.ema, trainer->network());
-    trainer->set_weight_average(average);
-    // First after each update: every later listener sees the current average.
-    trainer->hooks().add(weight_average_hook(average), priority::highest);
-  }
-  return trainer;
+std::unique_ptr<EpochLoop> assemble_stage(const Experiment& stage, Context& context, Communicator* comm,
+                                          const RunPaths& paths, std::shared_ptr<CheckpointStore> store) {
+  auto loop = std::make_unique<EpochLoop>(stage, build_checked(stage, context), context, paths, std::move(store));
+  loop->set_communicator(comm);
+  BuiltinHookSettings settings;
+  settings.log_every_iters = stage.loop.log_every_iters;
+  settings.test_every_iters = stage.loop.test_every_iters;
+  settings.checkpoint_every_iters = stage.loop.checkpoint_every_iters;
+  settings.checkpoint_every_secs = stage.loop.checkpoint_every_secs;
+  settings.stall_timeout_secs = stage.loop.stall_timeout_secs;
+  settings.keep_best = stage.stopping.keep_best;
+  settings.experiment = stage.name;
+  settings.monitor = stage.stopping.monitor;
+  add_builtin_hooks(loop->hooks(), settings);
+  // First after each update: every later listener sees the current average.
+  if (stage.ema.enabled)
+    loop->hooks().add(weight_average_hook(std::make_shared<WeightAverage>(stage.ema, loop->network())),
+                      priority::highest);
+  return loop;
 }
 
 }  // namespace trainyard::host

@@ -15,7 +15,7 @@ namespace trainyard::host {
 
 class CheckpointStore;
 class Communicator;
-class Trainer;
+class EpochLoop;
 
 /// The stage's components, built after seeding with the stage's seed (the
 /// same initial weights whichever way a stage starts: fresh, resumed,
@@ -26,9 +26,10 @@ Components build_checked(const Experiment& stage, Context& context, std::vector<
 
 /// The loop over build_checked()'s components, joined to `comm`'s ranks
 /// (null: one process), writing under `paths` (empty: nowhere), with the
-/// host's own hooks added (train/builtin_hooks.h). `store`: the run's
-/// checkpoints (null: the trainer makes its own over paths.checkpoints).
-std::unique_ptr<Trainer> assemble_stage(const Experiment& stage, Context& context, Communicator* comm,
-                                        const RunPaths& paths, std::shared_ptr<CheckpointStore> store = nullptr);
+/// host's own hooks added (train/builtin_hooks.h, and the weight average's
+/// with `ema:`). `store`: the run's checkpoints (null: the loop makes its
+/// own over paths.checkpoints).
+std::unique_ptr<EpochLoop> assemble_stage(const Experiment& stage, Context& context, Communicator* comm,
+                                          const RunPaths& paths, std::shared_ptr<CheckpointStore> store = nullptr);
 
 }  // namespace trainyard::host

@@ -37,7 +37,7 @@ constexpr int kFormatVersion = 1;
 
 // A catalog holds embeddings: a network that says it scores classes has none to give.
 void require_embedding_network(const LoadedModel& m, const std::string& command) {
-  const Built<Network>& net = m.trainer->components().network;
+  const Built<Network>& net = m.components.network;
   if (network_output_kind(net) == OutputKind::class_scores)
     throw ConfigError(command + ": " + net.config->where + " (" + component_label(*net.config) +
                           ") outputs class scores (a classification head)",
@@ -54,7 +54,8 @@ std::pair<at::Tensor, at::Tensor> embed_all(LoadedModel& m, const Dataset& datas
   std::iota(order.begin(), order.end(), 0);
   loader.bad_record_hint = "";  // the file to fix is named; embed and search have no on_bad_record to point to
   BatchStream batches = batch_stream(dataset, order, 0, 0, loader, std::make_shared<LoaderStats>());
-  Network& net = m.trainer->network();
+  Network& net = m.network();
+  const Evaluator evaluator = m.evaluator();
   net.eval();
   at::NoGradGuard no_grad;
   std::vector<at::Tensor> outputs, labels;
@@ -66,7 +67,7 @@ std::pair<at::Tensor, at::Tensor> embed_all(LoadedModel& m, const Dataset& datas
       throw ConfigError("command line: " + origin + ": " + err.what());
     }
     if (!batch) break;
-    const at::Tensor out = m.trainer->forward(*batch).to(at::kFloat).cpu();  // in the experiment's precision
+    const at::Tensor out = evaluator.forward(*batch).to(at::kFloat).cpu();  // in the experiment's precision
     if (out.dim() != 2 || out.size(0) != batch->size())
       throw ConfigError(origin + ": the network gives " + shape_text(out.sizes()) + " for a batch of " +
                             std::to_string(batch->size()),
@@ -214,7 +215,7 @@ int64_t embed_catalog(const Experiment& e, const Registry& registry, const Embed
     for (const auto& d : request.plugin_dirs) plugin_dirs.push_back(fs::absolute(d).string());
     j["plugin_dirs"] = plugin_dirs;
     j["checkpoint"] = fs::absolute(request.checkpoint).string();
-    j["network"] = m.trainer->components().network.config->plugin;
+    j["network"] = m.components.network.config->plugin;
     j["created"] = now_utc();
     j["trainyard"] = TRAINYARD_VERSION;
     write_file_atomic(tmp + "/catalog.json", json_text(j, true) + "\n");

@@ -11,7 +11,7 @@
 #include "train/complexity.h"
 #include "train/dry_run.h"
 #include "train/guard.h"
-#include "train/trainer.h"
+#include "train/loader_settings.h"
 #include "util/json.h"
 #include "util/text.h"
 

@@ -9,6 +9,7 @@
 #include "run/session.h"
 #include "train/checkpoint_store.h"
 #include "train/guard.h"
+#include "train/loader_settings.h"
 #include "train/weight_average.h"
 #include "trainyard/error.h"
 #include "trainyard/labeled_files.h"
@@ -21,8 +22,16 @@ namespace fs = std::filesystem;
 namespace trainyard::host {
 
 const Built<Dataset>& LoadedModel::evaluation_data() const {
-  const Components& c = trainer->components();
-  return c.test_data.object ? c.test_data : c.train_data;
+  return components.test_data.object ? components.test_data : components.train_data;
+}
+
+Evaluator LoadedModel::evaluator() const {
+  return Evaluator(components, context, stage->loop.effective_precision(),
+                   test_pass_settings(stage->loop, stage->path,
+                                      [this](int64_t batch) {
+                                        return make_loader_options(*stage, components.test_data, batch, context);
+                                      }),
+                   nullptr);
 }
 
 LoadedModel load_model(const Experiment& e, const std::string& checkpoint, const std::string& weights) {
@@ -41,23 +50,25 @@ LoadedModel load_model(const Experiment& e, const std::string& checkpoint, const
   }
   m.stage = e.stages.empty() ? &e : &e.stages.at(static_cast<size_t>(std::max<int64_t>(0, peeked.stage)));
   m.context = make_context(*m.stage);
-  m.trainer = assemble_stage(*m.stage, m.context, nullptr, RunPaths(""));
-  const Components& c = m.trainer->components();
+  m.components = build_checked(*m.stage, m.context);
+  const Components& c = m.components;
   const Built<Dataset>& split = c.test_data.object ? c.test_data : c.train_data;
   m.evaluation_split = split.config->key + " (" + split.config->component->label() + ")";
   if (split.facets.image_preprocessing)
     m.image_preprocessing =
         guarded(*split.config, "image_preprocessing", [&] { return split.object->image_preprocessing(); });
+  std::unique_ptr<WeightAverage> average;
+  if (m.stage->ema.enabled) average = std::make_unique<WeightAverage>(m.stage->ema, m.network());
   std::vector<CheckpointPart*> parts;
-  if (WeightAverage* average = m.trainer->weight_average()) parts.push_back(average);
+  if (average) parts.push_back(average.get());
   CheckpointState loaded;
   try {
-    loaded = load_checkpoint(checkpoint, m.trainer->network(), m.trainer->optimizer(), Verify::already_done, parts);
+    loaded = load_checkpoint(checkpoint, m.network(), *m.components.optimizer, Verify::already_done, parts);
   } catch (const Error& err) {
     throw ConfigError(err.what(), "expected a checkpoint of this experiment's network", "");
   }
   if (weights == "ema") {
-    if (!m.trainer->weight_average())
+    if (!average)
       throw ConfigError("command line: --weights ema: " + e.path + " keeps no averaged weights (ema.enabled is false)",
                         "expected the experiment the run was trained with, with ema.enabled: true",
                         "if the run set it on its command line, give the same --set ema.enabled=true here; "
@@ -65,7 +76,7 @@ LoadedModel load_model(const Experiment& e, const std::string& checkpoint, const
     if (loaded.parts_found.empty())
       throw ConfigError("command line: --weights ema: " + checkpoint + " holds no averaged weights",
                         "expected a checkpoint written while ema.enabled was true", "use --weights trained");
-    m.trainer->weight_average()->copy_into(m.trainer->network());
+    average->copy_into(m.network());
   }
   return m;
 }

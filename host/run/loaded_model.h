@@ -12,15 +12,21 @@
 #include "config/experiment.h"
 #include "data/loader.h"
 #include "plugins/registry.h"
-#include "train/trainer.h"
+#include "train/components.h"
+#include "train/evaluation.h"
 
 namespace trainyard::host {
 
-/// The components of the stage a checkpoint belongs to, its weights loaded.
+/// The components of the stage a checkpoint belongs to, its weights loaded
+/// (the averaged ones with --weights ema): a network and what runs it, no loop.
 struct LoadedModel {
   Context context;
   const Experiment* stage = nullptr;
-  std::unique_ptr<Trainer> trainer;
+  Components components;  ///< built and checked as a run builds them (build_checked)
+  Network& network() const { return *components.network.object; }
+  /// The forward in the experiment's precision, and the test pass (one
+  /// process); it refers to this model, which must outlive it.
+  Evaluator evaluator() const;
   /// How the evaluation split (test, else train) turns an image file into a
   /// sample (Dataset::image_preprocessing), and which entry said so.
   std::optional<std::map<std::string, Value>> image_preprocessing;

@@ -15,7 +15,7 @@
 #include "distributed/communicator.h"
 #include "run/assembly.h"
 #include "run/session.h"
-#include "train/trainer.h"
+#include "train/epoch_loop.h"
 #include "trainyard/error.h"
 #include "util/files.h"
 #include "util/json.h"
@@ -28,7 +28,7 @@ namespace {
 // state (momentum, Adam moments), and the random generator (dropout).
 class Snapshot {
  public:
-  explicit Snapshot(Trainer& t) : t_(t) {
+  explicit Snapshot(EpochLoop& t) : t_(t) {
     at::NoGradGuard no_grad;
     for (const auto& p : t.network().parameters()) params_.push_back(p.detach().clone());
     for (const auto& b : t.network().buffers()) buffers_.push_back(b.detach().clone());
@@ -62,7 +62,7 @@ class Snapshot {
   }
 
  private:
-  Trainer& t_;
+  EpochLoop& t_;
   std::vector<at::Tensor> params_, buffers_;
   std::string optimizer_;
   at::Tensor rng_;
@@ -72,7 +72,7 @@ class Snapshot {
 // of epoch 0 (every restart sees the same data).
 class Updates {
  public:
-  Updates(Trainer& t, Communicator* comm) : t_(t), comm_(comm) { rewind(); }
+  Updates(EpochLoop& t, Communicator* comm) : t_(t), comm_(comm) { rewind(); }
   void rewind() {
     epoch_ = 0;
     stream_ = t_.stages().train_batches(0);
@@ -97,7 +97,7 @@ class Updates {
     }
     return std::move(*batch);
   }
-  Trainer& t_;
+  EpochLoop& t_;
   Communicator* comm_;
   BatchStream stream_;
   int64_t epoch_ = 0;
@@ -119,7 +119,7 @@ std::string lr_text(double lr) {
 
 }  // namespace
 
-LrFinderResult find_learning_rate(Trainer& t, Communicator* comm, const LrFinderOptions& o, bool print) {
+LrFinderResult find_learning_rate(EpochLoop& t, Communicator* comm, const LrFinderOptions& o, bool print) {
   // The command checks its options for the user; these are the finder's own preconditions.
   if (!(o.min_lr > 0) || !(o.max_lr > o.min_lr) || o.num_runs < 3 || o.iters_per_run < 1 || o.iters < 5)
     throw Error("lr finder: expected 0 < min_lr < max_lr, num_runs >= 3, iters_per_run >= 1, iters >= 5");
@@ -288,7 +288,7 @@ std::optional<LrFinderResult> find_lr(const Experiment& e, const Registry& regis
                                       const std::string& out) {
   // The run directory is never touched: the finder trains a copy of the start state and writes only `out`.
   Session session(e, registry, out);
-  std::unique_ptr<Trainer> trainer = assemble_stage(e, session.context, session.comm.get(), RunPaths(out));
+  std::unique_ptr<EpochLoop> trainer = assemble_stage(e, session.context, session.comm.get(), RunPaths(out));
   if (session.comm) session.comm->broadcast_module(*trainer->network_module());
   const bool rank0 = session.context.rank == 0;
   if (rank0)

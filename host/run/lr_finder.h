@@ -22,7 +22,7 @@
 
 namespace trainyard::host {
 
-class Trainer;
+class EpochLoop;
 class Communicator;
 
 struct LrFinderOptions {
@@ -50,8 +50,8 @@ struct LrFinderResult {
   bool diverged = false;             ///< a rate diverged: the finder stopped there
 };
 
-/// Runs the finder on the trainer's network, optimizer and training data.
-LrFinderResult find_learning_rate(Trainer& trainer, Communicator* comm, const LrFinderOptions& options,
+/// Runs the finder on the loop's network, optimizer and training data.
+LrFinderResult find_learning_rate(EpochLoop& loop, Communicator* comm, const LrFinderOptions& options,
                                   bool print_progress);
 /// Picks the suggestion from the points (exposed for tests).
 void suggest_learning_rate(LrFinderResult& result, const std::string& mode);

@@ -17,7 +17,6 @@
 #include "run/session.h"
 #include "train/checkpoint_store.h"
 #include "train/guard.h"
-#include "train/trainer.h"
 #include "trainyard/error.h"
 #include "trainyard/labeled_files.h"
 #include "trainyard/loss.h"
@@ -53,7 +52,7 @@ std::string checkpoint_to_read(const std::optional<std::string>& explicit_path, 
 }
 
 MeterValues evaluate(const Experiment& e, const std::string& checkpoint, const std::string& weights) {
-  return load_model(e, checkpoint, weights).trainer->test_pass();
+  return load_model(e, checkpoint, weights).evaluator().test_pass();
 }
 
 const std::vector<ExportFormat>& export_formats() {
@@ -83,16 +82,16 @@ size_t export_model(const Experiment& e, const ExportRequest& request) {
   const ComponentConfig& network_config = e.network;
   LoadedModel m = load_model(e, request.checkpoint, request.weights);
   // The network says which TorchScript file it was built from (SDK 1.4 ScriptedModule); no plugin is known by name.
-  const ScriptedModule* scripted = m.trainer->components().network.facets.scripted_module;
+  const ScriptedModule* scripted = m.components.network.facets.scripted_module;
   if (request.format == "torchscript" && !scripted)
     throw ConfigError("command line: --format torchscript: network '" + network_config.plugin +
                           "' is not built from a TorchScript module",
                       "a network with plugin: torchscript (its module is written back with the trained values)",
                       "export --format state_dict, which PyTorch loads into the equivalent nn.Module");
-  torch::nn::Module& network = m.trainer->network();
+  torch::nn::Module& network = m.network();
   std::vector<std::pair<std::string, at::Tensor>> tensors;
   // A loss's own parameters (registered as "loss", SDK 1.4 LossParameters) are not the network's.
-  const bool loss_owned = m.trainer->components().loss.facets.loss_parameters != nullptr;
+  const bool loss_owned = m.components.loss.facets.loss_parameters != nullptr;
   auto network_tensor = [&](const std::string& name) { return !loss_owned || name.rfind("loss.", 0) != 0; };
   for (const auto& p : network.named_parameters())
     if (network_tensor(p.key())) tensors.emplace_back(p.key(), p.value().detach().cpu());
@@ -144,12 +143,13 @@ int64_t predict(const Experiment& e, const Registry& registry, const PredictRequ
   auto class_name = [&](int64_t c) {
     return c < static_cast<int64_t>(names.size()) ? names[size_t(c)] : std::to_string(c);
   };
-  Network& net = m.trainer->network();
+  Network& net = m.network();
+  const Evaluator evaluator = m.evaluator();
   net.eval();
   at::NoGradGuard no_grad;
   int64_t rows = 0;
   while (auto batch = batches()) {
-    at::Tensor probs = m.trainer->forward(*batch).softmax(1).cpu();  // with the experiment's precision
+    at::Tensor probs = evaluator.forward(*batch).softmax(1).cpu();  // with the experiment's precision
     auto [p, idx] = probs.topk(k, 1);
     at::Tensor target = batch->target.cpu();
     for (int64_t i = 0; i < batch->size(); ++i) {

@@ -26,15 +26,17 @@
 #include "run/session.h"
 #include "train/checkpoint_store.h"
 #include "train/complexity.h"
+#include "train/epoch_loop.h"
 #include "train/generator_states.h"
+#include "train/loader_settings.h"
 #include "train/profiler.h"
-#include "train/trainer.h"
 #include "train/wiring_check.h"
 #include "trainyard/error.h"
 #include "util/files.h"
 #include "util/json.h"
 #include "util/process.h"
 #include "util/text.h"
+#include "util/watchdog.h"
 
 namespace fs = std::filesystem;
 
@@ -159,15 +161,35 @@ class UntilEpoch final : public HostHook {
  public:
   explicit UntilEpoch(int64_t epochs) : epochs_(epochs) {}
   std::string name() const override { return "--until-epoch"; }
-  void before_run(Trainer& t) override { check(t); }
-  void after_epoch(Trainer& t) override { check(t); }
+  void before_run(LoopState& t) override { check(t); }
+  void after_epoch(LoopState& t) override { check(t); }
 
  private:
-  void check(Trainer& t) {
+  void check(LoopState& t) {
     if (t.epoch() >= epochs_ && !t.stop_requested())
       t.request_stop("--until-epoch " + std::to_string(epochs_) + " reached");
   }
   int64_t epochs_;
+};
+}  // namespace
+
+namespace {
+// Tells the stall watchdog where the loop is (one relaxed store each): at
+// every iteration boundary, and once a step is done, so that a hang in its
+// after_train_iter names that iteration.
+class WatchedPosition final : public HostHook {
+ public:
+  std::string name() const override { return "stall watchdog's position"; }
+  void before_fetch(LoopState& t) override { mark(t); }
+  void after_train_iter(LoopState& t, const StepResult&) override { mark(t); }
+
+ private:
+  static void mark(const LoopState& t) {
+    WatchedProgress& p = watched_progress();
+    p.epoch.store(t.epoch(), std::memory_order_relaxed);
+    p.iteration.store(t.iteration(), std::memory_order_relaxed);
+    heartbeat();
+  }
 };
 }  // namespace
 
@@ -187,11 +209,14 @@ const Context& Runner::context() const { return session_->context; }
 
 Runner::~Runner() = default;
 
-std::unique_ptr<Trainer> Runner::make_trainer(size_t k) {
+std::unique_ptr<EpochLoop> Runner::make_loop(size_t k) {
   const Experiment& ek = stage_experiment(k);
   // Every stage (the first before anything is written) seeded and checked with one batch.
-  std::unique_ptr<Trainer> t = assemble_stage(ek, session_->context, session_->comm.get(), RunPaths(run_dir_), store_);
+  std::unique_ptr<EpochLoop> t =
+      assemble_stage(ek, session_->context, session_->comm.get(), RunPaths(run_dir_), store_);
   t->set_debug(request_.debug);
+  t->set_stop_signal(stop_signal_received);  // the handlers are install_stop_signals()'s, in train()
+  t->hooks().add(std::make_shared<WatchedPosition>(), priority::highest);
   if (profiler_) t->hooks().add(profiler_, priority::lowest);        // a step ends after its iteration's other hooks
   if (until_epoch_) t->hooks().add(until_epoch_, priority::lowest);  // after best.pt and the callbacks' after_epoch
   StageInfo info;
@@ -203,7 +228,7 @@ std::unique_ptr<Trainer> Runner::make_trainer(size_t k) {
   return t;
 }
 
-std::unique_ptr<Trainer> Runner::resume() {
+std::unique_ptr<EpochLoop> Runner::resume() {
   const Context& context = session_->context;
   if (context.rank == 0) {
     auto stale = store_->remove_stale_temporaries();
@@ -261,7 +286,7 @@ std::unique_ptr<Trainer> Runner::resume() {
   return nullptr;
 }
 
-std::unique_ptr<Trainer> Runner::resume_unverified(const std::vector<std::string>& newest_first) {
+std::unique_ptr<EpochLoop> Runner::resume_unverified(const std::vector<std::string>& newest_first) {
   const Context& context = session_->context;
   std::vector<std::string> failures;
   for (const auto& path : newest_first) {
@@ -280,14 +305,14 @@ std::unique_ptr<Trainer> Runner::resume_unverified(const std::vector<std::string
                     "expected at least one loadable checkpoint", "run with --fresh to start over");
 }
 
-std::unique_ptr<Trainer> Runner::load_from(const std::string& checkpoint) {
+std::unique_ptr<EpochLoop> Runner::load_from(const std::string& checkpoint) {
   const CheckpointState peeked = store_->peek(checkpoint);  // which stage to build
   if (peeked.stage < 0 || peeked.stage >= static_cast<int64_t>(stage_count()))
     throw Error(checkpoint + ": checkpoint of stage " + std::to_string(peeked.stage + 1) + ", but the experiment has " +
                 std::to_string(stage_count()));
   stage_ = static_cast<size_t>(peeked.stage);
   compare_saved_config_ = !check_checkpoint_belongs(checkpoint, stage_);
-  auto trainer = make_trainer(stage_);
+  auto trainer = make_loop(stage_);
   trainer->resume(checkpoint, Verify::already_done);
   resumed_from_ = checkpoint;
   return trainer;
@@ -343,8 +368,8 @@ bool Runner::check_checkpoint_belongs(const std::string& checkpoint, size_t stag
   return true;
 }
 
-void Runner::check_later_stages(size_t from_stage, Trainer& trainer) {
-  // Later stages are built and checked now, each as make_trainer() will build
+void Runner::check_later_stages(size_t from_stage, EpochLoop& trainer) {
+  // Later stages are built and checked now, each as make_loop() will build
   // it (its data, network, loss and meters, one batch through them), not
   // after the earlier stages trained and wrote checkpoints. The generators
   // are put back: the stage that trains first draws as if nothing was built.
@@ -424,7 +449,7 @@ void Runner::undo_new_run_directory() {
   if (ec) log_warning("warning: " + run_dir_ + ": could not undo this run's new run directory: " + ec.message());
 }
 
-void Runner::announce_stage(Trainer& trainer) const {
+void Runner::announce_stage(EpochLoop& trainer) const {
   if (stage_count() > 1)
     InfoLine() << "trainyard: stage " << stage_ + 1 << "/" << stage_count() << " '" << trainer.stage().name
                << "': epochs " << trainer.stage().first_epoch + 1 << "-" << trainer.epochs() << ", optimizer "
@@ -442,8 +467,8 @@ RunOutcome Runner::run() {
   const std::unique_ptr<RunLock> lock = take_run_lock(comm, context.rank, run_dir_);
   // Resume before writing anything: a checkpoint that does not fit is bad input.
   if (!request_.fresh && context.rank == 0) check_run_directory_writable(run_dir_);
-  std::unique_ptr<Trainer> trainer = request_.fresh ? nullptr : resume();
-  if (!trainer) stage_ = 0, trainer = make_trainer(0);
+  std::unique_ptr<EpochLoop> trainer = request_.fresh ? nullptr : resume();
+  if (!trainer) stage_ = 0, trainer = make_loop(0);
   check_later_stages(stage_, *trainer);
   const auto [params, trainable] = parameter_count(trainer->network());
   if (comm) {
@@ -485,7 +510,7 @@ RunOutcome Runner::run() {
   }
 }
 
-RunOutcome Runner::train(std::unique_ptr<Trainer>& trainer) {
+RunOutcome Runner::train(std::unique_ptr<EpochLoop>& trainer) {
   const Context& context = session_->context;
   const World& world = session_->world;
   Communicator* comm = session_->comm.get();
@@ -527,21 +552,27 @@ RunOutcome Runner::train(std::unique_ptr<Trainer>& trainer) {
   // Registered again now, so that the exit() report runs before the static
   // destructors of everything loaded since start-up (a no-op in-process).
   renew_exit_guard();
-  announce_stage(*trainer);
-  trainer->run();
+  // Each stage's loop runs watched with that stage's limits; the stacks of a stall go to the run directory.
+  auto run_stage = [&](EpochLoop& loop) {
+    announce_stage(loop);
+    const LoopConfig& limits = stage_experiment(stage_).loop;
+    StallWatchdog watchdog({limits.stall_timeout_secs, limits.stop_grace_secs,
+                            (fs::path(run_dir_) / ("stall-rank" + std::to_string(context.rank) + ".txt")).string()});
+    loop.run();
+  };
+  run_stage(*trainer);
   // Later stages start from the weights the previous one ended with, with their own optimizer.
   while (stage_ + 1 < stage_count() && !trainer->ended_by_request()) {
-    std::unique_ptr<Trainer> next;
+    std::unique_ptr<EpochLoop> next;
     try {
-      next = make_trainer(++stage_);
+      next = make_loop(++stage_);
     } catch (const ConfigError& err) {
       throw ConfigError("stage " + std::to_string(stage_ + 1) + " '" + stage_experiment(stage_).stage_name +
                         "': " + err.what());
     }
     next->continue_from(*trainer);
     trainer = std::move(next);
-    announce_stage(*trainer);
-    trainer->run();
+    run_stage(*trainer);
   }
   // What each rank's process holds on which GPU (a rank on another rank's GPU shows here).
   if (context.device.is_cuda())

@@ -2,7 +2,7 @@
 // One run of an experiment, start to end: the Runner picks and verifies the
 // checkpoint to resume, refuses a changed config unless allowed, keeps the
 // run directory (config snapshot, provenance, report), installs the stop
-// signals, and sequences the stages, one Trainer each. Commands only build a
+// signals, and sequences the stages, one EpochLoop each; it owns the stall watchdog and hands the loop the stop signals. Commands only build a
 // RunRequest and map the outcome to an exit code.
 #include <memory>
 #include <string>
@@ -20,7 +20,7 @@ namespace trainyard::host {
 
 class CheckpointStore;
 class HostHook;
-class Trainer;
+class EpochLoop;
 struct Session;
 
 struct RunRequest {
@@ -73,13 +73,13 @@ class Runner {
  private:
   const Experiment& stage_experiment(size_t k) const { return e_.stages.empty() ? e_ : e_.stages[k]; }
   size_t stage_count() const { return std::max<size_t>(1, e_.stages.size()); }
-  std::unique_ptr<Trainer> make_trainer(size_t stage);
+  std::unique_ptr<EpochLoop> make_loop(size_t stage);
   /// The newest checkpoint that verifies and loads, as a trainer of its
   /// stage; null when there is none (a fresh start).
-  std::unique_ptr<Trainer> resume();
+  std::unique_ptr<EpochLoop> resume();
   /// Builds and checks every stage after `from_stage` (ConfigError naming
   /// the stage), before anything is written.
-  void check_later_stages(size_t from_stage, Trainer& trainer);
+  void check_later_stages(size_t from_stage, EpochLoop& trainer);
   /// Refuses (ConfigError) a checkpoint whose manifest records another
   /// configuration than stage `stage` of this experiment, naming both hashes
   /// and the first differing keys, unless only allowed keys changed or
@@ -94,21 +94,21 @@ class Runner {
   /// Whether an unverified checkpoint was evidently complete: its manifest
   /// exists (damaged), or metrics.jsonl shows training went on after it.
   bool evidently_complete(const std::string& checkpoint) const;
-  std::unique_ptr<Trainer> resume_unverified(const std::vector<std::string>& checkpoints);
+  std::unique_ptr<EpochLoop> resume_unverified(const std::vector<std::string>& checkpoints);
   /// The trainer of `checkpoint`'s stage with its state loaded (not hashed
   /// again), after check_checkpoint_belongs. Throws Error when it does not load.
-  std::unique_ptr<Trainer> load_from(const std::string& checkpoint);
+  std::unique_ptr<EpochLoop> load_from(const std::string& checkpoint);
   /// Prints the changes (rank 0); true when one is not allowed on resume and
   /// --allow-config-change was not given.
   bool refused_changes(const std::vector<ConfigChange>& changes, const std::string& since) const;
   /// `network`: the network's facts for provenance.json (plugin, parameters, cost per sample).
   void write_run_directory(const nlohmann::ordered_json& network);
   /// Everything after the run directory is written: the stages' training.
-  RunOutcome train(std::unique_ptr<Trainer>& trainer);
+  RunOutcome train(std::unique_ptr<EpochLoop>& trainer);
   /// Bad input stopped the run before its first checkpoint: removes the run
   /// directory if this run made it (and puts --fresh's previous one back).
   void undo_new_run_directory();
-  void announce_stage(Trainer& trainer) const;
+  void announce_stage(EpochLoop& trainer) const;
 
   const Experiment& e_;
   const Registry& registry_;

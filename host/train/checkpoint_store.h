@@ -1,7 +1,7 @@
 #pragma once
 // A run's checkpoints/ folder: the one place that lists, verifies, peeks,
 // loads, saves, prunes and keeps the best checkpoint. The file format itself
-// is train/checkpoint.h's; the Runner and the Trainer both go through here.
+// is train/checkpoint.h's; the Runner and the EpochLoop both go through here.
 #include <optional>
 #include <string>
 #include <vector>

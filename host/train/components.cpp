@@ -368,4 +368,12 @@ Components build_components(const Experiment& e, Context& context) {
   return c;
 }
 
+void copy_weights(Network& from, Network& into) {
+  at::NoGradGuard no_grad;
+  auto params = from.named_parameters();
+  for (auto& p : into.named_parameters()) p.value().copy_(params[p.key()]);
+  auto buffers = from.named_buffers();
+  for (auto& b : into.named_buffers()) b.value().copy_(buffers[b.key()]);
+}
+
 }  // namespace trainyard::host

@@ -63,10 +63,13 @@ Components build_components(const Experiment& experiment, Context& context);
 void check_network_settings(const ComponentConfig& network_config, Network& network);
 
 /// A later stage starts from the weights the earlier one ends with
-/// (Trainer::continue_from copies every parameter and buffer by name):
+/// (copy_weights copies every parameter and buffer by name):
 /// throws ConfigError when `later` holds a name that `earlier` (stage
 /// `earlier_stage`, 0-based) lacks or holds with another shape.
 void check_weights_carry_over(const Network& later, const Network& earlier, size_t earlier_stage);
+/// Copies every parameter and buffer of `from` into the same-named one of
+/// `into` (a stage starting where the earlier one ended).
+void copy_weights(Network& from, Network& into);
 
 /// The dataset's Dataset::input_normalization(), asked only when `facets`
 /// says its plugin has it (SDK 1.2 or later: an older one has no such

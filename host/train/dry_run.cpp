@@ -13,7 +13,7 @@
 #include "data/loader.h"
 #include "train/complexity.h"
 #include "train/guard.h"
-#include "train/trainer.h"
+#include "train/loader_settings.h"
 #include "util/text.h"
 
 namespace trainyard::host {

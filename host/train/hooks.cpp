@@ -3,7 +3,6 @@
 #include <algorithm>
 
 #include "train/guard.h"
-#include "train/trainer.h"
 
 namespace trainyard::host {
 
@@ -39,6 +38,13 @@ void Hooks::add(std::shared_ptr<HostHook> hook, int64_t priority) {
   entries_.insert(at, Entry{priority, std::move(hook)});
 }
 
+std::vector<CheckpointPart*> Hooks::checkpoint_parts() const {
+  std::vector<CheckpointPart*> parts;
+  for (const auto& e : entries_)
+    if (CheckpointPart* part = e.hook->checkpoint_part()) parts.push_back(part);
+  return parts;
+}
+
 std::vector<std::string> Hooks::listing() const {
   std::vector<std::string> out;
   for (const auto& e : entries_) out.push_back(priority::name(e.priority) + ": " + e.hook->name());
@@ -54,37 +60,37 @@ class CallbackHook final : public HostHook {
   explicit CallbackHook(const Built<Callback>& cb)
       : config_(*cb.config), callback_(cb.object), test_batches_(cb.facets.after_test_batch) {}
   std::string name() const override { return component_label(config_); }
-  void before_run(Trainer& t) override {
+  void before_run(LoopState& t) override {
     call("before_run", [&] { callback_->before_run(t); });
   }
-  void after_run(Trainer& t) override {
+  void after_run(LoopState& t) override {
     call("after_run", [&] { callback_->after_run(t); });
   }
-  void before_epoch(Trainer& t) override {
+  void before_epoch(LoopState& t) override {
     call("before_epoch", [&] { callback_->before_epoch(t); });
   }
-  void after_epoch(Trainer& t) override {
+  void after_epoch(LoopState& t) override {
     call("after_epoch", [&] { callback_->after_epoch(t); });
   }
-  void before_train_iter(Trainer& t, const Batch& b) override {
+  void before_train_iter(LoopState& t, const Batch& b) override {
     call("before_train_iter", [&] { callback_->before_train_iter(t, b); });
   }
-  void after_train_iter(Trainer& t, const StepResult& r) override {
+  void after_train_iter(LoopState& t, const StepResult& r) override {
     call("after_train_iter", [&] { callback_->after_train_iter(t, r); });
   }
-  void before_test(Trainer& t) override {
+  void before_test(LoopState& t) override {
     call("before_test", [&] { callback_->before_test(t); });
   }
-  void after_test_batch(Trainer& t, int64_t done, int64_t total) override {
+  void after_test_batch(LoopState& t, int64_t done, int64_t total) override {
     if (test_batches_) call("after_test_batch", [&] { callback_->after_test_batch(t, done, total); });
   }
-  void after_test(Trainer& t, const MeterValues& v) override {
+  void after_test(LoopState& t, const MeterValues& v) override {
     call("after_test", [&] { callback_->after_test(t, v); });
   }
-  void before_checkpoint(Trainer& t) override {
+  void before_checkpoint(LoopState& t) override {
     call("before_checkpoint", [&] { callback_->before_checkpoint(t); });
   }
-  void after_checkpoint(Trainer& t, const std::string& path) override {
+  void after_checkpoint(LoopState& t, const std::string& path) override {
     call("after_checkpoint", [&] { callback_->after_checkpoint(t, path); });
   }
 

@@ -14,7 +14,6 @@
 
 #include "log/log.h"
 #include "train/hooks.h"
-#include "train/trainer.h"
 #include "trainyard/error.h"
 #include "util/files.h"
 #include "util/text.h"
@@ -186,10 +185,10 @@ class StepProfiler final : public HostHook {
   }
   std::string name() const override { return "profiler (--profile)"; }
 
-  void before_run(Trainer& t) override {
+  void before_run(LoopState& t) override {
     if (!done_ && !recording_ && seen_ == window_.skip) start(t);
   }
-  void after_train_iter(Trainer& t, const StepResult&) override {
+  void after_train_iter(LoopState& t, const StepResult&) override {
     ++seen_;
     if (recording_) {
       step_.reset();  // ends this step's range
@@ -199,12 +198,12 @@ class StepProfiler final : public HostHook {
       start(t);
     }
   }
-  void after_run(Trainer& t) override {
+  void after_run(LoopState& t) override {
     if (recording_) stop(t, " (the run ended first)");
   }
 
  private:
-  void start(Trainer& t) {
+  void start(LoopState& t) {
     std::set<torch::profiler::impl::ActivityType> activities{torch::profiler::impl::ActivityType::CPU};
     if (t.context().device.is_cuda()) activities.insert(torch::profiler::impl::ActivityType::CUDA);
     const torch::profiler::impl::ProfilerConfig config(torch::profiler::impl::ProfilerState::KINETO,
@@ -215,11 +214,11 @@ class StepProfiler final : public HostHook {
     first_ = t.iteration();
     open_step(t);
   }
-  void open_step(Trainer& t) {
+  void open_step(LoopState& t) {
     step_ = std::make_unique<at::RecordFunction>(at::RecordScope::USER_SCOPE);
     if (step_->isActive()) step_->before(std::string(kStepPrefix) + std::to_string(t.iteration() + 1));
   }
-  void stop(Trainer& t, const std::string& note) {
+  void stop(LoopState& t, const std::string& note) {
     step_.reset();
     std::unique_ptr<kineto::ProfilerResult> result = kineto::disableProfiler();
     recording_ = false;

@@ -1,5 +1,6 @@
 #include "train/run_log.h"
 
+#include <ctime>
 #include <filesystem>
 
 #include "util/files.h"
@@ -14,6 +15,18 @@ RunLog::RunLog(RunPaths paths, int rank)
 void RunLog::append(const MetricsEvent& event) {
   if (rank_ != 0) fs::create_directories(fs::path(file_).parent_path());
   append_line(file_, encode_event(event));
+}
+
+void RunLog::append(const std::string& phase, const std::map<std::string, double>& values, const LoopPosition& at,
+                    const std::string& stage) {
+  MetricsEvent event;
+  event.phase = phase;
+  event.epoch = at.position == 0 ? at.epoch : at.epoch + 1;
+  event.iteration = at.iteration;
+  event.stage = stage;
+  event.time = static_cast<double>(std::time(nullptr));
+  event.values = values;
+  append(event);
 }
 
 void RunLog::forget_after(int64_t iteration) {

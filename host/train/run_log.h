@@ -6,6 +6,7 @@
 
 #include "formats/metrics.h"
 #include "formats/run_paths.h"
+#include "train/checkpoint.h"
 
 namespace trainyard::host {
 
@@ -14,6 +15,11 @@ class RunLog {
   RunLog(RunPaths paths, int rank);
 
   void append(const MetricsEvent& event);
+  /// One event of `phase` at the loop's position `at`: the epoch it belongs
+  /// to, counted from 1 (events after an epoch's last iteration, its test
+  /// pass, carry that epoch's number); `stage` "" in a single-stage run.
+  void append(const std::string& phase, const std::map<std::string, double>& values, const LoopPosition& at,
+              const std::string& stage);
   /// Drops events logged after `iteration`: a resumed run replays that
   /// future, and metrics.jsonl must tell one consistent history.
   void forget_after(int64_t iteration);

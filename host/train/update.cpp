@@ -58,10 +58,18 @@ void Updater::backward(const at::Tensor& loss, const Batch& batch, const at::Ten
   ++micro_;
 }
 
-void Updater::backward_nothing(const std::function<void()>& backward) {
+void Updater::backward_nothing(const std::function<at::Tensor(const Batch&)>& forward) {
   begin_batch();
   reducer_->set_active(micro_ == iter_size_ - 1);
-  backward();
+  if (context_.sync_batch_norm) {
+    // Synchronized batch norm layers make collectives in forward and backward:
+    // run them on an empty batch (contributing zero samples).
+    std::vector<int64_t> shape{0};
+    shape.insert(shape.end(), context_.dataset.sample_shape.begin(), context_.dataset.sample_shape.end());
+    Batch empty{at::zeros(shape, at::kFloat).to(context_.device), at::zeros({0}, at::kLong).to(context_.device), {}};
+    at::Tensor output = forward(empty);  // in the run's precision, as the other ranks' forward
+    guarded(*c_.network.config, "backward", [&] { (output.sum() * 0).backward(); });
+  }
   ++micro_;
 }
 

@@ -3,7 +3,7 @@
 // optimizer's step: gradients averaged over ranks, rescaled for a short
 // accumulation, unscaled (fp16-mixed's loss scaler), clipped, checked for
 // NaN/inf under loop.nonfinite, the schedule's rate set, one step. It knows
-// nothing of the loop: finish() returns what happened and the Trainer acts.
+// nothing of the loop: finish() returns what happened and the EpochLoop acts.
 #include <cstdint>
 #include <functional>
 #include <optional>
@@ -66,9 +66,10 @@ class Updater {
   /// fp16). A non-finite loss is remembered for the policy; under --debug it
   /// stops here, naming the operation that made it.
   void backward(const at::Tensor& loss, const Batch& batch, const at::Tensor& output, const UpdateClock& clock);
-  /// A rank with no batch left takes part with zero gradients: `backward`
-  /// runs whatever the network needs (e.g. synchronized batch norm's collectives).
-  void backward_nothing(const std::function<void()>& backward);
+  /// A rank with no batch left takes part in the others' update with zero
+  /// gradients; with synchronized batch norm, `forward` (in the run's
+  /// precision) and backward run on an empty batch for its collectives.
+  void backward_nothing(const std::function<at::Tensor(const Batch&)>& forward);
   bool due() const { return micro_ == iter_size_; }  ///< iter_size batches accumulated
   bool pending() const { return micro_ > 0; }        ///< an accumulation is under way
   /// Ends the update: gradients reduced, unscaled, clipped and checked, the
@@ -78,6 +79,7 @@ class Updater {
   double grad_norm() const { return grad_norm_; }  ///< before clipping, at the last update
   double lr() const;                               ///< the first group's current rate
   LossScaler& scaler() { return scaler_; }
+  const LossScaler& scaler() const { return scaler_; }
   /// Every update at this rate (groups keep their ratios to the first
   /// group) instead of the schedule's; nullopt puts the starting rates back.
   void set_fixed_lr(std::optional<double> lr);

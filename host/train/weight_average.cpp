@@ -10,7 +10,7 @@
 #include "distributed/communicator.h"
 #include "log/log.h"
 #include "train/hooks.h"
-#include "train/trainer.h"
+#include "train/meter_results.h"
 #include "trainyard/error.h"
 #include "trainyard/network.h"
 #include "util/sha256.h"
@@ -165,15 +165,42 @@ class WeightAverageHook final : public HostHook {
  public:
   explicit WeightAverageHook(std::shared_ptr<WeightAverage> average) : average_(std::move(average)) {}
   std::string name() const override { return "weight average (ema)"; }
-  void before_run(Trainer& t) override { average_->start(t.network()); }
-  void after_update(Trainer& t, const UpdateOutcome&) override {
+  WeightAverage* average() const { return average_.get(); }
+  CheckpointPart* checkpoint_part() override { return average_.get(); }
+  void after_resume(LoopState&, const CheckpointState& state, const std::string& path) override {
+    if (state.parts_found.empty())
+      log_warning("warning: " + path +
+                  ": the checkpoint has no averaged weights (ema); the average starts from its weights");
+  }
+  void continue_stage(LoopState&, LoopState& previous) override {
+    if (const auto* earlier = previous.hooks().find<WeightAverageHook>())
+      average_->continue_from(*earlier->average_, previous.network());
+  }
+  void before_run(LoopState& t) override { average_->start(t.network()); }
+  // ema.evaluate: the same pass on the averaged weights, its values tagged
+  // test_ema_*. The meters then hold the trained weights' pass again: their
+  // result files (after_test) are the trained weights'.
+  void after_test_pass(LoopState& t, MeterValues& v) override {
+    if (!average_->config().evaluate) return;
+    const auto& meters = t.components().test_meters;
+    std::vector<MeterState> trained;
+    for (const auto& m : meters) trained.push_back(meter_state(m));
+    MeterValues averaged;
+    {
+      const WeightAverage::Swap swap = average_->swapped_into(t.network());
+      averaged = t.test_pass();
+    }
+    for (size_t i = 0; i < meters.size(); ++i) set_meter_state(meters[i], trained[i]);
+    for (const auto& [name, value] : averaged) v["test_ema_" + name.substr(std::string("test_").size())] = value;
+  }
+  void after_update(LoopState& t, const UpdateOutcome&) override {
     // The buffers the average takes in are rank 0's, on every rank.
     if (Communicator* comm = t.communicator(); comm && average_->config().buffers == "average" &&
                                                (average_->updates() + 1) % average_->config().every_updates == 0)
       comm->broadcast_buffers(t.network());
     average_->after_update(t.network());
   }
-  void after_run(Trainer& t) override {
+  void after_run(LoopState& t) override {
     Communicator* comm = t.communicator();
     if (!comm) return;
     const std::string digest = average_->digest();
@@ -201,6 +228,11 @@ class WeightAverageHook final : public HostHook {
 
 std::shared_ptr<HostHook> weight_average_hook(std::shared_ptr<WeightAverage> average) {
   return std::make_shared<WeightAverageHook>(std::move(average));
+}
+
+WeightAverage* weight_average_of(const Hooks& hooks) {
+  const auto* hook = hooks.find<WeightAverageHook>();
+  return hook ? hook->average() : nullptr;
 }
 
 }  // namespace trainyard::host

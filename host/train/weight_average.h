@@ -3,7 +3,7 @@
 // network's weights kept beside the trained ones, as timm's ModelEmaV3 and
 // MMEngine's EMAHook keep it. Blended in after optimizer updates (a hook),
 // saved in every checkpoint (a CheckpointPart: a resumed run continues
-// exactly), tested beside the trained weights (Trainer::default_test) and
+// exactly), tested beside the trained weights (the EpochLoop's after_test_pass hook) and
 // exported with `trainyard export --weights ema`.
 #include <cstdint>
 #include <memory>
@@ -24,6 +24,7 @@ namespace trainyard::host {
 
 class Communicator;
 class HostHook;
+class Hooks;
 
 class WeightAverage final : public CheckpointPart {
  public:
@@ -88,5 +89,7 @@ class WeightAverage final : public CheckpointPart {
 /// rank 0's buffers (so every rank averages the same ones) and, after the run,
 /// checks that every rank holds the same average (an error names the ranks).
 std::shared_ptr<HostHook> weight_average_hook(std::shared_ptr<WeightAverage> average);
+/// The average kept by `hooks`' weight average hook, or null when it has none.
+WeightAverage* weight_average_of(const Hooks& hooks);
 
 }  // namespace trainyard::host

@@ -190,7 +190,7 @@ const std::vector<std::string> kLoopValueNames = {"lr",
 // first test, which sees every value (a meter may add one later).
 std::vector<std::string> check_value_names(const Experiment& e, std::vector<std::string> names) {
   names.insert(names.end(), kLoopValueNames.begin(), kLoopValueNames.end());
-  // ema.evaluate: each test value again on the averaged weights (Trainer::default_test).
+  // ema.evaluate: each test value again on the averaged weights (the weight average hook's after_test_pass).
   if (e.ema.enabled && e.ema.evaluate)
     for (size_t i = 0, n = names.size(); i < n; ++i)
       if (names[i].rfind("test_", 0) == 0) names.push_back("test_ema_" + names[i].substr(5));

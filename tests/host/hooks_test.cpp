@@ -6,8 +6,8 @@
 #include <ATen/ATen.h>
 
 #include "support/support.h"
+#include "train/epoch_loop.h"
 #include "train/hooks.h"
-#include "train/trainer.h"
 #include "util/text.h"
 
 namespace trainyard::host {
@@ -18,7 +18,7 @@ namespace {
 class Probe final : public HostHook {
  public:
   std::string name() const override { return "probe"; }
-  void after_train_iter(Trainer& t, const StepResult&) override {
+  void after_train_iter(LoopState& t, const StepResult&) override {
     if (t.iteration() % 2 != 0) return;
     const auto& r = t.meter_readings();
     ++seen;
@@ -56,7 +56,7 @@ class ToyAverage final : public HostHook {
  public:
   explicit ToyAverage(double decay) : decay_(decay) {}
   std::string name() const override { return "weight average"; }
-  void after_update(Trainer& t, const UpdateOutcome& outcome) override {
+  void after_update(LoopState& t, const UpdateOutcome& outcome) override {
     ASSERT_TRUE(outcome.stepped);
     ++updates;
     at::NoGradGuard no_grad;

@@ -11,7 +11,7 @@
 #include "run/lr_finder.h"
 #include "support/support.h"
 #include "train/components.h"
-#include "train/trainer.h"
+#include "train/epoch_loop.h"
 
 namespace trainyard::host {
 namespace {
@@ -19,7 +19,7 @@ namespace {
 struct Finder {
   Experiment e;
   Context context;
-  std::unique_ptr<Trainer> trainer;
+  std::unique_ptr<EpochLoop> trainer;
   Finder() {
     const std::string path = test::temp_dir("exp") + "/lrf.yaml";
     test::write_file(path, test::synthetic_experiment("lrf"));
@@ -27,7 +27,7 @@ struct Finder {
     context.seed = e.seed;
     torch::manual_seed(e.seed);
     Components c = build_components(e, context);
-    trainer = std::make_unique<Trainer>(e, std::move(c), context, RunPaths(test::temp_dir("never-written")));
+    trainer = std::make_unique<EpochLoop>(e, std::move(c), context, RunPaths(test::temp_dir("never-written")));
   }
 };
 

@@ -20,8 +20,9 @@
 #include "support/data_parallel.h"
 #include "train/checkpoint.h"
 #include "train/components.h"
+#include "train/epoch_loop.h"
+#include "train/loader_settings.h"
 #include "train/precision.h"
-#include "train/trainer.h"
 #include "trainyard/error.h"
 #include "util/text.h"
 
@@ -84,7 +85,7 @@ TEST(Precision, Bf16MixedTrainsOnTheCpuLikeFp32) {
   EXPECT_NEAR(bf16.back(), fp32.back(), 0.15 * fp32.back() + 0.02);  // to about the same place
 }
 
-TEST(Precision, Fp16LossScalingRunsInTheTrainerAndItsStateIsCheckpointed) {
+TEST(Precision, Fp16LossScalingRunsInTheLoopAndItsStateIsCheckpointed) {
   // Users are refused fp16-mixed on the CPU (it is slow there), but CPU
   // autocast does run float16: set past validation, it drives the trainer's
   // scaler path for real. 16 updates: no growth, so every change of the
@@ -108,7 +109,7 @@ TEST(Precision, Fp16LossScalingRunsInTheTrainerAndItsStateIsCheckpointed) {
       if (p.dim() == 2) last_weight = p;
     last_weight.mul_(30);
   }
-  Trainer trainer(e, std::move(c), context, RunPaths(out));
+  EpochLoop trainer(e, std::move(c), context, RunPaths(out));
   trainer.run();
   const double scale = trainer.values().at("loss_scale");
   const double skipped =
@@ -317,7 +318,7 @@ TEST(Device, ACheckpointWrittenOnAGpuLoadsOntoTheDeviceThisProcessTrainsOn) {
   Context context;
   context.seed = e.seed;
   torch::manual_seed(e.seed);
-  Trainer trainer(e, build_components(e, context), context, RunPaths(out));
+  EpochLoop trainer(e, build_components(e, context), context, RunPaths(out));
   trainer.run();
   const std::string written = test::latest_checkpoint(out), relocated = out + "/from-gpu.pt";
   auto moved = test::run_command(::trainyard::test::python() + " " + test::source_dir() +
@@ -328,7 +329,7 @@ TEST(Device, ACheckpointWrittenOnAGpuLoadsOntoTheDeviceThisProcessTrainsOn) {
     EXPECT_THROW(unmapped.load_from(relocated), c10::Error);
   }
   torch::manual_seed(e.seed + 1);  // other weights, which the load must replace
-  Trainer fresh(e, build_components(e, context), context, RunPaths(out));
+  EpochLoop fresh(e, build_components(e, context), context, RunPaths(out));
   CheckpointState state = load_checkpoint(relocated, fresh.network(), fresh.optimizer(),
                                           Verify::already_done);  // its manifest describes the CPU file
   EXPECT_EQ(state.at.iteration, trainer.iteration());

@@ -8,8 +8,8 @@
 #include <filesystem>
 
 #include "support/data_parallel.h"
+#include "train/epoch_loop.h"
 #include "train/schedule.h"
-#include "train/trainer.h"
 
 namespace fs = std::filesystem;
 

@@ -11,8 +11,8 @@
 #include "formats/metrics.h"
 #include "support/data_parallel.h"
 #include "support/support.h"
+#include "train/epoch_loop.h"
 #include "train/hooks.h"
-#include "train/trainer.h"
 #include "train/weight_average.h"
 
 namespace trainyard::host {
@@ -24,10 +24,10 @@ class ReferenceAverage final : public HostHook {
  public:
   ReferenceAverage(double decay, int64_t every) : decay_(decay), every_(every) {}
   std::string name() const override { return "reference average"; }
-  void before_run(Trainer& t) override {
+  void before_run(LoopState& t) override {
     for (const auto& p : t.network().parameters()) average.push_back(p.detach().to(at::kDouble));
   }
-  void after_update(Trainer& t, const UpdateOutcome&) override {
+  void after_update(LoopState& t, const UpdateOutcome&) override {
     ++updates;
     if (updates % every_ != 0) return;
     const double d = std::min(decay_, 1.0 - std::pow(1.0 + static_cast<double>(updates), -2.0 / 3.0));
@@ -52,7 +52,7 @@ TEST(WeightAverage, FollowsTimmsWarmupAndBlendsInEveryNthUpdate) {
   auto reference = std::make_shared<ReferenceAverage>(0.95, 3);
   trainer->hooks().add(reference, priority::lowest);
   trainer->run();
-  WeightAverage* average = trainer->weight_average();
+  WeightAverage* average = weight_average_of(trainer->hooks());
   ASSERT_NE(average, nullptr);
   EXPECT_EQ(average->updates(), 32);
   ASSERT_EQ(reference->decays.size(), 10u);
@@ -88,7 +88,7 @@ TEST(WeightAverage, BatchNormStatisticsAreAveragedOrTheTrainedOnesAreUsed) {
     std::map<std::string, at::Tensor> trained;
     for (const auto& b : net.named_buffers()) trained[b.key()] = b.value().clone();
     ASSERT_FALSE(trained.empty()) << "the convnet has batch norm";
-    const WeightAverage::Swap swap = trainer->weight_average()->swapped_into(net);
+    const WeightAverage::Swap swap = weight_average_of(trainer->hooks())->swapped_into(net);
     for (const auto& b : net.named_buffers()) {
       if (!at::isFloatingType(b.value().scalar_type())) {
         EXPECT_TRUE(b.value().equal(trained[b.key()])) << b.key() << ": counters are copied, not averaged";

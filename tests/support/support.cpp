@@ -18,7 +18,7 @@
 #include "plugins/loader.h"
 #include "plugins/registry.h"
 #include "run/assembly.h"
-#include "train/trainer.h"
+#include "train/epoch_loop.h"
 #include "trainyard/record.h"
 
 namespace fs = std::filesystem;
@@ -293,8 +293,8 @@ void write_matrix(const std::string& path, const at::Tensor& matrix) {
 
 namespace trainyard::test {
 
-std::unique_ptr<host::Trainer> assembled(const std::string& name, const std::vector<std::string>& sets,
-                                         Context& context, const std::string& yaml) {
+std::unique_ptr<host::EpochLoop> assembled(const std::string& name, const std::vector<std::string>& sets,
+                                           Context& context, const std::string& yaml) {
   const std::string path = temp_dir("exp-" + name) + "/" + name + ".yaml";
   write_file(path, yaml.empty() ? synthetic_experiment(name) : yaml);
   static std::vector<std::unique_ptr<host::Experiment>> kept;

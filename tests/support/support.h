@@ -69,7 +69,7 @@ struct Context;
 }
 namespace trainyard::host {
 class Registry;
-class Trainer;
+class EpochLoop;
 }  // namespace trainyard::host
 
 namespace trainyard::test {
@@ -81,8 +81,8 @@ const host::Registry& builtin_registry();
 /// applied, assembled in this process as `trainyard run` assembles it, over a
 /// temporary run directory; `context` gets its seed. The experiment stays
 /// alive for the test binary's life (the trainer refers to it).
-std::unique_ptr<host::Trainer> assembled(const std::string& name, const std::vector<std::string>& sets,
-                                         Context& context, const std::string& yaml = "");
+std::unique_ptr<host::EpochLoop> assembled(const std::string& name, const std::vector<std::string>& sets,
+                                           Context& context, const std::string& yaml = "");
 
 /// The newest ckpt-*.pt of RUN_DIR/checkpoints ("" if none); manifests and best.pt are not counted.
 std::string latest_checkpoint(const std::string& run_dir);

@@ -1,0 +1,299 @@
+#include "train/epoch_loop.h"
+
+#include <ctime>
+
+#include <ATen/ATen.h>
+#include <ATen/record_function.h>
+#include <torch/optim/optimizer.h>
+
+#include "config/snapshot.h"
+#include "distributed/communicator.h"
+#include "distributed/gradient_reducer.h"
+#include "train/guard.h"
+#include "train/loader_settings.h"
+#include "train/meter_results.h"
+#include "train/nonfinite.h"
+#include "train/overrides.h"
+#include "train/profiler.h"
+#include "train/schedule.h"
+#include "util/process.h"
+
+namespace trainyard::host {
+EpochLoop::EpochLoop(const Experiment& e, Components components, Context context, RunPaths paths,
+                     std::shared_ptr<CheckpointStore> store)
+    : loop_(e.loop),
+      c_(std::move(components)),
+      context_(std::move(context)),
+      paths_(std::move(paths)),
+      sampler_(make_sampler(e, c_.train_data, context_)),
+      train_loader_([&e, this] { return make_loader_options(e, c_.train_data, sampler_->batch_size(), context_); }),
+      sampler_seed_(e.seed),
+      updater_(e, c_, context_),
+      stopping_(e.stopping, [&e](const std::string& key) { return e.where("stopping." + key); }),
+      log_(paths_, context_.rank),
+      store_(store ? std::move(store) : std::make_shared<CheckpointStore>(paths_.checkpoints, e.output.keep_checkpoints)),
+      evaluator_(c_, context_, e.loop.effective_precision(),
+                 test_pass_settings(e.loop, e.path,
+                                    [&e, this](int64_t batch) {
+                                      return make_loader_options(e, c_.test_data, batch, context_);
+                                    }),
+                 nullptr),
+      bucket_bytes_(static_cast<size_t>(e.distributed.bucket_mb) << 20),
+      config_resolved_(e.resolved()),
+      config_hash_(resolved_sha256(config_resolved_)) {
+  stages_.run = [this] {
+    hooks_.each([&](HostHook& h) { h.before_run(*this); });
+    while (stages_.should_continue()) stages_.epoch(at_.epoch);
+    hooks_.each([&](HostHook& h) { h.after_run(*this); });
+  };
+  stages_.should_continue = [this] { return default_should_continue(); };
+  stages_.epoch = [this](int64_t epoch) { default_epoch(epoch); };
+  stages_.train_batches = [this](int64_t epoch) { return default_train_batches(epoch); };
+  stages_.train_step = [this](const Batch& batch) { return default_train_step(batch); };
+  stages_.test = [this] { return default_test(); };
+  stages_.checkpoint = [this] { default_checkpoint(); };
+  stages_.schedule = [this, schedule = e.schedule](int64_t step, int64_t total) {
+    return schedule_factor(schedule, step, total, updater_.base_lr());
+  };
+  for (const auto& cb : c_.callbacks) hooks_.add(callback_hook(cb), cb.config->priority);
+}
+
+void EpochLoop::set_communicator(Communicator* comm) {
+  comm_ = comm;
+  ranks_ = RankAgreement(comm);
+  evaluator_.set_communicator(comm);
+  if (comm_) reducer_ = std::make_shared<GradientReducer>(*comm_, c_.network.object->parameters(), bucket_bytes_);
+  updater_.set_reducer(reducer_.get());
+}
+
+void EpochLoop::resume(const std::string& checkpoint, Verify verify) {
+  CheckpointState state =
+      store_->load(checkpoint, *c_.network.object, *c_.optimizer, verify, hooks_.checkpoint_parts());
+  if (state.stage != stage_.index)
+    throw Error(checkpoint + ": checkpoint of stage " + std::to_string(state.stage + 1) + ", not of stage " +
+                std::to_string(stage_.index + 1));
+  LoopProgress p = progress();
+  restore_checkpoint_state(state, p, c_.train_meters, context_.rank);
+  at_ = p.at, stage_ = p.stage, stopping_.progress() = p.stopping, values_ = p.values, updater_.scaler() = p.scaler;
+  // A stage that had reached its target at this checkpoint's epoch stays
+  // stopped, as the uninterrupted run did (a multi-stage run goes on with the
+  // next stage from these weights).
+  if (at_.position == 0 && at_.epoch > stage_.first_epoch)
+    if (auto reached = stopping_.target_reached(values_); reached && !reached->empty())
+      stop(*reached + " (at the checkpoint)", StopKind::criterion);
+  // Events logged after this checkpoint happened in a future that is being replayed.
+  log_.forget_after(at_.iteration);
+  hooks_.each([&](HostHook& h) { h.after_resume(*this, state, checkpoint); });
+}
+
+void EpochLoop::continue_from(EpochLoop& previous) {
+  at_ = previous.at_;
+  stage_.first_iteration = at_.iteration;
+  // This stage trains its own loop.epochs from here, also when the previous
+  // stage ended early on its stopping criterion.
+  stage_.first_epoch = at_.epoch;
+  values_ = previous.values_;
+  readings_ = previous.readings_;
+  // fp16 stages share one loss scale
+  if (updater_.scaler().enabled && previous.updater_.scaler().enabled) updater_.scaler() = previous.updater_.scaler();
+  if (stopping_.watches_like(previous.stopping_)) {
+    stopping_.progress().best = previous.stopping_.progress().best;
+    stopping_.progress().has_best = previous.stopping_.progress().has_best;
+  }
+  hooks_.each([&](HostHook& h) { h.continue_stage(*this, previous); });  // before the weights: ema reads the earlier ones
+  copy_weights(previous.network(), *c_.network.object);
+}
+
+void EpochLoop::run() {
+  custom_batches_ = install_overrides(c_.overrides, stages_, *this);
+  stages_.run();
+}
+
+void EpochLoop::poll_stop_signal() {
+  if (const int signo = stop_signal_ ? stop_signal_() : 0; signo != 0 && !signal_stop_)
+    stop(signal_name(signo) + " at iteration " + std::to_string(at_.iteration), StopKind::signal);
+}
+
+bool EpochLoop::default_should_continue() {
+  poll_stop_signal();
+  // A signal that arrived during the last epoch's test or checkpoint on one
+  // rank stops them all here, at the same epoch boundary.
+  const Votes agreed = ranks_.before_epoch({true, stop_requested(), signal_stop_, false});
+  signal_stop_ = signal_stop_ || agreed.signal;
+  if (agreed.stop && !stop_requested()) request_stop("requested by another rank");
+  // An early stop holds across runs: a resumed run that had stopped stays stopped.
+  return at_.epoch < epochs() && !stop_requested() && !stopping_.out_of_patience();
+}
+
+BatchStream EpochLoop::default_train_batches(int64_t epoch) {
+  BatchStream inner = guarded(*c_.train_data.config, "get_batch", [&] {
+    sampler_->restore({epoch, at_.position, sampler_seed_});  // the loop's position is the sampler's state
+    return batch_stream(*c_.train_data.object, *sampler_, train_loader_(), train_stats_);
+  });
+  const ComponentConfig& who = *c_.train_data.config;
+  return [inner, &who] { return guarded(who, "get_batch", inner); };
+}
+
+StepResult EpochLoop::default_train_step(const Batch& batch) {
+  c_.network.object->train();
+  for (auto& m : c_.frozen) m->eval();  // frozen batch norm keeps its statistics
+  updater_.begin_batch();
+  at::Tensor output, loss;
+  {
+    RECORD_USER_SCOPE(trace_scope::forward);  // the network and the loss
+    output = forward(batch);
+    loss = guarded(*c_.loss.config, "compute", [&] { return c_.loss.object->compute(output, batch); });
+  }
+  {
+    RECORD_USER_SCOPE(trace_scope::backward);
+    updater_.backward(loss, batch, output, clock());
+  }
+  if (updater_.due()) finish_update();
+  return {batch, output.detach(), loss.detach()};
+}
+
+void EpochLoop::finish_update() {
+  const UpdateOutcome outcome = [&] {
+    RECORD_USER_SCOPE(trace_scope::optimizer);  // gradients averaged and clipped, the step
+    return updater_.finish(clock(), stages_.schedule);
+  }();
+  if (outcome.loss_scale) values_["loss_scale"] = *outcome.loss_scale;
+  if (outcome.scaler_skipped_updates) values_["scaler_skipped_updates"] = *outcome.scaler_skipped_updates;
+  if (outcome.skipped_updates) values_["skipped_updates"] = *outcome.skipped_updates;
+  if (!outcome.stop.empty()) {
+    stages_.checkpoint();  // the last good update's weights, at this batch
+    throw NonFiniteStop(outcome.stop);
+  }
+  if (outcome.stepped) hooks_.each([&](HostHook& h) { h.after_update(*this, outcome); });
+}
+
+void EpochLoop::default_epoch(int64_t epoch) {
+  hooks_.each([&](HostHook& h) { h.before_epoch(*this); });
+  if (at_.position == 0) {
+    for (auto& m : c_.train_meters) guarded(*m.config, "reset", [&] { m.object->reset(); });
+    train_stats_->reset();  // counted per epoch
+  }
+  BatchStream batches = stages_.train_batches(epoch);
+  while (true) {
+    poll_stop_signal();
+    hooks_.each([&](HostHook& h) { h.before_fetch(*this); });
+    // A stop waits for the end of an accumulation (iter_size), so that no
+    // update is cut short and a resumed run continues exactly.
+    if (!ranks_.spans_ranks() && stop_requested() && !updater_.pending()) break;
+    std::optional<Batch> batch;
+    {
+      RECORD_USER_SCOPE(trace_scope::data_wait);
+      batch = batches();
+    }
+    hooks_.each([&](HostHook& h) { h.after_fetch(*this, batch.has_value()); });
+    const Votes agreed =
+        ranks_.before_step({batch.has_value(), stop_requested(), signal_stop_, checkpoint_requested_});
+    checkpoint_requested_ = false;
+    signal_stop_ = signal_stop_ || agreed.signal;  // every rank exits as resumable
+    if (agreed.stop && !stop_requested()) request_stop("requested by another rank");
+    if ((ranks_.spans_ranks() && agreed.stop && !updater_.pending()) || !agreed.has_batch) break;
+    if (agreed.checkpoint) stages_.checkpoint();  // at this batch, before training on it
+    if (ranks_.spans_ranks()) {
+      // Every update starts from rank 0's buffers (DDP's broadcast_buffers):
+      // the statistics every rank tests with are the ones rank 0 saves.
+      if (!updater_.pending()) {
+        RECORD_USER_SCOPE(trace_scope::ranks);
+        comm_->broadcast_buffers(*c_.network.object);
+      }
+      if (!batch) {  // this rank's shard ran out before another's
+        updater_.backward_nothing([&](const Batch& empty) { return forward(empty); });
+        if (updater_.due()) finish_update();  // steps with the other ranks' gradients
+        ++at_.position, ++at_.iteration;
+        continue;
+      }
+    }
+    hooks_.each([&](HostHook& h) { h.before_train_iter(*this, *batch); });
+    StepResult result = stages_.train_step(*batch);
+    ++at_.position, ++at_.iteration;
+    for (auto& m : c_.train_meters)
+      guarded(*m.config, "update", [&] { m.object->update({result.batch, result.output, result.loss}); });
+    // The users' callbacks, then the periodic train log, test and checkpoint (add_builtin_hooks()).
+    hooks_.each([&](HostHook& h) { h.after_train_iter(*this, result); });
+  }
+  if (updater_.pending()) finish_update();  // the epoch ended inside an accumulation
+  if (stop_requested()) return stages_.checkpoint();  // keeps the place in the epoch: the next run resumes here
+  end_epoch();
+}
+
+void EpochLoop::end_epoch() {
+  last_epoch_length_ = at_.position;
+  ++at_.epoch;
+  at_.position = 0;
+  MeterValues line;
+  hooks_.each([&](HostHook& h) { h.epoch_trained(*this, line); });  // throughput, bad records
+  const MeterValues meters = train_meter_values();
+  take_meter_values(meters, at_.epoch, at_.iteration, values_, readings_);
+  line.insert(meters.begin(), meters.end());
+  add_update_values(line);
+  log("train", line);
+  if (tested_at_ != at_.iteration)  // the periodic test may have just run on this state
+    take_meter_values(stages_.test(), at_.epoch, at_.iteration, values_, readings_);
+  const StoppingRule::Verdict verdict = stopping_.judge_epoch(values_);
+  for (const auto& reason : verdict.stops) stop(reason, StopKind::criterion);
+  epoch_improved_ = verdict.improved;
+  // The users' callbacks, then the epoch's checkpoint (MMEngine's order: its
+  // CheckpointHook saves after the other hooks' after_train_epoch). The
+  // checkpoint holds what they did, and one that throws leaves the previous
+  // checkpoint as the latest: the resume trains to this epoch's end again and
+  // calls after_epoch again, so no epoch's call is lost.
+  hooks_.each([&](HostHook& h) { h.after_epoch(*this); });
+  epoch_end_checkpoint_ = true;  // the best checkpoint is kept in after_checkpoint (add_builtin_hooks())
+  struct Reset {
+    bool& flag;
+    ~Reset() { flag = false; }
+  } reset{epoch_end_checkpoint_};
+  stages_.checkpoint();
+}
+
+MeterValues EpochLoop::default_test() {
+  if (!c_.test_data.object) return {};
+  hooks_.each([&](HostHook& h) { h.before_test(*this); });
+  MeterValues v = test_pass();
+  hooks_.each([&](HostHook& h) { h.after_test_pass(*this, v); });  // ema: the same pass on the averaged weights
+  log("test", v);
+  // The meters' result files, then the users' callbacks (add_builtin_hooks()).
+  hooks_.each([&](HostHook& h) { h.after_test(*this, v); });
+  return v;
+}
+
+MeterValues EpochLoop::test_pass() {
+  return evaluator_.test_pass(
+      [&](int64_t done, int64_t total) { hooks_.each([&](HostHook& h) { h.after_test_batch(*this, done, total); }); });
+}
+
+void EpochLoop::default_checkpoint() {
+  hooks_.each([&](HostHook& h) { h.before_checkpoint(*this); });
+  CheckpointState state = checkpoint_state(progress(), c_.train_meters, comm_);
+  state.config_hash = config_hash_;
+  state.config = config_resolved_;
+  const std::vector<CheckpointPart*> hook_parts = hooks_.checkpoint_parts();
+  const std::vector<const CheckpointPart*> parts(hook_parts.begin(), hook_parts.end());
+  // The ranks hold the same weights: rank 0 writes them.
+  on_rank0(comm_, context_.rank, "checkpoint write", loop_.stall_timeout_secs,
+           [&] { store_->save(*c_.network.object, *c_.optimizer, state, parts); });
+  hooks_.each([&](HostHook& h) { h.after_checkpoint(*this, store_->path_of(at_)); });
+}
+
+void EpochLoop::add_update_values(MeterValues& v) const {
+  v["lr"] = updater_.lr();
+  v["grad_norm"] = updater_.grad_norm();
+  // The fp16 scaler's state and the updates skipped, where the run has them
+  // (finish_update() keeps them in values_): series in metrics.jsonl.
+  for (const char* name : {"loss_scale", "scaler_skipped_updates", "skipped_updates"})
+    if (const auto it = values_.find(name); it != values_.end()) v[name] = it->second;
+}
+
+void EpochLoop::stop(const std::string& reason, StopKind kind) {
+  if (kind == StopKind::signal) signal_stop_ = true;
+  if (!stop_reason_.empty()) return;
+  criterion_stop_ = kind == StopKind::criterion;
+  stop_reason_ = reason.empty() ? "requested" : reason;
+  context_.log("stopping: " + stop_reason_);
+}
+
+}  // namespace trainyard::host
