@@ -353,7 +353,7 @@ bool Runner::check_checkpoint_belongs(const std::string& checkpoint, size_t stag
                << was.value("precision", "") << "; this machine resumes in "
                << now["resolved_precision"]["precision"].get<std::string>() << " ("
                << now["resolved_precision"]["reason"].get<std::string>() << ")\n";
-  const auto changes = changes_from(recorded.config, stage_experiment(stage));
+  const auto changes = ExperimentSnapshot(stage_experiment(stage)).changes_from(recorded.config);
   if (refused_changes(changes,
                       "differs from the one " + fs::path(checkpoint).filename().string() + " was trained with")) {
     std::vector<std::string> first;
@@ -391,7 +391,7 @@ void Runner::check_config_changes() const {
   // learning rate or network, only when asked (the differences are printed).
   const std::string saved_config = (fs::path(run_dir_) / "config.yaml").string();
   if (resumed_from_.empty() || !compare_saved_config_ || !fs::exists(saved_config)) return;
-  if (refused_changes(changes_since(saved_config, e_), "changed since this run's config.yaml"))
+  if (refused_changes(ExperimentSnapshot(e_).changes_since(saved_config), "changed since this run's config.yaml"))
     throw ConfigError(saved_config + ": resuming with changed settings (listed above)",
                       "expected the same experiment; only the loop's length (loop.epochs), logging and input "
                       "threads may change on resume",
@@ -431,8 +431,8 @@ void Runner::write_run_directory(const nlohmann::ordered_json& network) {
   }
   made_run_dir_ = !fs::exists(run_dir_);
   fs::create_directories(run_dir_);
-  write_file_atomic((fs::path(run_dir_) / "config.yaml").string(), resolved_yaml(e_));
-  write_file_atomic((fs::path(run_dir_) / "config.json").string(), resolved_json(e_));
+  write_file_atomic((fs::path(run_dir_) / "config.yaml").string(), ExperimentSnapshot(e_).yaml());
+  write_file_atomic((fs::path(run_dir_) / "config.json").string(), ExperimentSnapshot(e_).json());
   nlohmann::ordered_json provenance = provenance_json(request_.command_line, registry_, session_->world.world_size);
   provenance["precision"] = {{"requested", e_.loop.precision},
                              {"used", e_.loop.effective_precision()},

@@ -151,7 +151,8 @@ Session::Session(const Experiment& e, const Registry& registry, const std::strin
     std::sort(libraries.begin(), libraries.end());
     const std::string same = "expected every rank to run the same experiment with the same plugins";
     const std::string how = "launch every rank with the same experiment, --set values and plugin folders";
-    comm->check_same("experiment (resolved config)", fingerprint_of(rank_comparable_config(e)), same, how);
+    comm->check_same("experiment (resolved config)", fingerprint_of(ExperimentSnapshot(e).rank_comparable()), same,
+                     how);
     comm->check_same("plugin set", fingerprint_of(join(libraries, "\n")), same, how);
     if (e.loop.precision == "auto")
       comm->check_same("loop.precision auto", e.loop.effective_precision() + ": " + e.loop.precision_reason,
