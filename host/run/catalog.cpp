@@ -174,7 +174,7 @@ int64_t embed_catalog(const Experiment& e, const Registry& registry, const Embed
     source = split.config->key;
     const int64_t batch =
         stage.loop.test_batch_per_device > 0 ? stage.loop.test_batch_per_device : stage.loop.batch_per_device;
-    const LoaderOptions loader = make_loader_options(stage, split, batch, m.context);
+    const LoaderOptions loader = make_loader_options(stage.loop, stage.seed, stage.network, split, batch, m.context);
     std::tie(embeddings, labels) = embed_all(m, *split.object, loader, source);
     for (int64_t i = 0; i < embeddings.size(0); ++i) sources.push_back(source + ":" + std::to_string(i));
   } else {

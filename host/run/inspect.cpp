@@ -63,7 +63,7 @@ void validate(const Experiment& e, std::ostream& out) {
       << " trainable), loss " << e.loss.plugin << ", optimizer " << e.optimizer.plugin << ", " << e.meters.size()
       << " meters, " << e.callbacks.size() << " callbacks, " << e.overrides.size() << " overrides\n";
   std::string why;
-  if (const auto cost = try_network_cost(e, c, context, why))
+  if (const auto cost = try_network_cost(e.loop, e.seed, c, context, why))
     out << "network cost per sample (FLOPs of the linear and convolution layers):\n" << cost_table(*cost, 1);
   else
     out << "network cost per sample: not measured (one sample's forward failed: " << why << ")\n";
@@ -91,9 +91,9 @@ void validate(const Experiment& e, std::ostream& out) {
 IterateResult iterate(const Experiment& e, int64_t batch_limit) {
   Context context = make_context(e);
   const Built<Dataset> data = build_dataset(e.train_data, context);
-  const auto sampler = make_sampler(e, data, context);
+  const auto sampler = make_sampler(e.loop, e.where("loop.classes_per_batch"), data, context);
   sampler->reset(0, e.seed);
-  const LoaderOptions options = make_loader_options(e, data, e.loop.batch_per_device, context);
+  const LoaderOptions options = make_loader_options(e.loop, e.seed, e.network, data, e.loop.batch_per_device, context);
   auto stats = std::make_shared<LoaderStats>();
   const auto t0 = std::chrono::steady_clock::now();
   BatchStream stream = batch_stream(*data.object, *sampler, options, stats);

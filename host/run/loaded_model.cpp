@@ -29,7 +29,8 @@ Evaluator LoadedModel::evaluator() const {
   return Evaluator(components, context, stage->loop.effective_precision(),
                    test_pass_settings(stage->loop, stage->path,
                                       [this](int64_t batch) {
-                                        return make_loader_options(*stage, components.test_data, batch, context);
+                                        return make_loader_options(stage->loop, stage->seed, stage->network,
+                                                                   components.test_data, batch, context);
                                       }),
                    nullptr);
 }

@@ -487,7 +487,8 @@ RunOutcome Runner::run() {
   nlohmann::ordered_json network = {{"plugin", e_.network.plugin}, {"parameters", params}, {"trainable", trainable}};
   if (context.rank == 0) {
     std::string why;
-    if (const auto cost = try_network_cost(stage_experiment(stage_), trainer->components(), context, why)) {
+    if (const auto cost = try_network_cost(stage_experiment(stage_).loop, stage_experiment(stage_).seed,
+                                           trainer->components(), context, why)) {
       network["forward_flops_per_sample"] = cost->flops;
       network["activation_bytes_per_sample"] = cost->activation_bytes;
     } else {

@@ -108,7 +108,7 @@ std::string short_type(const std::string& type) {
   return t;
 }
 
-NetworkCost network_cost(const Experiment& e, const Components& c, const Context& context) {
+NetworkCost network_cost(const LoopConfig& loop, uint64_t seed, const Components& c, const Context& context) {
   Network& net = *c.network.object;
   // Nothing here may draw random numbers a resumed run would not draw (put
   // back also when the forward fails: the cost never changes the run).
@@ -116,7 +116,8 @@ NetworkCost network_cost(const Experiment& e, const Components& c, const Context
   // The first training sample, prepared as training prepares it.
   auto stats = std::make_shared<LoaderStats>();
   BatchStream one = guarded(*c.train_data.config, "get_batch", [&] {
-    return batch_stream(*c.train_data.object, {0}, 0, 0, make_loader_options(e, c.train_data, 1, context), stats);
+    return batch_stream(*c.train_data.object, {0}, 0, 0,
+                        make_loader_options(loop, seed, *c.network.config, c.train_data, 1, context), stats);
   });
   std::optional<Batch> sample = guarded(*c.train_data.config, "get_batch", one);
   if (!sample) throw Error("network cost: the training set gives no sample");
@@ -200,10 +201,10 @@ std::string cost_table(const NetworkCost& cost, int max_depth) {
   return out;
 }
 
-std::optional<NetworkCost> try_network_cost(const Experiment& experiment, const Components& components,
+std::optional<NetworkCost> try_network_cost(const LoopConfig& loop, uint64_t seed, const Components& components,
                                             const Context& context, std::string& why) {
   try {
-    return network_cost(experiment, components, context);
+    return network_cost(loop, seed, components, context);
   } catch (const std::exception& err) {
     why = err.what();
     return std::nullopt;

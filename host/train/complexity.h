@@ -16,7 +16,7 @@
 #include <string>
 #include <vector>
 
-#include "config/experiment.h"
+#include "config/sections.h"
 #include "train/components.h"
 
 namespace trainyard::host {
@@ -43,12 +43,13 @@ struct NetworkCost {
 /// One sample of the training split through the network, in eval mode with
 /// gradients recorded (nothing learns: no backward, batch norm and dropout
 /// as in evaluation), in fp32. Leaves the global random generator as it was.
-NetworkCost network_cost(const Experiment& experiment, const Components& components, const Context& context);
+/// The sample is read with the loop's loader settings and the run's seed.
+NetworkCost network_cost(const LoopConfig& loop, uint64_t seed, const Components& components, const Context& context);
 
 /// As network_cost, or nullopt with the reason in `why` when one sample's
 /// forward fails (a network that needs larger batches): the cost is
 /// information, never a reason to stop a run.
-std::optional<NetworkCost> try_network_cost(const Experiment& experiment, const Components& components,
+std::optional<NetworkCost> try_network_cost(const LoopConfig& loop, uint64_t seed, const Components& components,
                                             const Context& context, std::string& why);
 
 /// "Conv2d" for torch::nn::Conv2dImpl, "Mlp" for mlp::(anonymous namespace)::Mlp.

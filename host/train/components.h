@@ -56,6 +56,8 @@ Built<Dataset> build_dataset(const ComponentConfig& config, const Context& conte
 /// (moved to the context's device, initialized from `pretrained:` if given),
 /// loss, optimizer over the network's parameters, meters, callbacks and
 /// overrides. Checks override conflicts. Throws ConfigError or ComponentFailure.
+/// Takes the whole Experiment: it is the assembler, and reads every
+/// component entry (and schedule.policy, to require a custom schedule's override).
 Components build_components(const Experiment& experiment, Context& context);
 
 /// Checks network.trainable and network.freeze against a built network

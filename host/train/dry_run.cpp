@@ -30,12 +30,13 @@ std::string dry_run_report(const Experiment& e, Components& c, const Context& co
 
   // One training batch: data, forward, loss, backward, optimizer step, each timed.
   auto t0 = Clock::now();
-  const auto sampler = make_sampler(e, c.train_data, context);
+  const auto sampler = make_sampler(e.loop, e.where("loop.classes_per_batch"), c.train_data, context);
   sampler->reset(0, e.seed);
   auto stats = std::make_shared<LoaderStats>();
   BatchStream train = guarded(*c.train_data.config, "get_batch", [&] {
     return batch_stream(*c.train_data.object, *sampler,
-                        make_loader_options(e, c.train_data, sampler->batch_size(), context), stats);
+                        make_loader_options(e.loop, e.seed, e.network, c.train_data, sampler->batch_size(), context),
+                        stats);
   });
   std::optional<Batch> batch = guarded(*c.train_data.config, "get_batch", train);
   const double data_ms = ms_since(t0);
@@ -68,8 +69,8 @@ std::string dry_run_report(const Experiment& e, Components& c, const Context& co
       std::vector<int64_t> order;
       const int64_t bs = e.loop.test_batch_per_device > 0 ? e.loop.test_batch_per_device : e.loop.batch_per_device;
       for (int64_t i = 0; i < std::min(bs, c.test_data.object->size()); ++i) order.push_back(i);
-      return batch_stream(*c.test_data.object, std::move(order), 0, 0, make_loader_options(e, c.test_data, bs, context),
-                          stats);
+      return batch_stream(*c.test_data.object, std::move(order), 0, 0,
+                          make_loader_options(e.loop, e.seed, e.network, c.test_data, bs, context), stats);
     });
     std::optional<Batch> tb = guarded(*c.test_data.config, "get_batch", test);
     if (tb) {
@@ -100,7 +101,7 @@ std::string dry_run_report(const Experiment& e, Components& c, const Context& co
   // Per module: the parameters, and from one sample's forward (train/complexity.h) the
   // output shape (here with the batch's size), FLOPs and output bytes per sample.
   std::string why;
-  const std::optional<NetworkCost> cost = try_network_cost(e, c, context, why);
+  const std::optional<NetworkCost> cost = try_network_cost(e.loop, e.seed, c, context, why);
   std::map<std::string, const ModuleCost*> costs;
   if (cost)
     for (const auto& m : cost->modules) costs[m.name] = &m;

@@ -25,17 +25,23 @@ EpochLoop::EpochLoop(const Experiment& e, Components components, Context context
       c_(std::move(components)),
       context_(std::move(context)),
       paths_(std::move(paths)),
-      sampler_(make_sampler(e, c_.train_data, context_)),
-      train_loader_([&e, this] { return make_loader_options(e, c_.train_data, sampler_->batch_size(), context_); }),
+      sampler_(make_sampler(e.loop, e.where("loop.classes_per_batch"), c_.train_data, context_)),
+      train_loader_([loop = e.loop, seed = e.seed, this] {
+        return make_loader_options(loop, seed, *c_.network.config, c_.train_data, sampler_->batch_size(), context_);
+      }),
       sampler_seed_(e.seed),
-      updater_(e, c_, context_),
-      stopping_(e.stopping, [&e](const std::string& key) { return e.where("stopping." + key); }),
+      updater_(UpdateSettings::from(e.loop, e.schedule, e.loss.plugin), c_, context_),
+      stopping_(e.stopping,  // errors locate its two keys in the experiment file
+                [monitor = e.where("stopping.monitor"), target = e.where("stopping.target_meter")](
+                    const std::string& key) { return key == "monitor" ? monitor : target; }),
       log_(paths_, context_.rank),
-      store_(store ? std::move(store) : std::make_shared<CheckpointStore>(paths_.checkpoints, e.output.keep_checkpoints)),
+      store_(store ? std::move(store)
+                   : std::make_shared<CheckpointStore>(paths_.checkpoints, e.output.keep_checkpoints)),
       evaluator_(c_, context_, e.loop.effective_precision(),
                  test_pass_settings(e.loop, e.path,
-                                    [&e, this](int64_t batch) {
-                                      return make_loader_options(e, c_.test_data, batch, context_);
+                                    [loop = e.loop, seed = e.seed, this](int64_t batch) {
+                                      return make_loader_options(loop, seed, *c_.network.config, c_.test_data, batch,
+                                                                 context_);
                                     }),
                  nullptr),
       bucket_bytes_(static_cast<size_t>(e.distributed.bucket_mb) << 20),
@@ -100,7 +106,8 @@ void EpochLoop::continue_from(EpochLoop& previous) {
     stopping_.progress().best = previous.stopping_.progress().best;
     stopping_.progress().has_best = previous.stopping_.progress().has_best;
   }
-  hooks_.each([&](HostHook& h) { h.continue_stage(*this, previous); });  // before the weights: ema reads the earlier ones
+  hooks_.each(
+      [&](HostHook& h) { h.continue_stage(*this, previous); });  // before the weights: ema reads the earlier ones
   copy_weights(previous.network(), *c_.network.object);
 }
 
@@ -186,8 +193,7 @@ void EpochLoop::default_epoch(int64_t epoch) {
       batch = batches();
     }
     hooks_.each([&](HostHook& h) { h.after_fetch(*this, batch.has_value()); });
-    const Votes agreed =
-        ranks_.before_step({batch.has_value(), stop_requested(), signal_stop_, checkpoint_requested_});
+    const Votes agreed = ranks_.before_step({batch.has_value(), stop_requested(), signal_stop_, checkpoint_requested_});
     checkpoint_requested_ = false;
     signal_stop_ = signal_stop_ || agreed.signal;  // every rank exits as resumable
     if (agreed.stop && !stop_requested()) request_stop("requested by another rank");
@@ -215,7 +221,7 @@ void EpochLoop::default_epoch(int64_t epoch) {
     // The users' callbacks, then the periodic train log, test and checkpoint (add_builtin_hooks()).
     hooks_.each([&](HostHook& h) { h.after_train_iter(*this, result); });
   }
-  if (updater_.pending()) finish_update();  // the epoch ended inside an accumulation
+  if (updater_.pending()) finish_update();            // the epoch ended inside an accumulation
   if (stop_requested()) return stages_.checkpoint();  // keeps the place in the epoch: the next run resumes here
   end_epoch();
 }

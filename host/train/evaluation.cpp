@@ -36,7 +36,11 @@ TestPassSettings test_pass_settings(const LoopConfig& loop, std::string where,
 
 Evaluator::Evaluator(const Components& components, const Context& context, std::string precision,
                      TestPassSettings settings, Communicator* comm)
-    : c_(components), context_(context), precision_(std::move(precision)), settings_(std::move(settings)), comm_(comm) {}
+    : c_(components),
+      context_(context),
+      precision_(std::move(precision)),
+      settings_(std::move(settings)),
+      comm_(comm) {}
 
 at::Tensor Evaluator::forward(const Batch& batch) const {
   return forward_in_precision(context_.device.type(), precision_, [&] {
@@ -64,8 +68,8 @@ MeterValues Evaluator::test_pass(const std::function<void(int64_t done, int64_t 
     BatchStream batches = guarded(*c_.test_data.config, "get_batch", [&] {
       return batch_stream(*c_.test_data.object, std::move(order), 0, 0, settings_.loader(batch_size), stats_);
     });
-    const int64_t total = ((count - context_.rank + context_.world_size - 1) / context_.world_size + batch_size - 1) /
-                          batch_size;
+    const int64_t total =
+        ((count - context_.rank + context_.world_size - 1) / context_.world_size + batch_size - 1) / batch_size;
     for (int64_t done = 1;; ++done) {
       std::optional<Batch> batch = guarded(*c_.test_data.config, "get_batch", batches);
       if (!batch) break;

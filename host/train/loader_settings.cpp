@@ -19,18 +19,18 @@ namespace {
 
 // P x K batches: the training set's labels, checked (a class under K
 // samples, too few classes, fewer batches than ranks) before anything is written.
-std::unique_ptr<Sampler> pk_sampler(const LoopConfig& loop, const Experiment& e, const Built<Dataset>& data,
+std::unique_ptr<Sampler> pk_sampler(const LoopConfig& loop, const std::string& where, const Built<Dataset>& data,
                                     const Context& context) {
-  const std::string where = e.where("loop.classes_per_batch");
+  const ComponentConfig& config = *data.config;
   const AllLabels* known = data.facets.all_labels;
   if (!known)
-    throw ConfigError(where + ": P x K batches need the training dataset's labels, and dataset '" +
-                          e.train_data.plugin + "' does not report them",
+    throw ConfigError(where + ": P x K batches need the training dataset's labels, and dataset '" + config.plugin +
+                          "' does not report them",
                       "expected a dataset that implements trainyard::AllLabels (SDK 1.3; the built-in fashion_mnist, "
                       "synthetic, image_folder and csv do)",
                       "set loop.classes_per_batch: 0, or use such a dataset");
   const at::Tensor labels =
-      guarded(e.train_data, "all_labels", [&] { return known->all_labels(); }).to(at::kLong).contiguous();
+      guarded(config, "all_labels", [&] { return known->all_labels(); }).to(at::kLong).contiguous();
   PkSampler::Options o;
   o.labels.assign(labels.const_data_ptr<int64_t>(), labels.const_data_ptr<int64_t>() + labels.numel());
   o.classes_per_batch = loop.classes_per_batch;
@@ -58,11 +58,11 @@ std::unique_ptr<Sampler> pk_sampler(const LoopConfig& loop, const Experiment& e,
 
 }  // namespace
 
-std::unique_ptr<Sampler> make_sampler(const Experiment& e, const Built<Dataset>& data, const Context& context) {
-  const LoopConfig& loop = e.loop;
+std::unique_ptr<Sampler> make_sampler(const LoopConfig& loop, const std::string& pk_where, const Built<Dataset>& data,
+                                      const Context& context) {
   std::unique_ptr<Sampler> sampler;
   if (loop.classes_per_batch > 0) {
-    sampler = pk_sampler(loop, e, data, context);
+    sampler = pk_sampler(loop, pk_where, data, context);
   } else {
     sampler =
         std::make_unique<ShuffledSampler>(ShuffledSampler::Options{.dataset_size = data.object->size(),
@@ -96,19 +96,19 @@ DecodeThreads decode_threads(const LoopConfig& loop) {
   return {cpus - 1, "auto: " + std::to_string(cpus) + " CPUs for this rank, one kept for the training thread"};
 }
 
-LoaderOptions make_loader_options(const Experiment& e, const Built<Dataset>& built, int64_t batch_size,
-                                  const Context& context) {
+LoaderOptions make_loader_options(const LoopConfig& loop, uint64_t seed, const ComponentConfig& network,
+                                  const Built<Dataset>& built, int64_t batch_size, const Context& context) {
   const ComponentConfig& data = *built.config;
   LoaderOptions o;
   o.batch_size = batch_size;
-  o.drop_last = data.key == "dataset.train" && e.loop.drop_last;
-  o.threads = decode_threads(e.loop).count;
-  o.prefetch = static_cast<int>(e.loop.prefetch_batches);
-  o.seed = e.seed;
+  o.drop_last = data.key == "dataset.train" && loop.drop_last;
+  o.threads = decode_threads(loop).count;
+  o.prefetch = static_cast<int>(loop.prefetch_batches);
+  o.seed = seed;
   o.skip_bad_records = data.skip_bad_records;
   o.max_bad_fraction = data.max_bad_fraction;
   o.device = context.device;
-  o.channels_last = e.network.memory_format == "channels_last";
+  o.channels_last = network.memory_format == "channels_last";
   o.owner = data.crash_label.empty() ? nullptr : data.crash_label.c_str();
   o.normalization = input_normalization(data, *built.object, built.facets);
   o.streamed = dataset_streamed(data, *built.object, built.facets);

@@ -18,8 +18,8 @@ Votes RankAgreement::before_epoch(Votes mine) {
 Votes RankAgreement::before_step(Votes mine) {
   if (!comm_) return mine;
   RECORD_USER_SCOPE(trace_scope::ranks);
-  const auto sums = comm_->sum({mine.has_batch ? 1.0 : 0.0, mine.stop ? 1.0 : 0.0, mine.signal ? 1.0 : 0.0,
-                                mine.checkpoint ? 1.0 : 0.0});
+  const auto sums = comm_->sum(
+      {mine.has_batch ? 1.0 : 0.0, mine.stop ? 1.0 : 0.0, mine.signal ? 1.0 : 0.0, mine.checkpoint ? 1.0 : 0.0});
   return {sums[0] > 0, sums[1] > 0, sums[2] > 0, sums[3] > 0};
 }
 

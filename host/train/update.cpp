@@ -1,6 +1,7 @@
 #include "train/update.h"
 
 #include <cmath>
+#include <utility>
 
 #include <ATen/ATen.h>
 #include <torch/optim/optimizer.h>
@@ -26,9 +27,22 @@ double clip_gradients(std::vector<at::Tensor>& grads, double max_value, double m
   return norm;
 }
 
-Updater::Updater(const Experiment& e, Components& c, const Context& context)
-    : e_(e), c_(c), context_(context), iter_size_(e.loop.iter_size), parameters_(c.network.object->parameters()) {
-  scaler_.enabled = autocast_dtype(e_.loop.effective_precision()) == at::kHalf;
+UpdateSettings UpdateSettings::from(const LoopConfig& loop, const ScheduleConfig& schedule,
+                                    const std::string& loss_plugin) {
+  return {.iter_size = loop.iter_size,
+          .precision = loop.effective_precision(),
+          .clip_grad_norm = loop.clip_grad_norm,
+          .clip_grad_value = loop.clip_grad_value,
+          .nonfinite = loop.nonfinite,
+          .nonfinite_max_skips = loop.nonfinite_max_skips,
+          .epochs = loop.epochs,
+          .schedule_per_epoch = schedule.unit == "epoch",
+          .loss_plugin = loss_plugin};
+}
+
+Updater::Updater(UpdateSettings settings, Components& c, const Context& context)
+    : s_(std::move(settings)), c_(c), context_(context), parameters_(c.network.object->parameters()) {
+  scaler_.enabled = autocast_dtype(s_.precision) == at::kHalf;
   for (auto& group : c_.optimizer->param_groups()) base_lrs_.push_back(group.options().get_lr());
 }
 
@@ -41,7 +55,7 @@ void Updater::begin_batch() {
 }
 
 void Updater::backward(const at::Tensor& loss, const Batch& batch, const at::Tensor& output, const UpdateClock& clock) {
-  if (debug_ || e_.loop.nonfinite != "ignore") {
+  if (debug_ || s_.nonfinite != "ignore") {
     batch_ = &batch;
     if (!std::isfinite(loss.item<double>())) {
       loss_finite_ = false;
@@ -51,16 +65,16 @@ void Updater::backward(const at::Tensor& loss, const Batch& batch, const at::Ten
     }
   }
   // Accumulating k batches: each contributes 1/k, so the update is that of one k-times larger batch.
-  if (reducer_) reducer_->set_active(micro_ == iter_size_ - 1);  // communicate on the last backward only
+  if (reducer_) reducer_->set_active(micro_ == s_.iter_size - 1);  // communicate on the last backward only
   // fp16-mixed: backward of the scaled loss, so small gradients survive in float16.
-  const double factor = scaler_.factor() / static_cast<double>(iter_size_);
+  const double factor = scaler_.factor() / static_cast<double>(s_.iter_size);
   guarded(*c_.network.config, "backward", [&] { (factor != 1.0 ? loss * factor : loss).backward(); });
   ++micro_;
 }
 
 void Updater::backward_nothing(const std::function<at::Tensor(const Batch&)>& forward) {
   begin_batch();
-  reducer_->set_active(micro_ == iter_size_ - 1);
+  reducer_->set_active(micro_ == s_.iter_size - 1);
   if (context_.sync_batch_norm) {
     // Synchronized batch norm layers make collectives in forward and backward:
     // run them on an empty batch (contributing zero samples).
@@ -88,12 +102,12 @@ void Updater::apply_schedule(const UpdateClock& clock, const ScheduleFactor& sch
       groups[i].options().set_lr(first > 0 ? *fixed_lr_ * base_lrs_[i] / first : *fixed_lr_);
     return;
   }
-  const bool per_epoch = e_.schedule.unit == "epoch";
-  const int64_t updates_per_epoch = (clock.batches_per_epoch + iter_size_ - 1) / iter_size_;
+  const bool per_epoch = s_.schedule_per_epoch;
+  const int64_t updates_per_epoch = (clock.batches_per_epoch + s_.iter_size - 1) / s_.iter_size;
   // Counted from the start of this stage (of the run, in a one-stage run).
   const int64_t step = per_epoch ? clock.at.epoch - clock.stage_first_epoch
-                                 : (clock.at.iteration - clock.stage_first_iteration) / iter_size_;
-  const int64_t total = per_epoch ? e_.loop.epochs : e_.loop.epochs * updates_per_epoch;
+                                 : (clock.at.iteration - clock.stage_first_iteration) / s_.iter_size;
+  const int64_t total = per_epoch ? s_.epochs : s_.epochs * updates_per_epoch;
   const double factor = schedule(step, total);
   for (size_t i = 0; i < groups.size() && i < base_lrs_.size(); ++i) groups[i].options().set_lr(base_lrs_[i] * factor);
 }
@@ -113,18 +127,17 @@ UpdateOutcome Updater::finish(const UpdateClock& clock, const ScheduleFactor& sc
     if (p.grad().defined()) grads.push_back(p.mutable_grad());
   at::NoGradGuard no_grad;
   // A short accumulation (the epoch ended first) still makes a mean over its batches.
-  double rescale = micro_ < iter_size_ ? static_cast<double>(iter_size_) / static_cast<double>(micro_) : 1.0;
+  double rescale = micro_ < s_.iter_size ? static_cast<double>(s_.iter_size) / static_cast<double>(micro_) : 1.0;
   rescale /= scaler_.factor();  // fp16-mixed: unscaled before clipping and the optimizer
   if (rescale != 1.0)
     for (auto& g : grads) g.mul_(rescale);
-  const auto& loop = e_.loop;
   if (scaler_.enabled) {
     // An overflow in float16 gradients is the loss scaler's business, not the
     // non-finite policy's: halve the scale and skip this update. One norm of
     // the unscaled, unclamped gradients is the overflow check and, without
     // clipping by value, the clipping norm too (no second reduction).
-    const bool by_value = loop.clip_grad_value > 0;
-    const double norm = clip_gradients(grads, 0, by_value ? 0 : loop.clip_grad_norm);
+    const bool by_value = s_.clip_grad_value > 0;
+    const double norm = clip_gradients(grads, 0, by_value ? 0 : s_.clip_grad_norm);
     const bool step = scaler_.update(std::isfinite(norm));
     outcome.loss_scale = scaler_.scale;
     if (!step) {
@@ -132,9 +145,9 @@ UpdateOutcome Updater::finish(const UpdateClock& clock, const ScheduleFactor& sc
       outcome.scaler_skipped_updates = static_cast<double>(scaler_.skipped);
       return outcome;
     }
-    grad_norm_ = by_value ? clip_gradients(grads, loop.clip_grad_value, loop.clip_grad_norm) : norm;
+    grad_norm_ = by_value ? clip_gradients(grads, s_.clip_grad_value, s_.clip_grad_norm) : norm;
   } else {
-    grad_norm_ = clip_gradients(grads, loop.clip_grad_value, loop.clip_grad_norm);
+    grad_norm_ = clip_gradients(grads, s_.clip_grad_value, s_.clip_grad_norm);
   }
   // The norm is not finite when any gradient is not; across ranks the
   // averaged gradients make every rank see the same, so they decide alike
@@ -146,7 +159,7 @@ UpdateOutcome Updater::finish(const UpdateClock& clock, const ScheduleFactor& sc
     drop_update(grads);
     return outcome;
   }
-  if (bad && (debug_ || loop.nonfinite != "ignore")) {
+  if (bad && (debug_ || s_.nonfinite != "ignore")) {
     handle_nonfinite(clock, outcome);
     if (outcome.stop.empty()) drop_update(grads);  // skipped; a stop keeps the state as it is for the checkpoint
     return outcome;
@@ -174,7 +187,7 @@ void Updater::handle_nonfinite(const UpdateClock& clock, UpdateOutcome& outcome)
   std::string cause;
   if (!loss_finite_ && batch_) {
     cause = "non-finite loss; " +
-            diagnose_nonfinite_loss(net, *batch_, last_output_, e_.loss.plugin, component_label(*c_.network.config));
+            diagnose_nonfinite_loss(net, *batch_, last_output_, s_.loss_plugin, component_label(*c_.network.config));
   } else {
     auto bad = nonfinite_gradients(net);
     auto params = nonfinite_parameters(net);
@@ -185,8 +198,7 @@ void Updater::handle_nonfinite(const UpdateClock& clock, UpdateOutcome& outcome)
   const auto& at = clock.at;
   const std::string step = "iteration " + std::to_string(at.iteration + 1) + " (epoch " + std::to_string(at.epoch + 1) +
                            ", batch " + std::to_string(at.position + 1) + ")";
-  const auto& loop = e_.loop;
-  if (!debug_ && loop.nonfinite == "skip" && ++skipped_in_a_row_ < loop.nonfinite_max_skips) {
+  if (!debug_ && s_.nonfinite == "skip" && ++skipped_in_a_row_ < s_.nonfinite_max_skips) {
     ++skipped_updates_;
     outcome.skipped_updates = static_cast<double>(skipped_updates_);
     context_.log("skipped the update at " + step + ": " + cause);
@@ -195,8 +207,8 @@ void Updater::handle_nonfinite(const UpdateClock& clock, UpdateOutcome& outcome)
   if (debug_) throw NonFiniteStop("debug: stopped at " + step + ": " + cause);
   // The weights are still those of the last good update: the caller keeps them, at this batch.
   outcome.stop = "stopped at " + step + ": " + cause +
-                 (loop.nonfinite == "skip" ? " (" + std::to_string(skipped_in_a_row_) + " updates in a row)" : "") +
-                 "; the last good state is checkpointed at this batch (set loop.nonfinite: skip to drop such "
+                 (s_.nonfinite == "skip" ? " (" + std::to_string(skipped_in_a_row_) + " updates in a row)" : "") +
+                 "; the last good state is checkpointed at this batch (set s_.nonfinite: skip to drop such "
                  "updates, or lower the learning rate and resume, allowing that config change)";
 }
 

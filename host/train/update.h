@@ -12,6 +12,7 @@
 
 #include <ATen/core/Tensor.h>
 
+#include "config/sections.h"
 #include "train/checkpoint.h"
 #include "train/components.h"
 #include "train/precision.h"
@@ -51,9 +52,26 @@ struct UpdateOutcome {
 /// The learning-rate factor at an update: the loop's `schedule` stage.
 using ScheduleFactor = std::function<double(int64_t step, int64_t total)>;
 
+/// What an Updater takes from the experiment (UpdateSettings::from reads
+/// the sections); the rest of it is not the update's business.
+struct UpdateSettings {
+  int64_t iter_size = 1;             ///< loop.iter_size: batches accumulated per update
+  std::string precision = "fp32";    ///< loop.effective_precision(): fp16-mixed scales the loss
+  double clip_grad_norm = 0;         ///< loop.clip_grad_norm: 0, no clipping by global norm
+  double clip_grad_value = 0;        ///< loop.clip_grad_value: 0, no clipping by value
+  std::string nonfinite = "error";   ///< loop.nonfinite: error | skip | ignore
+  int64_t nonfinite_max_skips = 10;  ///< loop.nonfinite_max_skips: skips in a row before stopping
+  int64_t epochs = 1;                ///< loop.epochs: the schedule's length
+  bool schedule_per_epoch = false;   ///< schedule.unit is epoch (else the step counts updates)
+  std::string loss_plugin;           ///< loss.plugin: named in a non-finite loss's diagnosis
+
+  /// The fields from the loop and schedule sections and the loss entry's plugin.
+  static UpdateSettings from(const LoopConfig& loop, const ScheduleConfig& schedule, const std::string& loss_plugin);
+};
+
 class Updater {
  public:
-  Updater(const Experiment& experiment, Components& components, const Context& context);
+  Updater(UpdateSettings settings, Components& components, const Context& context);
 
   /// Data parallel: gradients go through `reducer`; a rank's own non-finite
   /// loss no longer decides alone (the averaged gradients do).
@@ -70,8 +88,8 @@ class Updater {
   /// gradients; with synchronized batch norm, `forward` (in the run's
   /// precision) and backward run on an empty batch for its collectives.
   void backward_nothing(const std::function<at::Tensor(const Batch&)>& forward);
-  bool due() const { return micro_ == iter_size_; }  ///< iter_size batches accumulated
-  bool pending() const { return micro_ > 0; }        ///< an accumulation is under way
+  bool due() const { return micro_ == s_.iter_size; }  ///< iter_size batches accumulated
+  bool pending() const { return micro_ > 0; }          ///< an accumulation is under way
   /// Ends the update: gradients reduced, unscaled, clipped and checked, the
   /// rate from `schedule`, the optimizer's step.
   UpdateOutcome finish(const UpdateClock& clock, const ScheduleFactor& schedule);
@@ -93,12 +111,11 @@ class Updater {
   void handle_nonfinite(const UpdateClock& clock, UpdateOutcome& outcome);
   void drop_update(std::vector<at::Tensor>& grads);
 
-  const Experiment& e_;
+  const UpdateSettings s_;
   Components& c_;
   const Context& context_;
   GradientReducer* reducer_ = nullptr;
   bool debug_ = false;
-  const int64_t iter_size_;
   /// The network's parameters, listed once (loading a checkpoint keeps the
   /// same tensors): finish() reads their gradients at every update.
   std::vector<at::Tensor> parameters_;

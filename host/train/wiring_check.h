@@ -19,6 +19,9 @@ namespace trainyard::host {
 /// as it found them, so a run is the same with or without the check.
 /// Returns the names of the values a run of them reports (train_*, test_*
 /// from the meters, and the loop's own: lr, grad_norm, ...), sorted.
+/// Takes the whole Experiment: besides the loop's batch, the seed and the
+/// network's memory format, it checks the value names that stopping, ema
+/// and output.plots refer to, and names their keys' file positions.
 std::vector<std::string> check_wiring(Components& components, const Experiment& experiment, const Context& context);
 
 }  // namespace trainyard::host

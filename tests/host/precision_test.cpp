@@ -413,8 +413,8 @@ TEST(MemoryFormat, ChannelsLastPutsWeightsAndInputsInNhwcEvenWithOneChannel) {
       EXPECT_EQ(p.stride(1), 1) << "weight " << p.sizes() << " has strides " << p.strides();
     }
   EXPECT_EQ(convolutions, 2);
-  BatchStream batches =
-      batch_stream(*c.train_data.object, {0, 1, 2, 3}, 0, 0, make_loader_options(e, c.train_data, 4, context));
+  BatchStream batches = batch_stream(*c.train_data.object, {0, 1, 2, 3}, 0, 0,
+                                     make_loader_options(e.loop, e.seed, e.network, c.train_data, 4, context));
   auto batch = batches();
   ASSERT_TRUE(batch.has_value());
   EXPECT_EQ(batch->input.sizes(), (std::vector<int64_t>{4, 1, 28, 28}));
