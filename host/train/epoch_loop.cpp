@@ -1,7 +1,5 @@
 #include "train/epoch_loop.h"
 
-#include <ctime>
-
 #include <ATen/ATen.h>
 #include <ATen/record_function.h>
 #include <torch/optim/optimizer.h>
@@ -10,8 +8,6 @@
 #include "distributed/communicator.h"
 #include "distributed/gradient_reducer.h"
 #include "train/guard.h"
-#include "train/loader_settings.h"
-#include "train/meter_results.h"
 #include "train/nonfinite.h"
 #include "train/overrides.h"
 #include "train/profiler.h"
@@ -19,6 +15,7 @@
 #include "util/process.h"
 
 namespace trainyard::host {
+
 EpochLoop::EpochLoop(const Experiment& e, Components components, Context context, RunPaths paths,
                      std::shared_ptr<CheckpointStore> store)
     : loop_(e.loop),
@@ -26,10 +23,7 @@ EpochLoop::EpochLoop(const Experiment& e, Components components, Context context
       context_(std::move(context)),
       paths_(std::move(paths)),
       sampler_(make_sampler(e.loop, e.where("loop.classes_per_batch"), c_.train_data, context_)),
-      train_loader_([loop = e.loop, seed = e.seed, this] {
-        return make_loader_options(loop, seed, *c_.network.config, c_.train_data, sampler_->batch_size(), context_);
-      }),
-      sampler_seed_(e.seed),
+      seed_(e.seed),
       updater_(UpdateSettings::from(e.loop, e.schedule, e.loss.plugin), c_, context_),
       stopping_(e.stopping,  // errors locate its two keys in the experiment file
                 [monitor = e.where("stopping.monitor"), target = e.where("stopping.target_meter")](
@@ -37,13 +31,10 @@ EpochLoop::EpochLoop(const Experiment& e, Components components, Context context
       log_(paths_, context_.rank),
       store_(store ? std::move(store)
                    : std::make_shared<CheckpointStore>(paths_.checkpoints, e.output.keep_checkpoints)),
-      evaluator_(c_, context_, e.loop.effective_precision(),
-                 test_pass_settings(e.loop, e.path,
-                                    [loop = e.loop, seed = e.seed, this](int64_t batch) {
-                                      return make_loader_options(loop, seed, *c_.network.config, c_.test_data, batch,
-                                                                 context_);
-                                    }),
-                 nullptr),
+      evaluator_(
+          c_, context_, e.loop.effective_precision(),
+          test_pass_settings(e.loop, e.path, [this](int64_t batch) { return loader_options(c_.test_data, batch); }),
+          nullptr),
       bucket_bytes_(static_cast<size_t>(e.distributed.bucket_mb) << 20),
       config_resolved_(e.resolved()),
       config_hash_(resolved_sha256(config_resolved_)) {
@@ -134,8 +125,9 @@ bool EpochLoop::default_should_continue() {
 
 BatchStream EpochLoop::default_train_batches(int64_t epoch) {
   BatchStream inner = guarded(*c_.train_data.config, "get_batch", [&] {
-    sampler_->restore({epoch, at_.position, sampler_seed_});  // the loop's position is the sampler's state
-    return batch_stream(*c_.train_data.object, *sampler_, train_loader_(), train_stats_);
+    sampler_->restore({epoch, at_.position, seed_});  // the loop's position is the sampler's state
+    return batch_stream(*c_.train_data.object, *sampler_, loader_options(c_.train_data, sampler_->batch_size()),
+                        train_stats_);
   });
   const ComponentConfig& who = *c_.train_data.config;
   return [inner, &who] { return guarded(who, "get_batch", inner); };

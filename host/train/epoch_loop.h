@@ -20,6 +20,7 @@
 #include "train/components.h"
 #include "train/evaluation.h"
 #include "train/hooks.h"
+#include "train/loader_settings.h"
 #include "train/loop_checkpoint.h"
 #include "train/meter_results.h"
 #include "train/rank_agreement.h"
@@ -145,6 +146,9 @@ class EpochLoop final : public LoopState {
   void end_epoch();
   /// Ends the update (Updater::finish) and tells the hooks when it stepped.
   void finish_update();
+  LoaderOptions loader_options(const Built<Dataset>& data, int64_t batch_size) const {
+    return make_loader_options(loop_, seed_, *c_.network.config, data, batch_size, context_);
+  }
   UpdateClock clock() const { return {at_, stage_.first_epoch, stage_.first_iteration, sampler_->batches_per_epoch()}; }
   LoopProgress progress() const { return {at_, stage_, stopping_.progress(), values_, updater_.scaler()}; }
   void stop(const std::string& reason, StopKind kind);
@@ -156,8 +160,7 @@ class EpochLoop final : public LoopState {
   Context context_;
   RunPaths paths_;
   std::unique_ptr<Sampler> sampler_;  ///< the training set's order: make_sampler()
-  std::function<LoaderOptions()> train_loader_;
-  uint64_t sampler_seed_;  ///< the experiment's seed
+  uint64_t seed_;                     ///< the experiment's: the sampler's and the samples' augmentation
   Stages stages_;
   Updater updater_;
   Hooks hooks_;
