@@ -50,5 +50,57 @@ if grep -rlE '#include <yaml-cpp|YAML::' "$src/host" --include=*.cpp --include=*
   echo "FAIL: yaml-cpp used outside host/config/ (files above)"; failures=$((failures + 1))
 fi
 
+# Inside a layer, no back-arrow: a unit (X.h with X.cpp) never includes a
+# unit of its folder that includes it back, directly or around a cycle (the
+# loop's hooks see it through train/hooks.h's LoopState, never its header).
+cycles="$(python3 - "$src/host" <<'PY'
+import os, re, sys
+root = sys.argv[1]
+for folder in sorted(os.listdir(root)):
+    d = os.path.join(root, folder)
+    if not os.path.isdir(d):
+        continue
+    edges = {}
+    for f in os.listdir(d):
+        stem, ext = os.path.splitext(f)
+        if ext not in (".h", ".cpp"):
+            continue
+        with open(os.path.join(d, f), encoding="utf-8") as text:
+            for line in text:
+                m = re.match(r'#include "' + re.escape(folder) + r'/([^"/]+)\.h"', line)
+                if m and m.group(1) != stem:
+                    edges.setdefault(stem, set()).add(m.group(1))
+    # Tarjan's strongly connected components: any of more than one unit is a cycle.
+    index, low, stack, on, counter = {}, {}, [], set(), [0]
+    def visit(v):
+        index[v] = low[v] = counter[0]
+        counter[0] += 1
+        stack.append(v)
+        on.add(v)
+        for w in sorted(edges.get(v, ())):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            component = []
+            while True:
+                w = stack.pop()
+                on.discard(w)
+                component.append(w)
+                if w == v:
+                    break
+            if len(component) > 1:
+                print(folder + "/: " + " -> ".join(sorted(component)))
+    for v in sorted(edges):
+        if v not in index:
+            visit(v)
+PY
+)"
+if [ -n "$cycles" ]; then
+  echo "FAIL: include cycles inside a layer (units that include each other):"; echo "$cycles"; failures=$((failures + 1))
+fi
+
 if [ "$failures" -ne 0 ]; then echo "check-layers: $failures failure(s)"; exit 1; fi
 echo "check-layers: ok"

@@ -3,9 +3,14 @@
 // change to the loop.
 #include <gtest/gtest.h>
 
+#include <filesystem>
+
 #include <ATen/ATen.h>
+#include <torch/serialize/input-archive.h>
+#include <torch/serialize/output-archive.h>
 
 #include "support/support.h"
+#include "train/checkpoint_store.h"
 #include "train/epoch_loop.h"
 #include "train/hooks.h"
 #include "util/text.h"
@@ -94,6 +99,81 @@ TEST(HostHooks, WeightAveragingLandsAsAnAfterUpdateHookOncePerOptimizerStep) {
     differs = differs || !smooth->average[i].equal(params[i].detach());
   }
   EXPECT_TRUE(differs);  // the average lags the trained weights
+}
+
+// A hook with state of its own (the optimizer updates it has seen), kept as a
+// checkpoint part: the way a new duty survives a resume without the loop
+// knowing it.
+class UpdateCounter final : public HostHook, public CheckpointPart {
+ public:
+  std::string name() const override { return "update counter"; }
+  void after_update(LoopState&, const UpdateOutcome&) override { ++updates; }
+  CheckpointPart* checkpoint_part() override { return this; }
+  void after_resume(LoopState&, const CheckpointState& state, const std::string&) override {
+    found = std::find(state.parts_found.begin(), state.parts_found.end(), "update_counter") != state.parts_found.end();
+  }
+  std::string checkpoint_key() const override { return "update_counter"; }
+  void save_part(torch::serialize::OutputArchive& archive) const override {
+    archive.write("updates", c10::IValue(updates));
+  }
+  void load_part(torch::serialize::InputArchive& archive) override {
+    c10::IValue saved;
+    archive.read("updates", saved);
+    updates = saved.toInt();
+  }
+  int64_t updates = 0;
+  bool found = false;
+};
+
+TEST(HostHooks, AHookKeepsItsStateInEveryCheckpointAndHasItBackOnResume) {
+  Context first_context;
+  auto first = test::assembled("hook-part", {"loop.epochs=1"}, first_context);
+  auto counter = std::make_shared<UpdateCounter>();
+  first->hooks().add(counter, priority::normal);
+  first->run();
+  ASSERT_EQ(counter->updates, 16);  // 512 samples in batches of 32
+  const std::vector<std::string> checkpoints = first->checkpoints().list();
+  ASSERT_FALSE(checkpoints.empty());
+  const std::string kept = test::temp_dir("kept") + "/last.pt";
+  std::filesystem::copy_file(checkpoints.back(), kept);
+
+  // The same experiment with a second epoch, resumed from the first one's last checkpoint.
+  Context context;
+  auto resumed = test::assembled("hook-part-resumed", {"loop.epochs=2"}, context);
+  auto restored = std::make_shared<UpdateCounter>();
+  resumed->hooks().add(restored, priority::normal);
+  resumed->resume(kept, Verify::already_done);
+  EXPECT_TRUE(restored->found);
+  EXPECT_EQ(restored->updates, 16);
+  resumed->run();
+  EXPECT_EQ(restored->updates, 32);
+}
+
+// A hook asks for a checkpoint before a batch is fetched; the loop writes it
+// before training on that batch, and the epoch line carries what a hook adds.
+class CheckpointAtFive final : public HostHook {
+ public:
+  std::string name() const override { return "checkpoint at five"; }
+  void before_fetch(LoopState& t) override {
+    if (t.iteration() == 5) t.request_checkpoint();
+  }
+  void after_checkpoint(LoopState& t, const std::string& path) override { written.emplace_back(t.iteration(), path); }
+  void epoch_trained(LoopState&, MeterValues& line) override { line["checkpoint_requests"] = 1; }
+  std::vector<std::pair<int64_t, std::string>> written;
+};
+
+TEST(HostHooks, AHookAsksForACheckpointAndTheLoopWritesItBeforeTheNextBatch) {
+  Context context;
+  auto loop = test::assembled("hook-request", {"loop.epochs=1"}, context);
+  auto hook = std::make_shared<CheckpointAtFive>();
+  loop->hooks().add(hook, priority::normal);
+  loop->run();
+  ASSERT_EQ(hook->written.size(), 2u) << "the requested one and the epoch's end";
+  EXPECT_EQ(hook->written[0].first, 5);
+  EXPECT_NE(hook->written[0].second.find("i00000005"), std::string::npos) << hook->written[0].second;
+  EXPECT_EQ(hook->written[1].first, 16);
+  const std::string metrics = test::read_file(loop->paths().metrics);
+  EXPECT_NE(metrics.find("\"checkpoint_requests\""), std::string::npos) << metrics;
 }
 
 }  // namespace
