@@ -2,6 +2,11 @@
 
 #include <cmath>
 #include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
 
 #include <ATen/ATen.h>
 
@@ -43,15 +48,20 @@ double squared_norm(const std::vector<at::Tensor>& grads) {
       sum += part;
   }
   if (!others.empty()) {
-    // fp32 sums even for half-precision gradients (a float16 dot overflows
-    // past 256); one read back for all of them (on a GPU, one sync).
-    std::vector<at::Tensor> squares;
-    squares.reserve(others.size());
-    for (const at::Tensor& g : others) {
-      const at::Tensor flat = g.reshape({-1}).to(at::kFloat);
-      squares.push_back(at::dot(flat, flat));
+    // One foreach norm per (device, dtype) group (on CUDA, a few launches
+    // however many parameters: not one dot each), accumulated in fp32 even
+    // for half-precision gradients; one read back for all of them (on a
+    // GPU, one sync).
+    std::map<std::pair<std::string, at::ScalarType>, std::vector<at::Tensor>> groups;
+    for (const at::Tensor& g : others) groups[{g.device().str(), g.scalar_type()}].push_back(g);
+    std::vector<at::Tensor> group_sums;  // each group's sum of squared norms, in double
+    for (const auto& [key, tensors] : groups) {
+      const std::optional<at::ScalarType> accumulate =
+          at::isReducedFloatingType(key.second) ? std::optional(at::kFloat) : std::nullopt;
+      const at::Tensor norms = at::stack(at::_foreach_norm(tensors, 2, accumulate));
+      group_sums.push_back(norms.to(at::kDouble).square().sum().to(others.front().device()));
     }
-    sum += at::stack(squares).sum(at::kDouble).item<double>();
+    sum += at::stack(group_sums).sum().item<double>();
   }
   return sum;
 }

@@ -10,7 +10,8 @@ namespace trainyard::host {
 
 /// The sum of the squared L2 norms of `grads`: NaN or infinite when any
 /// element is. Contiguous float32 CPU tensors are read in place (no ATen
-/// call); the others take one tensor reduction each and a single read back.
+/// call); the others take one foreach norm per device and dtype
+/// (at::_foreach_norm) and a single read back.
 double squared_norm(const std::vector<at::Tensor>& grads);
 
 }  // namespace trainyard::host

@@ -107,22 +107,43 @@ std::string pad(const std::string& s, size_t width, bool right) {
 // The step shares and the top operators, within 80 columns.
 std::string summarize(const kineto::ProfilerResult& result, int64_t first, int64_t steps) {
   const auto& events = result.events();
+  // CPU ranges only: with CUDA, Kineto also reports each user range as a
+  // GPU annotation of the same name on the device's timeline, which counted
+  // twice made shares of over 100% and a negative remainder.
+  auto on_cpu = [](const kineto::KinetoEvent& e) { return e.deviceType() == c10::DeviceType::CPU; };
   std::vector<const kineto::KinetoEvent*> step_events;
   for (const auto& e : events)
-    if (starts_with(e.name(), kStepPrefix)) step_events.push_back(&e);
+    if (on_cpu(e) && starts_with(e.name(), kStepPrefix)) step_events.push_back(&e);
   const std::vector<std::pair<std::string, const char*>> phases = {{"data wait", trace_scope::data_wait},
                                                                    {"forward", trace_scope::forward},
                                                                    {"backward", trace_scope::backward},
                                                                    {"optimizer", trace_scope::optimizer},
                                                                    {"ranks", trace_scope::ranks}};
+  // Each phase's exclusive time: a phase range nested in another (the ranks'
+  // agreement inside an optimizer step, say) counts for itself only, so the
+  // phases and the remainder add up to the step.
   std::vector<double> phase_ns(phases.size(), 0.0);
   double step_ns = 0;
   for (const auto* s : step_events) {
     step_ns += static_cast<double>(s->durationNs());
+    std::vector<std::pair<const kineto::KinetoEvent*, size_t>> inside;  // (range, its phase)
     for (const auto& e : events)
-      if (e.startThreadId() == s->startThreadId() && e.startNs() >= s->startNs() && e.endNs() <= s->endNs())
+      if (on_cpu(e) && e.startThreadId() == s->startThreadId() && e.startNs() >= s->startNs() &&
+          e.endNs() <= s->endNs())
         for (size_t k = 0; k < phases.size(); ++k)
-          if (e.name() == phases[k].second) phase_ns[k] += static_cast<double>(e.durationNs());
+          if (e.name() == phases[k].second) inside.emplace_back(&e, k);
+    std::sort(inside.begin(), inside.end(), [](const auto& x, const auto& y) {
+      return x.first->startNs() != y.first->startNs() ? x.first->startNs() < y.first->startNs()
+                                                      : x.first->endNs() > y.first->endNs();
+    });
+    std::vector<std::pair<const kineto::KinetoEvent*, size_t>> open;
+    for (const auto& range : inside) {
+      while (!open.empty() && open.back().first->endNs() <= range.first->startNs()) open.pop_back();
+      const double d = static_cast<double>(range.first->durationNs());
+      if (!open.empty()) phase_ns[open.back().second] -= d;  // the enclosing phase's own time excludes it
+      phase_ns[range.second] += d;
+      open.push_back(range);
+    }
   }
   std::string out = "iterations " + std::to_string(first + 1) + "-" + std::to_string(first + steps) + ": " +
                     std::to_string(step_events.size()) + " steps recorded\n";
@@ -136,6 +157,7 @@ std::string summarize(const kineto::ProfilerResult& result, int64_t first, int64
       parts.push_back(phases[k].first + " " + fixed(phase_ns[k] / n / 1e6, 2) + " (" +
                       fixed(100 * phase_ns[k] / step_ns, 0) + "%)");
     }
+    rest = std::max(0.0, rest);  // clock rounding of ranges at the step's edges
     parts.push_back("trainyard " + fixed(rest / n / 1e6, 2) + " (" + fixed(100 * rest / step_ns, 0) + "%)");
     // One line per 76 columns (the console indents by 2).
     std::string line = "step " + fixed(step_ns / n / 1e6, 2) + " ms:";

@@ -16,14 +16,23 @@
 
 namespace trainyard::host {
 
+namespace {
+// A factor for at::_foreach_mul_ as a 0-dim double tensor on the CPU: each
+// gradient is multiplied exactly as by its own mul_(factor) (the Scalar
+// overload rounds the factor to bf16 or fp16 first for such gradients on the
+// CPU); on CUDA the kernel reads it as a Scalar, in one launch for all.
+at::Tensor host_scalar(double factor) { return at::scalar_tensor(factor, at::TensorOptions().dtype(at::kDouble)); }
+}  // namespace
+
 double clip_gradients(std::vector<at::Tensor>& grads, double max_value, double max_norm) {
   at::NoGradGuard no_grad;
-  if (max_value > 0)
-    for (auto& g : grads) g.clamp_(-max_value, max_value);
+  if (max_value > 0 && !grads.empty()) {  // foreach: a few launches on a GPU, not one per gradient
+    at::_foreach_clamp_min_(grads, -max_value);
+    at::_foreach_clamp_max_(grads, max_value);
+  }
   // One read of each gradient: this runs at every update, for the non-finite check too.
   const double norm = std::sqrt(squared_norm(grads));
-  if (max_norm > 0 && norm > max_norm)
-    for (auto& g : grads) g.mul_(max_norm / norm);
+  if (max_norm > 0 && norm > max_norm) at::_foreach_mul_(grads, host_scalar(max_norm / norm));
   return norm;
 }
 
@@ -129,8 +138,7 @@ UpdateOutcome Updater::finish(const UpdateClock& clock, const ScheduleFactor& sc
   // A short accumulation (the epoch ended first) still makes a mean over its batches.
   double rescale = micro_ < s_.iter_size ? static_cast<double>(s_.iter_size) / static_cast<double>(micro_) : 1.0;
   rescale /= scaler_.factor();  // fp16-mixed: unscaled before clipping and the optimizer
-  if (rescale != 1.0)
-    for (auto& g : grads) g.mul_(rescale);
+  if (rescale != 1.0 && !grads.empty()) at::_foreach_mul_(grads, host_scalar(rescale));
   if (scaler_.enabled) {
     // An overflow in float16 gradients is the loss scaler's business, not the
     // non-finite policy's: halve the scale and skip this update. One norm of
@@ -208,7 +216,7 @@ void Updater::handle_nonfinite(const UpdateClock& clock, UpdateOutcome& outcome)
   // The weights are still those of the last good update: the caller keeps them, at this batch.
   outcome.stop = "stopped at " + step + ": " + cause +
                  (s_.nonfinite == "skip" ? " (" + std::to_string(skipped_in_a_row_) + " updates in a row)" : "") +
-                 "; the last good state is checkpointed at this batch (set s_.nonfinite: skip to drop such "
+                 "; the last good state is checkpointed at this batch (set loop.nonfinite: skip to drop such "
                  "updates, or lower the learning rate and resume, allowing that config change)";
 }
 

@@ -137,6 +137,8 @@ TEST(NonFinite, ANetworkWhoseOutputTurnsBadAfterTheFirstBatchIsNamedNotTheLoss) 
     EXPECT_EQ(nonempty_lines(r.err).size(), 1u) << r.err;
     EXPECT_TRUE(contains(r.err, "stopped at iteration 2 (epoch 1, batch 2): non-finite loss; ")) << r.err;
     EXPECT_FALSE(contains(r.err, "the loss 'cross_entropy' produced it")) << r.err;
+    EXPECT_TRUE(contains(r.err, "(set loop.nonfinite: skip to drop such updates"))
+        << r.err;  // the key as YAML spells it
     const std::string named = how == "huge_after_first"
                                   ? "the output of network 'misfit' from libmisbehaving.so 1.0.0 is finite but extreme "
                                     "(largest magnitude "

@@ -287,6 +287,15 @@ TEST(Gpu, TheProfileOfAGpuRunHoldsItsKernelsAndTheAverageEvaluatesAsOnTheCpu) {
   const std::string summary = read_file(run_dir(out) + "/profile/rank0.summary.txt");
   EXPECT_TRUE(contains(summary, "kernel (device)")) << summary;
   EXPECT_TRUE(contains(summary, "iterations 6-10: 5 steps recorded")) << summary;
+  // The step's split adds up on a GPU too (its user ranges are not counted twice).
+  const std::vector<int> shares = profile_step_shares(summary);
+  ASSERT_GE(shares.size(), 5u) << summary;
+  int sum = 0;
+  for (int share : shares) {
+    EXPECT_GE(share, 0) << summary;
+    sum += share;
+  }
+  EXPECT_NEAR(sum, 100, static_cast<int>(shares.size())) << summary;
   // The average kept on the GPU tests on the CPU as it tested on the GPU.
   // eval is given the experiment the run trained: its --set ema.enabled too (without it the
   // experiment keeps no average, and eval says so).

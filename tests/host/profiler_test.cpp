@@ -33,6 +33,15 @@ TEST(Profiler, TheTraceOfTheAskedStepsOpensInTensorBoardsProfilerWithTheNetworks
   EXPECT_TRUE(contains(r.out, "trainyard: profile in " + dir + "/rank0.pt.trace.json")) << r.out;
   EXPECT_TRUE(contains(r.out, "iterations 4-8: 5 steps recorded")) << r.out;
   EXPECT_TRUE(contains(r.out, "forward")) << r.out;
+  // The step's split adds up: phases (each its own time) and the remainder, none negative.
+  const std::vector<int> shares = profile_step_shares(read_file(out + "/profile/profile/rank0.summary.txt"));
+  ASSERT_GE(shares.size(), 5u) << r.out;  // data wait, forward, backward, optimizer, trainyard
+  int sum = 0;
+  for (int share : shares) {
+    EXPECT_GE(share, 0) << r.out;
+    sum += share;
+  }
+  EXPECT_NEAR(sum, 100, static_cast<int>(shares.size())) << "each share rounded to a percent: " << r.out;
   // The summary under that line fits 80 columns.
   const auto console = nonempty_lines(r.out);
   auto at =

@@ -94,6 +94,37 @@ TEST(GradientClipping, TheInPlaceFloatNormMatchesATenAndSeesEveryNonFiniteValue)
   EXPECT_NEAR(clip_gradients(big, 0, 0), 2e20, 1e14);
 }
 
+TEST(GradientClipping, GradientsOutsideTheInPlacePathTakeOneForeachNormPerDtypeAndClipAsPerTensorCalls) {
+  at::manual_seed(3);
+  // Not contiguous float32 CPU tensors: what a GPU's gradients take (at::_foreach_norm per dtype).
+  auto make = [] {
+    return std::vector<at::Tensor>{at::randn({300}, at::kDouble), at::randn({64}).to(at::kBFloat16),
+                                   at::randn({5, 7}).to(at::kHalf), at::randn({6, 9}).t(),
+                                   at::randn({40}, at::kDouble)};
+  };
+  std::vector<at::Tensor> g = make();
+  double expected = 0;
+  for (const auto& t : g) expected += t.to(at::kDouble).square().sum().item<double>();
+  std::vector<at::Tensor> reference;
+  for (const auto& t : g) reference.push_back(t.clone());
+  const double norm = clip_gradients(g, 0, 1.0);
+  EXPECT_NEAR(norm, std::sqrt(expected), 1e-6 * std::sqrt(expected));
+  // The scaling is each gradient's own multiply, bit for bit.
+  for (size_t i = 0; i < g.size(); ++i) EXPECT_TRUE(g[i].equal(reference[i].mul(1.0 / norm))) << i;
+  // Clamping by value, too.
+  std::vector<at::Tensor> h = make(), h_reference;
+  for (const auto& t : h) h_reference.push_back(t.clamp(-0.5, 0.5));
+  clip_gradients(h, 0.5, 0);
+  for (size_t i = 0; i < h.size(); ++i) EXPECT_TRUE(h[i].equal(h_reference[i])) << i;
+  // A non-finite value in any group is seen.
+  std::vector<at::Tensor> bad = make();
+  bad[1][10] = NAN;
+  EXPECT_TRUE(std::isnan(clip_gradients(bad, 0, 0)));
+  std::vector<at::Tensor> overflow = make();
+  overflow[2][1][3] = INFINITY;
+  EXPECT_TRUE(std::isinf(clip_gradients(overflow, 0, 0)));
+}
+
 std::string run_dir_of(const std::string& name, const std::string& args) {
   const std::string out = test::temp_dir("out-" + name), exp = test::temp_dir("exp-" + name) + "/" + name + ".yaml";
   std::string yaml = test::synthetic_experiment(name);

@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <regex>
 #include <sstream>
 #include <stdexcept>
 
@@ -59,6 +60,18 @@ std::string temp_dir(const std::string& name) {
 void write_file(const std::string& path, const std::string& content) {
   fs::create_directories(fs::path(path).parent_path());
   std::ofstream(path, std::ios::binary) << content;
+}
+
+std::vector<int> profile_step_shares(const std::string& summary) {
+  // From "step X ms:" to the operator table, the line wrapped or not.
+  const size_t from = summary.find("step "), to = summary.find("operator (CPU)");
+  std::vector<int> shares;
+  if (from == std::string::npos || to == std::string::npos || to < from) return shares;
+  const std::string line = summary.substr(from, to - from);
+  const std::regex share(R"(\((-?[0-9]+)%\))");
+  for (auto it = std::sregex_iterator(line.begin(), line.end(), share); it != std::sregex_iterator(); ++it)
+    shares.push_back(std::stoi((*it)[1]));
+  return shares;
 }
 
 std::string read_file(const std::string& path) {

@@ -34,6 +34,9 @@ CommandResult interrupted(const std::string& args, const std::string& started, i
 std::string temp_dir(const std::string& name);
 void write_file(const std::string& path, const std::string& content);
 std::string read_file(const std::string& path);
+/// The step line of a --profile summary: each phase's share of the step, in
+/// percent, as printed ("forward 1.20 (43%)" gives 43), the remainder last.
+std::vector<int> profile_step_shares(const std::string& summary);
 std::vector<std::string> read_lines(const std::string& path);
 bool contains(const std::string& text, const std::string& part);
 
