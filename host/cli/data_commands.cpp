@@ -11,7 +11,7 @@
 #include "cli/commands.h"
 #include "data/convert.h"
 #include "run/experiment_file.h"
-#include "run/inspect.h"
+#include "run/runner.h"
 #include "trainyard/error.h"
 #include "util/files.h"
 #include "util/json.h"
@@ -86,7 +86,7 @@ int iterate_command(int argc, char** argv) {
   if (!parse_command_line(argc, argv, usage, visible, "experiment", vm)) return 0;
   Registry registry;
   Experiment e = load_experiment(vm, registry);
-  const IterateResult r = iterate(e, vm["batches"].as<int64_t>());
+  const IterateResult r = Runner(e, registry).iterate(vm["batches"].as<int64_t>());
   std::cout << "iterate: " << r.samples << " samples in " << r.batches << " batches, " << json_number(r.seconds)
             << " s, samples_per_sec " << json_number(r.samples / r.seconds);
   if (r.batches > 1) std::cout << ", steady_samples_per_sec " << json_number(r.steady_samples / r.steady_seconds);

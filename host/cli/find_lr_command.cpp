@@ -5,7 +5,7 @@
 #include "cli/command_line.h"
 #include "cli/commands.h"
 #include "run/experiment_file.h"
-#include "run/lr_finder.h"
+#include "run/runner.h"
 #include "trainyard/error.h"
 #include "util/files.h"
 #include "util/json.h"
@@ -68,7 +68,7 @@ int find_lr_command(int argc, char** argv) {
       maybe<std::string>(vm, "output").value_or((fs::path(e.output.dir) / (e.name + "-lr-finder")).string());
   check_output_folder(out, vm.count("output") ? "command line: --output " + out : e.where("output.dir"));
   if (auto launched = launch_if_asked(launch_request(vm, argc, argv), e)) return *launched;
-  const std::optional<LrFinderResult> found = find_lr(e, registry, o, out);
+  const std::optional<LrFinderResult> found = Runner(e, registry).find_lr(o, out);
   if (!found) return 0;  // not rank 0
   const LrFinderResult& result = *found;
   if (result.suggestion)

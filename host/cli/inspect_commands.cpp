@@ -9,7 +9,7 @@
 #include "config/sections.h"
 #include "plugins/loader.h"
 #include "run/experiment_file.h"
-#include "run/inspect.h"
+#include "run/runner.h"
 #include "trainyard/error.h"
 #include "trainyard/version.h"
 #include "util/text.h"
@@ -47,7 +47,7 @@ int validate_command(int argc, char** argv) {
   if (!parse_command_line(argc, argv, usage, visible, "experiment", vm)) return 0;
   Registry registry;
   Experiment e = load_experiment(vm, registry);
-  validate(e, std::cout);
+  Runner(e, registry).validate(std::cout);
   return 0;
 }
 

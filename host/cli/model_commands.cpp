@@ -8,9 +8,8 @@
 #include "cli/command_line.h"
 #include "cli/commands.h"
 #include "formats/metrics.h"
-#include "run/catalog.h"
 #include "run/experiment_file.h"
-#include "run/model.h"
+#include "run/runner.h"
 #include "trainyard/error.h"
 #include "util/files.h"
 #include "util/json.h"
@@ -62,10 +61,11 @@ int eval_command(int argc, char** argv) {
   po::variables_map vm;
   if (!parse_command_line(argc, argv, usage, visible, "experiment", vm)) return 0;
   Registry registry;
-  Experiment e = load_experiment(vm, registry);
-  const std::string checkpoint =
-      checkpoint_to_read(maybe<std::string>(vm, "checkpoint"), e, maybe<std::string>(vm, "output-dir").value_or(""));
-  const MeterValues values = evaluate(e, checkpoint, vm["weights"].as<std::string>());
+  const Experiment e = load_experiment(vm, registry);
+  const Runner runner(e, registry);
+  const std::string checkpoint = runner.checkpoint_to_read(maybe<std::string>(vm, "checkpoint"),
+                                                           maybe<std::string>(vm, "output-dir").value_or(""));
+  const MeterValues values = runner.evaluate(checkpoint, vm["weights"].as<std::string>());
   std::cout << "eval: " << checkpoint << ":";
   for (const auto& [k, v] : values) std::cout << " " << k << "=" << json_number(v);
   std::cout << "\n";
@@ -113,12 +113,13 @@ int export_command(int argc, char** argv) {
     if (output_dir.empty()) output_dir = run_dir.parent_path().string();
   }
   Registry registry;
-  Experiment e =
+  const Experiment e =
       load_experiment(experiment, many<std::string>(vm, "set"), many<std::string>(vm, "plugin-dir"), registry);
-  request.checkpoint = checkpoint_to_read(maybe<std::string>(vm, "checkpoint"), e, output_dir);
-  refuse_run_files(request.output, run_directory(e, output_dir),
+  const Runner runner(e, registry);
+  request.checkpoint = runner.checkpoint_to_read(maybe<std::string>(vm, "checkpoint"), output_dir);
+  refuse_run_files(request.output, runner.run_directory(output_dir),
                    {request.checkpoint, experiment, vm["experiment"].as<std::string>()});
-  const size_t tensors = export_model(e, request);
+  const size_t tensors = runner.export_network(request);
   std::cout << "export: " << tensors << " tensors of " << request.checkpoint << " -> " << request.output << " ("
             << request.format << ")\n";
   return 0;
@@ -151,10 +152,11 @@ int predict_command(int argc, char** argv) {
     throw ConfigError("command line: --input " + request.input + ": no such file or folder",
                       "expected an LMDB or a folder of images", "");
   Registry registry;
-  Experiment e = load_experiment(vm, registry);
-  request.checkpoint =
-      checkpoint_to_read(maybe<std::string>(vm, "checkpoint"), e, maybe<std::string>(vm, "output-dir").value_or(""));
-  const int64_t rows = predict(e, registry, request);
+  const Experiment e = load_experiment(vm, registry);
+  const Runner runner(e, registry);
+  request.checkpoint = runner.checkpoint_to_read(maybe<std::string>(vm, "checkpoint"),
+                                                 maybe<std::string>(vm, "output-dir").value_or(""));
+  const int64_t rows = runner.predict(request);
   std::cout << "predict: " << rows << " samples from " << request.input << " with " << request.checkpoint << " -> "
             << request.output << "\n";
   return 0;
@@ -188,10 +190,11 @@ int embed_command(int argc, char** argv) {
   request.sets = many<std::string>(vm, "set");
   request.plugin_dirs = many<std::string>(vm, "plugin-dir");
   Registry registry;
-  Experiment e = load_experiment(vm, registry);
-  request.checkpoint =
-      checkpoint_to_read(maybe<std::string>(vm, "checkpoint"), e, maybe<std::string>(vm, "output-dir").value_or(""));
-  const int64_t items = embed_catalog(e, registry, request);
+  const Experiment e = load_experiment(vm, registry);
+  const Runner runner(e, registry);
+  request.checkpoint = runner.checkpoint_to_read(maybe<std::string>(vm, "checkpoint"),
+                                                 maybe<std::string>(vm, "output-dir").value_or(""));
+  const int64_t items = runner.embed(request);
   std::cout << "embed: " << items << " items from "
             << (request.input.empty() ? "the experiment's test split" : request.input) << " with " << request.checkpoint
             << " -> " << request.output << "\n";
@@ -244,7 +247,7 @@ int search_command(int argc, char** argv) {
     throw ConfigError(std::string(err.what()) + " (the catalog was embedded with --plugin-dir " + join(not_given) +
                       "; search loads plugins only from the folders you give: add --plugin-dir for those you trust)");
   }
-  search_catalog(e, registry, catalog, request, std::cout);
+  Runner(e, registry).search(catalog, request, std::cout);
   std::cout << "search: " << request.output_dir << "/search.csv, " << request.output_dir << "/search.html\n";
   return 0;
 }

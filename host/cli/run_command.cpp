@@ -9,7 +9,6 @@
 #include "log/log.h"
 #include "report/final_table.h"
 #include "run/experiment_file.h"
-#include "run/inspect.h"
 #include "run/runner.h"
 #include "util/files.h"
 #include "util/json.h"
@@ -47,8 +46,9 @@ int run_command(int argc, char** argv) {
 
   Registry registry;
   Experiment e = load_experiment(vm, registry);  // bad input fails here, once, before any worker starts
+  const Runner runner(e, registry);
   if (vm.count("dry-run")) {
-    std::cout << dry_run(e.stages.empty() ? e : e.stages[0]);  // one process, no run directory
+    std::cout << runner.dry_run();  // one process, no run directory
     return 0;
   }
   if (vm.count("output-dir"))
@@ -72,8 +72,7 @@ int run_command(int argc, char** argv) {
   request.profile = maybe<std::string>(vm, "profile").value_or("");
   request.until_epoch = vm.count("until-epoch") ? vm["until-epoch"].as<int>() : 0;
   request.command_line.assign(argv, argv + argc);
-  Runner runner(e, registry, request);
-  const RunOutcome outcome = runner.run();
+  const RunOutcome outcome = runner.train(request);
 
   const RunPaths paths(outcome.run_dir);
   InfoLine() << "trainyard: done: " << outcome.epochs_done << "/" << count_of(outcome.total_epochs, "epoch")

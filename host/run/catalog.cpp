@@ -14,6 +14,7 @@
 #include "formats/npy.h"
 #include "report/svg_chart.h"
 #include "run/loaded_model.h"
+#include "run/runner.h"
 #include "train/guard.h"
 #include "train/loader_settings.h"
 #include "trainyard/embeddings.h"
@@ -157,13 +158,13 @@ std::string sample_uri(const Dataset& dataset, int64_t index, const std::optiona
 
 }  // namespace
 
-int64_t embed_catalog(const Experiment& e, const Registry& registry, const EmbedRequest& request) {
+int64_t Runner::embed(const EmbedRequest& request) const {
   const std::string out = request.output;
   if (fs::exists(out))
     throw ConfigError("command line: --output " + out + ": exists", "expected a new folder for the catalog",
                       "remove it or choose another name");
   check_output_folder(out, "--output " + out);
-  LoadedModel m = load_model(e, request.checkpoint);
+  LoadedModel m = load_model(request.checkpoint);
   require_embedding_network(m, "embed");
   const Experiment& stage = *m.stage;
   at::Tensor embeddings, labels;
@@ -179,7 +180,7 @@ int64_t embed_catalog(const Experiment& e, const Registry& registry, const Embed
     for (int64_t i = 0; i < embeddings.size(0); ++i) sources.push_back(source + ":" + std::to_string(i));
   } else {
     InputSet input =
-        open_input(m, e, registry, request.input, {}, request.input_options, "embed", "--input " + request.input);
+        open_input(m, registry_, request.input, {}, request.input_options, "embed", "--input " + request.input);
     source = fs::absolute(request.input).string();
     std::tie(embeddings, labels) = embed_all(m, *input.dataset, input.loader, "--input " + request.input);
     if (!input.labeled) labels.fill_(-1);
@@ -263,8 +264,7 @@ CatalogInfo read_catalog_info(const std::string& dir) {
   return c;
 }
 
-void search_catalog(const Experiment& e, const Registry& registry, const CatalogInfo& catalog,
-                    const SearchRequest& request, std::ostream& out) {
+void Runner::search(const CatalogInfo& catalog, const SearchRequest& request, std::ostream& out) const {
   // The catalog's arrays, checked against one another before any work.
   const std::string dir = catalog.dir;
   const at::Tensor items = read_npy(dir + "/embeddings.npy");
@@ -285,9 +285,9 @@ void search_catalog(const Experiment& e, const Registry& registry, const Catalog
                           count_of(static_cast<int64_t>(rows.size()) - 1, "row") + " disagree with catalog.json (" +
                           std::to_string(catalog.items) + " items of " + std::to_string(catalog.embedding_size) + ")",
                       "expected the catalog as trainyard embed wrote it", "embed it again");
-  LoadedModel m = load_model(e, request.checkpoint.empty() ? catalog.checkpoint : request.checkpoint);
+  LoadedModel m = load_model(request.checkpoint.empty() ? catalog.checkpoint : request.checkpoint);
   require_embedding_network(m, "search");
-  InputSet queries = open_input(m, e, registry, "", request.queries, catalog.input_options, "search", "--query");
+  InputSet queries = open_input(m, registry_, "", request.queries, catalog.input_options, "search", "--query");
   const at::Tensor q = embed_all(m, *queries.dataset, queries.loader, "--query").first;
   if (q.size(1) != items.size(1))
     throw ConfigError("search: catalog " + dir + " holds " + std::to_string(items.size(1)) +
@@ -310,7 +310,7 @@ void search_catalog(const Experiment& e, const Registry& registry, const Catalog
   } else if (!catalog.input.empty() &&
              (fs::is_regular_file(catalog.input) || fs::exists(fs::path(catalog.input) / "data.mdb"))) {  // an LMDB
     drawn =
-        open_input(m, e, registry, catalog.input, {}, catalog.input_options, "search", "catalog input " + catalog.input)
+        open_input(m, registry_, catalog.input, {}, catalog.input_options, "search", "catalog input " + catalog.input)
             .dataset;
   }
   auto picture = [&](const std::string& source, int64_t item) -> std::string {

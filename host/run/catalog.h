@@ -2,17 +2,16 @@
 // Visual search: `trainyard embed` writes a catalog of embeddings (a test
 // split, an LMDB or a folder of images through a trained embedding network)
 // and `trainyard search` finds a query image's nearest catalog items. The
-// catalog's format is in docs/workflow.md ("Embed and search").
+// catalog's format is in docs/workflow.md ("Embed and search"). The two
+// modes are Runner's (run/runner.h: embed, search), their bodies in
+// run/catalog.cpp; here what they ask and what a catalog says.
 #include <cstdint>
-#include <ostream>
 #include <string>
 #include <vector>
 
-#include "config/experiment.h"
-#include "plugins/registry.h"
-
 namespace trainyard::host {
 
+/// What `trainyard embed` reads and writes (Runner::embed).
 struct EmbedRequest {
   std::string checkpoint;
   std::string input;          ///< an LMDB or a folder of images; "" embeds the experiment's test split (else train)
@@ -22,10 +21,6 @@ struct EmbedRequest {
   std::string experiment_file;
   std::vector<std::string> sets, plugin_dirs;
 };
-
-/// Writes the catalog folder whole or not at all (built beside it, then
-/// renamed). Returns the number of items.
-int64_t embed_catalog(const Experiment& experiment, const Registry& registry, const EmbedRequest& request);
 
 /// What catalog.json says (checked against the arrays beside it when read).
 struct CatalogInfo {
@@ -38,6 +33,7 @@ struct CatalogInfo {
 /// Throws ConfigError naming the file when the folder is not a complete catalog.
 CatalogInfo read_catalog_info(const std::string& dir);
 
+/// What `trainyard search` looks up (Runner::search).
 struct SearchRequest {
   std::vector<std::string> queries;  ///< image files
   int64_t top_k = 10;
@@ -45,11 +41,5 @@ struct SearchRequest {
   std::string checkpoint;              ///< the catalog's unless given
   std::string output_dir;              ///< search.csv and search.html go here
 };
-
-/// Embeds the queries with the catalog's network, prints each query's
-/// top_k nearest items to `out`, writes OUTPUT_DIR/search.csv and
-/// OUTPUT_DIR/search.html (the query and its matches as pictures).
-void search_catalog(const Experiment& experiment, const Registry& registry, const CatalogInfo& catalog,
-                    const SearchRequest& request, std::ostream& out);
 
 }  // namespace trainyard::host

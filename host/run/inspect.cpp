@@ -7,6 +7,7 @@
 
 #include "run/assembly.h"
 #include "run/experiment_file.h"
+#include "run/runner.h"
 #include "run/session.h"
 #include "train/complexity.h"
 #include "train/dry_run.h"
@@ -32,14 +33,16 @@ std::string describe_groups(const Components& built, const Experiment& e, const 
 }
 }  // namespace
 
-std::string dry_run(const Experiment& e) {
+std::string Runner::dry_run() const {
+  const Experiment& e = experiment_.stages.empty() ? experiment_ : experiment_.stages[0];
   Context context = make_context(e);
   torch::manual_seed(e.seed);
   Components built = build_components(e, context);
   return dry_run_report(e, built, context) + describe_groups(built, e, "");
 }
 
-std::vector<std::string> run_value_names(const Experiment& e) {
+std::vector<std::string> Runner::value_names() const {
+  const Experiment& e = experiment_;
   // On the CPU: the caller (a sweep) only wants names, and must leave the GPUs to its runs.
   Context context;
   context.seed = e.seed;
@@ -51,7 +54,8 @@ std::vector<std::string> run_value_names(const Experiment& e) {
   return names;
 }
 
-void validate(const Experiment& e, std::ostream& out) {
+void Runner::validate(std::ostream& out) const {
+  const Experiment& e = experiment_;
   Context context = make_context(e);
   announce_precision(e);
   Components c = build_checked(e, context);
@@ -88,7 +92,8 @@ void validate(const Experiment& e, std::ostream& out) {
   }
 }
 
-IterateResult iterate(const Experiment& e, int64_t batch_limit) {
+IterateResult Runner::iterate(int64_t batch_limit) const {
+  const Experiment& e = experiment_;
   Context context = make_context(e);
   const Built<Dataset> data = build_dataset(e.train_data, context);
   const auto sampler = make_sampler(e.loop, e.where("loop.classes_per_batch"), data, context);

@@ -6,6 +6,7 @@
 #include <filesystem>
 
 #include "run/assembly.h"
+#include "run/runner.h"
 #include "run/session.h"
 #include "train/checkpoint_store.h"
 #include "train/guard.h"
@@ -35,7 +36,8 @@ Evaluator LoadedModel::evaluator() const {
                    nullptr);
 }
 
-LoadedModel load_model(const Experiment& e, const std::string& checkpoint, const std::string& weights) {
+LoadedModel Runner::load_model(const std::string& checkpoint, const std::string& weights) const {
+  const Experiment& e = experiment_;
   if (weights != "trained" && weights != "ema")
     throw ConfigError("command line: --weights " + weights, "expected trained or ema",
                       did_you_mean(weights, {"trained", "ema"}));
@@ -82,9 +84,10 @@ LoadedModel load_model(const Experiment& e, const std::string& checkpoint, const
   return m;
 }
 
-InputSet open_input(const LoadedModel& m, const Experiment& e, const Registry& registry, const std::string& input,
+InputSet open_input(const LoadedModel& m, const Registry& registry, const std::string& input,
                     const std::vector<std::string>& files_given, const std::string& input_options,
                     const std::string& command, const std::string& origin) {
+  const Experiment& e = *m.stage;
   const bool is_lmdb = files_given.empty() && (fs::is_regular_file(input) || fs::exists(fs::path(input) / "data.mdb"));
   const std::string plugin = is_lmdb ? "lmdb" : "csv";
   const Component& component = registry.get(Kind::dataset, plugin);

@@ -1,8 +1,7 @@
 #pragma once
 // A checkpoint's network ready to use, and new inputs prepared for it: what
 // `trainyard eval`, `predict`, `embed` and `search` share (run/model.cpp,
-// run/catalog.cpp). Internal to run/: the CLI sees run/model.h and
-// run/catalog.h.
+// run/catalog.cpp). Internal to run/: the CLI sees the Runner.
 #include <map>
 #include <memory>
 #include <optional>
@@ -18,7 +17,11 @@
 namespace trainyard::host {
 
 /// The components of the stage a checkpoint belongs to, its weights loaded
-/// (the averaged ones with --weights ema): a network and what runs it, no loop.
+/// (the averaged ones with --weights ema): a network and what runs it, no
+/// loop. Runner::load_model makes it: it throws ConfigError for a damaged
+/// checkpoint or one of another network; with `weights` "ema" the network
+/// holds the checkpoint's averaged weights (a ConfigError when the run kept
+/// none).
 struct LoadedModel {
   Context context;
   const Experiment* stage = nullptr;
@@ -33,12 +36,6 @@ struct LoadedModel {
   std::string evaluation_split;  ///< "dataset.test (dataset 'fashion_mnist' from ...)"
   const Built<Dataset>& evaluation_data() const;
 };
-
-/// Throws ConfigError for a damaged checkpoint or one of another network.
-/// `weights` "ema": the network holds the checkpoint's averaged weights (a
-/// ConfigError when the run kept none).
-LoadedModel load_model(const Experiment& experiment, const std::string& checkpoint,
-                       const std::string& weights = "trained");
 
 /// New samples for a loaded model: an LMDB made by `trainyard convert`, a
 /// folder of images, or a list of image files, preprocessed exactly as the
@@ -55,7 +52,8 @@ struct InputSet {
 /// `files`: explicit image files (for `search --query`); otherwise `input` is
 /// an LMDB or a folder searched recursively. Refuses inputs of another sample
 /// shape than the network's, naming both.
-InputSet open_input(const LoadedModel& m, const Experiment& e, const Registry& registry, const std::string& input,
+/// The input is prepared as `m`'s stage prepares its evaluation split.
+InputSet open_input(const LoadedModel& m, const Registry& registry, const std::string& input,
                     const std::vector<std::string>& files, const std::string& input_options, const std::string& command,
                     const std::string& origin);
 

@@ -14,6 +14,7 @@
 
 #include "distributed/communicator.h"
 #include "run/assembly.h"
+#include "run/runner.h"
 #include "run/session.h"
 #include "train/epoch_loop.h"
 #include "trainyard/error.h"
@@ -284,10 +285,10 @@ void write_results(const std::string& out, const LrFinderResult& result, const s
 
 }  // namespace
 
-std::optional<LrFinderResult> find_lr(const Experiment& e, const Registry& registry, const LrFinderOptions& o,
-                                      const std::string& out) {
+std::optional<LrFinderResult> Runner::find_lr(const LrFinderOptions& o, const std::string& out) const {
+  const Experiment& e = experiment_;
   // The run directory is never touched: the finder trains a copy of the start state and writes only `out`.
-  Session session(e, registry, out);
+  Session session(e, registry_, out);
   std::unique_ptr<EpochLoop> trainer = assemble_stage(e, session.context, session.comm.get(), RunPaths(out));
   if (session.comm) session.comm->broadcast_module(*trainer->network_module());
   const bool rank0 = session.context.rank == 0;

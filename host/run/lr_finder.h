@@ -11,13 +11,13 @@
 //            smoothed (exponential moving average); stops when it diverges.
 // The network, the optimizer state, the learning rates and the RNG are put
 // back as they were after every run and at the end. Under the distributed
-// launch each point is the loss averaged over ranks.
+// launch each point is the loss averaged over ranks. The mode is Runner's
+// (run/runner.h: find_lr), its body in run/lr_finder.cpp.
+#include <cstdint>
 #include <optional>
 #include <string>
 #include <vector>
 
-#include "config/experiment.h"
-#include "plugins/registry.h"
 #include "report/svg_chart.h"
 
 namespace trainyard::host {
@@ -55,13 +55,6 @@ LrFinderResult find_learning_rate(EpochLoop& loop, Communicator* comm, const LrF
                                   bool print_progress);
 /// Picks the suggestion from the points (exposed for tests).
 void suggest_learning_rate(LrFinderResult& result, const std::string& mode);
-
-/// `trainyard find-lr`: joins the ranks, builds the experiment as a run's
-/// first stage would be, runs the finder and, on rank 0, writes
-/// lr_finder.csv, .svg and .json to `out` (no run directory is touched).
-/// Returns the result on rank 0, nothing on the other ranks.
-std::optional<LrFinderResult> find_lr(const Experiment& experiment, const Registry& registry,
-                                      const LrFinderOptions& options, const std::string& out);
 
 std::string lr_finder_csv(const LrFinderResult& result);
 Chart lr_finder_chart(const LrFinderResult& result, const std::string& title);

@@ -14,7 +14,7 @@
 #include "formats/state_dict.h"
 #include "run/assembly.h"
 #include "run/loaded_model.h"
-#include "run/session.h"
+#include "run/runner.h"
 #include "train/checkpoint_store.h"
 #include "train/guard.h"
 #include "trainyard/error.h"
@@ -31,28 +31,28 @@ namespace fs = std::filesystem;
 
 namespace trainyard::host {
 
-std::string run_directory(const Experiment& e, const std::string& output_dir) {
-  return (fs::path(output_dir.empty() ? e.output.dir : output_dir) / e.name).string();
+std::string Runner::run_directory(const std::string& output_dir) const {
+  return (fs::path(output_dir.empty() ? experiment_.output.dir : output_dir) / experiment_.name).string();
 }
 
-std::string checkpoint_to_read(const std::optional<std::string>& explicit_path, const Experiment& e,
-                               const std::string& output_dir) {
+std::string Runner::checkpoint_to_read(const std::optional<std::string>& explicit_path,
+                                       const std::string& output_dir) const {
   if (explicit_path) {
     if (!fs::is_regular_file(*explicit_path))
       throw ConfigError("command line: --checkpoint " + *explicit_path + ": no such file", "expected a checkpoint file",
                         "");
     return *explicit_path;
   }
-  const CheckpointStore store(RunPaths(run_directory(e, output_dir)).checkpoints, 0);
+  const CheckpointStore store(RunPaths(run_directory(output_dir)).checkpoints, 0);
   auto all = store.list();
   if (all.empty())
-    throw ConfigError(store.dir() + ": no checkpoint to read", "expected a trained run of " + e.path,
+    throw ConfigError(store.dir() + ": no checkpoint to read", "expected a trained run of " + experiment_.path,
                       "train it first, or pass --checkpoint PATH");
   return all.back();
 }
 
-MeterValues evaluate(const Experiment& e, const std::string& checkpoint, const std::string& weights) {
-  return load_model(e, checkpoint, weights).evaluator().test_pass();
+MeterValues Runner::evaluate(const std::string& checkpoint, const std::string& weights) const {
+  return load_model(checkpoint, weights).evaluator().test_pass();
 }
 
 const std::vector<ExportFormat>& export_formats() {
@@ -70,7 +70,7 @@ std::vector<std::string> export_format_names() {
   return names;
 }
 
-size_t export_model(const Experiment& e, const ExportRequest& request) {
+size_t Runner::export_network(const ExportRequest& request) const {
   const std::vector<std::string> names = export_format_names();
   if (std::find(names.begin(), names.end(), request.format) == names.end()) {
     std::string choices;  // "a, b or c"
@@ -79,8 +79,8 @@ size_t export_model(const Experiment& e, const ExportRequest& request) {
     throw ConfigError("command line: --format " + request.format, "expected " + choices,
                       did_you_mean(request.format, names));
   }
-  const ComponentConfig& network_config = e.network;
-  LoadedModel m = load_model(e, request.checkpoint, request.weights);
+  const ComponentConfig& network_config = experiment_.network;
+  LoadedModel m = load_model(request.checkpoint, request.weights);
   // The network says which TorchScript file it was built from (SDK 1.4 ScriptedModule); no plugin is known by name.
   const ScriptedModule* scripted = m.components.network.facets.scripted_module;
   if (request.format == "torchscript" && !scripted)
@@ -126,10 +126,10 @@ size_t export_model(const Experiment& e, const ExportRequest& request) {
   return copied;
 }
 
-int64_t predict(const Experiment& e, const Registry& registry, const PredictRequest& request) {
-  LoadedModel m = load_model(e, request.checkpoint);
+int64_t Runner::predict(const PredictRequest& request) const {
+  LoadedModel m = load_model(request.checkpoint);
   InputSet input =
-      open_input(m, e, registry, request.input, {}, request.input_options, "predict", "--input " + request.input);
+      open_input(m, registry_, request.input, {}, request.input_options, "predict", "--input " + request.input);
   const auto& dataset = input.dataset;
   std::vector<int64_t> order(static_cast<size_t>(dataset->size()));
   std::iota(order.begin(), order.end(), 0);

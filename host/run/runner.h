@@ -1,28 +1,29 @@
 #pragma once
-// One run of an experiment, start to end: the Runner picks and verifies the
-// checkpoint to resume, refuses a changed config unless allowed, keeps the
-// run directory (config snapshot, provenance, report), installs the stop
-// signals, and sequences the stages, one EpochLoop each; it owns the stall watchdog and hands the loop the stop signals. Commands only build a
-// RunRequest and map the outcome to an exit code.
-#include <memory>
+// The launch modes: the one class every command on an experiment goes
+// through (train, validate, eval, predict, export, embed, search, find-lr,
+// dry runs, iterate), and what `trainyard run` asks and gets back. Commands
+// only parse flags into a request, call the Runner's method and map the
+// outcome to an exit code. A new mode: docs/architecture.md, "Where a new
+// launch mode goes".
+#include <cstdint>
+#include <optional>
+#include <ostream>
 #include <string>
 #include <vector>
 
-#include <nlohmann/json.hpp>
-
-#include "config/config_diff.h"
 #include "config/experiment.h"
 #include "plugins/registry.h"
-#include "trainyard/context.h"
+#include "run/catalog.h"
+#include "run/inspect.h"
+#include "run/lr_finder.h"
+#include "run/model.h"
 #include "trainyard/loop.h"
 
 namespace trainyard::host {
 
-class CheckpointStore;
-class HostHook;
-class EpochLoop;
-struct Session;
+struct LoadedModel;
 
+/// What `trainyard run` asks: where the run directory is and how to resume.
 struct RunRequest {
   std::string output_dir;            ///< folder of run directories; "" for output.dir
   bool fresh = false;                ///< start over; the old run directory is kept, renamed
@@ -47,6 +48,7 @@ struct RunRequest {
 /// or B: checked before any process is launched.
 void check_profile_window(const std::string& window);
 
+/// What a training run ended with.
 struct RunOutcome {
   std::string run_dir;
   int64_t epochs_done = 0, total_epochs = 0;
@@ -56,74 +58,96 @@ struct RunOutcome {
   std::string report;              ///< report.html, when written
 };
 
+/// The launch modes of one experiment: every `trainyard` command that works
+/// on an experiment makes a Runner and calls the method of its mode. Each
+/// mode's body is in the file of its job: train in run/training_run.cpp;
+/// evaluate, predict and export_network in run/model.cpp; embed and search in
+/// run/catalog.cpp; dry_run, validate, value_names and iterate in
+/// run/inspect.cpp; find_lr in run/lr_finder.cpp.
+///
+/// Example:
+///   Registry registry;
+///   const Experiment e = load_experiment(file, sets, plugin_dirs, registry);
+///   const Runner runner(e, registry);
+///   const RunOutcome outcome = runner.train(request);
 class Runner {
  public:
-  /// `experiment` and `registry` must outlive the Runner. Joins the process
-  /// group in a data-parallel run.
-  Runner(const Experiment& experiment, const Registry& registry, RunRequest request);
-  ~Runner();
+  /// `experiment` and `registry` must outlive the Runner. The whole
+  /// experiment: the modes read every part of it (its stages, output,
+  /// distributed and loop sections, the plugins' configs).
+  Runner(const Experiment& experiment, const Registry& registry) : experiment_(experiment), registry_(registry) {}
 
-  /// Trains every stage from where the run stands. Throws ConfigError for a
-  /// run that must not go on (a foreign checkpoint, a refused config change).
-  RunOutcome run();
+  /// `trainyard run`: trains every stage from where the run stands, joining
+  /// the process group in a data-parallel run. Throws ConfigError for a run
+  /// that must not go on (a foreign checkpoint, a refused config change).
+  RunOutcome train(const RunRequest& request) const;
 
-  const std::string& run_dir() const { return run_dir_; }
-  const Context& context() const;
+  /// `trainyard validate`: builds every stage as a run would (components and
+  /// one batch through them) and writes what it built to `out`: datasets and
+  /// their sizes, the network's parameters, each stage's optimizer groups and
+  /// what is frozen. Throws ConfigError naming the stage that failed.
+  void validate(std::ostream& out) const;
+  /// `run --dry-run`: one process, no run directory: the components of the
+  /// first stage built, one train and one test batch run; the report and the
+  /// parameter groups.
+  std::string dry_run() const;
+  /// The names of the values a run reports (train_*, test_*, lr, ...): the
+  /// components built on the CPU and one batch put through them, as validate
+  /// does, nothing written. For checking a name (a sweep's --metric) before
+  /// anything trains.
+  std::vector<std::string> value_names() const;
+  /// `trainyard iterate`: draws epoch 0's training batches as a run would,
+  /// `batch_limit` of them (0: the whole epoch), no network.
+  IterateResult iterate(int64_t batch_limit) const;
+
+  /// `trainyard eval`: the test meters over the test split (else the train
+  /// split) on the checkpoint's weights, in the stage the checkpoint belongs
+  /// to. `weights`: trained, or ema (the `ema:` average the checkpoint holds).
+  MeterValues evaluate(const std::string& checkpoint, const std::string& weights = "trained") const;
+  /// `trainyard predict`: one CSV row per input sample (index, source, label,
+  /// top-k classes and probabilities), preprocessed like the test set.
+  /// Returns the rows written.
+  int64_t predict(const PredictRequest& request) const;
+  /// `trainyard export`: writes the checkpoint's network for PyTorch.
+  /// state_dict: a file Python's torch.load reads as {name: tensor}, the
+  /// names of the network's parameters and buffers (module paths joined by
+  /// '.', as nn.Module.state_dict() names them). safetensors: the same
+  /// tensors and names in a safetensors file (safetensors.torch.load_file
+  /// reads it). torchscript: for a network built from a TorchScript module
+  /// (network.plugin: torchscript), that module with the trained values.
+  /// Returns the number of tensors written.
+  size_t export_network(const ExportRequest& request) const;
+
+  /// `trainyard embed`: writes the catalog folder whole or not at all (built
+  /// beside it, then renamed). Returns the number of items.
+  int64_t embed(const EmbedRequest& request) const;
+  /// `trainyard search`: embeds the queries with the catalog's network,
+  /// prints each query's top_k nearest items to `out`, writes
+  /// OUTPUT_DIR/search.csv and OUTPUT_DIR/search.html (the query and its
+  /// matches as pictures).
+  void search(const CatalogInfo& catalog, const SearchRequest& request, std::ostream& out) const;
+
+  /// `trainyard find-lr`: joins the ranks, builds the experiment as a run's
+  /// first stage would be, runs the finder and, on rank 0, writes
+  /// lr_finder.csv, .svg and .json to `out` (no run directory is touched).
+  /// Returns the result on rank 0, nothing on the other ranks.
+  std::optional<LrFinderResult> find_lr(const LrFinderOptions& options, const std::string& out) const;
+
+  /// The run directory: OUTPUT_DIR/NAME, OUTPUT_DIR being `output_dir`
+  /// (--output-dir) when given, else output.dir.
+  std::string run_directory(const std::string& output_dir) const;
+  /// The checkpoint a mode reads: `explicit_path` when given (it must
+  /// exist), else the latest of the run's checkpoints in `output_dir` (""
+  /// for output.dir). Throws ConfigError when there is none.
+  std::string checkpoint_to_read(const std::optional<std::string>& explicit_path, const std::string& output_dir) const;
 
  private:
-  const Experiment& stage_experiment(size_t k) const { return e_.stages.empty() ? e_ : e_.stages[k]; }
-  size_t stage_count() const { return std::max<size_t>(1, e_.stages.size()); }
-  std::unique_ptr<EpochLoop> make_loop(size_t stage);
-  /// The newest checkpoint that verifies and loads, as a trainer of its
-  /// stage; null when there is none (a fresh start).
-  std::unique_ptr<EpochLoop> resume();
-  /// Builds and checks every stage after `from_stage` (ConfigError naming
-  /// the stage), before anything is written.
-  void check_later_stages(size_t from_stage, EpochLoop& trainer);
-  /// Refuses (ConfigError) a checkpoint whose manifest records another
-  /// configuration than stage `stage` of this experiment, naming both hashes
-  /// and the first differing keys, unless only allowed keys changed or
-  /// --allow-config-change was given. Returns false when the manifest records
-  /// no configuration (written before 1.0, or unreadable): then config.yaml
-  /// is compared.
-  bool check_checkpoint_belongs(const std::string& checkpoint, size_t stage) const;
-  /// The run directory's config.yaml against the experiment (checkpoints
-  /// that record no configuration).
-  void check_config_changes() const;
-  void check_plugin_changes() const;
-  /// Whether an unverified checkpoint was evidently complete: its manifest
-  /// exists (damaged), or metrics.jsonl shows training went on after it.
-  bool evidently_complete(const std::string& checkpoint) const;
-  std::unique_ptr<EpochLoop> resume_unverified(const std::vector<std::string>& checkpoints);
-  /// The trainer of `checkpoint`'s stage with its state loaded (not hashed
-  /// again), after check_checkpoint_belongs. Throws Error when it does not load.
-  std::unique_ptr<EpochLoop> load_from(const std::string& checkpoint);
-  /// Prints the changes (rank 0); true when one is not allowed on resume and
-  /// --allow-config-change was not given.
-  bool refused_changes(const std::vector<ConfigChange>& changes, const std::string& since) const;
-  /// `network`: the network's facts for provenance.json (plugin, parameters, cost per sample).
-  void write_run_directory(const nlohmann::ordered_json& network);
-  /// Everything after the run directory is written: the stages' training.
-  RunOutcome train(std::unique_ptr<EpochLoop>& trainer);
-  /// Bad input stopped the run before its first checkpoint: removes the run
-  /// directory if this run made it (and puts --fresh's previous one back).
-  void undo_new_run_directory();
-  void announce_stage(EpochLoop& trainer) const;
+  /// The checkpoint's stage built (one process) with its weights loaded:
+  /// what evaluate, predict, export, embed and search share (run/loaded_model.cpp).
+  LoadedModel load_model(const std::string& checkpoint, const std::string& weights = "trained") const;
 
-  const Experiment& e_;
+  const Experiment& experiment_;
   const Registry& registry_;
-  RunRequest request_;
-  std::string run_dir_;
-  std::shared_ptr<CheckpointStore> store_;  ///< the run's checkpoints, shared with its trainers
-  /// --profile's hook, one for every stage; made (and its window checked) before the session starts.
-  std::shared_ptr<HostHook> profiler_;
-  std::shared_ptr<HostHook> until_epoch_;  ///< --until-epoch's hook, one for every stage
-  std::unique_ptr<Session> session_;       ///< this rank's place in the run
-  std::string resumed_from_;
-  bool compare_saved_config_ = false;  ///< the resumed checkpoint records no configuration
-  size_t stage_ = 0;
-  bool made_run_dir_ = false;  ///< this run created the run directory (rank 0)
-  std::string kept_previous_;  ///< where --fresh moved the previous run directory
 };
 
 }  // namespace trainyard::host

@@ -21,7 +21,7 @@
 #include "formats/run_paths.h"
 #include "report/report.h"
 #include "run/experiment_file.h"
-#include "run/inspect.h"
+#include "run/runner.h"
 #include "sweep/halving.h"
 #include "sweep/space.h"
 #include "trainyard/error.h"
@@ -170,7 +170,7 @@ SweepOutcome run_sweep(const SweepRequest& request) {
                           "expected every trial to train loop.epochs " + std::to_string(base.loop.epochs), "");
     // The name is checked before any trial trains: a misspelt one would
     // train every trial's first rung and then rank nothing.
-    const std::vector<std::string> names = run_value_names(base);
+    const std::vector<std::string> names = Runner(base, registry).value_names();
     if (!std::binary_search(names.begin(), names.end(), ranking.metric)) {
       const std::string hint = did_you_mean(ranking.metric, names);
       throw ConfigError(

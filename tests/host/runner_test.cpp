@@ -30,8 +30,7 @@ InProcessRun run_in_process(const std::string& experiment, const std::vector<std
   testing::internal::CaptureStdout();
   testing::internal::CaptureStderr();
   try {
-    Runner runner(e, registry, request);
-    r.outcome = runner.run();
+    r.outcome = Runner(e, registry).train(request);
   } catch (...) {
     r.out = testing::internal::GetCapturedStdout();
     r.err = testing::internal::GetCapturedStderr();

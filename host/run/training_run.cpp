@@ -1,3 +1,8 @@
+// One training run, start to end (Runner::train): picks and verifies the
+// checkpoint to resume, refuses a changed config unless allowed, keeps the run
+// directory (config snapshot, provenance, report), installs the stop signals,
+// and sequences the stages, one EpochLoop each; it owns the stall watchdog and
+// hands the loop the stop signals.
 #include "run/runner.h"
 
 #include <unistd.h>
@@ -13,6 +18,9 @@
 #include <ATen/Parallel.h>
 #include <torch/utils.h>
 
+#include <nlohmann/json.hpp>
+
+#include "config/config_diff.h"
 #include "config/snapshot.h"
 #include "distributed/device.h"
 #include "formats/metrics.h"
@@ -20,7 +28,6 @@
 #include "report/report.h"
 #include "run/assembly.h"
 #include "run/experiment_file.h"
-#include "run/model.h"
 #include "run/provenance.h"
 #include "run/run_lock.h"
 #include "run/session.h"
@@ -191,13 +198,82 @@ class WatchedPosition final : public HostHook {
     heartbeat();
   }
 };
+
+// Runner::train's run: one per call, its session joined as it is made.
+class TrainingRun {
+ public:
+  /// `experiment` and `registry` must outlive the run; `run_dir`: the
+  /// Runner's run_directory(request.output_dir). Joins the process group in a
+  /// data-parallel run.
+  TrainingRun(const Experiment& experiment, const Registry& registry, RunRequest request, std::string run_dir);
+
+  /// Trains every stage from where the run stands. Throws ConfigError for a
+  /// run that must not go on (a foreign checkpoint, a refused config change).
+  RunOutcome run();
+
+ private:
+  const Experiment& stage_experiment(size_t k) const { return e_.stages.empty() ? e_ : e_.stages[k]; }
+  size_t stage_count() const { return std::max<size_t>(1, e_.stages.size()); }
+  std::unique_ptr<EpochLoop> make_loop(size_t stage);
+  /// The newest checkpoint that verifies and loads, as a trainer of its
+  /// stage; null when there is none (a fresh start).
+  std::unique_ptr<EpochLoop> resume();
+  /// Builds and checks every stage after `from_stage` (ConfigError naming
+  /// the stage), before anything is written.
+  void check_later_stages(size_t from_stage, EpochLoop& trainer);
+  /// Refuses (ConfigError) a checkpoint whose manifest records another
+  /// configuration than stage `stage` of this experiment, naming both hashes
+  /// and the first differing keys, unless only allowed keys changed or
+  /// --allow-config-change was given. Returns false when the manifest records
+  /// no configuration (written before 1.0, or unreadable): then config.yaml
+  /// is compared.
+  bool check_checkpoint_belongs(const std::string& checkpoint, size_t stage) const;
+  /// The run directory's config.yaml against the experiment (checkpoints
+  /// that record no configuration).
+  void check_config_changes() const;
+  void check_plugin_changes() const;
+  /// Whether an unverified checkpoint was evidently complete: its manifest
+  /// exists (damaged), or metrics.jsonl shows training went on after it.
+  bool evidently_complete(const std::string& checkpoint) const;
+  std::unique_ptr<EpochLoop> resume_unverified(const std::vector<std::string>& checkpoints);
+  /// The trainer of `checkpoint`'s stage with its state loaded (not hashed
+  /// again), after check_checkpoint_belongs. Throws Error when it does not load.
+  std::unique_ptr<EpochLoop> load_from(const std::string& checkpoint);
+  /// Prints the changes (rank 0); true when one is not allowed on resume and
+  /// --allow-config-change was not given.
+  bool refused_changes(const std::vector<ConfigChange>& changes, const std::string& since) const;
+  /// `network`: the network's facts for provenance.json (plugin, parameters, cost per sample).
+  void write_run_directory(const nlohmann::ordered_json& network);
+  /// Everything after the run directory is written: the stages' training.
+  RunOutcome train_stages(std::unique_ptr<EpochLoop>& trainer);
+  /// Bad input stopped the run before its first checkpoint: removes the run
+  /// directory if this run made it (and puts --fresh's previous one back).
+  void undo_new_run_directory();
+  void announce_stage(EpochLoop& trainer) const;
+
+  const Experiment& e_;
+  const Registry& registry_;
+  RunRequest request_;
+  std::string run_dir_;
+  std::shared_ptr<CheckpointStore> store_;  ///< the run's checkpoints, shared with its trainers
+  /// --profile's hook, one for every stage; made (and its window checked) before the session starts.
+  std::shared_ptr<HostHook> profiler_;
+  std::shared_ptr<HostHook> until_epoch_;  ///< --until-epoch's hook, one for every stage
+  std::unique_ptr<Session> session_;       ///< this rank's place in the run
+  std::string resumed_from_;
+  bool compare_saved_config_ = false;  ///< the resumed checkpoint records no configuration
+  size_t stage_ = 0;
+  bool made_run_dir_ = false;  ///< this run created the run directory (rank 0)
+  std::string kept_previous_;  ///< where --fresh moved the previous run directory
+};
 }  // namespace
 
-Runner::Runner(const Experiment& experiment, const Registry& registry, RunRequest request)
+TrainingRun::TrainingRun(const Experiment& experiment, const Registry& registry, RunRequest request,
+                         std::string run_dir)
     : e_(experiment),
       registry_(registry),
       request_(std::move(request)),
-      run_dir_(run_directory(e_, request_.output_dir)),
+      run_dir_(std::move(run_dir)),
       store_(std::make_shared<CheckpointStore>(RunPaths(run_dir_).checkpoints, e_.output.keep_checkpoints)),
       profiler_(request_.profile.empty()
                     ? nullptr
@@ -205,17 +281,13 @@ Runner::Runner(const Experiment& experiment, const Registry& registry, RunReques
       until_epoch_(request_.until_epoch > 0 ? std::make_shared<UntilEpoch>(request_.until_epoch) : nullptr),
       session_(std::make_unique<Session>(e_, registry_, run_dir_)) {}
 
-const Context& Runner::context() const { return session_->context; }
-
-Runner::~Runner() = default;
-
-std::unique_ptr<EpochLoop> Runner::make_loop(size_t k) {
+std::unique_ptr<EpochLoop> TrainingRun::make_loop(size_t k) {
   const Experiment& ek = stage_experiment(k);
   // Every stage (the first before anything is written) seeded and checked with one batch.
   std::unique_ptr<EpochLoop> t =
       assemble_stage(ek, session_->context, session_->comm.get(), RunPaths(run_dir_), store_);
   t->set_debug(request_.debug);
-  t->set_stop_signal(stop_signal_received);  // the handlers are install_stop_signals()'s, in train()
+  t->set_stop_signal(stop_signal_received);  // the handlers are install_stop_signals()'s, in train_stages()
   t->hooks().add(std::make_shared<WatchedPosition>(), priority::highest);
   if (profiler_) t->hooks().add(profiler_, priority::lowest);        // a step ends after its iteration's other hooks
   if (until_epoch_) t->hooks().add(until_epoch_, priority::lowest);  // after best.pt and the callbacks' after_epoch
@@ -228,7 +300,7 @@ std::unique_ptr<EpochLoop> Runner::make_loop(size_t k) {
   return t;
 }
 
-std::unique_ptr<EpochLoop> Runner::resume() {
+std::unique_ptr<EpochLoop> TrainingRun::resume() {
   const Context& context = session_->context;
   if (context.rank == 0) {
     auto stale = store_->remove_stale_temporaries();
@@ -286,7 +358,7 @@ std::unique_ptr<EpochLoop> Runner::resume() {
   return nullptr;
 }
 
-std::unique_ptr<EpochLoop> Runner::resume_unverified(const std::vector<std::string>& newest_first) {
+std::unique_ptr<EpochLoop> TrainingRun::resume_unverified(const std::vector<std::string>& newest_first) {
   const Context& context = session_->context;
   std::vector<std::string> failures;
   for (const auto& path : newest_first) {
@@ -305,7 +377,7 @@ std::unique_ptr<EpochLoop> Runner::resume_unverified(const std::vector<std::stri
                     "expected at least one loadable checkpoint", "run with --fresh to start over");
 }
 
-std::unique_ptr<EpochLoop> Runner::load_from(const std::string& checkpoint) {
+std::unique_ptr<EpochLoop> TrainingRun::load_from(const std::string& checkpoint) {
   const CheckpointState peeked = store_->peek(checkpoint);  // which stage to build
   if (peeked.stage < 0 || peeked.stage >= static_cast<int64_t>(stage_count()))
     throw Error(checkpoint + ": checkpoint of stage " + std::to_string(peeked.stage + 1) + ", but the experiment has " +
@@ -318,14 +390,14 @@ std::unique_ptr<EpochLoop> Runner::load_from(const std::string& checkpoint) {
   return trainer;
 }
 
-bool Runner::refused_changes(const std::vector<ConfigChange>& changes, const std::string& since) const {
+bool TrainingRun::refused_changes(const std::vector<ConfigChange>& changes, const std::string& since) const {
   if (!changes.empty() && session_->context.rank == 0)
     InfoLine() << "trainyard: the experiment " << since << ":\n" << describe_changes(changes);
   const bool refused = std::any_of(changes.begin(), changes.end(), [](const auto& c) { return !c.allowed; });
   return refused && !request_.allow_config_change;
 }
 
-bool Runner::evidently_complete(const std::string& checkpoint) const {
+bool TrainingRun::evidently_complete(const std::string& checkpoint) const {
   if (fs::exists(manifest_path(checkpoint))) return true;  // written after the checkpoint: it was complete
   const auto at = position_of_name(checkpoint);
   if (!at) return false;
@@ -334,7 +406,7 @@ bool Runner::evidently_complete(const std::string& checkpoint) const {
   return false;
 }
 
-bool Runner::check_checkpoint_belongs(const std::string& checkpoint, size_t stage) const {
+bool TrainingRun::check_checkpoint_belongs(const std::string& checkpoint, size_t stage) const {
   ManifestRecord recorded;
   try {
     recorded = read_manifest(checkpoint);
@@ -368,7 +440,7 @@ bool Runner::check_checkpoint_belongs(const std::string& checkpoint, size_t stag
   return true;
 }
 
-void Runner::check_later_stages(size_t from_stage, EpochLoop& trainer) {
+void TrainingRun::check_later_stages(size_t from_stage, EpochLoop& trainer) {
   // Later stages are built and checked now, each as make_loop() will build
   // it (its data, network, loss and meters, one batch through them), not
   // after the earlier stages trained and wrote checkpoints. The generators
@@ -386,7 +458,7 @@ void Runner::check_later_stages(size_t from_stage, EpochLoop& trainer) {
   }
 }
 
-void Runner::check_config_changes() const {
+void TrainingRun::check_config_changes() const {
   // A resumed run continues the same experiment: more epochs, yes; another
   // learning rate or network, only when asked (the differences are printed).
   const std::string saved_config = (fs::path(run_dir_) / "config.yaml").string();
@@ -398,7 +470,7 @@ void Runner::check_config_changes() const {
                       "run with --allow-config-change to resume anyway, or --fresh to start over");
 }
 
-void Runner::check_plugin_changes() const {
+void TrainingRun::check_plugin_changes() const {
   if (resumed_from_.empty()) return;
   std::vector<std::string> changed;
   try {
@@ -421,7 +493,7 @@ void Runner::check_plugin_changes() const {
       log_warning("warning: --allow-plugin-change: resuming with changed plugin code: " + c);
 }
 
-void Runner::write_run_directory(const nlohmann::ordered_json& network) {
+void TrainingRun::write_run_directory(const nlohmann::ordered_json& network) {
   if (request_.fresh && fs::exists(run_dir_)) {
     std::string kept = run_dir_ + ".replaced-" + timestamp();
     for (int n = 2; fs::exists(kept); ++n) kept = run_dir_ + ".replaced-" + timestamp() + "-" + std::to_string(n);
@@ -441,7 +513,7 @@ void Runner::write_run_directory(const nlohmann::ordered_json& network) {
   record_provenance(run_dir_, provenance);
 }
 
-void Runner::undo_new_run_directory() {
+void TrainingRun::undo_new_run_directory() {
   if (session_->context.rank != 0 || !made_run_dir_ || !store_->list().empty()) return;
   std::error_code ec;
   fs::remove_all(run_dir_, ec);
@@ -449,7 +521,7 @@ void Runner::undo_new_run_directory() {
   if (ec) log_warning("warning: " + run_dir_ + ": could not undo this run's new run directory: " + ec.message());
 }
 
-void Runner::announce_stage(EpochLoop& trainer) const {
+void TrainingRun::announce_stage(EpochLoop& trainer) const {
   if (stage_count() > 1)
     InfoLine() << "trainyard: stage " << stage_ + 1 << "/" << stage_count() << " '" << trainer.stage().name
                << "': epochs " << trainer.stage().first_epoch + 1 << "-" << trainer.epochs() << ", optimizer "
@@ -457,7 +529,7 @@ void Runner::announce_stage(EpochLoop& trainer) const {
                << " trainable parameters\n";
 }
 
-RunOutcome Runner::run() {
+RunOutcome TrainingRun::run() {
   const Context& context = session_->context;
   Communicator* comm = session_->comm.get();
   // A write past a file size limit fails with EFBIG (and is reported) instead of killing the process.
@@ -501,7 +573,7 @@ RunOutcome Runner::run() {
   else
     write_run_directory(network);
   try {
-    return train(trainer);
+    return train_stages(trainer);
   } catch (const ConfigError&) {
     // Bad input found while training (a label out of range in a dataset that
     // cannot list its labels up front) before the first checkpoint: the run
@@ -511,7 +583,7 @@ RunOutcome Runner::run() {
   }
 }
 
-RunOutcome Runner::train(std::unique_ptr<EpochLoop>& trainer) {
+RunOutcome TrainingRun::train_stages(std::unique_ptr<EpochLoop>& trainer) {
   const Context& context = session_->context;
   const World& world = session_->world;
   Communicator* comm = session_->comm.get();
@@ -586,6 +658,10 @@ RunOutcome Runner::train(std::unique_ptr<EpochLoop>& trainer) {
   if (context.rank == 0 && e_.output.report && fs::exists(paths.metrics))
     outcome.report = write_report(run_dir_, e_.output.plots);
   return outcome;
+}
+
+RunOutcome Runner::train(const RunRequest& request) const {
+  return TrainingRun(experiment_, registry_, request, run_directory(request.output_dir)).run();
 }
 
 }  // namespace trainyard::host
