@@ -67,7 +67,7 @@ int find_lr_command(int argc, char** argv) {
   const std::string out =
       maybe<std::string>(vm, "output").value_or((fs::path(e.output.dir) / (e.name + "-lr-finder")).string());
   check_output_folder(out, vm.count("output") ? "command line: --output " + out : e.where("output.dir"));
-  if (auto launched = launch_if_asked(launch_request(vm, argc, argv), e)) return *launched;
+  if (auto launched = launch_if_asked(launch_request(vm, argc, argv), e.distributed)) return *launched;
   const std::optional<LrFinderResult> found = Runner(e, registry).find_lr(o, out);
   if (!found) return 0;  // not rank 0
   const LrFinderResult& result = *found;

@@ -57,7 +57,7 @@ int run_command(int argc, char** argv) {
   else
     check_output_folder(e.output.dir, e.where("output.dir"));
   if (auto profile = maybe<std::string>(vm, "profile")) check_profile_window(*profile);
-  if (auto launched = launch_if_asked(launch_request(vm, argc, argv), e)) return *launched;
+  if (auto launched = launch_if_asked(launch_request(vm, argc, argv), e.distributed)) return *launched;
   // Start-up (building components, loading data) has no boundary to stop at:
   // until the loop begins, a stop signal ends the process at once.
   install_startup_stop_signals(e.loop.stop_signals);

@@ -21,14 +21,16 @@ class EpochLoop;
 /// same initial weights whichever way a stage starts: fresh, resumed,
 /// evaluated), with one batch put through them (check_wiring) before
 /// anything is written. Throws ConfigError for bad input. `value_names`, if
-/// given, gets the names of the values a run reports (check_wiring's).
+/// given, gets the names of the values a run reports (check_wiring's). The
+/// whole stage: every component's config, its loop section and its seed.
 Components build_checked(const Experiment& stage, Context& context, std::vector<std::string>* value_names = nullptr);
 
 /// The loop over build_checked()'s components, joined to `comm`'s ranks
 /// (null: one process), writing under `paths` (empty: nowhere), with the
 /// host's own hooks added (train/builtin_hooks.h, and the weight average's
 /// with `ema:`). `store`: the run's checkpoints (null: the loop makes its
-/// own over paths.checkpoints).
+/// own over paths.checkpoints). The whole stage: build_checked's, and the
+/// loop's sections (loop, schedule, stopping, ema, output).
 std::unique_ptr<EpochLoop> assemble_stage(const Experiment& stage, Context& context, Communicator* comm,
                                           const RunPaths& paths, std::shared_ptr<CheckpointStore> store = nullptr);
 

@@ -26,17 +26,14 @@ void resolve_precision(Experiment& e) {
   for (auto& stage : e.stages) resolve(stage);
 }
 
-void announce_precision(const Experiment& e) {
+void announce_precision(const std::vector<const LoopConfig*>& loops) {
   std::set<std::string> said;  // stages usually agree: each line once
-  auto announce = [&](const Experiment& x) {
-    const LoopConfig& loop = x.loop;
-    if (loop.precision == "auto" && said.insert(loop.precision_used + loop.precision_reason).second)
-      log_info("trainyard: loop.precision auto: " + loop.effective_precision() + " (" + loop.precision_reason + ")");
-    if (!loop.precision_warning.empty() && said.insert(loop.precision_warning).second)
-      log_warning("warning: " + loop.precision_warning);
-  };
-  announce(e);
-  for (const auto& stage : e.stages) announce(stage);
+  for (const LoopConfig* loop : loops) {
+    if (loop->precision == "auto" && said.insert(loop->precision_used + loop->precision_reason).second)
+      log_info("trainyard: loop.precision auto: " + loop->effective_precision() + " (" + loop->precision_reason + ")");
+    if (!loop->precision_warning.empty() && said.insert(loop->precision_warning).second)
+      log_warning("warning: " + loop->precision_warning);
+  }
 }
 
 Experiment load_experiment(const std::string& file, const std::vector<std::string>& sets,

@@ -16,8 +16,9 @@ namespace trainyard::host {
 void resolve_precision(Experiment& experiment);
 
 /// Says what auto chose and why, and warns about a precision that is slow
-/// here: at validate and at a run's start (rank 0).
-void announce_precision(const Experiment& experiment);
+/// here, each line once over `loops` (the experiment's loop section and each
+/// stage's): at validate and at a run's start (rank 0).
+void announce_precision(const std::vector<const LoopConfig*>& loops);
 
 /// Reads the experiment, loads the plugin folders it and `plugin_dirs` name
 /// (the built-in folder last), validates it and resolves its precision.

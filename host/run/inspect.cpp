@@ -57,7 +57,9 @@ std::vector<std::string> Runner::value_names() const {
 void Runner::validate(std::ostream& out) const {
   const Experiment& e = experiment_;
   Context context = make_context(e);
-  announce_precision(e);
+  std::vector<const LoopConfig*> loops{&e.loop};
+  for (const auto& stage : e.stages) loops.push_back(&stage.loop);
+  announce_precision(loops);
   Components c = build_checked(e, context);
   const auto [params, trainable] = parameter_count(*c.network.object);
   out << "ok: " << e.path << " (" << e.name << "): dataset " << e.train_data.plugin << " ("

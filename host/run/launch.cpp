@@ -12,10 +12,10 @@ namespace trainyard::host {
 
 void prepare_process_environment() { configure_nccl_environment(); }
 
-std::optional<int> launch_if_asked(const LaunchRequest& request, const Experiment& e) {
+std::optional<int> launch_if_asked(const LaunchRequest& request, const DistributedConfig& distributed) {
   // Who starts the ranks: one launcher, never two, never silently ignored.
   const bool flag = request.nproc_per_node.has_value();
-  const int devices = static_cast<int>(e.distributed.num_gpus > 0 ? e.distributed.num_gpus : e.distributed.num_cpus);
+  const int devices = static_cast<int>(distributed.num_gpus > 0 ? distributed.num_gpus : distributed.num_cpus);
   const int wanted = request.nproc_per_node.value_or(devices);
   if (const char* world_size = std::getenv("WORLD_SIZE")) {
     // Started as a rank by torchrun or another launcher (ours strips its flags).

@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "config/experiment.h"
+#include "config/sections.h"
 
 namespace trainyard::host {
 
@@ -28,7 +28,8 @@ struct LaunchRequest {
 /// already (WORLD_SIZE set, or one of several srun tasks on its node);
 /// returns the launcher's exit code then, nullopt when this process is to
 /// run the experiment itself. Throws ConfigError when two launchers would
-/// start the ranks or the flags do not fit together.
-std::optional<int> launch_if_asked(const LaunchRequest& request, const Experiment& experiment);
+/// start the ranks or the flags do not fit together. `distributed`: the
+/// experiment's section (num_gpus, num_cpus: the ranks per node by default).
+std::optional<int> launch_if_asked(const LaunchRequest& request, const DistributedConfig& distributed);
 
 }  // namespace trainyard::host

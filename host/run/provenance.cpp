@@ -16,7 +16,6 @@
 #include <torch/version.h>
 
 #include "build_info.h"  // generated at every build: TRAINYARD_GIT_COMMIT
-#include "config/experiment.h"
 #include "distributed/device.h"
 #include "plugins/registry.h"
 #include "trainyard/error.h"
@@ -120,7 +119,8 @@ void record_provenance(const std::string& run_dir, const nlohmann::ordered_json&
   append_line((fs::path(run_dir) / "provenance.jsonl").string(), json_text(record));
 }
 
-std::vector<std::string> changed_plugin_libraries(const std::string& run_dir, const Experiment& experiment) {
+std::vector<std::string> changed_plugin_libraries(const std::string& run_dir,
+                                                  const std::vector<const LibraryInfo*>& used) {
   const fs::path recorded_file = fs::path(run_dir) / "provenance.json";
   // Without the record the check cannot be made: that is said, never taken
   // for "nothing changed".
@@ -149,19 +149,6 @@ std::vector<std::string> changed_plugin_libraries(const std::string& run_dir, co
   } catch (const std::exception& err) {
     throw damaged(std::string("damaged (") + err.what() + ")");
   }
-  std::vector<const LibraryInfo*> used;
-  auto note = [&](const ComponentConfig& c) {
-    if (c.component && c.component->library &&
-        std::find(used.begin(), used.end(), c.component->library.get()) == used.end())
-      used.push_back(c.component->library.get());
-  };
-  auto note_all = [&](const Experiment& e) {
-    for (const auto* c : {&e.train_data, &e.test_data, &e.network, &e.loss, &e.optimizer}) note(*c);
-    for (const auto* list : {&e.meters, &e.callbacks, &e.overrides})
-      for (const auto& c : *list) note(c);
-  };
-  note_all(experiment);
-  for (const auto& stage : experiment.stages) note_all(stage);
   std::vector<std::string> changed;
   for (const LibraryInfo* lib : used) {
     const auto it = recorded.find(lib->name);

@@ -9,7 +9,7 @@
 namespace trainyard::host {
 
 class Registry;
-struct Experiment;
+struct LibraryInfo;
 
 struct BuildInfo {
   std::string version;     ///< TRAINYARD_VERSION
@@ -27,15 +27,16 @@ nlohmann::ordered_json provenance_json(const std::vector<std::string>& argv, con
 /// line, to provenance.jsonl.
 void record_provenance(const std::string& run_dir, const nlohmann::ordered_json& record);
 
-/// The plugin libraries providing the experiment's components (every stage)
-/// whose content differs from what the run directory's provenance.json
+/// The plugin libraries among `libraries` (those providing the experiment's
+/// components, every stage's) whose content differs from what the run directory's provenance.json
 /// recorded for a library of the same name: "libmlp.so (mlp 1.0.0): SHA-256
 /// 3f2a9c41d0e7 when the run started, 9b01c2d3e4f5 now". Empty when nothing
 /// changed, or when the record predates the hashes. Throws ConfigError when
 /// provenance.json is missing or damaged (the check cannot be made). The
 /// build fingerprint says the ABI matches; the hash says whether the code is
 /// the same.
-std::vector<std::string> changed_plugin_libraries(const std::string& run_dir, const Experiment& experiment);
+std::vector<std::string> changed_plugin_libraries(const std::string& run_dir,
+                                                  const std::vector<const LibraryInfo*>& libraries);
 
 /// The shared library providing BLAS to this process (the real file behind
 /// libblas.so.3), or "unknown".

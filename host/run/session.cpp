@@ -111,17 +111,20 @@ c10::Device rank_device(const Experiment& e, const World& world) {
   }
   return c10::Device(c10::DeviceType::CUDA, static_cast<c10::DeviceIndex>(index));
 }
-}  // namespace
 
-StoreSettings store_settings(const Experiment& e) {
+// The experiment's distributed section as the world's defaults for rank 0's
+// store (the environment overrides them); `rendezvous_file_where` names the
+// key in errors.
+StoreSettings store_settings(const DistributedConfig& distributed, const std::string& rendezvous_file_where) {
   StoreSettings store;
-  store.master_addr = e.distributed.master_addr;
-  store.master_port = static_cast<int>(e.distributed.master_port);
-  store.rendezvous = e.distributed.rendezvous;
-  store.rendezvous_file = e.distributed.rendezvous_file;
-  store.rendezvous_file_where = e.where("distributed.rendezvous_file");
+  store.master_addr = distributed.master_addr;
+  store.master_port = static_cast<int>(distributed.master_port);
+  store.rendezvous = distributed.rendezvous;
+  store.rendezvous_file = distributed.rendezvous_file;
+  store.rendezvous_file_where = rendezvous_file_where;
   return store;
 }
+}  // namespace
 
 Context make_context(const Experiment& e, const World& world) {
   Context context;
@@ -139,7 +142,8 @@ Context make_context(const Experiment& e, const World& world) {
 // make_context picks the rank's device and makes it current, before anything
 // touches CUDA (NCCL's group included).
 Session::Session(const Experiment& e, const Registry& registry, const std::string& run_dir)
-    : world(detect_world(store_settings(e))), context(make_context(e, world)) {
+    : world(detect_world(store_settings(e.distributed, e.where("distributed.rendezvous_file")))),
+      context(make_context(e, world)) {
   set_log_rank(world.rank, world.world_size);
   if (world.distributed()) {
     comm = std::make_unique<Communicator>(world, std::chrono::seconds(e.distributed.timeout_secs), context.device);

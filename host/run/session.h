@@ -13,12 +13,10 @@
 namespace trainyard::host {
 
 /// A single-process context (`world` for a rank of a data-parallel run): the
-/// rank's device picked and made current, intra-op threads sized.
+/// rank's device picked and made current, intra-op threads sized. The whole
+/// experiment (or stage): the device comes from its distributed section and is
+/// checked against every stage's precision, errors naming the keys' lines.
 Context make_context(const Experiment& experiment, const World& world = World());
-
-/// The experiment's distributed section as the world's defaults for rank 0's
-/// store (the environment overrides them).
-StoreSettings store_settings(const Experiment& experiment);
 
 struct Session {
   World world;
@@ -26,7 +24,8 @@ struct Session {
   Context context;
 
   /// Detects the world and, when distributed, joins the process group and
-  /// checks that every rank runs the same experiment with the same plugins.
+  /// checks that every rank runs the same experiment with the same plugins:
+  /// the whole experiment, for it compares the ranks' resolved configs.
   Session(const Experiment& experiment, const Registry& registry, const std::string& run_dir);
 };
 

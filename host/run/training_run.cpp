@@ -156,6 +156,24 @@ std::unique_ptr<RunLock> take_run_lock(Communicator* comm, int rank, const std::
   return lock;
 }
 
+// The plugin libraries providing the experiment's components, every stage's.
+std::vector<const LibraryInfo*> plugin_libraries_of(const Experiment& experiment) {
+  std::vector<const LibraryInfo*> used;
+  auto note = [&](const ComponentConfig& c) {
+    if (c.component && c.component->library &&
+        std::find(used.begin(), used.end(), c.component->library.get()) == used.end())
+      used.push_back(c.component->library.get());
+  };
+  auto note_all = [&](const Experiment& e) {
+    for (const auto* c : {&e.train_data, &e.test_data, &e.network, &e.loss, &e.optimizer}) note(*c);
+    for (const auto* list : {&e.meters, &e.callbacks, &e.overrides})
+      for (const auto& c : *list) note(c);
+  };
+  note_all(experiment);
+  for (const auto& stage : experiment.stages) note_all(stage);
+  return used;
+}
+
 }  // namespace
 
 void check_profile_window(const std::string& window) { parse_profile_window(window); }
@@ -474,7 +492,7 @@ void TrainingRun::check_plugin_changes() const {
   if (resumed_from_.empty()) return;
   std::vector<std::string> changed;
   try {
-    changed = changed_plugin_libraries(run_dir_, e_);
+    changed = changed_plugin_libraries(run_dir_, plugin_libraries_of(e_));
   } catch (const ConfigError& err) {
     if (!request_.allow_plugin_change) throw;
     if (session_->context.rank == 0)
@@ -602,7 +620,11 @@ RunOutcome TrainingRun::train_stages(std::unique_ptr<EpochLoop>& trainer) {
   InfoLine() << "trainyard: " << e_.name << ": network " << e_.network.plugin << " (" << params << " parameters, "
              << trainable << " trainable), " << count_of(at::get_num_threads(), "thread") << ", run directory "
              << run_dir_ << "\n";
-  if (context.rank == 0) announce_precision(e_);
+  if (context.rank == 0) {
+    std::vector<const LoopConfig*> loops{&e_.loop};
+    for (const auto& stage : e_.stages) loops.push_back(&stage.loop);
+    announce_precision(loops);
+  }
   {
     const DecodeThreads threads = decode_threads(e_.loop);
     InfoLine() << "trainyard: data: " << count_of(threads.count, "decode thread") << " per rank ("
