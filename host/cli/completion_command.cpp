@@ -18,7 +18,7 @@
 #include "config/sections.h"
 #include "plugins/loader.h"
 #include "run/experiment_file.h"
-#include "run/model.h"
+#include "run/mode_requests.h"
 #include "trainyard/error.h"
 #include "trainyard/trusted_code.h"
 #include "util/text.h"

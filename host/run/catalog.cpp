@@ -1,4 +1,4 @@
-#include "run/catalog.h"
+#include "run/mode_requests.h"
 
 #include <unistd.h>
 

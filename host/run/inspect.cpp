@@ -1,4 +1,4 @@
-#include "run/inspect.h"
+#include "run/mode_requests.h"
 
 #include <chrono>
 #include <sstream>

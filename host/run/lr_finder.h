@@ -19,36 +19,12 @@
 #include <vector>
 
 #include "report/svg_chart.h"
+#include "run/mode_requests.h"
 
 namespace trainyard::host {
 
 class EpochLoop;
 class Communicator;
-
-struct LrFinderOptions {
-  std::string mode = "restart";  ///< restart | sweep
-  double min_lr = 1e-6, max_lr = 1.0;
-  int64_t num_runs = 12;        ///< restart
-  int64_t iters_per_run = 20;   ///< restart: optimizer updates per run
-  int64_t iters = 100;          ///< sweep: optimizer updates in all
-  double smoothing = 0.98;      ///< sweep: moving-average weight of the past
-  double diverge_factor = 4.0;  ///< stop once the (smoothed) loss exceeds this times its minimum
-};
-
-struct LrFinderPoint {
-  double lr = 0;
-  double loss = 0;        ///< restart: mean over the run's last quarter; sweep: the update's loss
-  double smoothed = 0;    ///< sweep: the moving average (restart: = loss)
-  bool diverged = false;  ///< the loss turned non-finite or exceeded diverge_factor x the best
-};
-
-struct LrFinderResult {
-  std::vector<LrFinderPoint> points;
-  std::optional<double> suggestion;  ///< empty when the curve is unusable
-  std::string rule;                  ///< how the suggestion was chosen
-  std::string problem;               ///< why there is no suggestion, or what to be careful about
-  bool diverged = false;             ///< a rate diverged: the finder stopped there
-};
 
 /// Runs the finder on the loop's network, optimizer and training data.
 LrFinderResult find_learning_rate(EpochLoop& loop, Communicator* comm, const LrFinderOptions& options,

@@ -13,10 +13,7 @@
 
 #include "config/experiment.h"
 #include "plugins/registry.h"
-#include "run/catalog.h"
-#include "run/inspect.h"
-#include "run/lr_finder.h"
-#include "run/model.h"
+#include "run/mode_requests.h"
 #include "trainyard/loop.h"
 
 namespace trainyard::host {
