@@ -74,6 +74,12 @@ const TypedSchema<LoopConfig>& loop_section() {
           "(bf16-mixed where bfloat16 is native, fp16-mixed on older GPUs, else fp32; the choice is printed and "
           "recorded). Losses, meters and the non-finite check see fp32")
         .one_of({"fp32", "bf16-mixed", "fp16-mixed", "auto"});
+    s.add("cudnn_benchmark", &L::cudnn_benchmark, "auto",
+          "cuDNN's autotuner (PyTorch's torch.backends.cudnn.benchmark): each convolution shape is timed once "
+          "against cuDNN's algorithms and the fastest kept. auto: on for CUDA runs whose datasets give a fixed "
+          "sample shape, off otherwise; true or false as written (a CPU run never uses cuDNN). The choice and its "
+          "reason are recorded in provenance.json")
+        .one_of({"auto", "true", "false"});
     s.add("stall_timeout_secs", &L::stall_timeout_secs, 1800.0,
           "the watchdog ends the run (exit code 5, stack traces in RUN_DIR/stall-rankN.txt) when no step, test batch "
           "or component call completes for this long; 0 turns it off")

@@ -40,7 +40,8 @@ struct LoopConfig {
   std::string nonfinite = "error";   ///< error | skip | ignore: a NaN/inf loss or gradient
   int64_t nonfinite_max_skips = 10;  ///< skip: in a row, before stopping as with error
   std::vector<std::string> stop_signals{"SIGINT", "SIGTERM", "SIGUSR1"};  ///< stop with a checkpoint, exit 4
-  std::string precision = "fp32";  ///< fp32 | bf16-mixed | fp16-mixed | auto, as written
+  std::string precision = "fp32";        ///< fp32 | bf16-mixed | fp16-mixed | auto, as written
+  std::string cudnn_benchmark = "auto";  ///< auto | true | false: cuDNN's autotuner on CUDA runs
   /// What `precision` means on this machine (auto resolved where the
   /// experiment is loaded: run/session.cpp), why, and a warning when slow here.
   std::string precision_used, precision_reason, precision_warning;

@@ -15,6 +15,7 @@
 #include <iostream>
 #include <random>
 
+#include <ATen/Context.h>
 #include <ATen/Parallel.h>
 #include <torch/utils.h>
 
@@ -42,6 +43,7 @@
 #include "util/files.h"
 #include "util/json.h"
 #include "util/process.h"
+#include "util/shape.h"
 #include "util/text.h"
 #include "util/watchdog.h"
 
@@ -199,6 +201,22 @@ class UntilEpoch final : public HostHook {
 }  // namespace
 
 namespace {
+// loop.cudnn_benchmark resolved for this process (auto: on where the input
+// shape is fixed, as PyTorch users set torch.backends.cudnn.benchmark).
+struct CudnnBenchmark {
+  bool on = false;
+  std::string reason;
+};
+CudnnBenchmark cudnn_benchmark_choice(const std::string& setting, const Context& context) {
+  if (!context.device.is_cuda()) return {false, "not a CUDA run: cuDNN is not used"};
+  if (setting != "auto") return {setting == "true", "as written"};
+  if (context.dataset.sample_shape.empty())
+    return {false, "auto: the datasets give no fixed sample shape (the autotuner would time every new shape)"};
+  return {true, "auto: a CUDA run with a fixed sample shape " + shape_text(context.dataset.sample_shape)};
+}
+}  // namespace
+
+namespace {
 // Tells the stall watchdog where the loop is (one relaxed store each): at
 // every iteration boundary, and once a step is done, so that a hang in its
 // after_train_iter names that iteration.
@@ -261,7 +279,8 @@ class TrainingRun {
   /// --allow-config-change was not given.
   bool refused_changes(const std::vector<ConfigChange>& changes, const std::string& since) const;
   /// `network`: the network's facts for provenance.json (plugin, parameters, cost per sample).
-  void write_run_directory(const nlohmann::ordered_json& network);
+  /// `cudnn`: loop.cudnn_benchmark as requested, used, and why.
+  void write_run_directory(const nlohmann::ordered_json& network, const nlohmann::ordered_json& cudnn);
   /// Everything after the run directory is written: the stages' training.
   RunOutcome train_stages(std::unique_ptr<EpochLoop>& trainer);
   /// Bad input stopped the run before its first checkpoint: removes the run
@@ -511,7 +530,7 @@ void TrainingRun::check_plugin_changes() const {
       log_warning("warning: --allow-plugin-change: resuming with changed plugin code: " + c);
 }
 
-void TrainingRun::write_run_directory(const nlohmann::ordered_json& network) {
+void TrainingRun::write_run_directory(const nlohmann::ordered_json& network, const nlohmann::ordered_json& cudnn) {
   if (request_.fresh && fs::exists(run_dir_)) {
     std::string kept = run_dir_ + ".replaced-" + timestamp();
     for (int n = 2; fs::exists(kept); ++n) kept = run_dir_ + ".replaced-" + timestamp() + "-" + std::to_string(n);
@@ -527,6 +546,7 @@ void TrainingRun::write_run_directory(const nlohmann::ordered_json& network) {
   provenance["precision"] = {{"requested", e_.loop.precision},
                              {"used", e_.loop.effective_precision()},
                              {"reason", e_.loop.precision_reason.empty() ? "as written" : e_.loop.precision_reason}};
+  provenance["cudnn_benchmark"] = cudnn;
   provenance["network"] = network;
   record_provenance(run_dir_, provenance);
 }
@@ -585,11 +605,15 @@ RunOutcome TrainingRun::run() {
       network["cost_not_measured"] = why;
     }
   }
+  const std::string& cudnn_setting = stage_experiment(stage_).loop.cudnn_benchmark;
+  const CudnnBenchmark cudnn = cudnn_benchmark_choice(cudnn_setting, context);
+  const nlohmann::ordered_json cudnn_record = {
+      {"requested", cudnn_setting}, {"used", cudnn.on}, {"reason", cudnn.reason}};
   if (comm)
     comm->rank0_work("run directory", rank0_io_limit(e_.loop.stall_timeout_secs),
-                     [&] { write_run_directory(network); });
+                     [&] { write_run_directory(network, cudnn_record); });
   else
-    write_run_directory(network);
+    write_run_directory(network, cudnn_record);
   try {
     return train_stages(trainer);
   } catch (const ConfigError&) {
@@ -651,6 +675,7 @@ RunOutcome TrainingRun::train_stages(std::unique_ptr<EpochLoop>& trainer) {
   auto run_stage = [&](EpochLoop& loop) {
     announce_stage(loop);
     const LoopConfig& limits = stage_experiment(stage_).loop;
+    at::globalContext().setBenchmarkCuDNN(cudnn_benchmark_choice(limits.cudnn_benchmark, context).on);
     StallWatchdog watchdog({limits.stall_timeout_secs, limits.stop_grace_secs,
                             (fs::path(run_dir_) / ("stall-rank" + std::to_string(context.rank) + ".txt")).string()});
     loop.run();

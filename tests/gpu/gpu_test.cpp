@@ -207,6 +207,11 @@ TEST(Gpu, AutoPrecisionResolvesFromTheComputeCapability) {
   const std::string expected = major >= 8 ? "bf16-mixed" : "fp16-mixed";
   EXPECT_EQ(json_of(run_dir(out) + "/config.json")["resolved_precision"]["precision"], expected);
   EXPECT_TRUE(contains(r.out, "trainyard: loop.precision auto: " + expected)) << r.out;
+  // A CUDA run with a fixed sample shape turns cuDNN's autotuner on (loop.cudnn_benchmark: auto).
+  const auto cudnn = json_of(run_dir(out) + "/provenance.json")["cudnn_benchmark"];
+  EXPECT_EQ(cudnn["requested"], "auto");
+  EXPECT_EQ(cudnn["used"], true) << cudnn;
+  EXPECT_TRUE(contains(cudnn["reason"].get<std::string>(), "auto: a CUDA run with a fixed sample shape")) << cudnn;
 }
 
 TEST(Gpu, AutocastIsReallyOnBf16WeightsDifferAndTheTestLossStaysNearFp32) {

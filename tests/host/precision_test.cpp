@@ -268,6 +268,10 @@ TEST(Precision, AutoResolvesAtValidateAndRunAndIsRecordedInConfigJsonAndProvenan
   EXPECT_EQ(provenance["precision"]["requested"], "auto");
   EXPECT_EQ(provenance["precision"]["used"], "fp32");
   EXPECT_TRUE(test::contains(provenance["cpu"].get<std::string>(), "bf16 emulated")) << provenance["cpu"];
+  // cuDNN's autotuner: auto, and on a CPU run never used, with the reason.
+  EXPECT_EQ(provenance["cudnn_benchmark"]["requested"], "auto");
+  EXPECT_EQ(provenance["cudnn_benchmark"]["used"], false);
+  EXPECT_EQ(provenance["cudnn_benchmark"]["reason"], "not a CUDA run: cuDNN is not used");
 
   // Resumed where bf16 is native (here, when this CPU has it): allowed, and said.
   if (!cpu_facts().native_bf16()) return;
