@@ -213,6 +213,75 @@ TEST(Optimizers, FusedSgdMakesLibTorchsUpdatesAndSharesItsCheckpoints) {
   }
 }
 
+// Adam and AdamW as the plugin builds them (fused by default) against
+// LibTorch's own step: with and without AMSGrad and weight decay.
+std::unique_ptr<torch::optim::Optimizer> adam(const Registry& registry, const std::string& name,
+                                              std::vector<at::Tensor> params, bool fused, bool amsgrad) {
+  const auto& c = registry.get(Kind::optimizer, name);
+  std::map<std::string, Value> options;
+  for (const auto& spec : c.schema.specs())
+    if (spec.default_value) options[spec.key] = *spec.default_value;
+  options["lr"] = 0.01, options["weight_decay"] = 0.05, options["amsgrad"] = amsgrad, options["fused"] = fused;
+  auto plugin = std::get<Factory<Optimizer>>(c.factory)(Options(options), Context{});
+  std::vector<torch::optim::OptimizerParamGroup> groups;
+  groups.emplace_back(std::move(params));
+  return plugin->build(std::move(groups));
+}
+
+TEST(Optimizers, FusedAdamAndAdamWMakeLibTorchsUpdatesAndShareItsCheckpoints) {
+  Registry registry;
+  load_plugin_folders({{test::builtin_plugin_dir(), "built-in"}}, registry);
+  for (const std::string name : {"adam", "adamw"})
+    for (const bool amsgrad : {false, true}) {
+      const std::string what = name + (amsgrad ? " amsgrad" : "");
+      at::manual_seed(6);
+      std::vector<at::Tensor> start = {at::randn({7, 5}), at::randn({5}),
+                                       at::randn({4, 3, 2, 2}).contiguous(at::MemoryFormat::ChannelsLast),
+                                       at::randn({3})};
+      auto copy = [&] {
+        std::vector<at::Tensor> p;
+        for (const auto& t : start) p.push_back(t.clone(at::MemoryFormat::Preserve).requires_grad_(true));
+        return p;
+      };
+      std::vector<at::Tensor> a = copy(), b = copy();
+      auto fused = adam(registry, name, a, true, amsgrad), plain = adam(registry, name, b, false, amsgrad);
+      auto step = [](std::vector<at::Tensor>& p, torch::optim::Optimizer& o, int i) {
+        o.zero_grad();
+        ((p[0].sin() * (i + 1)).sum() + p[1].square().sum() + (p[2] * p[2].cos()).sum()).backward();
+        o.step();
+      };
+      for (int i = 0; i < 6; ++i) step(a, *fused, i), step(b, *plain, i);
+      for (size_t k = 0; k < a.size(); ++k) EXPECT_TRUE(at::allclose(a[k], b[k], 1e-5, 1e-6)) << what << " " << k;
+      EXPECT_TRUE(a[3].equal(start[3])) << what;  // no gradient: untouched
+      EXPECT_FALSE(a[0].equal(start[0])) << what;
+      // Each one's state resumes in the other, step counts and moments included.
+      std::ostringstream saved_fused, saved_plain;
+      torch::save(*fused, saved_fused);
+      torch::save(*plain, saved_plain);
+      std::vector<at::Tensor> c = copy(), d = copy(), e = copy();
+      for (size_t k = 0; k < c.size(); ++k) {
+        at::NoGradGuard no_grad;
+        c[k].copy_(a[k]), d[k].copy_(b[k]), e[k].copy_(a[k]);
+      }
+      auto plain_from_fused = adam(registry, name, c, false, amsgrad);
+      auto fused_from_plain = adam(registry, name, d, true, amsgrad);
+      auto fused_from_fused = adam(registry, name, e, true, amsgrad);
+      std::istringstream in_fused(saved_fused.str()), in_plain(saved_plain.str()), again(saved_fused.str());
+      torch::load(*plain_from_fused, in_fused);
+      torch::load(*fused_from_plain, in_plain);
+      torch::load(*fused_from_fused, again);
+      for (int i = 6; i < 9; ++i) {
+        step(a, *fused, i), step(c, *plain_from_fused, i), step(d, *fused_from_plain, i);
+        step(e, *fused_from_fused, i);
+      }
+      for (size_t k = 0; k < a.size(); ++k) {
+        EXPECT_TRUE(at::allclose(c[k], a[k], 1e-5, 1e-6)) << what << " " << k;
+        EXPECT_TRUE(at::allclose(d[k], a[k], 1e-5, 1e-6)) << what << " " << k;
+        EXPECT_TRUE(e[k].equal(a[k])) << what << " " << k << ": a fused resume continues bit for bit";
+      }
+    }
+}
+
 TEST(Overrides, NoTestNoCheckpointReplacesBothStages) {
   const std::string events_file = test::temp_dir("rec") + "/events";
   RunOutput r = run("notest",
