@@ -32,7 +32,7 @@ __attribute__((target_clones("avx512f", "avx2", "default"))) float sum_of_square
 
 }  // namespace
 
-double squared_norm(const std::vector<at::Tensor>& grads) {
+double squared_norm(const std::vector<at::Tensor>& grads, const at::Tensor& poison) {
   double sum = 0;
   std::vector<at::Tensor> others;  // on a device, or not float32, or strided
   for (const at::Tensor& g : grads) {
@@ -47,6 +47,8 @@ double squared_norm(const std::vector<at::Tensor>& grads) {
     else
       sum += part;
   }
+  const bool poison_on_device = poison.defined() && !poison.is_cpu() && !others.empty();
+  if (poison.defined() && !poison_on_device) sum += poison.item<double>();  // on the CPU: no device to wait for
   if (!others.empty()) {
     // One foreach norm per (device, dtype) group (on CUDA, a few launches
     // however many parameters: not one dot each), accumulated in fp32 even
@@ -61,6 +63,7 @@ double squared_norm(const std::vector<at::Tensor>& grads) {
       const at::Tensor norms = at::stack(at::_foreach_norm(tensors, 2, accumulate));
       group_sums.push_back(norms.to(at::kDouble).square().sum().to(others.front().device()));
     }
+    if (poison_on_device) group_sums.push_back(poison.to(at::kDouble).to(others.front().device()));
     sum += at::stack(group_sums).sum().item<double>();
   }
   return sum;

@@ -12,6 +12,8 @@ namespace trainyard::host {
 /// element is. Contiguous float32 CPU tensors are read in place (no ATen
 /// call); the others take one foreach norm per device and dtype
 /// (at::_foreach_norm) and a single read back.
-double squared_norm(const std::vector<at::Tensor>& grads);
+/// `poison` (a 0-dim tensor, or undefined) is added to the sum in the same
+/// read: 0 leaves it, NaN makes it NaN (the Updater's check of its losses).
+double squared_norm(const std::vector<at::Tensor>& grads, const at::Tensor& poison = {});
 
 }  // namespace trainyard::host

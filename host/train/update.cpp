@@ -24,14 +24,14 @@ namespace {
 at::Tensor host_scalar(double factor) { return at::scalar_tensor(factor, at::TensorOptions().dtype(at::kDouble)); }
 }  // namespace
 
-double clip_gradients(std::vector<at::Tensor>& grads, double max_value, double max_norm) {
+double clip_gradients(std::vector<at::Tensor>& grads, double max_value, double max_norm, const at::Tensor& poison) {
   at::NoGradGuard no_grad;
   if (max_value > 0 && !grads.empty()) {  // foreach: a few launches on a GPU, not one per gradient
     at::_foreach_clamp_min_(grads, -max_value);
     at::_foreach_clamp_max_(grads, max_value);
   }
   // One read of each gradient: this runs at every update, for the non-finite check too.
-  const double norm = std::sqrt(squared_norm(grads));
+  const double norm = std::sqrt(squared_norm(grads, poison));
   if (max_norm > 0 && norm > max_norm) at::_foreach_mul_(grads, host_scalar(max_norm / norm));
   return norm;
 }
@@ -66,7 +66,12 @@ void Updater::begin_batch() {
 void Updater::backward(const at::Tensor& loss, const Batch& batch, const at::Tensor& output, const UpdateClock& clock) {
   if (debug_ || s_.nonfinite != "ignore") {
     batch_ = &batch;
-    if (!std::isfinite(loss.item<double>())) {
+    if (!debug_ && !scaler_.enabled) {
+      // Read with the update's gradient norm (finish): one read of the
+      // device an update, not one a batch.
+      pending_losses_.push_back(loss.detach());
+      pending_outputs_.push_back(output.detach());
+    } else if (!std::isfinite(loss.item<double>())) {
       loss_finite_ = false;
       last_output_ = output.detach();
       UpdateOutcome unused;
@@ -125,6 +130,27 @@ void Updater::drop_update(std::vector<at::Tensor>& grads) {
   for (auto& g : grads) g.zero_();
   micro_ = 0;
   loss_finite_ = true;
+  pending_losses_.clear(), pending_outputs_.clear();
+}
+
+at::Tensor Updater::pending_loss_poison() const {
+  // loss - loss: 0 for a finite loss, NaN for NaN or inf. Summed into the
+  // squared gradient norm, one non-finite loss makes the norm non-finite.
+  if (pending_losses_.empty() || reducer_) return {};  // across ranks the averaged gradients decide
+  const at::Tensor losses = at::stack(pending_losses_).to(at::kDouble);
+  return (losses - losses).sum();
+}
+
+void Updater::resolve_pending_losses() {
+  if (pending_losses_.empty()) return;
+  // Only where the norm is not finite: which loss (if any) was, for the message.
+  const at::Tensor finite = at::stack(pending_losses_).isfinite().cpu();
+  for (int64_t i = 0; i < finite.numel(); ++i)
+    if (!finite[i].item<bool>()) {
+      loss_finite_ = false;
+      last_output_ = pending_outputs_[static_cast<size_t>(i)];
+      break;
+    }
 }
 
 UpdateOutcome Updater::finish(const UpdateClock& clock, const ScheduleFactor& schedule) {
@@ -155,8 +181,9 @@ UpdateOutcome Updater::finish(const UpdateClock& clock, const ScheduleFactor& sc
     }
     grad_norm_ = by_value ? clip_gradients(grads, s_.clip_grad_value, s_.clip_grad_norm) : norm;
   } else {
-    grad_norm_ = clip_gradients(grads, s_.clip_grad_value, s_.clip_grad_norm);
+    grad_norm_ = clip_gradients(grads, s_.clip_grad_value, s_.clip_grad_norm, pending_loss_poison());
   }
+  if (!std::isfinite(grad_norm_)) resolve_pending_losses();
   // The norm is not finite when any gradient is not; across ranks the
   // averaged gradients make every rank see the same, so they decide alike
   // (a rank's own non-finite loss counts only in a single-process run).
@@ -174,6 +201,7 @@ UpdateOutcome Updater::finish(const UpdateClock& clock, const ScheduleFactor& sc
   }
   if (!bad) skipped_in_a_row_ = 0;
   loss_finite_ = true;
+  pending_losses_.clear(), pending_outputs_.clear();
   apply_schedule(clock, schedule);
   guarded(*c_.optimizer_plugin.config, "step", [&] { c_.optimizer->step(); });
   micro_ = 0;

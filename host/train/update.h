@@ -24,8 +24,9 @@ class GradientReducer;
 
 /// Clamps every gradient to [-max_value, max_value] (0: no clamp), then scales
 /// them all down to a global L2 norm of at most max_norm (0: no scaling).
-/// Returns the global norm after clamping and before scaling.
-double clip_gradients(std::vector<at::Tensor>& grads, double max_value, double max_norm);
+/// Returns the global norm after clamping and before scaling. `poison`, if
+/// given, is added to the squared norm in the same read (see squared_norm).
+double clip_gradients(std::vector<at::Tensor>& grads, double max_value, double max_norm, const at::Tensor& poison = {});
 
 /// Where the loop stands: for the schedule's step and for messages.
 struct UpdateClock {
@@ -124,6 +125,13 @@ class Updater {
   LossScaler scaler_;               ///< fp16-mixed only
   int64_t micro_ = 0;               ///< backward passes accumulated into the coming update
   double grad_norm_ = 0;
+  /// The losses of the coming update's batches and their outputs, read at
+  /// finish() with the gradient norm (fp32 and bf16 runs, not --debug).
+  std::vector<at::Tensor> pending_losses_, pending_outputs_;
+  /// NaN when a pending loss is not finite, else 0, on the losses' device (undefined: none, or across ranks).
+  at::Tensor pending_loss_poison() const;
+  /// The norm was not finite: finds the first non-finite pending loss (loss_finite_, last_output_).
+  void resolve_pending_losses();
   bool loss_finite_ = true;       ///< every loss of the coming update was finite
   const Batch* batch_ = nullptr;  ///< the batch of a non-finite loss (for diagnoses)
   at::Tensor last_output_;        ///< its output
