@@ -609,11 +609,8 @@ RunOutcome TrainingRun::run() {
   const CudnnBenchmark cudnn = cudnn_benchmark_choice(cudnn_setting, context);
   const nlohmann::ordered_json cudnn_record = {
       {"requested", cudnn_setting}, {"used", cudnn.on}, {"reason", cudnn.reason}};
-  if (comm)
-    comm->rank0_work("run directory", rank0_io_limit(e_.loop.stall_timeout_secs),
-                     [&] { write_run_directory(network, cudnn_record); });
-  else
-    write_run_directory(network, cudnn_record);
+  on_rank0(comm, context.rank, "run directory", e_.loop.stall_timeout_secs,
+           [&] { write_run_directory(network, cudnn_record); });
   try {
     return train_stages(trainer);
   } catch (const ConfigError&) {

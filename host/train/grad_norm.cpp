@@ -4,8 +4,7 @@
 #include <cstdint>
 #include <map>
 #include <optional>
-#include <string>
-#include <utility>
+#include <tuple>
 #include <vector>
 
 #include <ATen/ATen.h>
@@ -54,12 +53,12 @@ double squared_norm(const std::vector<at::Tensor>& grads, const at::Tensor& pois
     // however many parameters: not one dot each), accumulated in fp32 even
     // for half-precision gradients; one read back for all of them (on a
     // GPU, one sync).
-    std::map<std::pair<std::string, at::ScalarType>, std::vector<at::Tensor>> groups;
-    for (const at::Tensor& g : others) groups[{g.device().str(), g.scalar_type()}].push_back(g);
+    std::map<std::tuple<c10::DeviceType, c10::DeviceIndex, at::ScalarType>, std::vector<at::Tensor>> groups;
+    for (const at::Tensor& g : others) groups[{g.device().type(), g.device().index(), g.scalar_type()}].push_back(g);
     std::vector<at::Tensor> group_sums;  // each group's sum of squared norms, in double
     for (const auto& [key, tensors] : groups) {
       const std::optional<at::ScalarType> accumulate =
-          at::isReducedFloatingType(key.second) ? std::optional(at::kFloat) : std::nullopt;
+          at::isReducedFloatingType(std::get<2>(key)) ? std::optional(at::kFloat) : std::nullopt;
       const at::Tensor norms = at::stack(at::_foreach_norm(tensors, 2, accumulate));
       group_sums.push_back(norms.to(at::kDouble).square().sum().to(others.front().device()));
     }

@@ -156,18 +156,26 @@ TEST(Meters, AMeterRestoredFromAccumulatorsAddsExactlyAsTheUninterruptedOne) {
   }
 }
 
-// SGD as the plugin builds it (fused by default) against LibTorch's SGD::step.
-std::unique_ptr<torch::optim::Optimizer> sgd(const Registry& registry, std::vector<at::Tensor> params, bool fused) {
-  const auto& c = registry.get(Kind::optimizer, "sgd");
+// An optimizer as the plugin builds it: its schema's defaults, then `set`.
+std::unique_ptr<torch::optim::Optimizer> plugin_optimizer(const Registry& registry, const std::string& name,
+                                                          std::vector<at::Tensor> params,
+                                                          const std::map<std::string, Value>& set) {
+  const auto& c = registry.get(Kind::optimizer, name);
   std::map<std::string, Value> options;
   for (const auto& spec : c.schema.specs())
     if (spec.default_value) options[spec.key] = *spec.default_value;
-  options["lr"] = 0.1, options["momentum"] = 0.9, options["nesterov"] = true, options["weight_decay"] = 0.01;
-  options["fused"] = fused;
+  for (const auto& [key, value] : set) options[key] = value;
   auto plugin = std::get<Factory<Optimizer>>(c.factory)(Options(options), Context{});
   std::vector<torch::optim::OptimizerParamGroup> groups;
   groups.emplace_back(std::move(params));
   return plugin->build(std::move(groups));
+}
+
+// SGD as the plugin builds it (fused by default) against LibTorch's SGD::step.
+std::unique_ptr<torch::optim::Optimizer> sgd(const Registry& registry, std::vector<at::Tensor> params, bool fused) {
+  return plugin_optimizer(
+      registry, "sgd", std::move(params),
+      {{"lr", 0.1}, {"momentum", 0.9}, {"nesterov", true}, {"weight_decay", 0.01}, {"fused", fused}});
 }
 
 TEST(Optimizers, FusedSgdMakesLibTorchsUpdatesAndSharesItsCheckpoints) {
@@ -217,15 +225,8 @@ TEST(Optimizers, FusedSgdMakesLibTorchsUpdatesAndSharesItsCheckpoints) {
 // LibTorch's own step: with and without AMSGrad and weight decay.
 std::unique_ptr<torch::optim::Optimizer> adam(const Registry& registry, const std::string& name,
                                               std::vector<at::Tensor> params, bool fused, bool amsgrad) {
-  const auto& c = registry.get(Kind::optimizer, name);
-  std::map<std::string, Value> options;
-  for (const auto& spec : c.schema.specs())
-    if (spec.default_value) options[spec.key] = *spec.default_value;
-  options["lr"] = 0.01, options["weight_decay"] = 0.05, options["amsgrad"] = amsgrad, options["fused"] = fused;
-  auto plugin = std::get<Factory<Optimizer>>(c.factory)(Options(options), Context{});
-  std::vector<torch::optim::OptimizerParamGroup> groups;
-  groups.emplace_back(std::move(params));
-  return plugin->build(std::move(groups));
+  return plugin_optimizer(registry, name, std::move(params),
+                          {{"lr", 0.01}, {"weight_decay", 0.05}, {"amsgrad", amsgrad}, {"fused", fused}});
 }
 
 TEST(Optimizers, FusedAdamAndAdamWMakeLibTorchsUpdatesAndShareItsCheckpoints) {
