@@ -78,6 +78,13 @@ void read_sections(const Document& source, Experiment& e) {
       fail(source.where(root["loop"]["decode_threads"], "loop.decode_threads"), "not a thread count",
            "expected auto or an integer from 0 to 64, got '" + threads + "'", "");
   }
+  {
+    const std::string& every = e.loop.update_checks_every;
+    int64_t count = 0;
+    if (every != "auto" && (!parse_integer(every, count) || count < 1 || count > 1000000))
+      fail(source.where(root["loop"]["update_checks_every"], "loop.update_checks_every"), "not an update count",
+           "expected auto or an integer from 1 to 1000000, got '" + every + "'", "");
+  }
   if ((e.loop.classes_per_batch > 0) != (e.loop.samples_per_class > 0))
     fail(source.where(root["loop"][e.loop.classes_per_batch > 0 ? "classes_per_batch" : "samples_per_class"],
                       e.loop.classes_per_batch > 0 ? "loop.classes_per_batch" : "loop.samples_per_class"),

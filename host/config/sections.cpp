@@ -12,6 +12,11 @@ std::optional<int64_t> LoopConfig::decode_thread_count() const {
   return std::stoll(decode_threads);  // checked by read_sections
 }
 
+std::optional<int64_t> LoopConfig::update_checks_count() const {
+  if (update_checks_every == "auto") return std::nullopt;
+  return std::stoll(update_checks_every);  // checked by read_sections
+}
+
 const TypedSchema<LoopConfig>& loop_section() {
   static const TypedSchema<LoopConfig> schema = [] {
     using L = LoopConfig;
@@ -68,6 +73,13 @@ const TypedSchema<LoopConfig>& loop_section() {
     s.add("nonfinite_max_skips", &L::nonfinite_max_skips, 10,
           "skip: updates dropped in a row before the run stops as with error")
         .min(1);
+    s.add("update_checks_every", &L::update_checks_every, "auto",
+          "updates between the host's reads of each update's checks (gradient norm, NaN/inf, loop.nonfinite's "
+          "skips), which stay on the device in between: a non-finite update is skipped there by the optimizer's "
+          "fused kernel and acted on at the next read, with the last good weights. auto: 1 on the CPU (a read costs "
+          "nothing there), one read per train log line on a GPU (log_every_iters / iter_size updates); or a count "
+          "from 1 (1: the host waits for the device at every update). fp16-mixed, --debug, find-lr and optimizers "
+          "that cannot skip a step on the device read every update");
     s.add("precision", &L::precision, "fp32",
           "fp32; bf16-mixed (autocast to bfloat16: GPUs from compute capability 8.0, and CPUs, where it is fast only "
           "with AVX512-BF16 or AMX-BF16); fp16-mixed (autocast to float16 with dynamic loss scaling: GPUs only); auto "

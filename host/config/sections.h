@@ -39,6 +39,9 @@ struct LoopConfig {
   int64_t prefetch_batches = 4;
   std::string nonfinite = "error";   ///< error | skip | ignore: a NaN/inf loss or gradient
   int64_t nonfinite_max_skips = 10;  ///< skip: in a row, before stopping as with error
+  /// "auto" or a count as text: updates between the host's reads of the
+  /// update's checks kept on the device (update_checks_count()).
+  std::string update_checks_every = "auto";
   std::vector<std::string> stop_signals{"SIGINT", "SIGTERM", "SIGUSR1"};  ///< stop with a checkpoint, exit 4
   std::string precision = "fp32";        ///< fp32 | bf16-mixed | fp16-mixed | auto, as written
   std::string cudnn_benchmark = "auto";  ///< auto | true | false: cuDNN's autotuner on CUDA runs
@@ -49,6 +52,8 @@ struct LoopConfig {
   const std::string& effective_precision() const { return precision_used.empty() ? precision : precision_used; }
   /// decode_threads as a count; nothing for auto.
   std::optional<int64_t> decode_thread_count() const;
+  /// update_checks_every as a count; nothing for auto (Updater: 1 on the CPU, one read per log line on a GPU).
+  std::optional<int64_t> update_checks_count() const;
   double stall_timeout_secs = 1800;  ///< the watchdog ends a run with no progress this long (exit 5); 0: off
   double stop_grace_secs = 15;       ///< after a stop signal, the time allowed to reach a boundary
 };

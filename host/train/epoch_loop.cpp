@@ -156,6 +156,11 @@ void EpochLoop::finish_update() {
     RECORD_USER_SCOPE(trace_scope::optimizer);  // gradients averaged and clipped, the step
     return updater_.finish(clock(), stages_.schedule);
   }();
+  take_update_outcome(outcome);
+  if (outcome.stepped) hooks_.each([&](HostHook& h) { h.after_update(*this, outcome); });
+}
+
+void EpochLoop::take_update_outcome(const UpdateOutcome& outcome) {
   if (outcome.loss_scale) values_["loss_scale"] = *outcome.loss_scale;
   if (outcome.scaler_skipped_updates) values_["scaler_skipped_updates"] = *outcome.scaler_skipped_updates;
   if (outcome.skipped_updates) values_["skipped_updates"] = *outcome.skipped_updates;
@@ -163,8 +168,9 @@ void EpochLoop::finish_update() {
     stages_.checkpoint();  // the last good update's weights, at this batch
     throw NonFiniteStop(outcome.stop);
   }
-  if (outcome.stepped) hooks_.each([&](HostHook& h) { h.after_update(*this, outcome); });
 }
+
+void EpochLoop::read_update_checks() { take_update_outcome(updater_.read_checks()); }
 
 void EpochLoop::default_epoch(int64_t epoch) {
   hooks_.each([&](HostHook& h) { h.before_epoch(*this); });
@@ -208,6 +214,7 @@ void EpochLoop::default_epoch(int64_t epoch) {
     hooks_.each([&](HostHook& h) { h.before_train_iter(*this, *batch); });
     StepResult result = stages_.train_step(*batch);
     ++at_.position, ++at_.iteration;
+    if (at_.iteration % loop_.log_every_iters == 0) read_update_checks();  // the log line shows the norm
     for (auto& m : c_.train_meters)
       guarded(*m.config, "update", [&] { m.object->update({result.batch, result.output, result.loss}); });
     // The users' callbacks, then the periodic train log, test and checkpoint (add_builtin_hooks()).
@@ -222,6 +229,7 @@ void EpochLoop::end_epoch() {
   last_epoch_length_ = at_.position;
   ++at_.epoch;
   at_.position = 0;
+  read_update_checks();
   MeterValues line;
   hooks_.each([&](HostHook& h) { h.epoch_trained(*this, line); });  // throughput, bad records
   const MeterValues meters = train_meter_values();
@@ -265,6 +273,7 @@ MeterValues EpochLoop::test_pass() {
 }
 
 void EpochLoop::default_checkpoint() {
+  read_update_checks();  // a halted run checkpoints its last good state here, and stops
   hooks_.each([&](HostHook& h) { h.before_checkpoint(*this); });
   CheckpointState state = checkpoint_state(progress(), c_.train_meters, comm_);
   state.config_hash = config_hash_;

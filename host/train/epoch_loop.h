@@ -146,6 +146,12 @@ class EpochLoop final : public LoopState {
   void end_epoch();
   /// Ends the update (Updater::finish) and tells the hooks when it stepped.
   void finish_update();
+  /// The update checks kept on the device, read (Updater::read_checks) and
+  /// acted on: before the train log line shows the norm and before a checkpoint.
+  void read_update_checks();
+  /// An update's outcome into the loop's values; a stop checkpoints the last
+  /// good state and throws NonFiniteStop.
+  void take_update_outcome(const UpdateOutcome& outcome);
   LoaderOptions loader_options(const Built<Dataset>& data, int64_t batch_size) const {
     return make_loader_options(loop_, seed_, *c_.network.config, data, batch_size, context_);
   }

@@ -31,8 +31,8 @@ __attribute__((target_clones("avx512f", "avx2", "default"))) float sum_of_square
 
 }  // namespace
 
-double squared_norm(const std::vector<at::Tensor>& grads, const at::Tensor& poison) {
-  double sum = 0;
+at::Tensor squared_norm_tensor(const std::vector<at::Tensor>& grads, const at::Tensor& poison) {
+  double sum = 0;                  // of the gradients read in place
   std::vector<at::Tensor> others;  // on a device, or not float32, or strided
   for (const at::Tensor& g : grads) {
     if (!(g.device().is_cpu() && g.scalar_type() == at::kFloat && g.is_contiguous() && !g.is_sparse())) {
@@ -46,26 +46,30 @@ double squared_norm(const std::vector<at::Tensor>& grads, const at::Tensor& pois
     else
       sum += part;
   }
-  const bool poison_on_device = poison.defined() && !poison.is_cpu() && !others.empty();
-  if (poison.defined() && !poison_on_device) sum += poison.item<double>();  // on the CPU: no device to wait for
-  if (!others.empty()) {
-    // One foreach norm per (device, dtype) group (on CUDA, a few launches
-    // however many parameters: not one dot each), accumulated in fp32 even
-    // for half-precision gradients; one read back for all of them (on a
-    // GPU, one sync).
-    std::map<std::tuple<c10::DeviceType, c10::DeviceIndex, at::ScalarType>, std::vector<at::Tensor>> groups;
-    for (const at::Tensor& g : others) groups[{g.device().type(), g.device().index(), g.scalar_type()}].push_back(g);
-    std::vector<at::Tensor> group_sums;  // each group's sum of squared norms, in double
-    for (const auto& [key, tensors] : groups) {
-      const std::optional<at::ScalarType> accumulate =
-          at::isReducedFloatingType(std::get<2>(key)) ? std::optional(at::kFloat) : std::nullopt;
-      const at::Tensor norms = at::stack(at::_foreach_norm(tensors, 2, accumulate));
-      group_sums.push_back(norms.to(at::kDouble).square().sum().to(others.front().device()));
-    }
-    if (poison_on_device) group_sums.push_back(poison.to(at::kDouble).to(others.front().device()));
-    sum += at::stack(group_sums).sum().item<double>();
+  if (others.empty()) {
+    const at::Tensor total = at::scalar_tensor(sum, at::TensorOptions().dtype(at::kDouble));
+    return poison.defined() ? total + poison.to(at::kDouble).cpu() : total;
   }
-  return sum;
+  // One foreach norm per (device, dtype) group (on CUDA, a few launches
+  // however many parameters: not one dot each), accumulated in fp32 even
+  // for half-precision gradients, summed on the first group's device.
+  std::map<std::tuple<c10::DeviceType, c10::DeviceIndex, at::ScalarType>, std::vector<at::Tensor>> groups;
+  for (const at::Tensor& g : others) groups[{g.device().type(), g.device().index(), g.scalar_type()}].push_back(g);
+  const at::Device home = others.front().device();
+  std::vector<at::Tensor> group_sums;  // each group's sum of squared norms, in double
+  for (const auto& [key, tensors] : groups) {
+    const std::optional<at::ScalarType> accumulate =
+        at::isReducedFloatingType(std::get<2>(key)) ? std::optional(at::kFloat) : std::nullopt;
+    const at::Tensor norms = at::stack(at::_foreach_norm(tensors, 2, accumulate));
+    group_sums.push_back(norms.to(at::kDouble).square().sum().to(home));
+  }
+  if (poison.defined()) group_sums.push_back(poison.to(at::kDouble).to(home));
+  at::Tensor total = group_sums.size() == 1 ? group_sums.front() : at::stack(group_sums).sum();
+  return sum != 0 ? total + sum : total;
+}
+
+double squared_norm(const std::vector<at::Tensor>& grads, const at::Tensor& poison) {
+  return squared_norm_tensor(grads, poison).item<double>();  // on a GPU, the one wait for the device
 }
 
 }  // namespace trainyard::host

@@ -16,4 +16,9 @@ namespace trainyard::host {
 /// read: 0 leaves it, NaN makes it NaN (the Updater's check of its losses).
 double squared_norm(const std::vector<at::Tensor>& grads, const at::Tensor& poison = {});
 
+/// The same sum left where it was computed, as a 0-dim double tensor: on the
+/// gradients' device (the first non-CPU one), or on the CPU for the in-place
+/// path. Nothing is read back: on a GPU the host does not wait.
+at::Tensor squared_norm_tensor(const std::vector<at::Tensor>& grads, const at::Tensor& poison = {});
+
 }  // namespace trainyard::host

@@ -1,6 +1,9 @@
 #include "train/update.h"
 
+#include <algorithm>
 #include <cmath>
+#include <map>
+#include <tuple>
 #include <utility>
 
 #include <ATen/ATen.h>
@@ -22,6 +25,26 @@ namespace {
 // overload rounds the factor to bf16 or fp16 first for such gradients on the
 // CPU); on CUDA the kernel reads it as a Scalar, in one launch for all.
 at::Tensor host_scalar(double factor) { return at::scalar_tensor(factor, at::TensorOptions().dtype(at::kDouble)); }
+
+// Multiplies every gradient by `factor`, a 0-dim tensor, without reading it:
+// per (device, dtype) group, the factor in the group's type where ATen's
+// multi-tensor kernel takes it (float32, float64: its fast path wants the
+// same type), else in float32 (a multiply per tensor, with the exact factor).
+void scale_without_reading(std::vector<at::Tensor>& grads, const at::Tensor& factor) {
+  std::map<std::tuple<c10::DeviceType, c10::DeviceIndex, at::ScalarType>, std::vector<at::Tensor>> groups;
+  for (const at::Tensor& g : grads) groups[{g.device().type(), g.device().index(), g.scalar_type()}].push_back(g);
+  for (auto& [key, tensors] : groups) {
+    const at::ScalarType type = std::get<2>(key);
+    const at::Device device(std::get<0>(key), std::get<1>(key));
+    at::_foreach_mul_(tensors, factor.to(device, type == at::kFloat || type == at::kDouble ? type : at::kFloat));
+  }
+}
+
+std::string iteration_text(const LoopPosition& at) {
+  return "iteration " + std::to_string(at.iteration + 1) + " (epoch " + std::to_string(at.epoch + 1) + ", batch " +
+         std::to_string(at.position + 1) + ")";
+}
+
 }  // namespace
 
 double clip_gradients(std::vector<at::Tensor>& grads, double max_value, double max_norm, const at::Tensor& poison) {
@@ -46,13 +69,26 @@ UpdateSettings UpdateSettings::from(const LoopConfig& loop, const ScheduleConfig
           .nonfinite_max_skips = loop.nonfinite_max_skips,
           .epochs = loop.epochs,
           .schedule_per_epoch = schedule.unit == "epoch",
-          .loss_plugin = loss_plugin};
+          .loss_plugin = loss_plugin,
+          .update_checks_every = loop.update_checks_count().value_or(0),
+          .log_every_iters = loop.log_every_iters};
 }
 
 Updater::Updater(UpdateSettings settings, Components& c, const Context& context)
     : s_(std::move(settings)), c_(c), context_(context), parameters_(c.network.object->parameters()) {
   scaler_.enabled = autocast_dtype(s_.precision) == at::kHalf;
   for (auto& group : c_.optimizer->param_groups()) base_lrs_.push_back(group.options().get_lr());
+  skippable_ = dynamic_cast<trainyard::SkippableStep*>(c_.optimizer.get());
+  // On the CPU a read costs nothing; on a GPU each one empties the device's
+  // queue, and the train log line reads the meters then anyway.
+  checks_every_ = s_.update_checks_every > 0 ? s_.update_checks_every
+                  : context_.device.is_cpu() ? 1
+                                             : std::max<int64_t>(1, s_.log_every_iters / s_.iter_size);
+}
+
+bool Updater::checks_on_device() const {
+  return checks_every_ > 1 && !scaler_.enabled && !debug_ && !fixed_lr_ &&
+         (s_.nonfinite == "ignore" || skippable_ != nullptr);
 }
 
 double Updater::lr() const { return c_.optimizer->param_groups().at(0).options().get_lr(); }
@@ -66,7 +102,9 @@ void Updater::begin_batch() {
 void Updater::backward(const at::Tensor& loss, const Batch& batch, const at::Tensor& output, const UpdateClock& clock) {
   if (debug_ || s_.nonfinite != "ignore") {
     batch_ = &batch;
-    if (!debug_ && !scaler_.enabled) {
+    if (checks_on_device()) {
+      if (!reducer_) pending_losses_.push_back(loss.detach());  // a halting update's cause (outputs are not kept)
+    } else if (!debug_ && !scaler_.enabled) {
       // Read with the update's gradient norm (finish): one read of the
       // device an update, not one a batch.
       pending_losses_.push_back(loss.detach());
@@ -165,6 +203,11 @@ UpdateOutcome Updater::finish(const UpdateClock& clock, const ScheduleFactor& sc
   double rescale = micro_ < s_.iter_size ? static_cast<double>(s_.iter_size) / static_cast<double>(micro_) : 1.0;
   rescale /= scaler_.factor();  // fp16-mixed: unscaled before clipping and the optimizer
   if (rescale != 1.0 && !grads.empty()) at::_foreach_mul_(grads, host_scalar(rescale));
+  if (checks_on_device()) return finish_on_device(grads, clock, schedule);
+  if (!unread_.empty()) {  // the run left the device checks (find-lr, --debug): settle them first
+    UpdateOutcome earlier = read_checks();
+    if (!earlier.stop.empty()) return earlier;
+  }
   if (scaler_.enabled) {
     // An overflow in float16 gradients is the loss scaler's business, not the
     // non-finite policy's: halve the scale and skip this update. One norm of
@@ -215,6 +258,118 @@ UpdateOutcome Updater::finish(const UpdateClock& clock, const ScheduleFactor& sc
   outcome.stepped = true;
   outcome.grad_norm = grad_norm_;
   outcome.lr = lr();
+  return outcome;
+}
+
+UpdateOutcome Updater::finish_on_device(std::vector<at::Tensor>& grads, const UpdateClock& clock,
+                                        const ScheduleFactor& schedule) {
+  UpdateOutcome outcome;
+  if (s_.clip_grad_value > 0 && !grads.empty()) {
+    at::_foreach_clamp_min_(grads, -s_.clip_grad_value);
+    at::_foreach_clamp_max_(grads, s_.clip_grad_value);
+  }
+  const bool check = s_.nonfinite != "ignore";
+  const at::Tensor poison = check ? pending_loss_poison() : at::Tensor();
+  const at::Tensor norm = squared_norm_tensor(grads, poison).sqrt();  // stays where it was computed
+  if (s_.clip_grad_norm > 0 && !grads.empty()) {
+    // As clip_gradients: scaled to max_norm where the norm is above it (a
+    // NaN norm compares false and scales nothing).
+    const at::Tensor bound = at::full({}, s_.clip_grad_norm, norm.options());
+    scale_without_reading(grads, at::where(norm > bound, bound / norm, 1.0));
+  }
+  at::Tensor found_inf;
+  if (check) {
+    // The policy, kept on the device: a non-finite update is skipped by the
+    // optimizer's kernel (found_inf); the update that reaches the policy's
+    // limit (error: the first; skip: nonfinite_max_skips in a row) halts the
+    // run there, and every later update is skipped too until the host reads
+    // the checks: the weights stay the last good update's, as when the host
+    // checks each update.
+    const auto zero = [&] { return at::zeros({}, norm.options().dtype(at::kFloat)); };
+    if (!checks_.in_a_row.defined() || checks_.in_a_row.device() != norm.device())
+      checks_ = {norm, zero(), zero(), zero(), zero(), zero()};
+    const at::Tensor bad = norm.isfinite().logical_not().to(at::kFloat);
+    checks_.in_a_row.add_(bad).mul_(bad);
+    const double limit = s_.nonfinite == "skip" ? static_cast<double>(s_.nonfinite_max_skips) : 1.0;
+    const at::Tensor halting = checks_.in_a_row.ge(limit).to(at::kFloat).mul_(1 - checks_.halted);
+    if (poison.defined()) checks_.loss_nonfinite.add_(halting * poison.isnan());
+    checks_.halted.add_(halting);
+    checks_.before_halt.add_(1 - checks_.halted);
+    checks_.skipped.add_(bad);
+    found_inf = at::maximum(bad, checks_.halted).to(parameters_.empty() ? norm.device() : parameters_.front().device());
+  }
+  checks_.norm = norm;
+  apply_schedule(clock, schedule);
+  guarded(*c_.optimizer_plugin.config, "step", [&] {
+    if (found_inf.defined())
+      skippable_->step_unless(found_inf);
+    else
+      c_.optimizer->step();
+  });
+  micro_ = 0;
+  loss_finite_ = true;
+  pending_losses_.clear(), pending_outputs_.clear();
+  unread_.push_back(clock);
+  if (static_cast<int64_t>(unread_.size()) >= checks_every_) outcome = read_checks();
+  outcome.stepped = true;  // as far as the host knows: a skipped update changed nothing
+  outcome.grad_norm = grad_norm_;
+  outcome.lr = lr();
+  return outcome;
+}
+
+UpdateOutcome Updater::read_checks() {
+  UpdateOutcome outcome;
+  if (unread_.empty()) return outcome;
+  const std::vector<UpdateClock> updates = std::exchange(unread_, {});
+  const bool check = s_.nonfinite != "ignore" && checks_.halted.defined();
+  std::vector<at::Tensor> parts{checks_.norm};
+  if (check)
+    for (const at::Tensor& t :
+         {checks_.in_a_row, checks_.halted, checks_.before_halt, checks_.skipped, checks_.loss_nonfinite})
+      parts.push_back(t);
+  for (at::Tensor& t : parts) t = t.to(at::kDouble).reshape({1});
+  const at::Tensor read = at::cat(parts).cpu();  // the one wait for the device
+  const double* v = read.const_data_ptr<double>();
+  grad_norm_ = v[0];
+  outcome.grad_norm = grad_norm_;
+  outcome.lr = lr();
+  if (!check) return outcome;
+  const auto in_a_row = static_cast<int64_t>(std::llround(v[1]));
+  const bool halted = v[2] > 0;
+  const auto before_halt = static_cast<int64_t>(std::llround(v[3]));
+  const auto skipped = static_cast<int64_t>(std::llround(v[4]));
+  const bool loss_nonfinite = v[5] > 0;
+  if (skipped > 0) skippable_->steps_skipped();
+  skipped_in_a_row_ = in_a_row;
+  const auto first = [&](size_t k) { return iteration_text(updates[std::min(k, updates.size() - 1)].at); };
+  const std::string read_at = "read at iteration " + std::to_string(updates.back().at.iteration + 1) +
+                              " (loop.update_checks_every " + std::to_string(checks_every_) + ")";
+  if (!halted) {
+    if (skipped > 0) {
+      skipped_updates_ += skipped;
+      outcome.skipped_updates = static_cast<double>(skipped_updates_);
+      context_.log("skipped " + std::to_string(skipped) + " non-finite update" + (skipped == 1 ? "" : "s") +
+                   " of the " + std::to_string(updates.size()) + " from " + first(0) + ", " + read_at);
+    }
+    checks_.skipped.zero_(), checks_.before_halt.zero_();
+    return outcome;
+  }
+  const auto k = static_cast<size_t>(std::max<int64_t>(0, before_halt));
+  const bool last = k + 1 >= updates.size();
+  std::string cause = loss_nonfinite ? "non-finite loss" : "non-finite gradients";
+  if (!loss_nonfinite && last) {  // the gradients at hand are the halting update's
+    const std::string norm = std::isnan(grad_norm_) ? "NaN" : std::isinf(grad_norm_) ? "inf" : json_number(grad_norm_);
+    const auto bad = nonfinite_gradients(*c_.network.object);
+    cause += " (global norm " + norm + ")" + (bad.empty() ? std::string() : " in " + join(bad));
+  }
+  const size_t after = updates.size() - std::min(updates.size(), k + 1);
+  outcome.stop = "stopped at " + first(k) + ": " + cause +
+                 (s_.nonfinite == "skip" ? " (" + std::to_string(s_.nonfinite_max_skips) + " updates in a row)" : "") +
+                 "; " + read_at +
+                 (after > 0 ? ", the " + std::to_string(after) + " updates after it skipped too" : "") +
+                 "; the last good weights are checkpointed here (set loop.update_checks_every: 1 or --debug for the "
+                 "layer that made it, loop.nonfinite: skip to "
+                 "drop such updates, or lower the learning rate and resume, allowing that config change)";
   return outcome;
 }
 

@@ -17,6 +17,7 @@
 #include "train/components.h"
 #include "train/precision.h"
 #include "trainyard/loop.h"
+#include "trainyard/optimizer.h"
 
 namespace trainyard::host {
 
@@ -65,6 +66,11 @@ struct UpdateSettings {
   int64_t epochs = 1;                ///< loop.epochs: the schedule's length
   bool schedule_per_epoch = false;   ///< schedule.unit is epoch (else the step counts updates)
   std::string loss_plugin;           ///< loss.plugin: named in a non-finite loss's diagnosis
+  /// loop.update_checks_every: updates between the host's reads of the
+  /// checks kept on the device; 0 (auto): 1 on the CPU, else one read per
+  /// train log line (log_every_iters / iter_size updates).
+  int64_t update_checks_every = 0;
+  int64_t log_every_iters = 50;  ///< loop.log_every_iters: auto's interval on a GPU
 
   /// The fields from the loop and schedule sections and the loss entry's plugin.
   static UpdateSettings from(const LoopConfig& loop, const ScheduleConfig& schedule, const std::string& loss_plugin);
@@ -92,10 +98,25 @@ class Updater {
   bool due() const { return micro_ == s_.iter_size; }  ///< iter_size batches accumulated
   bool pending() const { return micro_ > 0; }          ///< an accumulation is under way
   /// Ends the update: gradients reduced, unscaled, clipped and checked, the
-  /// rate from `schedule`, the optimizer's step.
+  /// rate from `schedule`, the optimizer's step. With checks kept on the
+  /// device (checks_on_device()), a non-finite update is skipped there and
+  /// learned of at the next read: every update_checks_every updates here,
+  /// or at read_checks().
   UpdateOutcome finish(const UpdateClock& clock, const ScheduleFactor& schedule);
+  /// Reads the checks kept on the device since the last read (one wait for
+  /// the device; nothing when none are unread): the gradient norm, and for
+  /// loop.nonfinite the updates skipped or why to stop (outcome.stop), as
+  /// finish() reports them. The loop calls it before it logs the norm or
+  /// writes a checkpoint.
+  UpdateOutcome read_checks();
+  /// Whether the next update keeps its checks on the device: update_checks_every
+  /// above 1, fp32 or bf16, not --debug or find-lr, and under loop.nonfinite
+  /// error or skip an optimizer that can skip a step on the device
+  /// (trainyard::SkippableStep).
+  bool checks_on_device() const;
+  int64_t update_checks_every() const { return checks_every_; }  ///< resolved (auto: from the device)
 
-  double grad_norm() const { return grad_norm_; }  ///< before clipping, at the last update
+  double grad_norm() const { return grad_norm_; }  ///< before clipping, at the last update read
   double lr() const;                               ///< the first group's current rate
   LossScaler& scaler() { return scaler_; }
   const LossScaler& scaler() const { return scaler_; }
@@ -111,6 +132,9 @@ class Updater {
   /// set), or why to stop (outcome.stop); under --debug, throws NonFiniteStop.
   void handle_nonfinite(const UpdateClock& clock, UpdateOutcome& outcome);
   void drop_update(std::vector<at::Tensor>& grads);
+  /// finish() with the checks kept on the device.
+  UpdateOutcome finish_on_device(std::vector<at::Tensor>& grads, const UpdateClock& clock,
+                                 const ScheduleFactor& schedule);
 
   const UpdateSettings s_;
   Components& c_;
@@ -132,9 +156,23 @@ class Updater {
   at::Tensor pending_loss_poison() const;
   /// The norm was not finite: finds the first non-finite pending loss (loss_finite_, last_output_).
   void resolve_pending_losses();
-  bool loss_finite_ = true;       ///< every loss of the coming update was finite
-  const Batch* batch_ = nullptr;  ///< the batch of a non-finite loss (for diagnoses)
-  at::Tensor last_output_;        ///< its output
+  /// The checks kept on the device (finish_on_device), read by read_checks():
+  /// 0-dim tensors on the gradients' device.
+  struct DeviceChecks {
+    at::Tensor norm;            ///< double: the last update's gradient norm
+    at::Tensor in_a_row;        ///< float: non-finite updates in a row (across reads)
+    at::Tensor halted;          ///< float: 1 once the policy stops (error: the first; skip: max_skips in a row)
+    at::Tensor before_halt;     ///< float: updates since the last read before the halting one
+    at::Tensor skipped;         ///< float: non-finite updates skipped since the last read
+    at::Tensor loss_nonfinite;  ///< float: the halting update's losses were not all finite (single process)
+  };
+  DeviceChecks checks_;
+  std::vector<UpdateClock> unread_;  ///< the clocks of the updates since the last read, in order
+  int64_t checks_every_ = 1;
+  trainyard::SkippableStep* skippable_ = nullptr;  ///< the optimizer, where it can skip on the device
+  bool loss_finite_ = true;                        ///< every loss of the coming update was finite
+  const Batch* batch_ = nullptr;                   ///< the batch of a non-finite loss (for diagnoses)
+  at::Tensor last_output_;                         ///< its output
   int64_t skipped_in_a_row_ = 0, skipped_updates_ = 0;
 };
 

@@ -6,6 +6,7 @@
 #include <ATen/ATen.h>
 
 #include <array>
+#include <cmath>
 #include <map>
 #include <optional>
 
@@ -25,11 +26,18 @@ namespace {
 // parameters instead of four or five per parameter, which is most of the
 // optimizer's cost on small models. Momentum buffers stay in SGD's own state,
 // so checkpoints are those of torch::optim::SGD, resumable by either.
-class FusedSgd : public torch::optim::SGD {
+class FusedSgd : public torch::optim::SGD, public trainyard::SkippableStep {
  public:
   using torch::optim::SGD::SGD;
 
-  at::Tensor step(LossClosure closure = nullptr) override {
+  at::Tensor step(LossClosure closure = nullptr) override { return fused_step(std::move(closure), {}); }
+  // The kernel returns without a change where found_inf is 1 (checked on the
+  // device on CUDA, on the host on the CPU).
+  void step_unless(const at::Tensor& found_inf) override { fused_step(nullptr, found_inf); }
+  void steps_skipped() override {}  // no count on the host: a skipped first step leaves a zero buffer (below)
+
+ private:
+  at::Tensor fused_step(LossClosure closure, const std::optional<at::Tensor>& found_inf) {
     // One pass gathers what the kernel needs; nothing is changed (no state
     // created) before every parameter has passed the check.
     struct Call {
@@ -43,15 +51,21 @@ class FusedSgd : public torch::optim::SGD {
       for (const auto& p : param_groups_[k].params()) {
         const at::Tensor& g = p.grad();
         if (!g.defined()) continue;
-        if (!fusable(p, g, device)) return torch::optim::SGD::step(std::move(closure));
+        if (!fusable(p, g, device)) return unfused_step(std::move(closure), found_inf);
         at::Tensor buffer;
         if (momentum) {
           if (auto found = state_.find(p.unsafeGetTensorImpl()); found != state_.end()) {
             buffer = static_cast<torch::optim::SGDParamState&>(*found->second).momentum_buffer();
             if (buffer.strides() != p.strides() || buffer.scalar_type() != p.scalar_type())
-              return torch::optim::SGD::step(std::move(closure));
+              return unfused_step(std::move(closure), found_inf);
           }
         }
+        // A buffer starting at a step that may be skipped starts at zero, so
+        // that the next step's buffer = momentum x 0 + (1 - dampening) x
+        // gradient: the first step's, where dampening is 0. With dampening,
+        // the flag is read first (an unfused step's price, on first steps only).
+        if (momentum && !buffer.defined() && found_inf && o_dampening(k) != 0)
+          return unfused_step(std::move(closure), found_inf);
         Call& call = calls[k][momentum && !buffer.defined()];
         call.params.push_back(p);
         call.grads.push_back(g);
@@ -70,8 +84,9 @@ class FusedSgd : public torch::optim::SGD {
       // whose momentum buffer starts now get a call of their own.
       Call& first = calls[k][1];
       for (size_t i = 0; i < first.params.size(); ++i) {
+        // The parameter's strides: the kernel reads all three alike.
         first.buffers[i] =
-            at::empty_like(first.params[i]);  // the parameter's strides: the kernel reads all three alike
+            found_inf ? at::zeros_like(first.params[i], at::MemoryFormat::Preserve) : at::empty_like(first.params[i]);
         auto state = std::make_unique<torch::optim::SGDParamState>();
         state->momentum_buffer(first.buffers[i]);
         state_[first.params[i].unsafeGetTensorImpl()] = std::move(state);
@@ -80,13 +95,23 @@ class FusedSgd : public torch::optim::SGD {
         Call& call = calls[k][starts];
         if (!call.params.empty())
           at::_fused_sgd_(call.params, call.grads, call.buffers, o.weight_decay(), o.momentum(), o.lr(), o.dampening(),
-                          o.nesterov(), /*maximize=*/false, /*is_first_step=*/starts == 1);
+                          o.nesterov(), /*maximize=*/false, /*is_first_step=*/starts == 1, /*grad_scale=*/{},
+                          found_inf);
       }
     }
     return loss;
   }
 
- private:
+  double o_dampening(size_t group) const {
+    return static_cast<const torch::optim::SGDOptions&>(param_groups_[group].options()).dampening();
+  }
+
+  // LibTorch's own step, which cannot skip on the device: the flag is read first.
+  at::Tensor unfused_step(LossClosure closure, const std::optional<at::Tensor>& found_inf) {
+    if (found_inf && found_inf->item<float>() != 0) return {};
+    return torch::optim::SGD::step(std::move(closure));
+  }
+
   // The kernel walks parameter, gradient and momentum buffer as one flat
   // array each: they must share dense strides, a floating type and a device.
   static bool fusable(const at::Tensor& p, const at::Tensor& g, std::optional<at::Device>& device) {
@@ -110,11 +135,37 @@ class FusedSgd : public torch::optim::SGD {
 // state (steps_), advanced with one foreach add, and rebuilt from the state's
 // count when that changed (a loaded checkpoint) without reading the device.
 template <class Base, class Options, class State, bool Decoupled>
-class FusedAdamOf : public Base {
+class FusedAdamOf : public Base, public trainyard::SkippableStep {
  public:
   using Base::Base;
 
-  at::Tensor step(typename Base::LossClosure closure = nullptr) override {
+  at::Tensor step(typename Base::LossClosure closure = nullptr) override { return fused_step(std::move(closure), {}); }
+  // The kernel returns without a change where found_inf is 1; the device's
+  // step counts advance by 1 - found_inf, the state's on the host by 1 until
+  // steps_skipped() reads them back.
+  void step_unless(const at::Tensor& found_inf) override { fused_step(nullptr, found_inf); }
+  void steps_skipped() override {
+    std::vector<std::pair<State*, Steps*>> kept;
+    std::vector<at::Tensor> counts;
+    for (auto& [key, steps] : steps_) {
+      const auto found = this->state_.find(const_cast<void*>(key));  // state_ is keyed by TensorImpl*
+      if (found == this->state_.end() || !steps.count.defined()) continue;
+      auto& state = static_cast<State&>(*found->second);
+      if (steps.mirrored != state.step()) continue;  // replaced since (a loaded checkpoint): rebuilt at the next step
+      kept.emplace_back(&state, &steps);
+      counts.push_back(steps.count.to(at::kDouble).reshape({1}));
+    }
+    if (counts.empty()) return;
+    const at::Tensor read = at::cat(counts).cpu();  // one wait for the device
+    const double* values = read.const_data_ptr<double>();
+    for (size_t i = 0; i < kept.size(); ++i) {
+      kept[i].first->step(static_cast<int64_t>(std::llround(values[i])));
+      kept[i].second->mirrored = kept[i].first->step();
+    }
+  }
+
+ private:
+  at::Tensor fused_step(typename Base::LossClosure closure, const std::optional<at::Tensor>& found_inf) {
     struct Call {
       std::vector<at::Tensor> params, grads, exp_avgs, exp_avg_sqs, max_exp_avg_sqs, steps;
     };
@@ -126,7 +177,7 @@ class FusedAdamOf : public Base {
         if (!g.defined()) continue;
         if (!at::isFloatingType(p.scalar_type()) || g.scalar_type() != p.scalar_type() || g.is_sparse() ||
             !p.is_non_overlapping_and_dense() || g.strides() != p.strides() || (device && *device != p.device()))
-          return Base::step(std::move(closure));
+          return unfused_step(std::move(closure), found_inf);
         device = p.device();
       }
     at::NoGradGuard no_grad;
@@ -165,7 +216,12 @@ class FusedAdamOf : public Base {
         all_steps.push_back(steps.count);
       }
     }
-    if (!all_steps.empty()) at::_foreach_add_(all_steps, 1);
+    if (!all_steps.empty()) {
+      if (found_inf)
+        at::_foreach_add_(all_steps, 1 - *found_inf);  // a skipped step leaves the count
+      else
+        at::_foreach_add_(all_steps, 1);
+    }
     for (size_t k = 0; k < this->param_groups_.size(); ++k) {
       const auto& o = static_cast<const Options&>(this->param_groups_[k].options());
       Call& c = calls[k];
@@ -173,15 +229,21 @@ class FusedAdamOf : public Base {
       const auto [beta1, beta2] = o.betas();
       if constexpr (Decoupled)
         at::_fused_adamw_(c.params, c.grads, c.exp_avgs, c.exp_avg_sqs, c.max_exp_avg_sqs, c.steps, o.lr(), beta1,
-                          beta2, o.weight_decay(), o.eps(), o.amsgrad(), /*maximize=*/false);
+                          beta2, o.weight_decay(), o.eps(), o.amsgrad(), /*maximize=*/false, /*grad_scale=*/{},
+                          found_inf);
       else
         at::_fused_adam_(c.params, c.grads, c.exp_avgs, c.exp_avg_sqs, c.max_exp_avg_sqs, c.steps, o.lr(), beta1, beta2,
-                         o.weight_decay(), o.eps(), o.amsgrad(), /*maximize=*/false);
+                         o.weight_decay(), o.eps(), o.amsgrad(), /*maximize=*/false, /*grad_scale=*/{}, found_inf);
     }
     return loss;
   }
 
- private:
+  // LibTorch's own step, which cannot skip on the device: the flag is read first.
+  at::Tensor unfused_step(typename Base::LossClosure closure, const std::optional<at::Tensor>& found_inf) {
+    if (found_inf && found_inf->item<float>() != 0) return {};
+    return Base::step(std::move(closure));
+  }
+
   struct Steps {
     at::Tensor count;      ///< the step count on the parameter's device, as the kernel reads it
     int64_t mirrored = 0;  ///< the state's count it was last set to

@@ -40,6 +40,7 @@ NetworkOutputs::~NetworkOutputs() = default;
 ScriptedModule::~ScriptedModule() = default;
 SampleMeter::~SampleMeter() = default;
 Optimizer::~Optimizer() = default;
+SkippableStep::~SkippableStep() = default;
 Meter::~Meter() = default;
 std::vector<MeterResult> Meter::results() const { return {}; }
 Callback::~Callback() = default;

@@ -481,6 +481,79 @@ TEST(NonFinite, ErrorPolicyCheckpointsTheLastGoodStateAndSkipPolicyDropsUpdates)
   EXPECT_TRUE(test::contains(k.err, "(3 updates in a row)")) << k.err;
 }
 
+// loop.update_checks_every 4 keeps each update's checks on the device
+// between reads, as a GPU run does by default: the CPU runs the same code.
+TEST(NonFinite, ChecksKeptOnTheDeviceStopAtTheFirstBadUpdateWithItsWeights) {
+  const std::string out = test::temp_dir("out");
+  auto checked = test::trainyard(
+      with_fixtures("run " + nan_experiment("every", "{plugin: nan_maker, at: 5}") + " --output-dir " + out));
+  ASSERT_EQ(checked.exit_code, 1) << checked.err;
+  auto kept = test::trainyard(with_fixtures("run " + nan_experiment("kept", "{plugin: nan_maker, at: 5}") +
+                                            " --output-dir " + out + " --set loop.update_checks_every=4"));
+  EXPECT_EQ(kept.exit_code, 1);
+  // Updates 5 to 8 are read together at the 8th; the 6th was the first bad one.
+  EXPECT_TRUE(test::contains(kept.err,
+                             "stopped at iteration 6 (epoch 1, batch 6): non-finite loss; read at iteration 8 "
+                             "(loop.update_checks_every 4), the 2 updates after it skipped too"))
+      << kept.err;
+  // Checkpointed where the run learned of it, with the weights and momentum
+  // of the last good update: those the host-checked run stopped with.
+  const std::string at_read = out + "/kept/checkpoints/ckpt-e0000-i00000007.pt";
+  const std::string at_bad = out + "/every/checkpoints/ckpt-e0000-i00000005.pt";
+  ASSERT_TRUE(std::filesystem::exists(at_read));
+  EXPECT_EQ(test::compare_checkpoint_networks(at_bad, at_read, "network"), "");
+  EXPECT_EQ(test::compare_optimizer_states(at_bad, at_read), "");
+
+  auto zero = test::trainyard(with_fixtures("validate " + nan_experiment("zero", "{plugin: nan_maker, at: 5}") +
+                                            " --set loop.update_checks_every=0"));
+  EXPECT_EQ(zero.exit_code, 2);
+  EXPECT_TRUE(test::contains(zero.err,
+                             "loop.update_checks_every: not an update count; expected auto or an integer "
+                             "from 1 to 1000000, got '0'"))
+      << zero.err;
+}
+
+TEST(NonFinite, SkipsKeptOnTheDeviceLeaveWhatTheHostsSkipsLeave) {
+  const std::string out = test::temp_dir("out");
+  const char* last = "/checkpoints/ckpt-e0002-i00000032.pt";
+  // SGD with momentum (fused) and Adam (fused, with its step counts).
+  for (const std::string optimizer : {"", " --set 'optimizer={plugin: adam, lr: 0.01}'"}) {
+    const std::string tag = optimizer.empty() ? "sgd" : "adam";
+    const std::string once = "{plugin: nan_maker, at: 5, once: true, how: grad}";
+    auto host = test::trainyard(with_fixtures("run " + nan_experiment("host_" + tag, once) + " --output-dir " + out +
+                                              " --set loop.nonfinite=skip" + optimizer));
+    ASSERT_EQ(host.exit_code, 0) << host.err;
+    const std::string device_run =
+        with_fixtures("run " + nan_experiment("device_" + tag, once) + " --output-dir " + out +
+                      " --set loop.nonfinite=skip --set loop.update_checks_every=4" + optimizer);
+    // Adam's run stops after its first epoch and resumes: the step counts
+    // its checkpoint holds leave out the skipped step, as the host's do.
+    auto device = test::trainyard(device_run + (tag == "adam" ? " --set loop.epochs=1" : ""));
+    ASSERT_EQ(device.exit_code, 0) << device.err;
+    EXPECT_TRUE(test::contains(device.err, "skipped 1 non-finite update of the 4 from iteration 5")) << device.err;
+    if (tag == "adam") {
+      // nan_maker counts its forward calls per process: the resumed one is told to make none.
+      auto resumed =
+          test::trainyard(device_run + " --allow-config-change --set 'network={plugin: nan_maker, at: 1000000}'");
+      ASSERT_EQ(resumed.exit_code, 0) << resumed.err;
+      EXPECT_TRUE(test::contains(resumed.out, "resuming from")) << resumed.out;
+    }
+    EXPECT_TRUE(test::contains(test::read_file(out + "/device_" + tag + "/summary.json"), "\"skipped_updates\": 1"));
+    EXPECT_EQ(test::compare_checkpoint_networks(out + "/host_" + tag + last, out + "/device_" + tag + last, "network"),
+              "")
+        << tag;
+    EXPECT_EQ(test::compare_optimizer_states(out + "/host_" + tag + last, out + "/device_" + tag + last), "") << tag;
+  }
+  // Every update bad from the 6th: the 3rd in a row halts, read at the 8th.
+  auto k = test::trainyard(with_fixtures("run " + nan_experiment("device_skips", "{plugin: nan_maker, at: 5}") +
+                                         " --output-dir " + out +
+                                         " --set loop.nonfinite=skip --set loop.nonfinite_max_skips=3"
+                                         " --set loop.update_checks_every=4"));
+  EXPECT_EQ(k.exit_code, 1);
+  EXPECT_TRUE(test::contains(k.err, "stopped at iteration 8 (epoch 1, batch 8): non-finite loss (3 updates in a row)"))
+      << k.err;
+}
+
 }  // namespace
 }  // namespace trainyard::host
 

@@ -242,6 +242,19 @@ at::Tensor tensor_in(const std::string& checkpoint, const std::string& dotted) {
 
 const char* kEnd = "/checkpoints/ckpt-e0001-i00000016.pt";
 
+TEST(GradientClipping, ChecksKeptOnTheDeviceTrainAsChecksReadEveryUpdate) {
+  // Clipped by norm and by value, the norm and the factor left on the device
+  // between reads every 4 updates: the same weights, momentum and logged norms.
+  const std::string clip = "--set loop.epochs=1 --set loop.clip_grad_norm=0.5 --set loop.clip_grad_value=0.2";
+  const std::string every = run_dir_of("read_every", clip);
+  const std::string kept = run_dir_of("read_fourth", clip + " --set loop.update_checks_every=4");
+  EXPECT_EQ(test::compare_checkpoint_networks(every + kEnd, kept + kEnd), "");
+  EXPECT_EQ(test::compare_optimizer_states(every + kEnd, kept + kEnd), "");
+  const auto norms = test::series(every + "/metrics.jsonl", "grad_norm");
+  EXPECT_GE(norms.size(), 4u);
+  EXPECT_EQ(norms, test::series(kept + "/metrics.jsonl", "grad_norm"));
+}
+
 TEST(ParameterGroups, AssignedByRegexAndTheOptimizerUsesTheirRates) {
   const std::string exp = test::temp_dir("exp-groups") + "/groups.yaml";
   test::write_file(exp, test::synthetic_experiment("groups"));

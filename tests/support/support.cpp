@@ -225,6 +225,49 @@ at::Tensor checkpoint_tensor(const std::string& checkpoint, const std::string& n
   return t;
 }
 
+namespace {
+void collect_tensors(torch::serialize::InputArchive& archive, std::vector<at::Tensor>& out) {
+  for (const auto& k : archive.keys()) {
+    at::Tensor t;
+    torch::serialize::InputArchive inner;
+    if (archive.try_read(k, t))
+      out.push_back(t);
+    else if (archive.try_read(k, inner))
+      collect_tensors(inner, out);
+  }
+}
+// A checkpoint's optimizer state tensors in an order that does not depend on
+// the process: LibTorch keys each parameter's state by its address.
+std::vector<at::Tensor> optimizer_state_tensors(const std::string& checkpoint) {
+  torch::serialize::InputArchive root, optimizer;
+  root.load_from(checkpoint);
+  root.read("optimizer", optimizer);
+  std::vector<at::Tensor> out;
+  collect_tensors(optimizer, out);
+  std::vector<std::pair<std::vector<double>, at::Tensor>> keyed;
+  for (at::Tensor& t : out) {
+    const at::Tensor flat = t.to(at::kDouble).flatten();
+    std::vector<double> key{static_cast<double>(t.numel())};
+    for (int64_t i = 0; i < std::min<int64_t>(flat.numel(), 8); ++i) key.push_back(flat[i].item<double>());
+    keyed.emplace_back(std::move(key), t);
+  }
+  std::sort(keyed.begin(), keyed.end(), [](const auto& x, const auto& y) { return x.first < y.first; });
+  out.clear();
+  for (auto& [key, t] : keyed) out.push_back(t);
+  return out;
+}
+}  // namespace
+
+std::string compare_optimizer_states(const std::string& a, const std::string& b) {
+  const auto ta = optimizer_state_tensors(a), tb = optimizer_state_tensors(b);
+  if (ta.size() != tb.size())
+    return "optimizer states of " + std::to_string(ta.size()) + " and " + std::to_string(tb.size()) + " tensors";
+  for (size_t i = 0; i < ta.size(); ++i)
+    if (!ta[i].sizes().equals(tb[i].sizes()) || !ta[i].equal(tb[i]))
+      return "optimizer state tensor " + std::to_string(i) + " differs";
+  return "";
+}
+
 std::string compare_checkpoint_networks(const std::string& a, const std::string& b, const std::string& key) {
   torch::serialize::InputArchive aa, ab, na, nb;
   aa.load_from(a);

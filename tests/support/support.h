@@ -64,6 +64,9 @@ double max_checkpoint_difference(const std::string& a, const std::string& b);
 /// "part_ema", the averaged weights) is bitwise equal. Returns "" or a
 /// description of the first difference.
 std::string compare_checkpoint_networks(const std::string& a, const std::string& b, const std::string& key = "network");
+/// "" when two checkpoints' optimizer states hold equal tensors (matched
+/// without LibTorch's keys, which are the parameters' addresses), else what differs.
+std::string compare_optimizer_states(const std::string& a, const std::string& b);
 
 }  // namespace trainyard::test
 
