@@ -30,7 +30,7 @@ void flatten(const nlohmann::ordered_json& node, const std::string& prefix, std:
 // verbosely it runs but not what it computes (batches are the same for any
 // number of decode threads).
 const std::regex kAllowed(
-    R"(^(stages\[\d+\]\.)?loop\.(epochs|log_every_iters|decode_threads|prefetch_batches|stall_timeout_secs|stop_grace_secs|update_checks_every)$|^output\.keep_checkpoints$|^distributed\.timeout_secs$|^callbacks(\[\d+\].*)?$)");
+    R"(^(stages\[\d+\]\.)?loop\.(epochs|log_every_iters|decode_threads|prefetch_batches|stall_timeout_secs|stop_grace_secs|update_checks_every)$|^output\.keep_checkpoints$|^checkpoint\.async$|^distributed\.timeout_secs$|^callbacks(\[\d+\].*)?$)");
 
 }  // namespace
 

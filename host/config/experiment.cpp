@@ -107,6 +107,7 @@ void read_sections(const Document& source, Experiment& e) {
       schedule_config(section(source, "schedule", schedule_schema()), source.where(root["schedule"], "schedule"));
   e.distributed = distributed_section().bind(section(source, "distributed", distributed_schema()));
   e.ema = ema_section().bind(section(source, "ema", ema_schema()));
+  e.checkpoint = checkpoint_section().bind(section(source, "checkpoint", checkpoint_schema()));
   if (e.ema.evaluate && !e.ema.enabled)
     fail(source.where(root["ema"]["evaluate"], "ema.evaluate"), "there is no average to evaluate",
          "expected ema.enabled: true with ema.evaluate: true", "set ema.enabled: true");

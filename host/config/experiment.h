@@ -84,6 +84,7 @@ struct Experiment {
   LoopConfig loop;
   DistributedConfig distributed;
   OutputConfig output;
+  CheckpointConfig checkpoint;
   ScheduleConfig schedule;
   StoppingConfig stopping;
   EmaConfig ema;

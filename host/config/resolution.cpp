@@ -89,6 +89,7 @@ ordered_json Experiment::resolved() const {
     for (const auto& p : output.plots) plots.push_back({{"title", p.title}, {"x", p.x}, {"ys", p.ys}});
     r["output"]["plots"] = plots;
   }
+  r["checkpoint"] = options_json(checkpoint_section().options_of(checkpoint));
   r["stopping"] = options_json(stopping_section().options_of(stopping));
   r["schedule"] = options_json(schedule_section().options_of(schedule));
   r["ema"] = options_json(ema_section().options_of(ema));

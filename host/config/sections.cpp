@@ -171,6 +171,18 @@ const TypedSchema<OutputConfig>& output_section() {
   return schema;
 }
 
+const TypedSchema<CheckpointConfig>& checkpoint_section() {
+  static const TypedSchema<CheckpointConfig> schema = [] {
+    using C = CheckpointConfig;
+    TypedSchema<C> s;
+    s.add("async", &C::async, true,
+          "the training thread only copies the checkpoint's tensors to host memory and a writer thread writes the "
+          "file (one write at a time); false writes it on the training thread");
+    return s;
+  }();
+  return schema;
+}
+
 const TypedSchema<ScheduleConfig>& schedule_section() {
   static const TypedSchema<ScheduleConfig> schema = [] {
     using C = ScheduleConfig;
@@ -235,14 +247,19 @@ const TypedSchema<EmaConfig>& ema_section() {
 const Schema& loop_schema() { return loop_section().schema(); }
 const Schema& distributed_schema() { return distributed_section().schema(); }
 const Schema& output_schema() { return output_section().schema(); }
+const Schema& checkpoint_schema() { return checkpoint_section().schema(); }
 const Schema& stopping_schema() { return stopping_section().schema(); }
 const Schema& schedule_schema() { return schedule_section().schema(); }
 const Schema& ema_schema() { return ema_section().schema(); }
 
 const std::vector<std::pair<std::string, const Schema*>>& host_sections() {
-  static const std::vector<std::pair<std::string, const Schema*>> sections = {
-      {"loop", &loop_schema()},         {"distributed", &distributed_schema()}, {"output", &output_schema()},
-      {"schedule", &schedule_schema()}, {"stopping", &stopping_schema()},       {"ema", &ema_schema()}};
+  static const std::vector<std::pair<std::string, const Schema*>> sections = {{"loop", &loop_schema()},
+                                                                              {"distributed", &distributed_schema()},
+                                                                              {"output", &output_schema()},
+                                                                              {"checkpoint", &checkpoint_schema()},
+                                                                              {"schedule", &schedule_schema()},
+                                                                              {"stopping", &stopping_schema()},
+                                                                              {"ema", &ema_schema()}};
   return sections;
 }
 

@@ -115,6 +115,11 @@ struct OutputConfig {
   bool report = true;            ///< report.html and plots/ at the end of a run
 };
 
+/// `checkpoint:` how checkpoints are written (train/checkpoint_store.h).
+struct CheckpointConfig {
+  bool async = true;  ///< the training thread only snapshots; a writer thread writes
+};
+
 /// Learning-rate schedule (train/schedule.h computes the factor from it).
 struct ScheduleConfig {
   std::string policy = "constant";  ///< constant | step | multistep | exp | cosine | poly | custom (an override)
@@ -134,7 +139,8 @@ struct ScheduleConfig {
 /// Each section's schema with its struct binding.
 const TypedSchema<LoopConfig>& loop_section();
 const TypedSchema<DistributedConfig>& distributed_section();
-const TypedSchema<OutputConfig>& output_section();  ///< `plots:` is checked by the host, not by the schema
+const TypedSchema<OutputConfig>& output_section();
+const TypedSchema<CheckpointConfig>& checkpoint_section();  ///< `plots:` is checked by the host, not by the schema
 const TypedSchema<StoppingConfig>& stopping_section();
 const TypedSchema<ScheduleConfig>& schedule_section();
 const TypedSchema<EmaConfig>& ema_section();
@@ -143,6 +149,7 @@ const TypedSchema<EmaConfig>& ema_section();
 const Schema& loop_schema();
 const Schema& distributed_schema();
 const Schema& output_schema();
+const Schema& checkpoint_schema();
 const Schema& stopping_schema();
 const Schema& schedule_schema();
 const Schema& ema_schema();

@@ -14,31 +14,17 @@ namespace fs = std::filesystem;
 namespace trainyard::host {
 namespace detail {
 
-const std::vector<std::string> kTopLevelKeys = {"name",
-                                                "seed",
-                                                "plugin_dirs",
-                                                "dataset",
-                                                "network",
-                                                "loss",
-                                                "optimizer",
-                                                "meters",
-                                                "callbacks",
-                                                "overrides",
-                                                "loop",
-                                                "distributed",
-                                                "output",
-                                                "extra",
-                                                "resolved_plugins",
-                                                "schedule",
-                                                "stopping",
-                                                "stages",
-                                                "resolved_precision",
+const std::vector<std::string> kTopLevelKeys = {"name",      "seed",       "plugin_dirs", "dataset",
+                                                "network",   "loss",       "optimizer",   "meters",
+                                                "callbacks", "overrides",  "loop",        "distributed",
+                                                "output",    "checkpoint", "extra",       "resolved_plugins",
+                                                "schedule",  "stopping",   "stages",      "resolved_precision",
                                                 "ema"};
 
 namespace {
 // Sections a --set may create when the file has none.
 const std::vector<std::string> kSectionMaps = {"dataset", "network", "loss",     "optimizer", "loop", "distributed",
-                                               "output",  "extra",   "schedule", "stopping",  "ema"};
+                                               "output",  "extra",   "schedule", "stopping",  "ema",  "checkpoint"};
 
 std::string position(const std::string& path, const YAML::Mark& mark) {
   return path + ":" + std::to_string(mark.line + 1) + ":" + std::to_string(mark.column + 1);

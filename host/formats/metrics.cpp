@@ -1,5 +1,6 @@
 #include "formats/metrics.h"
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 
@@ -74,6 +75,25 @@ std::vector<MetricsEvent> read_events(const std::string& path) {
   return events;
 }
 
+void DurationStats::add(double seconds) {
+  mean += (seconds - mean) / static_cast<double>(++count);
+  max = count == 1 ? seconds : std::max(max, seconds);
+}
+
+namespace {
+ordered_json stats_json(const DurationStats& s) {
+  return {{"count", s.count}, {"mean", json_value(s.mean)}, {"max", json_value(s.max)}};
+}
+DurationStats stats_of(const ordered_json& j) {
+  DurationStats s;
+  if (!j.is_object()) return s;
+  s.count = field<int64_t>(j, "count", 0);
+  s.mean = field<double>(j, "mean", 0.0);
+  s.max = field<double>(j, "max", 0.0);
+  return s;
+}
+}  // namespace
+
 bool RunSummary::stopped_by_criterion() const {
   return stopped.rfind("target reached", 0) == 0 || stopped.rfind("early stop", 0) == 0;
 }
@@ -90,6 +110,8 @@ std::string encode_summary(const RunSummary& s) {
   j["wall_s"] = json_value(s.wall_s);
   if (!s.stopped.empty()) j["stopped"] = s.stopped;
   if (s.best) j["best"] = {{"meter", s.best->first}, {"value", json_value(s.best->second)}};
+  j["checkpoint_blocked_s"] = stats_json(s.checkpoint_blocked_s);
+  j["checkpoint_write_s"] = stats_json(s.checkpoint_write_s);
   return json_text(j, true) + "\n";
 }
 
@@ -108,6 +130,8 @@ std::optional<RunSummary> read_summary(const std::string& path) {
   s.stopped = field<std::string>(j, "stopped", "");
   if (auto it = j.find("best"); it != j.end() && it->is_object())
     s.best = std::make_pair(field<std::string>(*it, "meter", ""), field<double>(*it, "value", 0.0));
+  if (auto it = j.find("checkpoint_blocked_s"); it != j.end()) s.checkpoint_blocked_s = stats_of(*it);
+  if (auto it = j.find("checkpoint_write_s"); it != j.end()) s.checkpoint_write_s = stats_of(*it);
   return s;
 }
 

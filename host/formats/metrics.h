@@ -30,6 +30,13 @@ std::optional<MetricsEvent> decode_event(const std::string& line);
 /// Every readable event of a metrics.jsonl (none when it does not exist).
 std::vector<MetricsEvent> read_events(const std::string& path);
 
+/// How many durations, their mean and their longest, in seconds.
+struct DurationStats {
+  int64_t count = 0;
+  double mean = 0, max = 0;
+  void add(double seconds);
+};
+
 /// summary.json: where a run ended and its last values.
 struct RunSummary {
   std::string experiment;
@@ -40,6 +47,9 @@ struct RunSummary {
   double samples_per_sec = 0, secs_per_train = 0, wall_s = 0;
   std::string stopped;                                 ///< why the run stopped early ("" when it ran out of epochs)
   std::optional<std::pair<std::string, double>> best;  ///< stopping.monitor and its best value
+  /// This process's checkpoints: how long each held the training thread
+  /// (checkpoint_blocked_s) and took to write (checkpoint_write_s).
+  DurationStats checkpoint_blocked_s, checkpoint_write_s;
 
   /// Stopped by its own stopping criterion (target or early stop), not from outside.
   bool stopped_by_criterion() const;

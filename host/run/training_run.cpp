@@ -311,7 +311,8 @@ TrainingRun::TrainingRun(const Experiment& experiment, const Registry& registry,
       registry_(registry),
       request_(std::move(request)),
       run_dir_(std::move(run_dir)),
-      store_(std::make_shared<CheckpointStore>(RunPaths(run_dir_).checkpoints, e_.output.keep_checkpoints)),
+      store_(std::make_shared<CheckpointStore>(RunPaths(run_dir_).checkpoints, e_.output.keep_checkpoints,
+                                               e_.checkpoint.async)),
       profiler_(request_.profile.empty()
                     ? nullptr
                     : profiler_hook(parse_profile_window(request_.profile), RunPaths(run_dir_).profile)),

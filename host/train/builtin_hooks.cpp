@@ -180,6 +180,8 @@ class RunSummaryHook final : public HostHook {
     summary.wall_s = seconds_since(started_);
     summary.stopped = t.stop_reason();
     if (const auto best = t.best_value()) summary.best = std::make_pair(monitor_, *best);
+    summary.checkpoint_blocked_s = t.checkpoints().blocked_stats();  // the writes are done (EpochLoop's run)
+    summary.checkpoint_write_s = t.checkpoints().write_stats();
     log.write_summary(summary);
   }
 

@@ -14,10 +14,12 @@
 #include <thread>
 
 #include <ATen/CPUGeneratorImpl.h>
+#include <c10/core/impl/VirtualGuardImpl.h>
 #include <torch/optim/optimizer.h>
 #include <torch/serialize.h>
 #include <torch/serialize/input-archive.h>
 #include <torch/serialize/output-archive.h>
+#include <torch/utils.h>
 
 #include "trainyard/error.h"
 #include "trainyard/network.h"
@@ -68,8 +70,13 @@ void read_stage_and_values(torch::serialize::InputArchive& archive, CheckpointSt
 
 }  // namespace
 
-void save_checkpoint(const std::string& path, Network& network, torch::optim::Optimizer& optimizer,
-                     const CheckpointState& state, const std::vector<const CheckpointPart*>& parts) {
+namespace {
+
+// The archive of a checkpoint as LibTorch's save() functions build it: its
+// tensors are the training state's own (no copy).
+torch::serialize::OutputArchive checkpoint_archive(Network& network, torch::optim::Optimizer& optimizer,
+                                                   const CheckpointState& state,
+                                                   const std::vector<const CheckpointPart*>& parts) {
   torch::serialize::OutputArchive archive;
   archive.write("format", c10::IValue(kFormatVersion));
   archive.write("epoch", c10::IValue(state.at.epoch));
@@ -118,10 +125,132 @@ void save_checkpoint(const std::string& path, Network& network, torch::optim::Op
     part->save_part(own);
     archive.write("part_" + part->checkpoint_key(), own);
   }
+  return archive;
+}
+
+// OutputArchive keeps the TorchScript module it builds private, and nothing
+// public copies an archive's tensors. An explicit instantiation may name a
+// private member ([temp.spec.general]/6): this one hands out a pointer to
+// OutputArchive::module_, through which snapshot_checkpoint() replaces the
+// archive's tensors (the training state's own) with copies.
+using ArchiveModule = torch::jit::Module torch::serialize::OutputArchive::*;
+ArchiveModule archive_module_member();
+template <ArchiveModule Member>
+struct ArchiveModuleAccess {
+  friend ArchiveModule archive_module_member() { return Member; }
+};
+template struct ArchiveModuleAccess<&torch::serialize::OutputArchive::module_>;
+
+// Copies of the archive's tensors on the host: one storage copy for each
+// storage (shared storages stay shared, views keep their offsets and
+// strides, so the file holds what save_checkpoint() writes), a GPU's
+// storage into pinned memory without waiting (the caller synchronises).
+class HostCopies {
+ public:
+  at::Tensor copy(const at::Tensor& t) {
+    if (!t.defined()) return t;
+    if (t.layout() != at::kStrided || !t.has_storage()) return t.to(at::kCPU, /*non_blocking=*/false, /*copy=*/true);
+    const c10::Storage& storage = t.storage();
+    auto [it, fresh] = storages_.try_emplace(storage.unsafeGetStorageImpl());
+    if (fresh) it->second = copy_storage(storage, t.device());
+    at::Tensor out = at::empty({0}, t.options().device(at::kCPU).pinned_memory(false));
+    out.set_(it->second, t.storage_offset(), t.sizes(), t.strides());
+    if (t.requires_grad()) out.set_requires_grad(true);
+    return out;
+  }
+
+  c10::IValue copy(const c10::IValue& v) {
+    if (v.isTensor()) return copy(v.toTensor());
+    if (v.isObject()) {  // a nested archive: its slots in place
+      const auto& object = v.toObject();
+      for (size_t i = 0; i < object->slots().size(); ++i) object->setSlot(i, copy(object->getSlot(i)));
+      return v;
+    }
+    if (v.isTensorList()) {
+      c10::List<at::Tensor> out;
+      for (const at::Tensor& t : v.toTensorList()) out.push_back(copy(t));
+      return out;
+    }
+    if (v.isList()) {
+      auto list = v.toList();
+      c10::impl::GenericList out(list.elementType());
+      for (const c10::IValue& e : list) out.push_back(copy(e));
+      return out;
+    }
+    if (v.isGenericDict()) {
+      auto dict = v.toGenericDict();
+      c10::impl::GenericDict out(dict.keyType(), dict.valueType());
+      for (const auto& e : dict) out.insert(e.key(), copy(e.value()));
+      return out;
+    }
+    if (v.isTuple()) {
+      std::vector<c10::IValue> out;
+      for (const c10::IValue& e : v.toTupleRef().elements()) out.push_back(copy(e));
+      return c10::ivalue::Tuple::create(std::move(out));
+    }
+    return v;  // numbers, strings, booleans: values already
+  }
+
+  /// Waits for the copies from each GPU (one stream synchronisation each).
+  void synchronize() {
+    for (const c10::Device& device : devices_) {
+      c10::impl::VirtualGuardImpl guard(device.type());
+      guard.getStream(device).synchronize();
+    }
+  }
+
+ private:
+  c10::Storage copy_storage(const c10::Storage& storage, const c10::Device& device) {
+    const auto bytes = static_cast<int64_t>(storage.nbytes());
+    at::Tensor raw = at::empty({0}, at::TensorOptions().dtype(at::kByte).device(device));
+    raw.set_(storage, 0, {bytes}, {1});
+    if (device.is_cpu()) return raw.clone().storage();
+    if (std::find(devices_.begin(), devices_.end(), device) == devices_.end()) devices_.push_back(device);
+    at::Tensor host = at::empty({bytes}, at::TensorOptions().dtype(at::kByte).pinned_memory(true));
+    host.copy_(raw, /*non_blocking=*/true);
+    return host.storage();
+  }
+
+  std::map<const c10::StorageImpl*, c10::Storage> storages_;
+  std::vector<c10::Device> devices_;
+};
+
+}  // namespace
+
+void save_checkpoint(const std::string& path, Network& network, torch::optim::Optimizer& optimizer,
+                     const CheckpointState& state, const std::vector<const CheckpointPart*>& parts) {
+  CheckpointSnapshot snapshot;
+  snapshot.archive = checkpoint_archive(network, optimizer, state, parts);
+  snapshot.state = manifest_state(state);
+  write_checkpoint(path, snapshot);
+}
+
+CheckpointState manifest_state(const CheckpointState& state) {
+  CheckpointState kept;
+  kept.at = state.at;
+  kept.config_hash = state.config_hash;
+  kept.config = state.config;
+  return kept;
+}
+
+CheckpointSnapshot snapshot_checkpoint(Network& network, torch::optim::Optimizer& optimizer,
+                                       const CheckpointState& state, const std::vector<const CheckpointPart*>& parts) {
+  CheckpointSnapshot snapshot;
+  snapshot.archive = checkpoint_archive(network, optimizer, state, parts);
+  snapshot.state = manifest_state(state);
+  torch::NoGradGuard no_grad;
+  HostCopies copies;
+  copies.copy(c10::IValue((snapshot.archive.*archive_module_member())._ivalue()));
+  copies.synchronize();
+  return snapshot;
+}
+
+void write_checkpoint(const std::string& path, CheckpointSnapshot& snapshot) {
+  const CheckpointState& state = snapshot.state;
   // The bytes are hashed as they are written; the manifest, written last,
   // makes the checkpoint a complete unit (one without it is not loaded).
   std::ostringstream bytes;
-  archive.save_to(bytes);
+  snapshot.archive.save_to(bytes);
   const std::string data = bytes.str();
   write_file_atomic(path, data);
   // Test hook: a window between the checkpoint and its manifest, for the kill -9 tests.

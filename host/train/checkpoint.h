@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include <torch/serialize/output-archive.h>
 #include <nlohmann/json.hpp>
 
 namespace torch::optim {
@@ -14,7 +15,6 @@ class Optimizer;
 }
 namespace torch::serialize {
 class InputArchive;
-class OutputArchive;
 }  // namespace torch::serialize
 
 namespace trainyard {
@@ -72,6 +72,26 @@ class CheckpointPart {
 /// `parts` are written under their keys.
 void save_checkpoint(const std::string& path, Network& network, torch::optim::Optimizer& optimizer,
                      const CheckpointState& state, const std::vector<const CheckpointPart*>& parts = {});
+
+/// A checkpoint's whole contents at one moment, on the host: the archive
+/// save_checkpoint() would write, its tensors copied (a GPU's into pinned
+/// memory), and what its manifest records. Another thread may write it while
+/// the training goes on.
+struct CheckpointSnapshot {
+  torch::serialize::OutputArchive archive;
+  CheckpointState state;  ///< position, config hash and config (manifest_state())
+};
+/// The part of `state` a manifest records.
+CheckpointState manifest_state(const CheckpointState& state);
+/// Copies every tensor a checkpoint holds (network, optimizer, parts; RNG
+/// states and meters are values already): on a GPU into pinned host memory
+/// without blocking, then one wait per device's stream; on the CPU a copy.
+CheckpointSnapshot snapshot_checkpoint(Network& network, torch::optim::Optimizer& optimizer,
+                                       const CheckpointState& state,
+                                       const std::vector<const CheckpointPart*>& parts = {});
+/// save_checkpoint()'s writing half: serialises, writes the temporary file,
+/// syncs, renames, then the manifest the same way. Any thread.
+void write_checkpoint(const std::string& path, CheckpointSnapshot& snapshot);
 
 /// Whether load_checkpoint first checks the file against its manifest
 /// (already_done: the caller just ran verify_checkpoint; hashing is not free).

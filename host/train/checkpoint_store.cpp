@@ -1,11 +1,16 @@
 #include "train/checkpoint_store.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <regex>
+#include <thread>
 
+#include "log/log.h"
 #include "trainyard/error.h"
+#include "util/background_worker.h"
 #include "util/files.h"
 
 namespace fs = std::filesystem;
@@ -90,7 +95,12 @@ void prune_checkpoints(const std::string& dir, int64_t keep) {
 
 }  // namespace
 
-CheckpointStore::CheckpointStore(std::string dir, int64_t keep) : dir_(std::move(dir)), keep_(keep) {}
+CheckpointStore::CheckpointStore(std::string dir, int64_t keep, bool async)
+    : dir_(std::move(dir)),
+      keep_(keep),
+      writer_(async ? std::make_unique<BackgroundWorker>("checkpoint write") : nullptr) {}
+
+CheckpointStore::~CheckpointStore() = default;
 
 std::string CheckpointStore::path_of(const LoopPosition& at) const {
   return (fs::path(dir_) / checkpoint_file_name(at)).string();
@@ -102,12 +112,19 @@ std::vector<std::string> CheckpointStore::remove_stale_temporaries() const {
   return host::remove_stale_temporaries(dir_);
 }
 
-std::string CheckpointStore::save(Network& network, torch::optim::Optimizer& optimizer, const CheckpointState& state,
-                                  const std::vector<const CheckpointPart*>& parts) const {
-  const std::string path = path_of(state.at);
-  fs::create_directories(dir_);
+namespace {
+using Clock = std::chrono::steady_clock;
+double seconds_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
+std::string seconds_text(double s) {
+  char text[32];
+  std::snprintf(text, sizeof text, "%.3f s", s);
+  return text;
+}
+}  // namespace
+
+void CheckpointStore::write(const std::string& path, const std::function<void()>& write_file) {
   try {
-    save_checkpoint(path, network, optimizer, state, parts);
+    write_file();
   } catch (const Error& err) {
     // The temporary file is gone; the older checkpoints are as they were.
     auto kept = list();
@@ -117,18 +134,78 @@ std::string CheckpointStore::save(Network& network, torch::optim::Optimizer& opt
                               : "the previous checkpoint " + kept.back() + " is intact"));
   }
   prune_checkpoints(dir_, keep_);
+}
+
+std::string CheckpointStore::save(Network& network, torch::optim::Optimizer& optimizer, const CheckpointState& state,
+                                  const std::vector<const CheckpointPart*>& parts) {
+  const auto t0 = Clock::now();
+  const std::string path = path_of(state.at);
+  const std::string name = fs::path(path).filename().string();
+  fs::create_directories(dir_);
+  if (!writer_) {
+    // The archive with the training state's own tensors: written before the training goes on.
+    write(path, [&] { save_checkpoint(path, network, optimizer, state, parts); });
+    const double took = seconds_since(t0);
+    record(blocked_, took);
+    record(written_, took);
+    log_info("trainyard: checkpoint " + name + " (loop blocked " + seconds_text(took) + "; written in " +
+             seconds_text(took) + " on the training thread)");
+    return path;
+  }
+  writer_->wait();  // the previous write's failure is this save's
+  auto snapshot = std::make_shared<CheckpointSnapshot>(snapshot_checkpoint(network, optimizer, state, parts));
+  const double blocked = seconds_since(t0);
+  record(blocked_, blocked);
+  writer_->start([this, path, name, snapshot, blocked] {
+    const auto t1 = Clock::now();
+    // Test hook: a write that takes this long, for the tests of a stop or crash during one (docs/reliability.md).
+    if (const char* delay = std::getenv("TRAINYARD_TEST_CHECKPOINT_WRITE_DELAY_MS"))
+      std::this_thread::sleep_for(std::chrono::milliseconds(std::atoi(delay)));
+    write(path, [&] { write_checkpoint(path, *snapshot); });
+    const double took = seconds_since(t1);
+    record(written_, took);
+    log_info("trainyard: checkpoint " + name + " (loop blocked " + seconds_text(blocked) + "; written in " +
+             seconds_text(took) + " in the background)");
+  });
   return path;
 }
 
-void CheckpointStore::keep_as_best(const LoopPosition& at) const {
-  const std::string latest = path_of(at);
-  const std::string best = (fs::path(dir_) / "best.pt").string();
-  if (!fs::exists(latest)) return;
-  replace_file_atomic(
-      best, [&](const std::string& tmp) { fs::copy_file(latest, tmp, fs::copy_options::overwrite_existing); });
-  replace_file_atomic(manifest_path(best), [&](const std::string& tmp) {
-    fs::copy_file(manifest_path(latest), tmp, fs::copy_options::overwrite_existing);
-  });
+void CheckpointStore::finish() {
+  if (writer_) writer_->wait();
+}
+
+void CheckpointStore::finish_quietly() {
+  if (writer_) writer_->wait_quietly();
+}
+
+void CheckpointStore::record(DurationStats& stats, double seconds) {
+  std::lock_guard<std::mutex> lock(stats_mutex_);
+  stats.add(seconds);
+}
+
+DurationStats CheckpointStore::blocked_stats() const {
+  std::lock_guard<std::mutex> lock(stats_mutex_);
+  return blocked_;
+}
+
+DurationStats CheckpointStore::write_stats() const {
+  std::lock_guard<std::mutex> lock(stats_mutex_);
+  return written_;
+}
+
+void CheckpointStore::keep_as_best(const LoopPosition& at) {
+  auto copy = [latest = path_of(at), best = (fs::path(dir_) / "best.pt").string()] {
+    if (!fs::exists(latest)) return;
+    replace_file_atomic(
+        best, [&](const std::string& tmp) { fs::copy_file(latest, tmp, fs::copy_options::overwrite_existing); });
+    replace_file_atomic(manifest_path(best), [&](const std::string& tmp) {
+      fs::copy_file(manifest_path(latest), tmp, fs::copy_options::overwrite_existing);
+    });
+  };
+  if (writer_)
+    writer_->after_current(copy);  // once the checkpoint is whole
+  else
+    copy();
 }
 
 }  // namespace trainyard::host

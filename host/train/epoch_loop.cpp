@@ -29,8 +29,9 @@ EpochLoop::EpochLoop(const Experiment& e, Components components, Context context
                 [monitor = e.where("stopping.monitor"), target = e.where("stopping.target_meter")](
                     const std::string& key) { return key == "monitor" ? monitor : target; }),
       log_(paths_, context_.rank),
-      store_(store ? std::move(store)
-                   : std::make_shared<CheckpointStore>(paths_.checkpoints, e.output.keep_checkpoints)),
+      store_(
+          store ? std::move(store)
+                : std::make_shared<CheckpointStore>(paths_.checkpoints, e.output.keep_checkpoints, e.checkpoint.async)),
       evaluator_(
           c_, context_, e.loop.effective_precision(),
           test_pass_settings(e.loop, e.path, [this](int64_t batch) { return loader_options(c_.test_data, batch); }),
@@ -41,6 +42,7 @@ EpochLoop::EpochLoop(const Experiment& e, Components components, Context context
   stages_.run = [this] {
     hooks_.each([&](HostHook& h) { h.before_run(*this); });
     while (stages_.should_continue()) stages_.epoch(at_.epoch);
+    finish_checkpoint_writes();  // the summary (after_run) counts the last write
     hooks_.each([&](HostHook& h) { h.after_run(*this); });
   };
   stages_.should_continue = [this] { return default_should_continue(); };
@@ -104,7 +106,21 @@ void EpochLoop::continue_from(EpochLoop& previous) {
 
 void EpochLoop::run() {
   custom_batches_ = install_overrides(c_.overrides, stages_, *this);
-  stages_.run();
+  try {
+    stages_.run();
+  } catch (...) {
+    // Whatever stopped the run, the checkpoint being written is finished
+    // whole; its own failure, if any, is logged as the store goes.
+    store_->finish_quietly();
+    throw;
+  }
+  finish_checkpoint_writes();  // an override's run stage
+}
+
+void EpochLoop::finish_checkpoint_writes() {
+  // Every rank waits with rank 0, which writes: a failed write stops them all.
+  if (store_->async())
+    on_rank0(comm_, context_.rank, "checkpoint write", loop_.stall_timeout_secs, [&] { store_->finish(); });
 }
 
 void EpochLoop::poll_stop_signal() {

@@ -141,6 +141,9 @@ class EpochLoop final : public LoopState {
   StepResult default_train_step(const Batch& batch);
   MeterValues default_test();
   void default_checkpoint();
+  /// Waits for the checkpoint write in flight (checkpoint.async) and throws
+  /// its failure, on every rank.
+  void finish_checkpoint_writes();
 
   /// The epoch's data ran out (or a stop came): its values, test, verdict, hooks and checkpoint.
   void end_epoch();
