@@ -127,11 +127,14 @@ void CheckpointStore::write(const std::string& path, const std::function<void()>
     write_file();
   } catch (const Error& err) {
     // The temporary file is gone; the older checkpoints are as they were.
-    auto kept = list();
-    kept.erase(std::remove(kept.begin(), kept.end(), path), kept.end());
-    throw Error(std::string("checkpoint not written: ") + err.what() + "; " +
-                (kept.empty() ? std::string("there is no earlier checkpoint")
-                              : "the previous checkpoint " + kept.back() + " is intact"));
+    std::string older = "the earlier checkpoints are as they were";  // when the folder cannot be listed
+    try {
+      auto kept = list();
+      kept.erase(std::remove(kept.begin(), kept.end(), path), kept.end());
+      older = kept.empty() ? std::string("there is no earlier checkpoint")
+                           : "the previous checkpoint " + kept.back() + " is intact";
+    } catch (const Error&) {}
+    throw Error(std::string("checkpoint not written: ") + err.what() + "; " + older);
   }
   prune_checkpoints(dir_, keep_);
 }
@@ -141,6 +144,7 @@ std::string CheckpointStore::save(Network& network, torch::optim::Optimizer& opt
   const auto t0 = Clock::now();
   const std::string path = path_of(state.at);
   const std::string name = fs::path(path).filename().string();
+  if (writer_) writer_->wait();  // the previous write's failure is this save's
   fs::create_directories(dir_);
   if (!writer_) {
     // The archive with the training state's own tensors: written before the training goes on.
@@ -152,7 +156,6 @@ std::string CheckpointStore::save(Network& network, torch::optim::Optimizer& opt
              seconds_text(took) + " on the training thread)");
     return path;
   }
-  writer_->wait();  // the previous write's failure is this save's
   auto snapshot = std::make_shared<CheckpointSnapshot>(snapshot_checkpoint(network, optimizer, state, parts));
   const double blocked = seconds_since(t0);
   record(blocked_, blocked);
