@@ -4,9 +4,11 @@
 
 #include <algorithm>
 #include <cinttypes>
+#include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <map>
+#include <set>
 #include <vector>
 
 #include <ATen/record_function.h>
@@ -16,6 +18,7 @@
 #include "train/hooks.h"
 #include "trainyard/error.h"
 #include "util/files.h"
+#include "util/json.h"
 #include "util/text.h"
 
 namespace fs = std::filesystem;
@@ -104,9 +107,15 @@ std::string pad(const std::string& s, size_t width, bool right) {
   return right ? std::string(width - s.size(), ' ') + s : s + std::string(width - s.size(), ' ');
 }
 
-// The step shares and the top operators, within 80 columns.
-std::string summarize(const kineto::ProfilerResult& result, int64_t first, int64_t steps) {
-  const auto& events = result.events();
+// Each step's time split into the loop's phases (exclusive times) and the
+// rest ("trainyard").
+struct StepSplit {
+  size_t steps = 0;
+  double step_ns = 0;                                  ///< all recorded steps together
+  std::vector<std::pair<std::string, double>> phases;  ///< (phase, ns over all steps), the rest last
+};
+
+StepSplit step_split(const std::vector<kineto::KinetoEvent>& events) {
   // CPU ranges only: with CUDA, Kineto also reports each user range as a
   // GPU annotation of the same name on the device's timeline, which counted
   // twice made shares of over 100% and a negative remainder.
@@ -123,9 +132,10 @@ std::string summarize(const kineto::ProfilerResult& result, int64_t first, int64
   // agreement inside an optimizer step, say) counts for itself only, so the
   // phases and the remainder add up to the step.
   std::vector<double> phase_ns(phases.size(), 0.0);
-  double step_ns = 0;
+  StepSplit split;
+  split.steps = step_events.size();
   for (const auto* s : step_events) {
-    step_ns += static_cast<double>(s->durationNs());
+    split.step_ns += static_cast<double>(s->durationNs());
     std::vector<std::pair<const kineto::KinetoEvent*, size_t>> inside;  // (range, its phase)
     for (const auto& e : events)
       if (on_cpu(e) && e.startThreadId() == s->startThreadId() && e.startNs() >= s->startNs() &&
@@ -145,28 +155,123 @@ std::string summarize(const kineto::ProfilerResult& result, int64_t first, int64
       open.push_back(range);
     }
   }
+  double rest = split.step_ns;
+  for (size_t k = 0; k < phases.size(); ++k) {
+    rest -= phase_ns[k];
+    if (phases[k].second == trace_scope::ranks && phase_ns[k] == 0) continue;  // one process: no ranks
+    split.phases.emplace_back(phases[k].first, phase_ns[k]);
+  }
+  split.phases.emplace_back("trainyard", std::max(0.0, rest));  // clock rounding of ranges at the step's edges
+  return split;
+}
+
+// The host's waits for the device and the kernels it launched, over the whole
+// window (every thread: on CUDA the backward runs on the autograd engine's).
+struct Waits {
+  std::map<std::string, int64_t> host_syncs;  ///< by name, over all recorded steps
+  int64_t kernel_launches = 0;
+  int64_t host_syncs_total() const {
+    int64_t n = 0;
+    for (const auto& [name, calls] : host_syncs) n += calls;
+    return n;
+  }
+};
+
+// A CUDA runtime or driver call's name without the suffix some CUPTI versions
+// give it ("cudaLaunchKernel_v7000", "cudaMemcpy_ptds" -> its plain name).
+std::string api_name(const std::string& name) {
+  if (!starts_with(name, "cu")) return name;
+  return name.substr(0, name.find('_'));
+}
+
+constexpr const char* kItem = "aten::_local_scalar_dense";  // every .item() (and a Scalar read), on any device
+
+Waits count_waits(const std::vector<kineto::KinetoEvent>& events) {
+  static const std::set<std::string> syncs = {
+      kItem,        "cudaStreamSynchronize", "cudaDeviceSynchronize", "cudaEventSynchronize",
+      "cudaMemcpy", "cuStreamSynchronize",   "cuCtxSynchronize",      "cuEventSynchronize",
+      "cuMemcpy",   "cuMemcpyDtoH",          "cuMemcpyHtoD",          "cuMemcpyDtoD"};
+  static const std::set<std::string> launches = {
+      "cudaLaunchKernel", "cudaLaunchKernelExC", "cudaLaunchCooperativeKernel",
+      "cuLaunchKernel",   "cuLaunchKernelEx",    "cudaGraphLaunch"};
+  // A call inside another counted one is part of it, counted once: an
+  // .item() on CUDA copies and waits for its stream (cudaStreamSynchronize
+  // within aten::_local_scalar_dense), a runtime launch may show its driver
+  // launch. Nesting by time: the CUDA runtime's events carry the system's
+  // thread id and the operators the profiler's own, and the thread that
+  // waits does nothing else meanwhile.
+  struct Call {
+    uint64_t start, end;
+    std::string name;
+    bool sync;
+  };
+  std::vector<Call> calls;
+  for (const auto& e : events) {
+    if (e.deviceType() != c10::DeviceType::CPU) continue;  // host calls only, not the device's own records
+    std::string name = api_name(e.name());
+    const bool sync = syncs.count(name) > 0;
+    if (sync || launches.count(name)) calls.push_back({e.startNs(), e.endNs(), std::move(name), sync});
+  }
+  std::sort(calls.begin(), calls.end(),
+            [](const Call& x, const Call& y) { return x.start != y.start ? x.start < y.start : x.end > y.end; });
+  Waits waits;
+  uint64_t sync_until = 0, launch_until = 0;  // the end of the last counted call of each kind
+  bool any_sync = false, any_launch = false;
+  for (const Call& c : calls) {
+    bool& any = c.sync ? any_sync : any_launch;
+    uint64_t& until = c.sync ? sync_until : launch_until;
+    if (any && c.end <= until) continue;  // inside the last one counted
+    any = true;
+    until = c.end;
+    if (c.sync)
+      ++waits.host_syncs[c.name];
+    else
+      ++waits.kernel_launches;
+  }
+  return waits;
+}
+
+// A count per step: whole as an integer, else to two decimals ("1", "1.4", "0.33").
+std::string per_step(double total, size_t steps) {
+  const double v = steps ? total / static_cast<double>(steps) : 0.0;
+  if (v == std::floor(v)) return json_number(v);
+  std::string text = fixed(v, 2);
+  while (text.back() == '0') text.pop_back();
+  return text;
+}
+
+// The step shares, the waits and the top operators, within 80 columns.
+std::string summarize(const kineto::ProfilerResult& result, int64_t first, int64_t steps, const StepSplit& split,
+                      const Waits& waits) {
+  const auto& events = result.events();
   std::string out = "iterations " + std::to_string(first + 1) + "-" + std::to_string(first + steps) + ": " +
-                    std::to_string(step_events.size()) + " steps recorded\n";
-  if (!step_events.empty()) {
-    const double n = static_cast<double>(step_events.size());
-    double rest = step_ns;
-    std::vector<std::string> parts;
-    for (size_t k = 0; k < phases.size(); ++k) {
-      rest -= phase_ns[k];
-      if (phases[k].second == trace_scope::ranks && phase_ns[k] == 0) continue;  // one process: no ranks
-      parts.push_back(phases[k].first + " " + fixed(phase_ns[k] / n / 1e6, 2) + " (" +
-                      fixed(100 * phase_ns[k] / step_ns, 0) + "%)");
-    }
-    rest = std::max(0.0, rest);  // clock rounding of ranges at the step's edges
-    parts.push_back("trainyard " + fixed(rest / n / 1e6, 2) + " (" + fixed(100 * rest / step_ns, 0) + "%)");
-    // One line per 76 columns (the console indents by 2).
-    std::string line = "step " + fixed(step_ns / n / 1e6, 2) + " ms:";
+                    std::to_string(split.steps) + " steps recorded\n";
+  // One line per 76 columns (the console indents by 2).
+  auto wrap = [&](std::string line, const std::vector<std::string>& parts) {
     for (size_t k = 0; k < parts.size(); ++k) {
       const std::string item = " " + parts[k] + (k + 1 < parts.size() ? "," : "");
       if (line.size() + item.size() > 76) out += line + "\n", line = "    ";
       line += item;
     }
     out += line + "\n";
+  };
+  if (split.steps > 0) {
+    const double n = static_cast<double>(split.steps);
+    std::vector<std::string> parts;
+    for (const auto& [phase, ns] : split.phases)
+      parts.push_back(phase + " " + fixed(ns / n / 1e6, 2) + " (" + fixed(100 * ns / split.step_ns, 0) + "%)");
+    wrap("step " + fixed(split.step_ns / n / 1e6, 2) + " ms:", parts);
+    std::vector<std::string> syncs;
+    for (const auto& [name, calls] : waits.host_syncs) syncs.push_back(name + " " + per_step(calls, split.steps));
+    std::string head = "per step: " + per_step(waits.host_syncs_total(), split.steps) + " host syncs";
+    if (syncs.empty())
+      wrap(head + ",", {per_step(waits.kernel_launches, split.steps) + " kernel launches"});
+    else {
+      syncs.front() = "(" + syncs.front();
+      syncs.back() += ")";
+      syncs.push_back(per_step(waits.kernel_launches, split.steps) + " kernel launches");
+      wrap(head, syncs);
+    }
   }
   auto table = [&](const std::map<std::string, OpTotals>& totals, const std::string& title) {
     std::vector<std::pair<std::string, OpTotals>> rows(totals.begin(), totals.end());
@@ -197,6 +302,25 @@ std::string summarize(const kineto::ProfilerResult& result, int64_t first, int64
     }
   if (!kernels.empty()) table(kernels, "kernel (device)");
   return out;
+}
+
+// The counts and the split as JSON (rankR.profile_summary.json), for scripts.
+nlohmann::ordered_json summary_json(int64_t first, int64_t steps, const StepSplit& split, const Waits& waits) {
+  const double n = split.steps ? static_cast<double>(split.steps) : 1.0;
+  nlohmann::ordered_json j;
+  j["iterations"] = {first + 1, first + steps};
+  j["steps"] = split.steps;
+  j["host_syncs_per_step"] = json_value(waits.host_syncs_total() / n);
+  nlohmann::ordered_json by_name = nlohmann::ordered_json::object();
+  for (const auto& [name, calls] : waits.host_syncs) by_name[name] = json_value(calls / n);
+  j["host_syncs_by_name"] = by_name;  // per step
+  j["kernel_launches_per_step"] = json_value(waits.kernel_launches / n);
+  auto ms = [&](double ns) { return json_value(std::round(ns / n / 1e3) / 1e3); };  // per step, to the microsecond
+  j["step_ms"] = ms(split.step_ns);
+  nlohmann::ordered_json phases = nlohmann::ordered_json::object();
+  for (const auto& [phase, ns] : split.phases) phases[phase] = ms(ns);
+  j["step_split_ms"] = phases;  // per step; the phases add up to step_ms
+  return j;
 }
 
 class StepProfiler final : public HostHook {
@@ -252,8 +376,12 @@ class StepProfiler final : public HostHook {
     const std::string partial = trace + ".tmp-" + std::to_string(::getpid());
     result->save(partial);
     fs::rename(partial, trace);
-    const std::string summary = summarize(*result, first_, t.iteration() - first_);
+    const StepSplit steps = step_split(result->events());
+    const Waits waits = count_waits(result->events());
+    const std::string summary = summarize(*result, first_, t.iteration() - first_, steps, waits);
     write_file_atomic(base + ".summary.txt", summary);
+    write_file_atomic(base + ".profile_summary.json",
+                      json_text(summary_json(first_, t.iteration() - first_, steps, waits), true) + "\n");
     if (t.writes_files()) {
       std::string indented;
       for (const auto& line : split(summary, '\n'))

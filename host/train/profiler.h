@@ -6,7 +6,9 @@
 // lists) and rankR.summary.txt: the operators by self time, and each step's
 // time split into data wait, forward, backward, optimizer, the ranks'
 // agreement (data parallel) and the rest (trainyard's own bookkeeping:
-// meters, logs, hooks, periodic tests).
+// meters, logs, hooks, periodic tests), and the host syncs (.item() calls,
+// CUDA synchronisations) and kernel launches per step; the same counts and
+// split as JSON in rankR.profile_summary.json.
 #include <cstdint>
 #include <memory>
 #include <string>
