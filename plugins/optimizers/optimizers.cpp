@@ -1,6 +1,7 @@
 // LibTorch's SGD, Adam, AdamW and RMSprop, configured from options; SGD's,
 // Adam's and AdamW's updates run by default as ATen's fused kernels (one call
-// for all parameters).
+// for all parameters), RMSprop's as ATen's foreach operators (one call per
+// operator for all parameters).
 #include "optimizers.h"
 
 #include <ATen/ATen.h>
@@ -253,6 +254,82 @@ class FusedAdamOf : public Base, public trainyard::SkippableStep {
 using FusedAdam = FusedAdamOf<torch::optim::Adam, torch::optim::AdamOptions, torch::optim::AdamParamState, false>;
 using FusedAdamW = FusedAdamOf<torch::optim::AdamW, torch::optim::AdamWOptions, torch::optim::AdamWParamState, true>;
 
+// LibTorch's RMSprop with its update as ATen's multi-tensor (_foreach_)
+// operators: ATen has no fused RMSprop kernel, but each of the step's
+// operators runs once for all the parameters of a group (on CUDA a few
+// multi-tensor kernels) instead of once per parameter. The arithmetic and its
+// order are RMSprop::step's: L2 weight decay added to the gradient, the
+// running average of squared gradients (and of gradients, centered), its
+// root plus eps as the denominator, then the update directly or through the
+// momentum buffer. The state is RMSprop's own (step, square_avg,
+// momentum_buffer, grad_avg), so checkpoints are those of
+// torch::optim::RMSprop, resumable by either.
+class ForeachRmsprop : public torch::optim::RMSprop {
+ public:
+  using torch::optim::RMSprop::RMSprop;
+
+  at::Tensor step(LossClosure closure = nullptr) override {
+    for (const auto& group : param_groups_)
+      for (const auto& p : group.params())
+        if (p.grad().defined() && p.grad().is_sparse())
+          return torch::optim::RMSprop::step(std::move(closure));  // refuses it with LibTorch's message
+    at::NoGradGuard no_grad;
+    at::Tensor loss;
+    if (closure) {
+      at::AutoGradMode enable_grad(true);
+      loss = closure();
+    }
+    for (auto& group : param_groups_) {
+      const auto& o = static_cast<const torch::optim::RMSpropOptions&>(group.options());
+      std::vector<at::Tensor> params, grads, square_avgs, momentum_buffers, grad_avgs;
+      for (const auto& p : group.params()) {
+        if (!p.grad().defined()) continue;
+        auto& slot = state_[p.unsafeGetTensorImpl()];
+        if (!slot) {  // as LibTorch's step starts a parameter's state
+          auto fresh = std::make_unique<torch::optim::RMSpropParamState>();
+          fresh->step(0);
+          fresh->square_avg(at::zeros_like(p, at::MemoryFormat::Preserve));
+          slot = std::move(fresh);
+        }
+        auto& state = static_cast<torch::optim::RMSpropParamState&>(*slot);
+        // Started here when missing: also after a load from a run whose
+        // momentum or centering was off.
+        if (o.momentum() > 0 && !state.momentum_buffer().defined())
+          state.momentum_buffer(at::zeros_like(p, at::MemoryFormat::Preserve));
+        if (o.centered() && !state.grad_avg().defined()) state.grad_avg(at::zeros_like(p, at::MemoryFormat::Preserve));
+        state.step(state.step() + 1);
+        params.push_back(p);
+        grads.push_back(p.grad());
+        square_avgs.push_back(state.square_avg());
+        if (o.momentum() > 0) momentum_buffers.push_back(state.momentum_buffer());
+        if (o.centered()) grad_avgs.push_back(state.grad_avg());
+      }
+      if (params.empty()) continue;
+      if (o.weight_decay() != 0) grads = at::_foreach_add(grads, params, o.weight_decay());
+      at::_foreach_mul_(square_avgs, o.alpha());
+      at::_foreach_addcmul_(square_avgs, grads, grads, 1 - o.alpha());
+      std::vector<at::Tensor> avg;
+      if (o.centered()) {
+        at::_foreach_mul_(grad_avgs, o.alpha());
+        at::_foreach_add_(grad_avgs, grads, 1 - o.alpha());
+        avg = at::_foreach_addcmul(square_avgs, grad_avgs, grad_avgs, -1);
+        at::_foreach_sqrt_(avg);
+      } else {
+        avg = at::_foreach_sqrt(square_avgs);
+      }
+      at::_foreach_add_(avg, o.eps());
+      if (o.momentum() > 0) {
+        at::_foreach_mul_(momentum_buffers, o.momentum());
+        at::_foreach_addcdiv_(momentum_buffers, grads, avg);
+        at::_foreach_add_(params, momentum_buffers, -o.lr());
+      } else {
+        at::_foreach_addcdiv_(params, grads, avg, -o.lr());
+      }
+    }
+    return loss;
+  }
+};
+
 // The options of all four optimizers: each schema below binds the fields it
 // declares (with their defaults); an optimizer reads only its own.
 struct OptimizerOptions {
@@ -263,6 +340,7 @@ struct OptimizerOptions {
   double dampening = 0;         // sgd
   bool nesterov = false;        // sgd
   bool fused = false;           // sgd, adam, adamw
+  bool foreach = false;         // rmsprop
   double beta1 = 0, beta2 = 0;  // adam, adamw
   bool amsgrad = false;         // adam, adamw
   double decay = 0;             // rmsprop
@@ -328,6 +406,9 @@ const OptimizerSchema& rmsprop_typed_schema() {
     add_eps(t);
     add_weight_decay(t);
     t.add("centered", &OptimizerOptions::centered, false, "normalize by an estimate of the gradient's variance");
+    t.add("foreach", &OptimizerOptions::foreach, true,
+          "update with ATen's foreach operators (LibTorch's arithmetic, each operator one call for all parameters; "
+          "false: LibTorch's per-parameter RMSprop::step)");
     return t;
   }();
   return s;
@@ -405,13 +486,16 @@ class RmsProp : public trainyard::Optimizer {
                      .eps(o.eps)
                      .momentum(o.momentum)
                      .weight_decay(o.weight_decay)
-                     .centered(o.centered)) {}
+                     .centered(o.centered)),
+        foreach_(o.foreach) {}
   std::unique_ptr<torch::optim::Optimizer> build(std::vector<torch::optim::OptimizerParamGroup> groups) override {
+    if (foreach_) return std::make_unique<ForeachRmsprop>(std::move(groups), options_);
     return std::make_unique<torch::optim::RMSprop>(std::move(groups), options_);
   }
 
  private:
   torch::optim::RMSpropOptions options_;
+  bool foreach_ = true;
 };
 
 }  // namespace

@@ -11,6 +11,7 @@
 #include "trainyard/meter.h"
 #include "trainyard/optimizer.h"
 
+#include <torch/optim/rmsprop.h>
 #include <torch/optim/sgd.h>
 #include <torch/serialize.h>
 #include <sstream>
@@ -281,6 +282,68 @@ TEST(Optimizers, FusedAdamAndAdamWMakeLibTorchsUpdatesAndShareItsCheckpoints) {
         EXPECT_TRUE(e[k].equal(a[k])) << what << " " << k << ": a fused resume continues bit for bit";
       }
     }
+}
+
+// RMSprop as the plugin builds it (foreach by default) against LibTorch's
+// RMSprop::step: plain, with momentum, centered, with weight decay.
+TEST(Optimizers, ForeachRmspropMakesLibTorchsUpdatesAndSharesItsCheckpoints) {
+  Registry registry;
+  load_plugin_folders({{test::builtin_plugin_dir(), "built-in"}}, registry);
+  const std::vector<std::pair<std::string, std::map<std::string, Value>>> settings = {
+      {"plain", {}},
+      {"momentum", {{"momentum", 0.9}}},
+      {"centered", {{"centered", true}}},
+      {"weight decay", {{"weight_decay", 0.05}}},
+      {"all", {{"momentum", 0.5}, {"centered", true}, {"weight_decay", 0.01}, {"decay", 0.9}, {"eps", 1e-6}}}};
+  for (const auto& [what, set] : settings) {
+    auto rmsprop = [&, &set = set](std::vector<at::Tensor> params, bool foreach) {
+      std::map<std::string, Value> options = set;
+      options["lr"] = 0.01;
+      options["foreach"] = foreach;
+      return plugin_optimizer(registry, "rmsprop", std::move(params), options);
+    };
+    at::manual_seed(7);
+    std::vector<at::Tensor> start = {at::randn({7, 5}), at::randn({5}),
+                                     at::randn({4, 3, 2, 2}).contiguous(at::MemoryFormat::ChannelsLast),
+                                     at::randn({3})};
+    auto copy = [&] {
+      std::vector<at::Tensor> p;
+      for (const auto& t : start) p.push_back(t.clone(at::MemoryFormat::Preserve).requires_grad_(true));
+      return p;
+    };
+    std::vector<at::Tensor> a = copy(), b = copy();
+    auto foreach = rmsprop(a, true), plain = rmsprop(b, false);
+    auto step = [](std::vector<at::Tensor>& p, torch::optim::Optimizer& o, int i) {
+      o.zero_grad();
+      ((p[0].sin() * (i + 1)).sum() + p[1].square().sum() + (p[2] * p[2].cos()).sum()).backward();
+      o.step();
+    };
+    for (int i = 0; i < 6; ++i) step(a, *foreach, i), step(b, *plain, i);
+    for (size_t k = 0; k < a.size(); ++k) EXPECT_TRUE(at::allclose(a[k], b[k], 1e-6, 1e-7)) << what << " " << k;
+    EXPECT_TRUE(a[3].equal(start[3])) << what;  // no gradient: untouched
+    EXPECT_FALSE(a[0].equal(start[0])) << what;
+    // Each one's state (step, averages, momentum buffer) resumes in the other.
+    std::ostringstream saved_foreach, saved_plain;
+    torch::save(*foreach, saved_foreach);
+    torch::save(*plain, saved_plain);
+    std::vector<at::Tensor> c = copy(), d = copy();
+    for (size_t k = 0; k < c.size(); ++k) {
+      at::NoGradGuard no_grad;
+      c[k].copy_(a[k]), d[k].copy_(b[k]);
+    }
+    auto plain_from_foreach = rmsprop(c, false), foreach_from_plain = rmsprop(d, true);
+    std::istringstream in_foreach(saved_foreach.str()), in_plain(saved_plain.str());
+    torch::load(*plain_from_foreach, in_foreach);
+    torch::load(*foreach_from_plain, in_plain);
+    for (int i = 6; i < 9; ++i) step(a, *foreach, i), step(c, *plain_from_foreach, i), step(d, *foreach_from_plain, i);
+    for (size_t k = 0; k < a.size(); ++k) {
+      EXPECT_TRUE(at::allclose(c[k], a[k], 1e-6, 1e-7)) << what << " " << k;
+      EXPECT_TRUE(at::allclose(d[k], a[k], 1e-6, 1e-7)) << what << " " << k;
+    }
+    const auto& state = static_cast<const torch::optim::RMSpropParamState&>(
+        *foreach_from_plain->state().at(d[0].unsafeGetTensorImpl()));
+    EXPECT_EQ(state.step(), 9) << what;
+  }
 }
 
 TEST(Overrides, NoTestNoCheckpointReplacesBothStages) {
