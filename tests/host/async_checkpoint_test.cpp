@@ -85,7 +85,8 @@ TEST(AsyncCheckpoints, AsyncAndSyncWriteTheSameBytesAndResumeFromEitherIsExact) 
   const std::string last = "/same/checkpoints/ckpt-e0002-i00000032.pt";
   for (const std::string run : {"/sync", "/async"}) {
     EXPECT_EQ(compare_checkpoint_networks(out + "/straight" + last, out + run + last), "") << run;
-    EXPECT_EQ(json_of(out + "/straight/same/summary.json")["metrics"], json_of(out + run + "/same/summary.json")["metrics"])
+    EXPECT_EQ(json_of(out + "/straight/same/summary.json")["metrics"],
+              json_of(out + run + "/same/summary.json")["metrics"])
         << run;
   }
   // summary.json: how long each checkpoint held the loop, and took to write.
@@ -113,8 +114,9 @@ TEST(AsyncCheckpoints, AKillDuringABackgroundWriteLeavesThePreviousCheckpointWho
   auto resumed = trainyard("run " + exp + " --output-dir " + out + "/killed" + longer);
   ASSERT_EQ(resumed.exit_code, 0) << resumed.err;
   EXPECT_TRUE(contains(resumed.out, "resuming from " + dir + "/ckpt-e0001-i00000016.pt")) << resumed.out;
-  EXPECT_EQ(compare_checkpoint_networks(latest_checkpoint(out + "/whole/crash"), latest_checkpoint(out + "/killed/crash")),
-            "");
+  EXPECT_EQ(
+      compare_checkpoint_networks(latest_checkpoint(out + "/whole/crash"), latest_checkpoint(out + "/killed/crash")),
+      "");
 }
 
 TEST(AsyncCheckpoints, SigtermDuringABackgroundWriteEndsWithWholeCheckpointsAndTheResumeIsExact) {
@@ -137,8 +139,9 @@ TEST(AsyncCheckpoints, SigtermDuringABackgroundWriteEndsWithWholeCheckpointsAndT
   auto resumed = trainyard("run " + exp + " --output-dir " + out + "/stopped" + longer);
   ASSERT_EQ(resumed.exit_code, 0) << resumed.err;
   EXPECT_TRUE(contains(resumed.out, "resuming from " + stop)) << resumed.out;
-  EXPECT_EQ(compare_checkpoint_networks(latest_checkpoint(out + "/whole/term"), latest_checkpoint(out + "/stopped/term")),
-            "");
+  EXPECT_EQ(
+      compare_checkpoint_networks(latest_checkpoint(out + "/whole/term"), latest_checkpoint(out + "/stopped/term")),
+      "");
 }
 
 TEST(AsyncCheckpoints, AFailedBackgroundWriteIsOneErrorLineNamingTheFileAndFailsTheRun) {

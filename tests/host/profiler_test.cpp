@@ -95,41 +95,44 @@ int64_t occurrences(const std::string& text, const std::string& part) {
   return n;
 }
 
-// Host syncs a single-process fp32 CPU step makes today: one, the update's
-// read of the losses' finiteness with the gradient norm (train/grad_norm.cpp:
-// on the in-place float32 CPU path the gradients' squares are summed on the
-// host, and the loss's poison term, loss - loss, is read with .item()). A log
-// line adds one more (the loss meter's value): the run below logs outside
-// the recorded steps. Once the update reads nothing back, this is 0.
-constexpr double kHostSyncsPerCpuStep = 1;
-
+// Host syncs a single-process fp32 CPU step makes: with the update's checks
+// read at every update (update_checks_every auto on the CPU, where a read
+// costs nothing), one: the gradient norm with the losses' finiteness folded
+// in (train/grad_norm.cpp); with them kept on the device between reads (a
+// GPU's default, here every 16 updates), none. A log line reads the meters:
+// the runs below log outside the recorded steps.
 TEST(Profiler, TheSummaryCountsHostSyncsAndKernelLaunchesPerStep) {
-  const std::string exp = temp_dir("exp-profile-waits") + "/waits.yaml", out = temp_dir("out-profile-waits");
-  write_file(exp, synthetic_experiment("waits"));
-  const auto r = trainyard("run " + exp + " --output-dir " + out + " --profile 3:8 --set loop.log_every_iters=16");
-  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
-  const std::string base = out + "/waits/profile/rank0";
-  const nlohmann::json counts = nlohmann::json::parse(read_file(base + ".profile_summary.json"));
-  ASSERT_TRUE(counts.contains("host_syncs_per_step")) << counts.dump();
-  EXPECT_EQ(counts["steps"], 5) << counts.dump();
-  EXPECT_EQ(counts["iterations"], nlohmann::json::array({4, 8})) << counts.dump();
-  // On the CPU: no kernels launched, and every host sync is an .item()
-  // (aten::_local_scalar_dense), as many as the trace holds.
-  EXPECT_EQ(counts["kernel_launches_per_step"], 0) << counts.dump();
-  const int64_t items = occurrences(read_file(base + ".pt.trace.json"), "\"aten::_local_scalar_dense\"");
-  const double per_step = counts["host_syncs_per_step"].get<double>();
-  EXPECT_DOUBLE_EQ(per_step, items / 5.0) << counts.dump();
-  EXPECT_EQ(counts["host_syncs_by_name"].size(), items > 0 ? 1u : 0u) << counts.dump();
-  EXPECT_DOUBLE_EQ(per_step, kHostSyncsPerCpuStep) << counts.dump();
-  // The step split beside them adds up to the step.
-  double split = 0;
-  for (const auto& [phase, ms] : counts["step_split_ms"].items()) split += ms.get<double>();
-  EXPECT_NEAR(split, counts["step_ms"].get<double>(), 0.001 * counts["step_split_ms"].size())
-      << "each rounded to the microsecond: " << counts.dump();
-  // The console's summary says the same.
-  const std::string line = "per step: " + std::to_string(static_cast<int64_t>(per_step)) + " host syncs";
-  EXPECT_TRUE(contains(r.out, line)) << line << "\n" << r.out;
-  EXPECT_TRUE(contains(r.out, " 0 kernel launches")) << r.out;
+  for (const auto& [setting, expected] : {std::pair<std::string, double>{"", 1}, {"16", 0}}) {
+    const std::string name = "waits" + setting;
+    const std::string exp = temp_dir("exp-profile-" + name) + "/" + name + ".yaml",
+                      out = temp_dir("out-profile-" + name);
+    write_file(exp, synthetic_experiment(name));
+    const auto r = trainyard("run " + exp + " --output-dir " + out + " --profile 3:8 --set loop.log_every_iters=16" +
+                             (setting.empty() ? "" : " --set loop.update_checks_every=" + setting));
+    ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+    const std::string base = out + "/" + name + "/profile/rank0";
+    const nlohmann::json counts = nlohmann::json::parse(read_file(base + ".profile_summary.json"));
+    ASSERT_TRUE(counts.contains("host_syncs_per_step")) << counts.dump();
+    EXPECT_EQ(counts["steps"], 5) << counts.dump();
+    EXPECT_EQ(counts["iterations"], nlohmann::json::array({4, 8})) << counts.dump();
+    // On the CPU: no kernels launched, and every host sync is an .item()
+    // (aten::_local_scalar_dense), as many as the trace holds.
+    EXPECT_EQ(counts["kernel_launches_per_step"], 0) << counts.dump();
+    const int64_t items = occurrences(read_file(base + ".pt.trace.json"), "\"aten::_local_scalar_dense\"");
+    const double per_step = counts["host_syncs_per_step"].get<double>();
+    EXPECT_DOUBLE_EQ(per_step, items / 5.0) << counts.dump();
+    EXPECT_EQ(counts["host_syncs_by_name"].size(), items > 0 ? 1u : 0u) << counts.dump();
+    EXPECT_DOUBLE_EQ(per_step, expected) << setting << ": " << counts.dump();
+    // The step split beside them adds up to the step.
+    double split = 0;
+    for (const auto& [phase, ms] : counts["step_split_ms"].items()) split += ms.get<double>();
+    EXPECT_NEAR(split, counts["step_ms"].get<double>(), 0.001 * counts["step_split_ms"].size())
+        << "each rounded to the microsecond: " << counts.dump();
+    // The console's summary says the same.
+    const std::string line = "per step: " + std::to_string(static_cast<int64_t>(per_step)) + " host syncs";
+    EXPECT_TRUE(contains(r.out, line)) << line << "\n" << r.out;
+    EXPECT_TRUE(contains(r.out, " 0 kernel launches")) << r.out;
+  }
 }
 
 TEST(Profiler, EachRankWritesItsTraceAndTheStepShowsTheRanksAgreement) {
