@@ -5,12 +5,22 @@
 # PyTorch loop with torchvision's DataLoader (scripts/bench/gpu_resnet_reference.py)
 # with the same number of decode threads / workers, and the compute-bound rate
 # (PyTorch, one batch resident on the GPU); images/s of the last epoch, input
-# wait, and the ratios. Runs from the build tree, or from a package:
+# wait, and the ratios. A second table: host syncs and kernel launches per
+# step of each (trainyard: one short extra --profile run, its
+# profile_summary.json; PyTorch: torch.profiler over the same steps, counted by
+# the same rules), and the longest time an epoch end's checkpoint blocked
+# trainyard's loop (summary.json's checkpoint_blocked_s, max; n/a where this
+# build does not record it; the run checkpoints at each epoch's end). Runs from
+# the build tree, or from a package:
 #   bin/trainyard-env bash src/scripts/bench-gpu.sh
 # Knobs: PHOTOS (training JPEGs, 8000), EPOCHS (3), BATCH (256), DEPTHS ("50 18"),
 # THREADS (decode threads / workers, default CPUs - 1), FEW ("4": ResNet-18 again
-# with that many), PHOTO_SET (folder; made with scripts/data/make_photo_set.py).
-# Without a GPU it says so and exits 0.
+# with that many), PHOTO_SET (folder; made with scripts/data/make_photo_set.py),
+# CROP (224), PROFILE (the profiled steps, "5:10"), BOUND_STEPS (40).
+# Without a GPU it says so and exits 0; with DEVICE=cpu (or BENCH_GPU_CPU=1 and
+# no GPU) it runs the same columns on the CPU, small (ResNet-18 at 64 px, 256
+# photos, 1 epoch, batch 16, fp32; kernel launches 0): that checks the script,
+# it measures nothing worth comparing.
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 if [ -n "${TRAINYARD_TEST_BUILD_DIR:-}" ]; then  # a package (bin/trainyard-env)
@@ -20,53 +30,90 @@ else
   source scripts/torch-env.sh
   bin="$PWD/$TRAINYARD_BUILD_DIR/bin/trainyard"; python="$TRAINYARD_PYTHON"
 fi
-if ! command -v nvidia-smi >/dev/null 2>&1 || [ "$(nvidia-smi -L 2>/dev/null | grep -c '^GPU ')" -eq 0 ]; then
-  echo "bench-gpu: no GPU here (nvidia-smi lists none); the GPU benchmark did not run"
+gpu=1
+if ! command -v nvidia-smi >/dev/null 2>&1 || [ "$(nvidia-smi -L 2>/dev/null | grep -c '^GPU ')" -eq 0 ]; then gpu=0; fi
+case "${DEVICE:-}" in
+  "") device=$([ "$gpu" = 1 ] || [ "${BENCH_GPU_CPU:-0}" != 1 ] && echo cuda || echo cpu) ;;
+  cpu|cuda) device="$DEVICE" ;;
+  *) echo "error: bench-gpu: DEVICE: expected cpu or cuda, got '$DEVICE'" >&2; exit 2 ;;
+esac
+if [ "$device" = cuda ] && [ "$gpu" = 0 ]; then
+  echo "bench-gpu: no GPU here (nvidia-smi lists none); the GPU benchmark did not run (DEVICE=cpu runs its CPU path)"
   exit 0
 fi
 [ -x "$bin" ] || { echo "error: bench-gpu: no trainyard at $bin; expected a build (scripts/build.sh) or a package" >&2; exit 2; }
 cpus=$(nproc --all)  # plain nproc honours OMP_NUM_THREADS
 threads="${THREADS:-$(( cpus > 1 ? cpus - 1 : 1 ))}"
-epochs="${EPOCHS:-3}" batch="${BATCH:-256}" photos="${PHOTOS:-8000}"
+if [ "$device" = cuda ]; then
+  epochs="${EPOCHS:-3}" batch="${BATCH:-256}" photos="${PHOTOS:-8000}" crop="${CROP:-224}" depths="${DEPTHS:-50 18}"
+  few="${FEW:-4}" profile="${PROFILE:-5:10}" bound_steps="${BOUND_STEPS:-40}" val=100
+  precision=bf16-mixed distributed="distributed: {num_gpus: 1}"
+else
+  epochs="${EPOCHS:-1}" batch="${BATCH:-16}" photos="${PHOTOS:-256}" crop="${CROP:-64}" depths="${DEPTHS:-18}"
+  few="${FEW:-}" profile="${PROFILE:-2:5}" bound_steps="${BOUND_STEPS:-5}" val=4
+  precision=fp32 distributed=""
+fi
+export DEVICE="$device" CROP="$crop"  # read by gpu_resnet_reference.py
 set_dir="${PHOTO_SET:-${TMPDIR:-/tmp}/trainyard-bench-gpu-photos}"
 work="$(mktemp -d "${TMPDIR:-/tmp}/trainyard-bench-gpu.XXXXXX")"
 trap 'rm -rf "$work"' EXIT
 # Python without the package's library path (its torch finds its own libraries).
 py() { env -u LD_LIBRARY_PATH -u LD_PRELOAD "$python" "$@"; }
 
-echo "GPU: $(nvidia-smi --query-gpu=name,driver_version,compute_cap,memory.total --format=csv,noheader | sed -n 1p)"
 source "$here/bench/cpu-header.sh" && bench_cpu_header "$bin"
-echo "$cpus CPUs; $threads decode threads / DataLoader workers; batch $batch; $epochs epochs (the last one counts)"
+if [ "$device" = cuda ]; then
+  echo "GPU: $(nvidia-smi --query-gpu=name,driver_version,compute_cap,memory.total --format=csv,noheader | sed -n 1p)"
+else
+  echo "device: CPU (the CPU path: checks this script's logic; its figures are no GPU benchmark)"
+fi
+echo "$cpus CPUs; $threads decode threads / DataLoader workers; batch $batch; crop $crop; $epochs epochs (the last one counts); $precision"
 "$bin" --version | grep '^LibTorch'
 py -c 'import torch, torchvision; print("PyTorch", torch.__version__, "torchvision", torchvision.__version__)'
 if [ ! -d "$set_dir/train" ]; then
-  py "$here/data/make_photo_set.py" "$set_dir.partial" --train "$photos" --val 100 > "$work/photos.log"
+  py "$here/data/make_photo_set.py" "$set_dir.partial" --train "$photos" --val "$val" > "$work/photos.log"
   rm -rf "$set_dir" && mv "$set_dir.partial" "$set_dir"
 fi
 echo "photo set: $(find "$set_dir/train" -name '*.jpg' | wc -l) training JPEGs, $(du -sh "$set_dir/train" | cut -f1) ($set_dir)"
 echo
 
-trainyard_rate() {  # DEPTH THREADS -> "images/s input-wait-share"
-  cat > "$work/rn$1.yaml" <<YAML
+experiment() {  # DEPTH THREADS -> its YAML file
+  cat > "$work/rn$1-$2.yaml" <<YAML
 name: bench_gpu
 seed: 1
 dataset:
-  train: {plugin: image_folder, root: '$set_dir/train', color: rgb, crop: random_resized, crop_size: [224, 224],
+  train: {plugin: image_folder, root: '$set_dir/train', color: rgb, crop: random_resized, crop_size: [$crop, $crop],
           hflip: 0.5, mean: [0.485, 0.456, 0.406], std: [0.229, 0.224, 0.225]}
 network: {plugin: resnet, depth: $1, memory_format: channels_last}
 loss: {plugin: cross_entropy, label_smoothing: 0.1}
 optimizer: {plugin: sgd, lr: 0.1, momentum: 0.9, nesterov: true, weight_decay: 0.0001}
 meters: [{plugin: loss}]
-loop: {epochs: $epochs, batch_per_device: $batch, precision: bf16-mixed, decode_threads: $2, prefetch_batches: 4}
-distributed: {num_gpus: 1}
+loop: {epochs: $epochs, batch_per_device: $batch, precision: $precision, decode_threads: $2, prefetch_batches: 4}
+$distributed
 YAML
-  "$bin" run "$work/rn$1.yaml" --output-dir "$work/ty$1-$2" --fresh > "$work/ty.log" 2>&1 ||
-    { tail -n 5 "$work/ty.log" >&2; echo "0 0"; return; }
-  py - "$work/ty$1-$2/bench_gpu/metrics.jsonl" <<'PY'
+  echo "$work/rn$1-$2.yaml"
+}
+# The run checkpoints at each epoch's end (loop.checkpoint_every_iters 0: the
+# default), so summary.json's checkpoint_blocked_s is that of epoch ends.
+trainyard_rate() {  # DEPTH THREADS -> "images/s input-wait-share checkpoint-blocked-max-s|n/a"
+  "$bin" run "$(experiment "$1" "$2")" --output-dir "$work/ty$1-$2" --fresh > "$work/ty.log" 2>&1 ||
+    { tail -n 5 "$work/ty.log" >&2; echo "0 0 n/a"; return; }
+  py - "$work/ty$1-$2/bench_gpu" <<'PY'
 import json, sys
-last = [json.loads(l)["values"] for l in open(sys.argv[1]) if '"samples_per_sec"' in l and '"phase": "train"' in l][-1]
-print("%.0f %.2f" % (last["samples_per_sec"], last.get("input_wait_share", float("nan"))))
+last = [json.loads(l)["values"] for l in open(sys.argv[1] + "/metrics.jsonl")
+        if '"samples_per_sec"' in l and '"phase": "train"' in l][-1]
+blocked = json.load(open(sys.argv[1] + "/summary.json")).get("checkpoint_blocked_s")
+if isinstance(blocked, dict):
+    blocked = blocked.get("max")
+print("%.0f %.2f %s" % (last["samples_per_sec"], last.get("input_wait_share", float("nan")),
+                        "n/a" if not isinstance(blocked, (int, float)) else "%.3f" % blocked))
 PY
+}
+trainyard_waits() {  # DEPTH THREADS -> "host-syncs/step kernel-launches/step" (one epoch, --profile)
+  "$bin" run "$(experiment "$1" "$2")" --output-dir "$work/typ$1-$2" --fresh --profile "$profile" \
+    --set loop.epochs=1 > "$work/typ.log" 2>&1 || { tail -n 5 "$work/typ.log" >&2; echo "n/a n/a"; return; }
+  py -c 'import json, sys; v = json.load(open(sys.argv[1]))
+print("%g %g" % (v["host_syncs_per_step"], v["kernel_launches_per_step"]))' \
+    "$work/typ$1-$2/bench_gpu/profile/rank0.profile_summary.json" || echo "n/a n/a"
 }
 pytorch_rate() {  # DEPTH WORKERS -> "images/s input-wait-share"
   py "$here/bench/gpu_resnet_reference.py" "$set_dir/train" "$1" "$batch" "$2" "$epochs" > "$work/pt.log" 2>&1 ||
@@ -74,23 +121,40 @@ pytorch_rate() {  # DEPTH WORKERS -> "images/s input-wait-share"
   py -c 'import json, sys; v = [json.loads(l) for l in open(sys.argv[1]) if l.startswith("{")][-1]
 print("%.0f %.2f" % (v["images_per_s"], v["input_wait_share"]))' "$work/pt.log"
 }
+pytorch_waits() {  # DEPTH WORKERS -> "host-syncs/step kernel-launches/step" (torch.profiler)
+  PROFILE_STEPS="$profile" py "$here/bench/gpu_resnet_reference.py" "$set_dir/train" "$1" "$batch" "$2" 1 \
+    > "$work/ptp.log" 2>&1 || { tail -n 5 "$work/ptp.log" >&2; echo "n/a n/a"; return; }
+  py -c 'import json, sys; v = [json.loads(l) for l in open(sys.argv[1]) if l.startswith("{")][-1]
+print("%g %g" % (v["host_syncs_per_step"], v["kernel_launches_per_step"]))' "$work/ptp.log"
+}
 compute_bound() {  # DEPTH -> images/s
-  py "$here/bench/gpu_resnet_reference.py" synthetic "$1" "$batch" 0 40 2>/dev/null |
+  py "$here/bench/gpu_resnet_reference.py" synthetic "$1" "$batch" 0 "$bound_steps" 2>/dev/null |
     py -c 'import json, sys; print("%.0f" % json.loads(sys.stdin.readlines()[-1])["images_per_s"])' || echo 0
 }
-ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (b > 0) printf "%.2f", a / b; else printf "n/a" }'; }
+ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (b + 0 > 0) printf "%.2f", a / b; else printf "n/a" }'; }
 
-printf '%-10s %8s | %-24s | %-24s | %13s | %-10s %-10s\n' model threads "trainyard img/s (wait)" \
-       "PyTorch img/s (wait)" "compute-bound" "ty/PyTorch" "ty/bound"
+rates=$(printf '%-10s %8s | %-24s | %-24s | %13s | %-10s %-10s\n' model threads "trainyard img/s (wait)" \
+        "PyTorch img/s (wait)" "compute-bound" "ty/PyTorch" "ty/bound")
+waits=$(printf '%-10s %8s | %-20s | %-20s | %-17s | %-20s\n' model threads "host syncs/step ty" \
+        "host syncs/step PT" "launches/step ty" "launches/step PT" )
+waits+=$(printf ' | %-10s | %s' "ty/PT" "epoch-end block s (ty, max)")
 row() {  # DEPTH THREADS
-  read -r ty ty_wait < <(trainyard_rate "$1" "$2")
+  read -r ty ty_wait ty_blocked < <(trainyard_rate "$1" "$2")
   read -r pt pt_wait < <(pytorch_rate "$1" "$2")
+  read -r ty_syncs ty_launches < <(trainyard_waits "$1" "$2")
+  read -r pt_syncs pt_launches < <(pytorch_waits "$1" "$2")
   bound="${bounds[$1]}"
-  printf '%-10s %8s | %10s (%4.0f%%)        | %10s (%4.0f%%)        | %13s | %-10s %-10s\n' "ResNet-$1" "$2" \
+  rates+=$'\n'$(printf '%-10s %8s | %10s (%4.0f%%)        | %10s (%4.0f%%)        | %13s | %-10s %-10s' "ResNet-$1" "$2" \
          "$ty" "$(awk -v w="$ty_wait" 'BEGIN { print 100 * w }')" "$pt" "$(awk -v w="$pt_wait" 'BEGIN { print 100 * w }')" \
-         "$bound" "$(ratio "$ty" "$pt")" "$(ratio "$ty" "$bound")"
+         "$bound" "$(ratio "$ty" "$pt")" "$(ratio "$ty" "$bound")")
+  waits+=$'\n'$(printf '%-10s %8s | %20s | %20s | %17s | %20s | %-10s | %s' "ResNet-$1" "$2" "$ty_syncs" "$pt_syncs" \
+         "$ty_launches" "$pt_launches" "$(ratio "$ty_launches" "$pt_launches")" "$ty_blocked")
 }
 declare -A bounds
-for depth in ${DEPTHS:-50 18}; do bounds[$depth]=$(compute_bound "$depth"); done
-for depth in ${DEPTHS:-50 18}; do row "$depth" "$threads"; done
-for few in ${FEW:-4}; do row 18 "$few"; done
+for depth in $depths; do bounds[$depth]=$(compute_bound "$depth"); done
+for depth in $depths; do row "$depth" "$threads"; done
+for n in $few; do row 18 "$n"; done
+echo "$rates"
+echo
+echo "$waits"
+echo "(launches ty/PT: trainyard's kernel launches per step over PyTorch's; n/a where PyTorch's are 0, as on the CPU)"
