@@ -80,6 +80,11 @@ const TypedSchema<LoopConfig>& loop_section() {
           "nothing there), one read per train log line on a GPU (log_every_iters / iter_size updates); or a count "
           "from 1 (1: the host waits for the device at every update). fp16-mixed, --debug, find-lr and optimizers "
           "that cannot skip a step on the device read every update");
+    s.add("cuda_graph", &L::cuda_graph, false,
+          "capture each training step's forward, loss and backward once as a CUDA graph and replay it (one launch "
+          "instead of one per kernel; the update stays outside it): one GPU, iter_size 1, fp32 or bf16-mixed, a "
+          "fixed sample shape, the update's checks kept on the device; refused with the reason otherwise. A shorter "
+          "last batch runs without the graph");
     s.add("precision", &L::precision, "fp32",
           "fp32; bf16-mixed (autocast to bfloat16: GPUs from compute capability 8.0, and CPUs, where it is fast only "
           "with AVX512-BF16 or AMX-BF16); fp16-mixed (autocast to float16 with dynamic loss scaling: GPUs only); auto "

@@ -42,6 +42,7 @@ struct LoopConfig {
   /// "auto" or a count as text: updates between the host's reads of the
   /// update's checks kept on the device (update_checks_count()).
   std::string update_checks_every = "auto";
+  bool cuda_graph = false;  ///< capture the step's forward, loss and backward as a CUDA graph (train/cuda_graph.h)
   std::vector<std::string> stop_signals{"SIGINT", "SIGTERM", "SIGUSR1"};  ///< stop with a checkpoint, exit 4
   std::string precision = "fp32";        ///< fp32 | bf16-mixed | fp16-mixed | auto, as written
   std::string cudnn_benchmark = "auto";  ///< auto | true | false: cuDNN's autotuner on CUDA runs

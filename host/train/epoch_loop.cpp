@@ -106,6 +106,7 @@ void EpochLoop::continue_from(EpochLoop& previous) {
 
 void EpochLoop::run() {
   custom_batches_ = install_overrides(c_.overrides, stages_, *this);
+  if (loop_.cuda_graph) start_cuda_graph();
   try {
     stages_.run();
   } catch (...) {
@@ -121,6 +122,31 @@ void EpochLoop::finish_checkpoint_writes() {
   // Every rank waits with rank 0, which writes: a failed write stops them all.
   if (store_->async())
     on_rank0(comm_, context_.rank, "checkpoint write", loop_.stall_timeout_secs, [&] { store_->finish(); });
+}
+
+void EpochLoop::start_cuda_graph() {
+  CudaGraphConditions run{.cuda = context_.device.is_cuda(),
+                          .world_size = context_.world_size,
+                          .debug = updater_.debug(),
+                          .checks_on_device = updater_.checks_on_device(),
+                          .fixed_sample_shape = !context_.dataset.sample_shape.empty()};
+  for (const auto& o : c_.overrides)
+    for (const auto& stage : o.object->replaces()) run.train_step_overridden |= stage == "train_step";
+  if (const std::string why = cuda_graph_refusal(run); !why.empty())
+    throw ConfigError("loop.cuda_graph: this run's step cannot be captured: " + why);
+  graph_ = std::make_unique<CapturedStep>(context_.device, c_.network.object->parameters());
+}
+
+StepTensors EpochLoop::forward_loss_backward(const Batch& batch) {
+  StepTensors t;
+  {
+    RECORD_USER_SCOPE(trace_scope::forward);
+    t.output = forward(batch);
+    t.loss = guarded(*c_.loss.config, "compute", [&] { return c_.loss.object->compute(t.output, batch); });
+  }
+  RECORD_USER_SCOPE(trace_scope::backward);
+  guarded(*c_.network.config, "backward", [&] { t.loss.backward(); });
+  return t;
 }
 
 void EpochLoop::poll_stop_signal() {
@@ -153,6 +179,20 @@ StepResult EpochLoop::default_train_step(const Batch& batch) {
   c_.network.object->train();
   for (auto& m : c_.frozen) m->eval();  // frozen batch norm keeps its statistics
   updater_.begin_batch();
+  if (graph_) {
+    if (const auto t = graph_->run(batch, [this](const Batch& b) { return forward_loss_backward(b); })) {
+      if (graph_->captured() && !updater_.gradients_kept()) {
+        updater_.set_gradients_kept(true);
+        context_.log("loop.cuda_graph: the step is captured at iteration " + std::to_string(at_.iteration + 1) +
+                     "; the later ones replay it");
+      }
+      updater_.backward_done(t->loss);
+      if (updater_.due()) finish_update();
+      // Copies: the next replay overwrites the graph's own tensors, and hooks may keep these.
+      return {batch, t->output.detach().clone(), t->loss.detach().clone()};
+    }
+    updater_.zero_gradients_in_place();  // a batch the graph does not fit: its backward adds into the graph's gradients
+  }
   at::Tensor output, loss;
   {
     RECORD_USER_SCOPE(trace_scope::forward);  // the network and the loss

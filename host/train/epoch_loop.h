@@ -18,6 +18,7 @@
 #include "formats/run_paths.h"
 #include "train/checkpoint_store.h"
 #include "train/components.h"
+#include "train/cuda_graph.h"
 #include "train/evaluation.h"
 #include "train/hooks.h"
 #include "train/loader_settings.h"
@@ -149,6 +150,11 @@ class EpochLoop final : public LoopState {
   void end_epoch();
   /// Ends the update (Updater::finish) and tells the hooks when it stepped.
   void finish_update();
+  /// loop.cuda_graph: the captured step made (or refused, ConfigError) as the run starts.
+  void start_cuda_graph();
+  /// The forward, loss and backward of a batch as default_train_step runs
+  /// them for a captured step (the loss not scaled: iter_size 1, no fp16).
+  StepTensors forward_loss_backward(const Batch& batch);
   /// The update checks kept on the device, read (Updater::read_checks) and
   /// acted on: before the train log line shows the norm and before a checkpoint.
   void read_update_checks();
@@ -196,6 +202,7 @@ class EpochLoop final : public LoopState {
   int64_t last_epoch_length_ = 0;  ///< train batches of the last completed epoch
   Communicator* comm_ = nullptr;
   std::shared_ptr<GradientReducer> reducer_;
+  std::unique_ptr<CapturedStep> graph_;  ///< loop.cuda_graph
   std::shared_ptr<LoaderStats> train_stats_ = std::make_shared<LoaderStats>();
   const std::string no_name_;
 };

@@ -95,7 +95,7 @@ double Updater::lr() const { return c_.optimizer->param_groups().at(0).options()
 
 void Updater::begin_batch() {
   if (micro_ != 0) return;
-  c_.optimizer->zero_grad();
+  if (!gradients_kept_) c_.optimizer->zero_grad();  // kept: a replay overwrites them
   if (reducer_) reducer_->prepare();
 }
 
@@ -121,6 +121,18 @@ void Updater::backward(const at::Tensor& loss, const Batch& batch, const at::Ten
   // fp16-mixed: backward of the scaled loss, so small gradients survive in float16.
   const double factor = scaler_.factor() / static_cast<double>(s_.iter_size);
   guarded(*c_.network.config, "backward", [&] { (factor != 1.0 ? loss * factor : loss).backward(); });
+  ++micro_;
+}
+
+void Updater::zero_gradients_in_place() {
+  std::vector<at::Tensor> grads;
+  for (auto& p : parameters_)
+    if (p.grad().defined()) grads.push_back(p.mutable_grad());
+  if (!grads.empty()) at::_foreach_zero_(grads);
+}
+
+void Updater::backward_done(const at::Tensor& loss) {
+  if (checks_on_device() && s_.nonfinite != "ignore" && !reducer_) pending_losses_.push_back(loss.detach());
   ++micro_;
 }
 

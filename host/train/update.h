@@ -84,6 +84,13 @@ class Updater {
   /// loss no longer decides alone (the averaged gradients do).
   void set_reducer(GradientReducer* reducer) { reducer_ = reducer; }
   void set_debug(bool on) { debug_ = on; }
+  bool debug() const { return debug_; }
+  /// loop.cuda_graph: the gradients are the captured graph's tensors, which
+  /// each replay overwrites: a new update neither unsets nor zeroes them.
+  void set_gradients_kept(bool on) { gradients_kept_ = on; }
+  bool gradients_kept() const { return gradients_kept_; }
+  /// Zeroes every gradient where it is (a step the graph does not fit adds into them).
+  void zero_gradients_in_place();
 
   /// Before a batch's forward: the first batch of an update zeroes the gradients.
   void begin_batch();
@@ -95,6 +102,9 @@ class Updater {
   /// gradients; with synchronized batch norm, `forward` (in the run's
   /// precision) and backward run on an empty batch for its collectives.
   void backward_nothing(const std::function<at::Tensor(const Batch&)>& forward);
+  /// A backward that ran elsewhere (a captured step, loop.cuda_graph) of a
+  /// batch with this `loss`: counted, and the loss kept for the update's checks.
+  void backward_done(const at::Tensor& loss);
   bool due() const { return micro_ == s_.iter_size; }  ///< iter_size batches accumulated
   bool pending() const { return micro_ > 0; }          ///< an accumulation is under way
   /// Ends the update: gradients reduced, unscaled, clipped and checked, the
@@ -141,6 +151,7 @@ class Updater {
   const Context& context_;
   GradientReducer* reducer_ = nullptr;
   bool debug_ = false;
+  bool gradients_kept_ = false;
   /// The network's parameters, listed once (loading a checkpoint keeps the
   /// same tensors): finish() reads their gradients at every update.
   std::vector<at::Tensor> parameters_;

@@ -109,6 +109,28 @@ void expect_resume_bit_identical(const std::string& args, int ranks) {
   EXPECT_EQ(compare_checkpoint_networks(last(straight), last(split)), "");
 }
 
+// loop.cuda_graph: 20 steps of 64 (3 eager warm-up steps, the capture at the
+// 4th, replays after); the graph runs the same kernels on the same inputs.
+TEST(Gpu, ACapturedStepTrainsAsTheEagerStepWithFewerLaunches) {
+  REQUIRE_GPUS(1);
+  for (const std::string& precision : {"fp32", "bf16-mixed"}) {
+    const std::string eager = temp_dir("eager"), graphed = temp_dir("graphed");
+    const std::string args = "--set distributed.num_gpus=1 --set loop.precision=" + precision + " --profile 8:12";
+    auto a = train(eager, args);
+    ASSERT_EQ(a.exit_code, 0) << a.err;
+    auto b = train(graphed, args + " --set loop.cuda_graph=true");
+    ASSERT_EQ(b.exit_code, 0) << b.err;
+    EXPECT_TRUE(contains(b.err + b.out, "loop.cuda_graph: the step is captured at iteration 4")) << b.err;
+    EXPECT_LT(max_checkpoint_difference(last(eager), last(graphed)), 1e-6) << precision;
+    const auto counts = [](const std::string& out) {
+      return json_of(run_dir(out) + "/profile/rank0.profile_summary.json")["kernel_launches_per_step"].get<double>();
+    };
+    EXPECT_LT(counts(graphed), counts(eager)) << precision;
+    std::printf("gpu-metric: cuda_graph %s: %.0f kernel launches per step eager, %.0f graphed\n", precision.c_str(),
+                counts(eager), counts(graphed));
+  }
+}
+
 TEST(Gpu, SingleDeviceTrainingLearnsLikeTheCpu) {
   REQUIRE_GPUS(1);
   const std::string cpu = temp_dir("cpu"), gpu = temp_dir("gpu");

@@ -8,6 +8,7 @@
 #include <filesystem>
 
 #include "support/data_parallel.h"
+#include "train/cuda_graph.h"
 #include "train/epoch_loop.h"
 #include "train/schedule.h"
 
@@ -217,6 +218,41 @@ TEST(GradientClipping, GradNormIsLoggedAndClippingChangesTraining) {
   EXPECT_GT(test::max_checkpoint_difference(plain + "/checkpoints/ckpt-e0001-i00000016.pt",
                                             clipped + "/checkpoints/ckpt-e0001-i00000016.pt"),
             1e-3);
+}
+
+TEST(CudaGraph, ARunThatCannotCaptureItsStepIsRefusedWithTheReason) {
+  // What the experiment file says, checked before anything runs.
+  const std::string exp = test::temp_dir("exp-graph") + "/graph.yaml";
+  test::write_file(exp, test::synthetic_experiment("graph"));
+  const std::pair<std::string, std::string> refused[] = {
+      {"",
+       "loop.cuda_graph: CUDA graphs need a GPU; expected distributed.num_gpus 1 with loop.cuda_graph: true, got 0"},
+      {" --set distributed.num_gpus=1 --set loop.iter_size=2",
+       "a captured step is one batch's update; expected loop.iter_size 1 with loop.cuda_graph: true, got 2"},
+      {" --set distributed.num_gpus=1 --set loop.precision=fp16-mixed", "fp16-mixed's loss scaler"},
+      {" --set distributed.num_gpus=1 --set loop.update_checks_every=1",
+       "expected update_checks_every auto or above 1 with loop.cuda_graph: true, got 1"}};
+  for (const auto& [args, message] : refused) {
+    auto r = test::trainyard("validate " + exp + " --set loop.cuda_graph=true" + args);
+    EXPECT_EQ(r.exit_code, 2) << args;
+    EXPECT_TRUE(test::contains(r.err, "error: ") && test::contains(r.err, message)) << args << "\n" << r.err;
+  }
+  // What only the run knows, checked as it starts.
+  const CudaGraphConditions able{.cuda = true, .checks_on_device = true, .fixed_sample_shape = true};
+#ifdef TRAINYARD_WITH_CUDA
+  EXPECT_EQ(cuda_graph_refusal(able), "");
+#endif
+  auto with = [&](auto change) {
+    CudaGraphConditions c = able;
+    change(c);
+    return cuda_graph_refusal(c);
+  };
+  EXPECT_TRUE(test::contains(with([](auto& c) { c.cuda = false; }), "CPU"));
+  EXPECT_TRUE(test::contains(with([](auto& c) { c.world_size = 2; }), "2 processes"));
+  EXPECT_TRUE(test::contains(with([](auto& c) { c.debug = true; }), "--debug"));
+  EXPECT_TRUE(test::contains(with([](auto& c) { c.checks_on_device = false; }), "update_checks_every"));
+  EXPECT_TRUE(test::contains(with([](auto& c) { c.fixed_sample_shape = false; }), "fixed sample shape"));
+  EXPECT_TRUE(test::contains(with([](auto& c) { c.train_step_overridden = true; }), "train_step"));
 }
 
 // A tensor of a checkpoint's network by dotted name, e.g. "layers.0.weight".

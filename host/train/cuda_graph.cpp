@@ -1,0 +1,156 @@
+#include "train/cuda_graph.h"
+
+#include <ATen/ATen.h>
+#include <ATen/autocast_mode.h>
+
+#include "trainyard/error.h"
+
+#ifdef TRAINYARD_WITH_CUDA
+#include <ATen/cuda/CUDAEvent.h>
+#include <ATen/cuda/CUDAGraph.h>
+#include <c10/cuda/CUDAGuard.h>
+#include <c10/cuda/CUDAStream.h>
+#endif
+
+namespace trainyard::host {
+
+std::string cuda_graph_refusal(const CudaGraphConditions& run) {
+#ifndef TRAINYARD_WITH_CUDA
+  if (true) return "this trainyard was built against a LibTorch without CUDA";
+#endif
+  if (!run.cuda) return "the run trains on the CPU; CUDA graphs need a GPU (distributed.num_gpus 1)";
+  if (run.world_size > 1)
+    return "the run has " + std::to_string(run.world_size) +
+           " processes; the gradients' all-reduce runs between the captured backward and the update, and is not "
+           "captured yet: train on one GPU, or turn loop.cuda_graph off";
+  if (run.debug) return "--debug checks every operation on the host";
+  if (!run.checks_on_device)
+    return "the update's checks are read on the host at every update (loop.update_checks_every 1, fp16-mixed's loss "
+           "scaler, find-lr, or an optimizer that cannot skip a step on the device under loop.nonfinite error or "
+           "skip): set loop.update_checks_every auto or above 1, use a fused sgd/adam/adamw, or loop.nonfinite "
+           "ignore";
+  if (!run.fixed_sample_shape)
+    return "the datasets give no fixed sample shape (give them load_size/crop_size)";
+  if (run.train_step_overridden) return "an additional_override replaces the train_step stage";
+  return "";
+}
+
+#ifdef TRAINYARD_WITH_CUDA
+
+struct CapturedStep::Impl {
+  c10::Device device;
+  std::vector<at::Tensor> parameters;  ///< those that train (requires_grad)
+  int64_t warmup;
+  c10::cuda::CUDAStream stream;  ///< warm-up and capture run here (never the default stream)
+  std::unique_ptr<at::cuda::CUDAGraph> graph;
+  at::Tensor input, target;          ///< the graph's inputs: each batch is copied into them
+  StepTensors out;                   ///< the graph's outputs
+  std::vector<const void*> gradients;  ///< where the graph writes each parameter's gradient
+
+  Impl(c10::Device d, std::vector<at::Tensor> p, int64_t w)
+      : device(d), parameters(std::move(p)), warmup(w), stream(c10::cuda::getStreamFromPool(false, d.index())) {}
+
+  bool fits(const Batch& batch) const {
+    return batch.input.sizes() == input.sizes() && batch.target.sizes() == target.sizes() &&
+           batch.input.scalar_type() == input.scalar_type() && batch.target.scalar_type() == target.scalar_type() &&
+           batch.input.device() == input.device() && batch.target.device() == target.device();
+  }
+
+  void check_gradients() const {
+    for (size_t i = 0; i < parameters.size(); ++i) {
+      const at::Tensor& g = parameters[i].grad();
+      if (!g.defined() || g.const_data_ptr() != gradients[i])
+        throw Error("loop.cuda_graph: a parameter's gradient was replaced after the step was captured (a callback "
+                    "or override called zero_grad() with set_to_none, or assigned .grad()); the graph writes the "
+                    "gradients where they were at the capture: zero them in place (grad().zero_()), or turn "
+                    "loop.cuda_graph off");
+    }
+  }
+
+  StepTensors capture(const Batch& batch, const Step& step) {
+    // Unset gradients: the captured backward allocates them in the graph's
+    // pool and assigns them, so that each replay writes them whole.
+    for (at::Tensor& p : parameters) p.mutable_grad().reset();
+    input = batch.input.clone();
+    target = batch.target.clone();
+    const Batch fixed{input, target, batch.indices};
+    // Autocast's cache of cast weights would hold tensors of the capture
+    // past its end (PyTorch's graphed callables turn it off too).
+    const bool cache = at::autocast::is_autocast_cache_enabled();
+    at::autocast::set_autocast_cache_enabled(false);
+    graph = std::make_unique<at::cuda::CUDAGraph>();
+    try {
+      graph->capture_begin();
+      out = step(fixed);
+      graph->capture_end();
+    } catch (...) {
+      at::autocast::set_autocast_cache_enabled(cache);
+      graph.reset();  // a failed capture leaves nothing to replay
+      throw;
+    }
+    at::autocast::set_autocast_cache_enabled(cache);
+    gradients.clear();
+    for (const at::Tensor& p : parameters) gradients.push_back(p.grad().defined() ? p.grad().const_data_ptr() : nullptr);
+    graph->replay();  // this batch's step: capturing ran nothing
+    return out;
+  }
+};
+
+CapturedStep::CapturedStep(c10::Device device, std::vector<at::Tensor> parameters, int64_t warmup) {
+  std::vector<at::Tensor> training;
+  for (at::Tensor& p : parameters)
+    if (p.requires_grad()) training.push_back(p);
+  impl_ = std::make_unique<Impl>(device, std::move(training), warmup);
+}
+
+CapturedStep::~CapturedStep() = default;
+
+bool CapturedStep::captured() const { return impl_->graph != nullptr; }
+
+std::optional<StepTensors> CapturedStep::run(const Batch& batch, const Step& step) {
+  Impl& s = *impl_;
+  c10::cuda::CUDAGuard device_guard(s.device);
+  if (s.graph) {
+    if (!s.fits(batch)) return std::nullopt;
+    s.check_gradients();
+    s.input.copy_(batch.input, /*non_blocking=*/true);
+    s.target.copy_(batch.target, /*non_blocking=*/true);
+    s.graph->replay();
+    return s.out;
+  }
+  // Warm-up and capture on the side stream, ordered after everything the
+  // training stream has queued (the batch's copy, the last update) and
+  // before whatever it queues next.
+  const c10::cuda::CUDAStream training = c10::cuda::getCurrentCUDAStream(s.device.index());
+  at::cuda::CUDAEvent queued;
+  queued.record(training);
+  queued.block(s.stream);
+  StepTensors result;
+  {
+    c10::cuda::CUDAStreamGuard on_side(s.stream);
+    if (s.warmup > 0) {
+      --s.warmup;
+      result = step(batch);
+    } else {
+      result = s.capture(batch, step);
+    }
+  }
+  at::cuda::CUDAEvent done;
+  done.record(s.stream);
+  done.block(training);
+  return result;
+}
+
+#else
+
+struct CapturedStep::Impl {};
+CapturedStep::CapturedStep(c10::Device, std::vector<at::Tensor>, int64_t) {
+  throw Error("loop.cuda_graph: " + cuda_graph_refusal({}));
+}
+CapturedStep::~CapturedStep() = default;
+bool CapturedStep::captured() const { return false; }
+std::optional<StepTensors> CapturedStep::run(const Batch&, const Step&) { return std::nullopt; }
+
+#endif
+
+}  // namespace trainyard::host

@@ -1,0 +1,72 @@
+#pragma once
+// loop.cuda_graph: a training step's forward, loss and backward captured once
+// as a CUDA graph and replayed at every later step with the same shapes, so
+// that the host launches one graph instead of a thousand kernels (PyTorch's
+// "whole-network capture", torch.cuda.graph). The optimizer's update stays
+// outside the graph: fused, it is a few launches, and its learning rate and
+// step counts change on the host.
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <ATen/core/Tensor.h>
+
+#include "trainyard/batch.h"
+
+namespace trainyard::host {
+
+/// What decides whether a run's step can be captured (known where the run
+/// starts: the loop, the components and the launch).
+struct CudaGraphConditions {
+  bool cuda = false;                   ///< the network trains on a CUDA device
+  int world_size = 1;                  ///< processes in the run
+  bool debug = false;                  ///< trainyard run --debug
+  bool checks_on_device = false;       ///< Updater::checks_on_device(): nothing reads the device inside a step
+  bool fixed_sample_shape = false;     ///< the datasets declare one sample shape
+  bool train_step_overridden = false;  ///< an additional_override replaces the train_step stage
+};
+
+/// Why a run with loop.cuda_graph: true cannot capture its step (one
+/// sentence, for an error line), or "" when it can.
+std::string cuda_graph_refusal(const CudaGraphConditions& run);
+
+/// The forward, loss and backward of one batch: {output, loss}.
+struct StepTensors {
+  at::Tensor output, loss;
+};
+
+/// One training step as a CUDA graph. The first `warmup` calls run the step
+/// eagerly on the capture's stream (cuDNN's autotuner, cuBLAS's workspaces
+/// and the allocator settle there, as PyTorch's whole-network capture asks);
+/// the next captures it on that stream with the parameters' gradients unset,
+/// so that the graph writes every gradient into memory of its own pool, then
+/// replays it; every later call copies the batch into the graph's input
+/// tensors and replays. The gradients stay those tensors for the rest of the
+/// run: a replay overwrites them (nothing needs zeroing), and a call that finds
+/// one replaced (a callback's zero_grad(set_to_none)) throws rather than train
+/// on nothing. Only for CUDA builds; construct it only where
+/// cuda_graph_refusal() gave "".
+class CapturedStep {
+ public:
+  using Step = std::function<StepTensors(const Batch&)>;
+  CapturedStep(c10::Device device, std::vector<at::Tensor> parameters, int64_t warmup = 3);
+  ~CapturedStep();
+  CapturedStep(const CapturedStep&) = delete;
+  CapturedStep& operator=(const CapturedStep&) = delete;
+
+  /// The step on `batch`: eagerly while warming up, captured, or replayed.
+  /// Nothing (the caller runs the step eagerly) for a batch of other shapes
+  /// than the captured one (an epoch's shorter last batch). The tensors
+  /// returned after a capture are the graph's own: the next replay overwrites them.
+  std::optional<StepTensors> run(const Batch& batch, const Step& step);
+  bool captured() const;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace trainyard::host
