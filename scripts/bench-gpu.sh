@@ -16,7 +16,8 @@
 # Knobs: PHOTOS (training JPEGs, 8000), EPOCHS (3), BATCH (256), DEPTHS ("50 18"),
 # THREADS (decode threads / workers, default CPUs - 1), FEW ("4": ResNet-18 again
 # with that many), PHOTO_SET (folder; made with scripts/data/make_photo_set.py),
-# CROP (224), PROFILE (the profiled steps, "5:10"), BOUND_STEPS (40).
+# CROP (224), PROFILE (the profiled steps, "5:10"), BOUND_STEPS (40), GRAPH (1: on a
+# GPU, each depth again with loop.cuda_graph, "RN-N graph" rows; 0: not).
 # Without a GPU it says so and exits 0; with DEVICE=cpu (or BENCH_GPU_CPU=1 and
 # no GPU) it runs the same columns on the CPU, small (ResNet-18 at 64 px, 256
 # photos, 1 epoch, batch 16, fp32; kernel launches 0): that checks the script,
@@ -76,8 +77,9 @@ fi
 echo "photo set: $(find "$set_dir/train" -name '*.jpg' | wc -l) training JPEGs, $(du -sh "$set_dir/train" | cut -f1) ($set_dir)"
 echo
 
-experiment() {  # DEPTH THREADS -> its YAML file
-  cat > "$work/rn$1-$2.yaml" <<YAML
+experiment() {  # DEPTH THREADS [graph] -> its YAML file (graph: loop.cuda_graph true)
+  local graph=false; [ "${3:-}" = graph ] && graph=true
+  cat > "$work/rn$1-$2-$graph.yaml" <<YAML
 name: bench_gpu
 seed: 1
 dataset:
@@ -87,17 +89,18 @@ network: {plugin: resnet, depth: $1, memory_format: channels_last}
 loss: {plugin: cross_entropy, label_smoothing: 0.1}
 optimizer: {plugin: sgd, lr: 0.1, momentum: 0.9, nesterov: true, weight_decay: 0.0001}
 meters: [{plugin: loss}]
-loop: {epochs: $epochs, batch_per_device: $batch, precision: $precision, decode_threads: $2, prefetch_batches: 4}
+loop: {epochs: $epochs, batch_per_device: $batch, precision: $precision, decode_threads: $2, prefetch_batches: 4,
+       cuda_graph: $graph}
 $distributed
 YAML
-  echo "$work/rn$1-$2.yaml"
+  echo "$work/rn$1-$2-$graph.yaml"
 }
 # The run checkpoints at each epoch's end (loop.checkpoint_every_iters 0: the
 # default), so summary.json's checkpoint_blocked_s is that of epoch ends.
-trainyard_rate() {  # DEPTH THREADS -> "images/s input-wait-share checkpoint-blocked-max-s|n/a"
-  "$bin" run "$(experiment "$1" "$2")" --output-dir "$work/ty$1-$2" --fresh > "$work/ty.log" 2>&1 ||
+trainyard_rate() {  # DEPTH THREADS [graph] -> "images/s input-wait-share checkpoint-blocked-max-s|n/a"
+  "$bin" run "$(experiment "$1" "$2" "${3:-}")" --output-dir "$work/ty$1-$2${3:-}" --fresh > "$work/ty.log" 2>&1 ||
     { tail -n 5 "$work/ty.log" >&2; echo "0 0 n/a"; return; }
-  py - "$work/ty$1-$2/bench_gpu" <<'PY'
+  py - "$work/ty$1-$2${3:-}/bench_gpu" <<'PY'
 import json, sys
 last = [json.loads(l)["values"] for l in open(sys.argv[1] + "/metrics.jsonl")
         if '"samples_per_sec"' in l and '"phase": "train"' in l][-1]
@@ -108,12 +111,12 @@ print("%.0f %.2f %s" % (last["samples_per_sec"], last.get("input_wait_share", fl
                         "n/a" if not isinstance(blocked, (int, float)) else "%.3f" % blocked))
 PY
 }
-trainyard_waits() {  # DEPTH THREADS -> "host-syncs/step kernel-launches/step" (one epoch, --profile)
-  "$bin" run "$(experiment "$1" "$2")" --output-dir "$work/typ$1-$2" --fresh --profile "$profile" \
+trainyard_waits() {  # DEPTH THREADS [graph] -> "host-syncs/step kernel-launches/step" (one epoch, --profile)
+  "$bin" run "$(experiment "$1" "$2" "${3:-}")" --output-dir "$work/typ$1-$2${3:-}" --fresh --profile "$profile" \
     --set loop.epochs=1 > "$work/typ.log" 2>&1 || { tail -n 5 "$work/typ.log" >&2; echo "n/a n/a"; return; }
   py -c 'import json, sys; v = json.load(open(sys.argv[1]))
 print("%g %g" % (v["host_syncs_per_step"], v["kernel_launches_per_step"]))' \
-    "$work/typ$1-$2/bench_gpu/profile/rank0.profile_summary.json" || echo "n/a n/a"
+    "$work/typ$1-$2${3:-}/bench_gpu/profile/rank0.profile_summary.json" || echo "n/a n/a"
 }
 pytorch_rate() {  # DEPTH WORKERS -> "images/s input-wait-share"
   py "$here/bench/gpu_resnet_reference.py" "$set_dir/train" "$1" "$batch" "$2" "$epochs" > "$work/pt.log" 2>&1 ||
@@ -150,9 +153,22 @@ row() {  # DEPTH THREADS
   waits+=$'\n'$(printf '%-10s %8s | %20s | %20s | %17s | %20s | %-10s | %s' "ResNet-$1" "$2" "$ty_syncs" "$pt_syncs" \
          "$ty_launches" "$pt_launches" "$(ratio "$ty_launches" "$pt_launches")" "$ty_blocked")
 }
+graph_row() {  # DEPTH THREADS: trainyard with loop.cuda_graph (the PyTorch loop is the eager one above)
+  read -r ty ty_wait ty_blocked < <(trainyard_rate "$1" "$2" graph)
+  read -r ty_syncs ty_launches < <(trainyard_waits "$1" "$2" graph)
+  rates+=$'\n'$(printf '%-10s %8s | %10s (%4.0f%%)        | %-24s | %13s | %-10s %-10s' "RN-$1 graph" "$2" \
+         "$ty" "$(awk -v w="$ty_wait" 'BEGIN { print 100 * w }')" "(eager row above)" "${bounds[$1]}" "-" \
+         "$(ratio "$ty" "${bounds[$1]}")")
+  waits+=$'\n'$(printf '%-10s %8s | %20s | %20s | %17s | %20s | %-10s | %s' "RN-$1 graph" "$2" "$ty_syncs" "-" \
+         "$ty_launches" "-" "-" "$ty_blocked")
+}
 declare -A bounds
 for depth in $depths; do bounds[$depth]=$(compute_bound "$depth"); done
-for depth in $depths; do row "$depth" "$threads"; done
+for depth in $depths; do
+  row "$depth" "$threads"
+  # CUDA graphs need a GPU (the run refuses them on the CPU); GRAPH=0 leaves these rows out.
+  if [ "$device" = cuda ] && [ "${GRAPH:-1}" = 1 ]; then graph_row "$depth" "$threads"; fi
+done
 for n in $few; do row 18 "$n"; done
 echo "$rates"
 echo
