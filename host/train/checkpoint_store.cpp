@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <regex>
 #include <thread>
+#include <utility>
 
 #include "log/log.h"
 #include "trainyard/error.h"
@@ -144,7 +145,10 @@ std::string CheckpointStore::save(Network& network, torch::optim::Optimizer& opt
   const auto t0 = Clock::now();
   const std::string path = path_of(state.at);
   const std::string name = fs::path(path).filename().string();
-  if (writer_) writer_->wait();  // the previous write's failure is this save's
+  if (writer_) {
+    writer_->wait();  // the previous write's failure is this save's
+    log_written();
+  }
   fs::create_directories(dir_);
   if (!writer_) {
     // The archive with the training state's own tensors: written before the training goes on.
@@ -167,18 +171,34 @@ std::string CheckpointStore::save(Network& network, torch::optim::Optimizer& opt
     write(path, [&] { write_checkpoint(path, *snapshot); });
     const double took = seconds_since(t1);
     record(written_, took);
-    log_info("trainyard: checkpoint " + name + " (loop blocked " + seconds_text(blocked) + "; written in " +
-             seconds_text(took) + " in the background)");
+    // Told by the training thread (log_written()): a line from this thread
+    // could cut into the console's live progress line.
+    std::lock_guard<std::mutex> lock(stats_mutex_);
+    written_line_ = "trainyard: checkpoint " + name + " (loop blocked " + seconds_text(blocked) + "; written in " +
+                    seconds_text(took) + " in the background)";
   });
   return path;
 }
 
+void CheckpointStore::log_written() {
+  std::string line;
+  {
+    std::lock_guard<std::mutex> lock(stats_mutex_);
+    line = std::exchange(written_line_, {});
+  }
+  if (!line.empty()) log_info(line);
+}
+
 void CheckpointStore::finish() {
-  if (writer_) writer_->wait();
+  if (!writer_) return;
+  writer_->wait();
+  log_written();
 }
 
 void CheckpointStore::finish_quietly() {
-  if (writer_) writer_->wait_quietly();
+  if (!writer_) return;
+  writer_->wait_quietly();
+  log_written();
 }
 
 void CheckpointStore::record(DurationStats& stats, double seconds) {

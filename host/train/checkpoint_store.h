@@ -84,6 +84,8 @@ class CheckpointStore {
   int64_t keep_;
   mutable std::mutex stats_mutex_;
   DurationStats blocked_, written_;
+  std::string written_line_;  ///< the last background write's log line, not yet logged (under stats_mutex_)
+  void log_written();         ///< on the training thread: logs written_line_, if any
   std::unique_ptr<BackgroundWorker> writer_;  ///< async only; last: destroyed (joined) first
 };
 

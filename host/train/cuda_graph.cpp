@@ -29,8 +29,7 @@ std::string cuda_graph_refusal(const CudaGraphConditions& run) {
            "scaler, find-lr, or an optimizer that cannot skip a step on the device under loop.nonfinite error or "
            "skip): set loop.update_checks_every auto or above 1, use a fused sgd/adam/adamw, or loop.nonfinite "
            "ignore";
-  if (!run.fixed_sample_shape)
-    return "the datasets give no fixed sample shape (give them load_size/crop_size)";
+  if (!run.fixed_sample_shape) return "the datasets give no fixed sample shape (give them load_size/crop_size)";
   if (run.train_step_overridden) return "an additional_override replaces the train_step stage";
   return "";
 }
@@ -43,8 +42,8 @@ struct CapturedStep::Impl {
   int64_t warmup;
   c10::cuda::CUDAStream stream;  ///< warm-up and capture run here (never the default stream)
   std::unique_ptr<at::cuda::CUDAGraph> graph;
-  at::Tensor input, target;          ///< the graph's inputs: each batch is copied into them
-  StepTensors out;                   ///< the graph's outputs
+  at::Tensor input, target;            ///< the graph's inputs: each batch is copied into them
+  StepTensors out;                     ///< the graph's outputs
   std::vector<const void*> gradients;  ///< where the graph writes each parameter's gradient
 
   Impl(c10::Device d, std::vector<at::Tensor> p, int64_t w)
@@ -60,10 +59,11 @@ struct CapturedStep::Impl {
     for (size_t i = 0; i < parameters.size(); ++i) {
       const at::Tensor& g = parameters[i].grad();
       if (!g.defined() || g.const_data_ptr() != gradients[i])
-        throw Error("loop.cuda_graph: a parameter's gradient was replaced after the step was captured (a callback "
-                    "or override called zero_grad() with set_to_none, or assigned .grad()); the graph writes the "
-                    "gradients where they were at the capture: zero them in place (grad().zero_()), or turn "
-                    "loop.cuda_graph off");
+        throw Error(
+            "loop.cuda_graph: a parameter's gradient was replaced after the step was captured (a callback "
+            "or override called zero_grad() with set_to_none, or assigned .grad()); the graph writes the "
+            "gradients where they were at the capture: zero them in place (grad().zero_()), or turn "
+            "loop.cuda_graph off");
     }
   }
 
@@ -90,7 +90,8 @@ struct CapturedStep::Impl {
     }
     at::autocast::set_autocast_cache_enabled(cache);
     gradients.clear();
-    for (const at::Tensor& p : parameters) gradients.push_back(p.grad().defined() ? p.grad().const_data_ptr() : nullptr);
+    for (const at::Tensor& p : parameters)
+      gradients.push_back(p.grad().defined() ? p.grad().const_data_ptr() : nullptr);
     graph->replay();  // this batch's step: capturing ran nothing
     return out;
   }
