@@ -80,7 +80,9 @@ struct CapturedStep::Impl {
     at::autocast::set_autocast_cache_enabled(false);
     graph = std::make_unique<at::cuda::CUDAGraph>();
     try {
-      graph->capture_begin();
+      // Thread-local: the loader's threads go on pinning the next batches
+      // (cudaEventQuery, cudaHostAlloc), which a global capture would refuse.
+      graph->capture_begin({0, 0}, cudaStreamCaptureModeThreadLocal);
       out = step(fixed);
       graph->capture_end();
     } catch (...) {

@@ -47,8 +47,8 @@ at::Tensor squared_norm_tensor(const std::vector<at::Tensor>& grads, const at::T
       sum += part;
   }
   if (others.empty()) {
-    const at::Tensor total = at::scalar_tensor(sum, at::TensorOptions().dtype(at::kDouble));
-    return poison.defined() ? total + poison.to(at::kDouble).cpu() : total;
+    if (!poison.defined()) return at::scalar_tensor(sum, at::TensorOptions().dtype(at::kDouble));
+    return poison.to(at::kDouble) + sum;  // where the losses are: nothing read back
   }
   // One foreach norm per (device, dtype) group (on CUDA, a few launches
   // however many parameters: not one dot each), accumulated in fp32 even

@@ -214,13 +214,17 @@ Waits count_waits(const std::vector<kineto::KinetoEvent>& events) {
   }
   std::sort(calls.begin(), calls.end(),
             [](const Call& x, const Call& y) { return x.start != y.start ? x.start < y.start : x.end > y.end; });
+  // CUPTI's timestamps (the runtime's calls) are converted to the profiler's
+  // clock: a wait inside an .item() may end a little after it. Within this
+  // much it still counts as inside.
+  constexpr uint64_t kClockSkewNs = 10000;
   Waits waits;
   uint64_t sync_until = 0, launch_until = 0;  // the end of the last counted call of each kind
   bool any_sync = false, any_launch = false;
   for (const Call& c : calls) {
     bool& any = c.sync ? any_sync : any_launch;
     uint64_t& until = c.sync ? sync_until : launch_until;
-    if (any && c.end <= until) continue;  // inside the last one counted
+    if (any && c.end <= until + kClockSkewNs) continue;  // inside the last one counted
     any = true;
     until = c.end;
     if (c.sync)

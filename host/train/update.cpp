@@ -23,8 +23,20 @@ namespace {
 // A factor for at::_foreach_mul_ as a 0-dim double tensor on the CPU: each
 // gradient is multiplied exactly as by its own mul_(factor) (the Scalar
 // overload rounds the factor to bf16 or fp16 first for such gradients on the
-// CPU); on CUDA the kernel reads it as a Scalar, in one launch for all.
+// CPU).
 at::Tensor host_scalar(double factor) { return at::scalar_tensor(factor, at::TensorOptions().dtype(at::kDouble)); }
+
+// Every gradient times a factor known on the host: on the CPU through
+// host_scalar (exact, above); elsewhere as a Scalar, which CUDA's kernel
+// takes without reading anything back (a CPU scalar tensor is read with
+// .item() there first).
+void scale_gradients(std::vector<at::Tensor>& grads, double factor) {
+  if (grads.empty()) return;
+  if (grads.front().is_cpu())
+    at::_foreach_mul_(grads, host_scalar(factor));
+  else
+    at::_foreach_mul_(grads, factor);
+}
 
 // Multiplies every gradient by `factor`, a 0-dim tensor, without reading it:
 // per (device, dtype) group, the factor in the group's type where ATen's
@@ -55,7 +67,7 @@ double clip_gradients(std::vector<at::Tensor>& grads, double max_value, double m
   }
   // One read of each gradient: this runs at every update, for the non-finite check too.
   const double norm = std::sqrt(squared_norm(grads, poison));
-  if (max_norm > 0 && norm > max_norm) at::_foreach_mul_(grads, host_scalar(max_norm / norm));
+  if (max_norm > 0 && norm > max_norm) scale_gradients(grads, max_norm / norm);
   return norm;
 }
 
@@ -214,7 +226,7 @@ UpdateOutcome Updater::finish(const UpdateClock& clock, const ScheduleFactor& sc
   // A short accumulation (the epoch ended first) still makes a mean over its batches.
   double rescale = micro_ < s_.iter_size ? static_cast<double>(s_.iter_size) / static_cast<double>(micro_) : 1.0;
   rescale /= scaler_.factor();  // fp16-mixed: unscaled before clipping and the optimizer
-  if (rescale != 1.0 && !grads.empty()) at::_foreach_mul_(grads, host_scalar(rescale));
+  if (rescale != 1.0) scale_gradients(grads, rescale);
   if (checks_on_device()) return finish_on_device(grads, clock, schedule);
   if (!unread_.empty()) {  // the run left the device checks (find-lr, --debug): settle them first
     UpdateOutcome earlier = read_checks();

@@ -72,6 +72,7 @@ void BackgroundWorker::start(std::function<void()> task) {
 void BackgroundWorker::after_current(std::function<void()> then) {
   {
     std::lock_guard<std::mutex> lock(mutex_);
+    if (failure_) return;  // the task failed: nothing to follow it (its failure is told at the next start or wait)
     if (busy_) {
       work_.push_back(std::move(then));
       return;

@@ -17,6 +17,8 @@
 #include <string>
 #include <vector>
 
+#include <ATen/ATen.h>
+
 namespace console {
 namespace {
 
@@ -108,13 +110,14 @@ class Console : public trainyard::Callback {
     epoch_start_ = last_draw_ = last_plain_ = Clock::now();
     samples_ = 0;
     start_position_ = loop.position();
-    loss_sum_ = 0, loss_count_ = 0;
+    losses_ = {};
   }
   void after_train_iter(trainyard::Loop& loop, const trainyard::StepResult& r) override {
     if (quiet_) return;
     samples_ += r.batch.size();
-    loss_sum_ += r.loss.item<double>();
-    ++loss_count_;
+    // Read when the line is drawn, not at every step: on a GPU each read
+    // waits for the device.
+    if (live_ || plain_every_ > 0) losses_.add(r.loss);
     const auto now = Clock::now();
     const bool draw = live_ && seconds(last_draw_, now) >= every_;
     const bool plain = !live_ && plain_every_ > 0 && seconds(last_plain_, now) >= plain_every_;
@@ -131,7 +134,7 @@ class Console : public trainyard::Callback {
         {"", 6, fraction},
         {std::to_string(loop.position()) + "/" + std::to_string(per_epoch), 4},
         {format("%3.0f%%", 100 * fraction), 1},
-        {format("loss %.4g", loss_sum_ / double(loss_count_)), 2},
+        {format("loss %.4g", losses_.mean()), 2},
         {format("%.0f samples/s", elapsed > 0 ? double(samples_) / elapsed : 0.0), 5},
         {"ETA " + duration_text(eta), 3},
         {"run " + duration_text(run_eta), 7},
@@ -142,7 +145,7 @@ class Console : public trainyard::Callback {
       last_draw_ = now;
     else
       last_plain_ = now;
-    loss_sum_ = 0, loss_count_ = 0;
+    losses_ = {};
   }
   void before_test(trainyard::Loop&) override { test_start_ = last_draw_ = Clock::now(); }
   void after_test_batch(trainyard::Loop& loop, int64_t done, int64_t total) override {
@@ -205,8 +208,31 @@ class Console : public trainyard::Callback {
   bool quiet_;
   Clock::time_point run_start_, epoch_start_, last_draw_, last_plain_, test_start_;
   int64_t samples_ = 0, start_position_ = 0;
-  double loss_sum_ = 0;
-  int64_t loss_count_ = 0;
+  /// The steps' losses since the last line, summed where they are.
+  class LossSum {
+   public:
+    void add(const at::Tensor& loss) {
+      pending_.push_back(loss.detach());
+      ++count_;
+      if (pending_.size() >= 256) fold();  // a bounded list, one sum per 256 steps
+    }
+    double mean() {  // one read of the device
+      fold();
+      return count_ > 0 ? sum_.item<double>() / static_cast<double>(count_) : 0.0;
+    }
+
+   private:
+    void fold() {
+      if (pending_.empty()) return;
+      const at::Tensor part = at::stack(pending_).to(at::kDouble).sum();
+      sum_ = sum_.defined() ? sum_ + part : part;
+      pending_.clear();
+    }
+    std::vector<at::Tensor> pending_;
+    at::Tensor sum_;
+    int64_t count_ = 0;
+  };
+  LossSum losses_;
   std::string last_test_;
 };
 

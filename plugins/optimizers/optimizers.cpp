@@ -179,6 +179,15 @@ class FusedAdamOf : public Base, public trainyard::SkippableStep {
         if (!at::isFloatingType(p.scalar_type()) || g.scalar_type() != p.scalar_type() || g.is_sparse() ||
             !p.is_non_overlapping_and_dense() || g.strides() != p.strides() || (device && *device != p.device()))
           return unfused_step(std::move(closure), found_inf);
+        // Moments loaded from a checkpoint of another layout (a network made
+        // channels_last since) are walked as flat arrays too: LibTorch's step then.
+        if (const auto found = this->state_.find(p.unsafeGetTensorImpl()); found != this->state_.end()) {
+          const auto& state = static_cast<const State&>(*found->second);
+          for (const at::Tensor& moment : {state.exp_avg(), state.exp_avg_sq(), state.max_exp_avg_sq()})
+            if (moment.defined() && (moment.strides() != p.strides() || moment.scalar_type() != p.scalar_type() ||
+                                     moment.device() != p.device()))
+              return unfused_step(std::move(closure), found_inf);
+        }
         device = p.device();
       }
     at::NoGradGuard no_grad;

@@ -106,7 +106,8 @@ TEST(Profiler, TheSummaryCountsHostSyncsAndKernelLaunchesPerStep) {
     const std::string name = "waits" + setting;
     const std::string exp = temp_dir("exp-profile-" + name) + "/" + name + ".yaml",
                       out = temp_dir("out-profile-" + name);
-    write_file(exp, synthetic_experiment(name));
+    // With the console's progress lines: it reads its losses when it prints, not at every step.
+    write_file(exp, synthetic_experiment(name, "callbacks: [{plugin: console}]\n"));
     const auto r = trainyard("run " + exp + " --output-dir " + out + " --profile 3:8 --set loop.log_every_iters=16" +
                              (setting.empty() ? "" : " --set loop.update_checks_every=" + setting));
     ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
