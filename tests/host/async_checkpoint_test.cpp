@@ -40,18 +40,8 @@ int verified_checkpoints(const std::string& dir) {
 // waits for the process.
 CommandResult during_a_write(const std::string& args, int delay_ms, const std::string& started, int after_ms,
                              const std::string& then) {
-  const std::string dir = temp_dir("during-write");
-  write_file(dir + "/run.sh", "TRAINYARD_TEST_CHECKPOINT_WRITE_DELAY_MS=" + std::to_string(delay_ms) + " " +
-                                  trainyard_binary() + " " + args + " >" + dir + "/out 2>" + dir + "/err &\npid=$!\n" +
-                                  "for i in $(seq 15000); do [ -e " + started + " ] && break; sleep 0.02; done\n" +
-                                  "sleep " + std::to_string(after_ms / 1000.0) + "\n" + then +
-                                  "\nwait $pid\necho $? >" + dir + "/rc\n");
-  run_command("bash " + dir + "/run.sh");
-  CommandResult r;
-  r.exit_code = std::stoi(read_file(dir + "/rc"));
-  r.out = read_file(dir + "/out");
-  r.err = read_file(dir + "/err");
-  return r;
+  return run_and_act(args, "-e " + started, after_ms, then,
+                     "TRAINYARD_TEST_CHECKPOINT_WRITE_DELAY_MS=" + std::to_string(delay_ms) + " ");
 }
 
 int count_lines_with(const std::string& text, const std::string& part) {

@@ -222,6 +222,30 @@ TEST(Optimizers, FusedSgdMakesLibTorchsUpdatesAndSharesItsCheckpoints) {
   }
 }
 
+// What the optimizer comparisons below train: a matrix, a vector, a
+// channels_last 4-d tensor and one that gets no gradient (start), and
+// fresh leaves holding their values (copy).
+struct ComparedParameters {
+  std::vector<at::Tensor> start;
+  explicit ComparedParameters(uint64_t seed) {
+    at::manual_seed(seed);
+    start = {at::randn({7, 5}), at::randn({5}), at::randn({4, 3, 2, 2}).contiguous(at::MemoryFormat::ChannelsLast),
+             at::randn({3})};
+  }
+  std::vector<at::Tensor> copy() const {
+    std::vector<at::Tensor> p;
+    for (const auto& t : start) p.push_back(t.clone(at::MemoryFormat::Preserve).requires_grad_(true));
+    return p;
+  }
+};
+
+// One step of a fixed loss of those parameters (the last one is not in it).
+void compared_step(std::vector<at::Tensor>& p, torch::optim::Optimizer& o, int i) {
+  o.zero_grad();
+  ((p[0].sin() * (i + 1)).sum() + p[1].square().sum() + (p[2] * p[2].cos()).sum()).backward();
+  o.step();
+}
+
 // Adam and AdamW as the plugin builds them (fused by default) against
 // LibTorch's own step: with and without AMSGrad and weight decay.
 std::unique_ptr<torch::optim::Optimizer> adam(const Registry& registry, const std::string& name,
@@ -236,22 +260,12 @@ TEST(Optimizers, FusedAdamAndAdamWMakeLibTorchsUpdatesAndShareItsCheckpoints) {
   for (const std::string name : {"adam", "adamw"})
     for (const bool amsgrad : {false, true}) {
       const std::string what = name + (amsgrad ? " amsgrad" : "");
-      at::manual_seed(6);
-      std::vector<at::Tensor> start = {at::randn({7, 5}), at::randn({5}),
-                                       at::randn({4, 3, 2, 2}).contiguous(at::MemoryFormat::ChannelsLast),
-                                       at::randn({3})};
-      auto copy = [&] {
-        std::vector<at::Tensor> p;
-        for (const auto& t : start) p.push_back(t.clone(at::MemoryFormat::Preserve).requires_grad_(true));
-        return p;
-      };
+      const ComparedParameters params(6);
+      const auto& start = params.start;
+      const auto copy = [&] { return params.copy(); };
+      const auto step = compared_step;
       std::vector<at::Tensor> a = copy(), b = copy();
       auto fused = adam(registry, name, a, true, amsgrad), plain = adam(registry, name, b, false, amsgrad);
-      auto step = [](std::vector<at::Tensor>& p, torch::optim::Optimizer& o, int i) {
-        o.zero_grad();
-        ((p[0].sin() * (i + 1)).sum() + p[1].square().sum() + (p[2] * p[2].cos()).sum()).backward();
-        o.step();
-      };
       for (int i = 0; i < 6; ++i) step(a, *fused, i), step(b, *plain, i);
       for (size_t k = 0; k < a.size(); ++k) EXPECT_TRUE(at::allclose(a[k], b[k], 1e-5, 1e-6)) << what << " " << k;
       EXPECT_TRUE(a[3].equal(start[3])) << what;  // no gradient: untouched
@@ -302,22 +316,12 @@ TEST(Optimizers, ForeachRmspropMakesLibTorchsUpdatesAndSharesItsCheckpoints) {
       options["foreach"] = foreach;
       return plugin_optimizer(registry, "rmsprop", std::move(params), options);
     };
-    at::manual_seed(7);
-    std::vector<at::Tensor> start = {at::randn({7, 5}), at::randn({5}),
-                                     at::randn({4, 3, 2, 2}).contiguous(at::MemoryFormat::ChannelsLast),
-                                     at::randn({3})};
-    auto copy = [&] {
-      std::vector<at::Tensor> p;
-      for (const auto& t : start) p.push_back(t.clone(at::MemoryFormat::Preserve).requires_grad_(true));
-      return p;
-    };
+    const ComparedParameters params(7);
+    const auto& start = params.start;
+    const auto copy = [&] { return params.copy(); };
+    const auto step = compared_step;
     std::vector<at::Tensor> a = copy(), b = copy();
     auto foreach = rmsprop(a, true), plain = rmsprop(b, false);
-    auto step = [](std::vector<at::Tensor>& p, torch::optim::Optimizer& o, int i) {
-      o.zero_grad();
-      ((p[0].sin() * (i + 1)).sum() + p[1].square().sum() + (p[2] * p[2].cos()).sum()).backward();
-      o.step();
-    };
     for (int i = 0; i < 6; ++i) step(a, *foreach, i), step(b, *plain, i);
     for (size_t k = 0; k < a.size(); ++k) EXPECT_TRUE(at::allclose(a[k], b[k], 1e-6, 1e-7)) << what << " " << k;
     EXPECT_TRUE(a[3].equal(start[3])) << what;  // no gradient: untouched

@@ -311,19 +311,24 @@ void put_lmdb_value(const std::string& db, const std::string& key, const std::st
 }
 void delete_lmdb_key(const std::string& db, const std::string& key) { edit_lmdb(db, key, nullptr); }
 
-CommandResult interrupted(const std::string& args, const std::string& started, int delay_ms, const std::string& signal,
+CommandResult run_and_act(const std::string& args, const std::string& ready, int delay_ms, const std::string& action,
                           const std::string& environment) {
-  const std::string dir = temp_dir("interrupt");
+  const std::string dir = temp_dir("run-and-act");
   write_file(dir + "/run.sh", environment + trainyard_binary() + " " + args + " >" + dir + "/out 2>" + dir +
-                                  "/err &\npid=$!\n" + "for i in $(seq 15000); do [ -s " + started +
+                                  "/err &\npid=$!\n" + "for i in $(seq 15000); do [ " + ready +
                                   " ] && break; sleep 0.02; done\n" + "sleep " + std::to_string(delay_ms / 1000.0) +
-                                  "\nkill -" + signal + " $pid\nwait $pid\necho $? >" + dir + "/rc\n");
+                                  "\n" + action + "\nwait $pid\necho $? >" + dir + "/rc\n");
   run_command("bash " + dir + "/run.sh");
   CommandResult r;
   r.exit_code = std::stoi(read_file(dir + "/rc"));
   r.out = read_file(dir + "/out");
   r.err = read_file(dir + "/err");
   return r;
+}
+
+CommandResult interrupted(const std::string& args, const std::string& started, int delay_ms, const std::string& signal,
+                          const std::string& environment) {
+  return run_and_act(args, "-s " + started, delay_ms, "kill -" + signal + " $pid", environment);
 }
 
 const std::string& small_photo_set() {

@@ -25,6 +25,13 @@ CommandResult trainyard_with_env(const std::string& env, const std::string& args
 /// the damaged files in damaged/) made by scripts/data/make_photo_set.py,
 /// once per test process; its folder.
 const std::string& small_photo_set();
+/// Runs trainyard `args` in the background (`environment`, e.g. "VAR=1 ",
+/// before it); once the shell test `ready` holds (e.g. "-s FILE"), waits
+/// `delay_ms`, runs the shell command `action` ($pid is trainyard's) and
+/// waits for trainyard to end.
+CommandResult run_and_act(const std::string& args, const std::string& ready, int delay_ms, const std::string& action,
+                          const std::string& environment = "");
+
 /// Starts trainyard with `args` in the background, waits until the file
 /// `started` exists (training has begun) and `delay_ms` more, sends `signal`
 /// (TERM, KILL, ...), and returns how it ended.
