@@ -11,6 +11,7 @@
 #include <numeric>
 #include <thread>
 
+#include "data/aten_threads.h"
 #include "data/device_copy.h"
 #include "data/normalize.h"
 #include "trainyard/error.h"
@@ -265,6 +266,7 @@ class Pipeline {
 
   void work() {
     running_component() = options_.owner;
+    use_one_aten_thread_on_this_thread();  // the decode threads are the parallelism
     while (true) {
       int64_t b;
       {

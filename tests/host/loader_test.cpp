@@ -3,8 +3,12 @@
 #include <gtest/gtest.h>
 
 #include <ATen/ATen.h>
+#include <ATen/Config.h>
+#include <ATen/Parallel.h>
 #include <map>
+#include <mutex>
 #include <set>
+#include <thread>
 
 #include "data/loader.h"
 #include "data/normalize.h"
@@ -66,6 +70,50 @@ TEST(Loader, BatchesAreIdenticalForAnyNumberOfDecodeThreads) {
     ASSERT_EQ(batches.size(), reference.size()) << threads;
     for (size_t i = 0; i < batches.size(); ++i) EXPECT_TRUE(batches[i].equal(reference[i])) << threads << " " << i;
   }
+}
+
+// Numbers that notes at::get_num_threads() on the thread making each batch.
+class ThreadCountingNumbers : public Numbers {
+ public:
+  using Numbers::Numbers;
+  Batch get_batch(const std::vector<int64_t>& indices, const std::vector<uint64_t>& seeds) const override {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      seen_.push_back(at::get_num_threads());
+    }
+    return Numbers::get_batch(indices, seeds);
+  }
+  std::vector<int> seen() const {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return seen_;
+  }
+
+ private:
+  mutable std::mutex mutex_;
+  mutable std::vector<int> seen_;
+};
+
+// ATen's OpenMP backend: each decode thread would otherwise start its own
+// team of at::get_num_threads() OpenMP threads for every parallel operator.
+TEST(Loader, DecodeThreadsRunAtenSingleThreadedAndLeaveTheTrainingThreadsCount) {
+#if !AT_PARALLEL_OPENMP
+  GTEST_SKIP() << "ATen's parallel backend is not OpenMP: one pool for all threads";
+#endif
+  const int before = at::get_num_threads();
+  at::set_num_threads(2);
+  ThreadCountingNumbers threaded(64), on_caller(64);
+  const auto batches = read_all(batch_stream(threaded, order(64, 0), 0, 0, options(2)));
+  const auto reference = read_all(batch_stream(on_caller, order(64, 0), 0, 0, options(0)));
+  ASSERT_EQ(threaded.seen().size(), 8u);
+  for (int n : threaded.seen()) EXPECT_EQ(n, 1);   // decode threads
+  for (int n : on_caller.seen()) EXPECT_EQ(n, 2);  // no decode threads: the caller's own count
+  EXPECT_EQ(at::get_num_threads(), 2);             // the training thread's
+  int fresh = 0;
+  std::thread([&] { fresh = at::get_num_threads(); }).join();
+  EXPECT_EQ(fresh, 2);  // ATen's global count, which new threads take, is unchanged
+  ASSERT_EQ(batches.size(), reference.size());
+  for (size_t i = 0; i < batches.size(); ++i) EXPECT_TRUE(batches[i].equal(reference[i])) << i;
+  at::set_num_threads(before);
 }
 
 TEST(Loader, AugmentationSeedsDependOnSeedEpochAndIndexOnly) {
