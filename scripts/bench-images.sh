@@ -12,7 +12,10 @@
 # depth: the DataLoader keeps prefetch_factor 2 batches per worker in flight
 # (2 and 4); trainyard one per decode thread plus prefetch_batches 2 (3 and 4).
 # Knobs: BATCHES (default 20 batches of 256 after a warm-up), PHOTO_SET
-# (default data/photo-set; made by scripts/make-photo-set.sh when missing).
+# (default data/photo-set; made by scripts/make-photo-set.sh when missing),
+# SOURCES (default "folder lmdb shards pipe"), INTRA_OP_THREADS (trainyard's
+# distributed.threads_per_process, ATen's intra-op threads of the training
+# thread; default 1; 0: trainyard's default, one per CPU).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/torch-env.sh
@@ -20,6 +23,8 @@ bin=build/bin/trainyard
 [ -x "$bin" ] || { echo "error: build first: bash scripts/build.sh" >&2; exit 2; }
 set_dir="${PHOTO_SET:-data/photo-set}"
 batches="${BATCHES:-20}"
+sources="${SOURCES:-folder lmdb shards pipe}"
+intra="${INTRA_OP_THREADS:-1}"
 [ -d "$set_dir/lmdb/val" ] && [ -d "$set_dir/shards/val" ] || bash scripts/make-photo-set.sh "$set_dir" >&2
 last_shard=$(ls "$set_dir/shards/train" | sed -n 's/^shard-\([0-9]*\)\.tar$/\1/p' | sort | tail -n1)
 exp=experiments/photo_set_resnet18.yaml
@@ -28,12 +33,13 @@ echo "torchvision: $("$TRAINYARD_PYTHON" -c 'import torchvision; print(torchvisi
 source scripts/bench/cpu-header.sh && bench_cpu_header "$bin"
 train_images=$(find "$set_dir/train" -name '*.jpg' | wc -l)
 echo "photo set: $train_images training JPEGs, $(du -sh "$set_dir/train" | cut -f1) ($set_dir)"
+echo "trainyard: distributed.threads_per_process $intra (0: one per CPU); $batches batches of 256"
 echo
 
 peak_mb() { awk '/Maximum resident set size/ { printf "%.0f", $NF / 1024 }' "$1"; }
 trainyard_rate() {  # SOURCE THREADS -> "images/s rss_mb"
   local sets=(--set loop.batch_per_device=256 --set loop.shuffle=true --set loop.decode_threads="$2"
-              --set loop.prefetch_batches=2 --set distributed.threads_per_process=1)
+              --set loop.prefetch_batches=2 --set distributed.threads_per_process="$intra")
   local transforms="color: rgb, crop: random_resized, crop_size: [224, 224], hflip: 0.5,
     mean: [0.485, 0.456, 0.406], std: [0.229, 0.224, 0.225]"
   if [ "$1" = lmdb ]; then  # the same transforms over the same JPEG bytes
@@ -64,7 +70,7 @@ for w in 1 2; do
   printf "| torchvision ImageFolder + v2, DataLoader | folder | %d | %.0f | %.0f | %s |\n" "$w" "$rate" "$(awk -v r="$rate" -v w="$w" 'BEGIN { print r / w }')" "$rss"
 done
 declare -A ours
-for src in folder lmdb shards pipe; do
+for src in $sources; do
   for t in 1 2; do
     read -r rate rss <<<"$(trainyard_rate "$src" "$t")"
     ours[$src$t]=$rate
@@ -72,7 +78,7 @@ for src in folder lmdb shards pipe; do
   done
 done
 echo
-for src in folder lmdb shards pipe; do
+for src in $sources; do
   for t in 1 2; do
     printf "trainyard %s / torchvision, %d decode thread(s) vs %d worker(s): %.2fx\n" "$src" "$t" "$t" \
       "$(awk -v a="${ours[$src$t]}" -v b="${py[$t]}" 'BEGIN { print a / b }')"
