@@ -23,8 +23,7 @@ void use_one_aten_thread_on_this_thread() {
 #if AT_PARALLEL_OPENMP
   if (at::get_num_threads() == 1) return;  // also initialises this thread (above)
   using SetNumThreads = void (*)(int);
-  static const auto omp_set_num_threads =
-      reinterpret_cast<SetNumThreads>(dlsym(RTLD_DEFAULT, "omp_set_num_threads"));
+  static const auto omp_set_num_threads = reinterpret_cast<SetNumThreads>(dlsym(RTLD_DEFAULT, "omp_set_num_threads"));
   if (omp_set_num_threads) omp_set_num_threads(1);
 #endif
 }
