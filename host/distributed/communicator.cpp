@@ -20,6 +20,7 @@
 #include "distributed/device.h"
 #include "distributed/rendezvous.h"
 #include "trainyard/error.h"
+#include "util/clock.h"
 
 namespace trainyard::host {
 
@@ -43,10 +44,6 @@ struct Communicator::Impl {
 };
 
 namespace {
-
-double since(std::chrono::steady_clock::time_point t0) {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-}
 
 // Gloo and the store throw c10::Error when a peer is gone or times out: say
 // which operation and that another rank failed.
@@ -305,7 +302,7 @@ void Communicator::allreduce(at::Tensor& tensor) {
   check_on_group_device(tensor, "allreduce");
   std::vector<at::Tensor> tensors{tensor};
   wait(*start_allreduce(tensors));
-  seconds_ += since(t0);
+  seconds_ += seconds_since(t0);
 }
 
 at::Tensor Communicator::gather_rows(const at::Tensor& rows) {
@@ -368,7 +365,7 @@ void Communicator::broadcast_module(torch::nn::Module& module) {
         }
       },
       this);
-  seconds_ += since(t0);
+  seconds_ += seconds_since(t0);
 }
 
 void Communicator::broadcast_buffers(torch::nn::Module& module) {
@@ -397,7 +394,7 @@ void Communicator::broadcast_buffers(torch::nn::Module& module) {
       offset += b.numel();
     }
   }
-  seconds_ += since(t0);
+  seconds_ += seconds_since(t0);
 }
 
 c10::Device Communicator::device() const { return impl_->device; }
@@ -417,7 +414,7 @@ std::vector<double> Communicator::sum(const std::vector<double>& values) {
         impl_->control->allreduce(tensors)->wait();
       },
       this);
-  seconds_ += since(t0);
+  seconds_ += seconds_since(t0);
   return std::vector<double>(t.data_ptr<double>(), t.data_ptr<double>() + t.numel());
 }
 

@@ -8,13 +8,12 @@
 #include "train/loader_settings.h"
 #include "train/meter_results.h"
 #include "train/run_log.h"
+#include "util/clock.h"
 
 namespace trainyard::host {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-
-double seconds_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
 
 class TestMeterResults final : public HostHook {
  public:

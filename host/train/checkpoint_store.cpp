@@ -12,6 +12,7 @@
 #include "log/log.h"
 #include "trainyard/error.h"
 #include "util/background_worker.h"
+#include "util/clock.h"
 #include "util/files.h"
 
 namespace fs = std::filesystem;
@@ -115,11 +116,15 @@ std::vector<std::string> CheckpointStore::remove_stale_temporaries() const {
 
 namespace {
 using Clock = std::chrono::steady_clock;
-double seconds_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
 std::string seconds_text(double s) {
   char text[32];
   std::snprintf(text, sizeof text, "%.3f s", s);
   return text;
+}
+// The line each checkpoint logs: how long the loop waited for it, how long its write took and where.
+std::string written_line(const std::string& name, double blocked, double took, const std::string& where) {
+  return "trainyard: checkpoint " + name + " (loop blocked " + seconds_text(blocked) + "; written in " +
+         seconds_text(took) + " " + where + ")";
 }
 }  // namespace
 
@@ -156,8 +161,7 @@ std::string CheckpointStore::save(Network& network, torch::optim::Optimizer& opt
     const double took = seconds_since(t0);
     record(blocked_, took);
     record(written_, took);
-    log_info("trainyard: checkpoint " + name + " (loop blocked " + seconds_text(took) + "; written in " +
-             seconds_text(took) + " on the training thread)");
+    log_info(written_line(name, took, took, "on the training thread"));
     return path;
   }
   auto snapshot = std::make_shared<CheckpointSnapshot>(snapshot_checkpoint(network, optimizer, state, parts));
@@ -174,8 +178,7 @@ std::string CheckpointStore::save(Network& network, torch::optim::Optimizer& opt
     // Told by the training thread (log_written()): a line from this thread
     // could cut into the console's live progress line.
     std::lock_guard<std::mutex> lock(stats_mutex_);
-    written_line_ = "trainyard: checkpoint " + name + " (loop blocked " + seconds_text(blocked) + "; written in " +
-                    seconds_text(took) + " in the background)";
+    written_line_ = written_line(name, blocked, took, "in the background");
   });
   return path;
 }

@@ -2,9 +2,7 @@
 
 #include <cmath>
 #include <cstdint>
-#include <map>
 #include <optional>
-#include <tuple>
 #include <vector>
 
 #include <ATen/ATen.h>
@@ -31,6 +29,18 @@ __attribute__((target_clones("avx512f", "avx2", "default"))) float sum_of_square
 
 }  // namespace
 
+TensorGroups by_device_and_dtype(const std::vector<at::Tensor>& tensors) {
+  TensorGroups groups;
+  for (const at::Tensor& t : tensors) groups[{t.device().type(), t.device().index(), t.scalar_type()}].push_back(t);
+  return groups;
+}
+
+void clamp_gradients(std::vector<at::Tensor>& grads, double max_value) {
+  if (max_value <= 0 || grads.empty()) return;
+  at::_foreach_clamp_min_(grads, -max_value);
+  at::_foreach_clamp_max_(grads, max_value);
+}
+
 at::Tensor squared_norm_tensor(const std::vector<at::Tensor>& grads, const at::Tensor& poison) {
   double sum = 0;                  // of the gradients read in place
   std::vector<at::Tensor> others;  // on a device, or not float32, or strided
@@ -53,11 +63,9 @@ at::Tensor squared_norm_tensor(const std::vector<at::Tensor>& grads, const at::T
   // One foreach norm per (device, dtype) group (on CUDA, a few launches
   // however many parameters: not one dot each), accumulated in fp32 even
   // for half-precision gradients, summed on the first group's device.
-  std::map<std::tuple<c10::DeviceType, c10::DeviceIndex, at::ScalarType>, std::vector<at::Tensor>> groups;
-  for (const at::Tensor& g : others) groups[{g.device().type(), g.device().index(), g.scalar_type()}].push_back(g);
   const at::Device home = others.front().device();
   std::vector<at::Tensor> group_sums;  // each group's sum of squared norms, in double
-  for (const auto& [key, tensors] : groups) {
+  for (const auto& [key, tensors] : by_device_and_dtype(others)) {
     const std::optional<at::ScalarType> accumulate =
         at::isReducedFloatingType(std::get<2>(key)) ? std::optional(at::kFloat) : std::nullopt;
     const at::Tensor norms = at::stack(at::_foreach_norm(tensors, 2, accumulate));

@@ -2,11 +2,22 @@
 // The global L2 norm of the gradients, computed at every update: it is the
 // non-finite check and the clipping norm at once, so it must cost next to
 // nothing on small models (docs/performance.md, "Per-step overhead").
+#include <map>
+#include <tuple>
 #include <vector>
 
 #include <ATen/core/Tensor.h>
 
 namespace trainyard::host {
+
+/// Tensors grouped by (device type, device index, dtype): what one call of
+/// ATen's multi-tensor (_foreach_) kernels takes on its fast path.
+using TensorGroups = std::map<std::tuple<c10::DeviceType, c10::DeviceIndex, at::ScalarType>, std::vector<at::Tensor>>;
+TensorGroups by_device_and_dtype(const std::vector<at::Tensor>& tensors);
+
+/// Clamps every gradient to [-max_value, max_value] (foreach: a few launches
+/// on a GPU, not one per gradient); nothing for max_value 0.
+void clamp_gradients(std::vector<at::Tensor>& grads, double max_value);
 
 /// The sum of the squared L2 norms of `grads`: NaN or infinite when any
 /// element is. Contiguous float32 CPU tensors are read in place (no ATen

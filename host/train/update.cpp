@@ -2,8 +2,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <map>
-#include <tuple>
 #include <utility>
 
 #include <ATen/ATen.h>
@@ -43,9 +41,7 @@ void scale_gradients(std::vector<at::Tensor>& grads, double factor) {
 // multi-tensor kernel takes it (float32, float64: its fast path wants the
 // same type), else in float32 (a multiply per tensor, with the exact factor).
 void scale_without_reading(std::vector<at::Tensor>& grads, const at::Tensor& factor) {
-  std::map<std::tuple<c10::DeviceType, c10::DeviceIndex, at::ScalarType>, std::vector<at::Tensor>> groups;
-  for (const at::Tensor& g : grads) groups[{g.device().type(), g.device().index(), g.scalar_type()}].push_back(g);
-  for (auto& [key, tensors] : groups) {
+  for (auto& [key, tensors] : by_device_and_dtype(grads)) {
     const at::ScalarType type = std::get<2>(key);
     const at::Device device(std::get<0>(key), std::get<1>(key));
     at::_foreach_mul_(tensors, factor.to(device, type == at::kFloat || type == at::kDouble ? type : at::kFloat));
@@ -57,14 +53,13 @@ std::string iteration_text(const LoopPosition& at) {
          std::to_string(at.position + 1) + ")";
 }
 
+std::string norm_text(double norm) { return std::isnan(norm) ? "NaN" : std::isinf(norm) ? "inf" : json_number(norm); }
+
 }  // namespace
 
 double clip_gradients(std::vector<at::Tensor>& grads, double max_value, double max_norm, const at::Tensor& poison) {
   at::NoGradGuard no_grad;
-  if (max_value > 0 && !grads.empty()) {  // foreach: a few launches on a GPU, not one per gradient
-    at::_foreach_clamp_min_(grads, -max_value);
-    at::_foreach_clamp_max_(grads, max_value);
-  }
+  clamp_gradients(grads, max_value);
   // One read of each gradient: this runs at every update, for the non-finite check too.
   const double norm = std::sqrt(squared_norm(grads, poison));
   if (max_norm > 0 && norm > max_norm) scale_gradients(grads, max_norm / norm);
@@ -136,10 +131,16 @@ void Updater::backward(const at::Tensor& loss, const Batch& batch, const at::Ten
   ++micro_;
 }
 
-void Updater::zero_gradients_in_place() {
+std::vector<at::Tensor> Updater::gradients() {
   std::vector<at::Tensor> grads;
+  grads.reserve(parameters_.size());
   for (auto& p : parameters_)
     if (p.grad().defined()) grads.push_back(p.mutable_grad());
+  return grads;
+}
+
+void Updater::zero_gradients_in_place() {
+  std::vector<at::Tensor> grads = gradients();
   if (!grads.empty()) at::_foreach_zero_(grads);
 }
 
@@ -218,10 +219,7 @@ void Updater::resolve_pending_losses() {
 UpdateOutcome Updater::finish(const UpdateClock& clock, const ScheduleFactor& schedule) {
   UpdateOutcome outcome;
   if (reducer_) reducer_->finish();  // averaged over ranks, mostly while backward ran
-  std::vector<at::Tensor> grads;
-  grads.reserve(parameters_.size());
-  for (auto& p : parameters_)
-    if (p.grad().defined()) grads.push_back(p.mutable_grad());
+  std::vector<at::Tensor> grads = gradients();
   at::NoGradGuard no_grad;
   // A short accumulation (the epoch ended first) still makes a mean over its batches.
   double rescale = micro_ < s_.iter_size ? static_cast<double>(s_.iter_size) / static_cast<double>(micro_) : 1.0;
@@ -288,10 +286,7 @@ UpdateOutcome Updater::finish(const UpdateClock& clock, const ScheduleFactor& sc
 UpdateOutcome Updater::finish_on_device(std::vector<at::Tensor>& grads, const UpdateClock& clock,
                                         const ScheduleFactor& schedule) {
   UpdateOutcome outcome;
-  if (s_.clip_grad_value > 0 && !grads.empty()) {
-    at::_foreach_clamp_min_(grads, -s_.clip_grad_value);
-    at::_foreach_clamp_max_(grads, s_.clip_grad_value);
-  }
+  clamp_gradients(grads, s_.clip_grad_value);
   const bool check = s_.nonfinite != "ignore";
   const at::Tensor poison = check ? pending_loss_poison() : at::Tensor();
   const at::Tensor norm = squared_norm_tensor(grads, poison).sqrt();  // stays where it was computed
@@ -382,9 +377,8 @@ UpdateOutcome Updater::read_checks() {
   const bool last = k + 1 >= updates.size();
   std::string cause = loss_nonfinite ? "non-finite loss" : "non-finite gradients";
   if (!loss_nonfinite && last) {  // the gradients at hand are the halting update's
-    const std::string norm = std::isnan(grad_norm_) ? "NaN" : std::isinf(grad_norm_) ? "inf" : json_number(grad_norm_);
     const auto bad = nonfinite_gradients(*c_.network.object);
-    cause += " (global norm " + norm + ")" + (bad.empty() ? std::string() : " in " + join(bad));
+    cause += " (global norm " + norm_text(grad_norm_) + ")" + (bad.empty() ? std::string() : " in " + join(bad));
   }
   const size_t after = updates.size() - std::min(updates.size(), k + 1);
   outcome.stop = "stopped at " + first(k) + ": " + cause +
@@ -406,13 +400,11 @@ void Updater::handle_nonfinite(const UpdateClock& clock, UpdateOutcome& outcome)
   } else {
     auto bad = nonfinite_gradients(net);
     auto params = nonfinite_parameters(net);
-    const std::string norm = std::isnan(grad_norm_) ? "NaN" : std::isinf(grad_norm_) ? "inf" : json_number(grad_norm_);
-    cause = "non-finite gradients (global norm " + norm + ")" + (bad.empty() ? std::string() : " in " + join(bad)) +
+    cause = "non-finite gradients (global norm " + norm_text(grad_norm_) + ")" +
+            (bad.empty() ? std::string() : " in " + join(bad)) +
             (params.empty() ? std::string() : "; non-finite parameters: " + join(params));
   }
-  const auto& at = clock.at;
-  const std::string step = "iteration " + std::to_string(at.iteration + 1) + " (epoch " + std::to_string(at.epoch + 1) +
-                           ", batch " + std::to_string(at.position + 1) + ")";
+  const std::string step = iteration_text(clock.at);
   if (!debug_ && s_.nonfinite == "skip" && ++skipped_in_a_row_ < s_.nonfinite_max_skips) {
     ++skipped_updates_;
     outcome.skipped_updates = static_cast<double>(skipped_updates_);

@@ -142,6 +142,7 @@ class Updater {
   /// set), or why to stop (outcome.stop); under --debug, throws NonFiniteStop.
   void handle_nonfinite(const UpdateClock& clock, UpdateOutcome& outcome);
   void drop_update(std::vector<at::Tensor>& grads);
+  std::vector<at::Tensor> gradients();  ///< the parameters' gradients that are defined
   /// finish() with the checks kept on the device.
   UpdateOutcome finish_on_device(std::vector<at::Tensor>& grads, const UpdateClock& clock,
                                  const ScheduleFactor& schedule);

@@ -20,6 +20,34 @@
 namespace optimizers {
 namespace {
 
+// What ATen's fused kernels need of a parameter and its gradient: they walk
+// parameter, gradient and state as one flat array each, so these must share
+// dense strides, a floating type and (across the call) a device.
+bool fusable(const at::Tensor& p, const at::Tensor& g, std::optional<at::Device>& device) {
+  if (!at::isFloatingType(p.scalar_type()) || g.scalar_type() != p.scalar_type() || g.is_sparse() ||
+      !p.is_non_overlapping_and_dense() || g.strides() != p.strides() || (device && *device != p.device()))
+    return false;
+  device = p.device();
+  return true;
+}
+
+// An optimizer step's closure, if any, evaluated with gradients on (the step
+// itself runs under NoGradGuard): the loss it returns.
+template <class Closure>
+at::Tensor closure_loss(Closure& closure) {
+  if (!closure) return {};
+  at::AutoGradMode enable_grad(true);
+  return closure();
+}
+
+// LibTorch's own step where the fused one cannot run: it cannot skip on the
+// device, so the flag is read first (one wait for the device).
+template <class Step>
+at::Tensor step_unless_read(const std::optional<at::Tensor>& found_inf, Step&& step) {
+  if (found_inf && found_inf->item<float>() != 0) return {};
+  return step();
+}
+
 // LibTorch's SGD with its update in ATen's fused kernel (_fused_sgd_, on CPU
 // a vectorized loop per parameter; on CUDA a multi-tensor kernel): the same
 // arithmetic as SGD::step (momentum buffer = gradient at the first step,
@@ -74,11 +102,7 @@ class FusedSgd : public torch::optim::SGD, public trainyard::SkippableStep {
       }
     }
     at::NoGradGuard no_grad;
-    at::Tensor loss;
-    if (closure) {
-      at::AutoGradMode enable_grad(true);
-      loss = closure();
-    }
+    const at::Tensor loss = closure_loss(closure);
     for (size_t k = 0; k < param_groups_.size(); ++k) {
       const auto& o = static_cast<const torch::optim::SGDOptions&>(param_groups_[k].options());
       // The kernel's is_first_step holds for a whole call: the parameters
@@ -107,20 +131,8 @@ class FusedSgd : public torch::optim::SGD, public trainyard::SkippableStep {
     return static_cast<const torch::optim::SGDOptions&>(param_groups_[group].options()).dampening();
   }
 
-  // LibTorch's own step, which cannot skip on the device: the flag is read first.
   at::Tensor unfused_step(LossClosure closure, const std::optional<at::Tensor>& found_inf) {
-    if (found_inf && found_inf->item<float>() != 0) return {};
-    return torch::optim::SGD::step(std::move(closure));
-  }
-
-  // The kernel walks parameter, gradient and momentum buffer as one flat
-  // array each: they must share dense strides, a floating type and a device.
-  static bool fusable(const at::Tensor& p, const at::Tensor& g, std::optional<at::Device>& device) {
-    if (!at::isFloatingType(p.scalar_type()) || g.scalar_type() != p.scalar_type() || g.is_sparse() ||
-        !p.is_non_overlapping_and_dense() || g.strides() != p.strides() || (device && *device != p.device()))
-      return false;
-    device = p.device();
-    return true;
+    return step_unless_read(found_inf, [&] { return torch::optim::SGD::step(std::move(closure)); });
   }
 };
 
@@ -176,9 +188,7 @@ class FusedAdamOf : public Base, public trainyard::SkippableStep {
       for (const auto& p : this->param_groups_[k].params()) {
         const at::Tensor& g = p.grad();
         if (!g.defined()) continue;
-        if (!at::isFloatingType(p.scalar_type()) || g.scalar_type() != p.scalar_type() || g.is_sparse() ||
-            !p.is_non_overlapping_and_dense() || g.strides() != p.strides() || (device && *device != p.device()))
-          return unfused_step(std::move(closure), found_inf);
+        if (!fusable(p, g, device)) return unfused_step(std::move(closure), found_inf);
         // Moments loaded from a checkpoint of another layout (a network made
         // channels_last since) are walked as flat arrays too: LibTorch's step then.
         if (const auto found = this->state_.find(p.unsafeGetTensorImpl()); found != this->state_.end()) {
@@ -188,14 +198,9 @@ class FusedAdamOf : public Base, public trainyard::SkippableStep {
                                      moment.device() != p.device()))
               return unfused_step(std::move(closure), found_inf);
         }
-        device = p.device();
       }
     at::NoGradGuard no_grad;
-    at::Tensor loss;
-    if (closure) {
-      at::AutoGradMode enable_grad(true);
-      loss = closure();
-    }
+    const at::Tensor loss = closure_loss(closure);
     std::vector<at::Tensor> all_steps;
     for (size_t k = 0; k < this->param_groups_.size(); ++k) {
       const auto& o = static_cast<const Options&>(this->param_groups_[k].options());
@@ -248,10 +253,8 @@ class FusedAdamOf : public Base, public trainyard::SkippableStep {
     return loss;
   }
 
-  // LibTorch's own step, which cannot skip on the device: the flag is read first.
   at::Tensor unfused_step(typename Base::LossClosure closure, const std::optional<at::Tensor>& found_inf) {
-    if (found_inf && found_inf->item<float>() != 0) return {};
-    return Base::step(std::move(closure));
+    return step_unless_read(found_inf, [&] { return Base::step(std::move(closure)); });
   }
 
   struct Steps {
@@ -283,11 +286,7 @@ class ForeachRmsprop : public torch::optim::RMSprop {
         if (p.grad().defined() && p.grad().is_sparse())
           return torch::optim::RMSprop::step(std::move(closure));  // refuses it with LibTorch's message
     at::NoGradGuard no_grad;
-    at::Tensor loss;
-    if (closure) {
-      at::AutoGradMode enable_grad(true);
-      loss = closure();
-    }
+    const at::Tensor loss = closure_loss(closure);
     for (auto& group : param_groups_) {
       const auto& o = static_cast<const torch::optim::RMSpropOptions&>(group.options());
       std::vector<at::Tensor> params, grads, square_avgs, momentum_buffers, grad_avgs;

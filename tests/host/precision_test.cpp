@@ -227,12 +227,6 @@ TEST(Precision, ThisMachinesCpuFactsComeFromLibTorch) {
   std::printf("this CPU: %s\n", f.describe().c_str());
 }
 
-int occurrences(const std::string& text, const std::string& part) {
-  int n = 0;
-  for (size_t at = text.find(part); at != std::string::npos; at = text.find(part, at + 1)) ++n;
-  return n;
-}
-
 // What the real binary says and records, with the kernels held at AVX2 the
 // way a user would (ONEDNN_MAX_CPU_ISA, ATEN_CPU_CAPABILITY): bf16 is then
 // emulated on any CPU, as on an AVX2-only machine.
@@ -290,14 +284,14 @@ TEST(Precision, ExplicitBf16WhereItIsEmulatedWarnsOnceAtValidateAndAtRunStart) {
   const std::string warning = "warning: loop.precision: bf16-mixed is emulated on this CPU (";
   auto v = test::trainyard_with_env(kAvx2Kernels, "validate " + exp + sets);
   ASSERT_EQ(v.exit_code, 0) << v.err;
-  EXPECT_EQ(occurrences(v.err, warning), 1) << v.err;
+  EXPECT_EQ(test::occurrences(v.err, warning), 1) << v.err;
   EXPECT_TRUE(test::contains(v.err, emulated_reason() +
                                         "): convnets measured 6-16x slower than "
                                         "fp32 on such CPUs; use loop.precision: auto (fp32 here) or fp32"))
       << v.err;
   auto r = test::trainyard_with_env(kAvx2Kernels, "run " + exp + sets + " --output-dir " + out);
   ASSERT_EQ(r.exit_code, 0) << r.err;  // it trains: the user asked for it
-  EXPECT_EQ(occurrences(r.err, warning), 1) << r.err;
+  EXPECT_EQ(test::occurrences(r.err, warning), 1) << r.err;
 }
 
 TEST(Precision, VersionSaysWhetherThisCpuHasNativeBf16AndWhichKernelsAtenUses) {

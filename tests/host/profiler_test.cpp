@@ -88,13 +88,6 @@ TEST(Profiler, TheTraceOfTheAskedStepsOpensInTensorBoardsProfilerWithTheNetworks
   EXPECT_TRUE(contains(read.out, "op aten::mm ")) << "the backward's matrix products: " << read.out;
 }
 
-// Occurrences of `part` in `text`.
-int64_t occurrences(const std::string& text, const std::string& part) {
-  int64_t n = 0;
-  for (size_t at = text.find(part); at != std::string::npos; at = text.find(part, at + part.size())) ++n;
-  return n;
-}
-
 // Host syncs a single-process fp32 CPU step makes: with the update's checks
 // read at every update (update_checks_every auto on the CPU, where a read
 // costs nothing), one: the gradient norm with the losses' finiteness folded

@@ -90,6 +90,12 @@ std::vector<std::string> read_lines(const std::string& path) {
 
 bool contains(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
 
+int64_t occurrences(const std::string& text, const std::string& part) {
+  int64_t n = 0;
+  for (size_t at = text.find(part); at != std::string::npos; at = text.find(part, at + part.size())) ++n;
+  return n;
+}
+
 CommandResult run_command(const std::string& command) {
   const std::string dir = temp_dir("command-" + std::to_string(::getpid()));
   const std::string out = dir + "/out", err = dir + "/err";

@@ -46,6 +46,8 @@ std::string read_file(const std::string& path);
 std::vector<int> profile_step_shares(const std::string& summary);
 std::vector<std::string> read_lines(const std::string& path);
 bool contains(const std::string& text, const std::string& part);
+/// How many times `part` occurs in `text` (not overlapping).
+int64_t occurrences(const std::string& text, const std::string& part);
 
 /// A small experiment on synthetic data (learnable in a few epochs, < 1 s).
 /// `more` is appended as extra top-level YAML.
