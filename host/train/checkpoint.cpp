@@ -217,12 +217,21 @@ class HostCopies {
 
 }  // namespace
 
+namespace {
+// The checkpoint as written, its archive holding the training state's own tensors.
+CheckpointSnapshot live_checkpoint(Network& network, torch::optim::Optimizer& optimizer, const CheckpointState& state,
+                                   const std::vector<const CheckpointPart*>& parts) {
+  CheckpointSnapshot checkpoint;
+  checkpoint.archive = checkpoint_archive(network, optimizer, state, parts);
+  checkpoint.state = manifest_state(state);
+  return checkpoint;
+}
+}  // namespace
+
 void save_checkpoint(const std::string& path, Network& network, torch::optim::Optimizer& optimizer,
                      const CheckpointState& state, const std::vector<const CheckpointPart*>& parts) {
-  CheckpointSnapshot snapshot;
-  snapshot.archive = checkpoint_archive(network, optimizer, state, parts);
-  snapshot.state = manifest_state(state);
-  write_checkpoint(path, snapshot);
+  CheckpointSnapshot live = live_checkpoint(network, optimizer, state, parts);
+  write_checkpoint(path, live);
 }
 
 CheckpointState manifest_state(const CheckpointState& state) {
@@ -235,9 +244,7 @@ CheckpointState manifest_state(const CheckpointState& state) {
 
 CheckpointSnapshot snapshot_checkpoint(Network& network, torch::optim::Optimizer& optimizer,
                                        const CheckpointState& state, const std::vector<const CheckpointPart*>& parts) {
-  CheckpointSnapshot snapshot;
-  snapshot.archive = checkpoint_archive(network, optimizer, state, parts);
-  snapshot.state = manifest_state(state);
+  CheckpointSnapshot snapshot = live_checkpoint(network, optimizer, state, parts);
   torch::NoGradGuard no_grad;
   HostCopies copies;
   copies.copy(c10::IValue((snapshot.archive.*archive_module_member())._ivalue()));
