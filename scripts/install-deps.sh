@@ -156,6 +156,39 @@ elif [ "$(cat "$TRAINYARD_VENV/.readers" 2>/dev/null)" != "${readers[*]}" ]; the
   echo "${readers[*]}" > "$TRAINYARD_VENV/.readers"
 fi
 
+# --- nvJPEG ------------------------------------------------------------------------
+# `decode: gpu` (docs/data.md) decodes JPEGs with nvJPEG, from PyPI's
+# nvidia-nvjpeg wheel (4 MB: nvjpeg.h and libnvjpeg.so.13) installed beside the
+# nvidia-* wheels torch brought, pinned to the release of torch's CUDA minor:
+# the image_datasets plugin compiles against its header and loads the library
+# at run time (a machine without it trains with `decode: cpu` and says why
+# `decode: gpu` is unavailable). Not for a torch we did not install, nor a CPU
+# build; nvJPEG for CUDA 12 is another package (nvidia-nvjpeg-cu12).
+torch_cuda="$(trainyard_torch_cuda_in "$trainyard_torch_dir")"
+case "$torch_cuda" in
+  13.0) nvjpeg_pin="nvidia-nvjpeg==13.0.3.75" ;;
+  13.1) nvjpeg_pin="nvidia-nvjpeg==13.1.0.59" ;;
+  13.2) nvjpeg_pin="nvidia-nvjpeg==13.2.3.58" ;;
+  13.3) nvjpeg_pin="nvidia-nvjpeg==13.3.2.43" ;;
+  *) nvjpeg_pin="" ;;
+esac
+if [ -n "$TRAINYARD_TORCH_EXTERNAL" ]; then
+  echo "install-deps: nvJPEG is not installed into $trainyard_torch_dir's environment;" \
+       "decode: gpu works where it has nvidia-nvjpeg (${nvjpeg_pin:-for CUDA $torch_cuda})"
+elif [ -z "$nvjpeg_pin" ]; then
+  echo "install-deps: no nvidia-nvjpeg pinned for torch's CUDA $torch_cuda; decode: gpu will be unavailable"
+elif [ "$(cat "$TRAINYARD_VENV/.nvjpeg" 2>/dev/null)" != "$nvjpeg_pin" ]; then
+  echo "install-deps: installing $nvjpeg_pin into $TRAINYARD_VENV"
+  echo "torch==$TRAINYARD_TORCH_VERSION" > "$TRAINYARD_VENV/.torch-constraint.txt"
+  if ! "$TRAINYARD_VENV/bin/pip" install -q --no-deps -c "$TRAINYARD_VENV/.torch-constraint.txt" "$nvjpeg_pin"; then
+    echo "error: install-deps: $nvjpeg_pin cannot be installed from PyPI; expected the nvJPEG wheel for CUDA $torch_cuda" >&2
+    exit 2
+  fi
+  echo "$nvjpeg_pin" > "$TRAINYARD_VENV/.nvjpeg"
+else
+  echo "install-deps: $nvjpeg_pin present in $TRAINYARD_VENV"
+fi
+
 # --- Gloo headers ---------------------------------------------------------------
 # The wheel links Gloo statically into libtorch_cpu.so and exports its symbols,
 # but ships none of its headers. Debian's libgloo-dev from forky (else sid) is
