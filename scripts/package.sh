@@ -18,7 +18,9 @@
 #   build/                the build: executables, plugins, SDK libraries, test fixtures
 #   src/                  the sources (experiments, scripts, test data the tests read)
 #   lib/                  every other library the binaries need, except glibc,
-#                         libstdc++ and torch's own; OpenCV is core and imgproc only
+#                         libstdc++ and torch's own; OpenCV is core and imgproc only;
+#                         libnvjpeg.so.13 when the build names one (decode: gpu; the
+#                         plugin dlopens it, so ldd does not list it)
 #   share/build-info.sh   the torch, CUDA, glibc and libstdc++ versions it needs
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -93,6 +95,18 @@ while read -r soname path; do
   case "$path" in "$site"/*|"$(realpath "$build")"/*|"$build"/*) continue ;; esac
   cp -L "$path" "$pkg/lib/$soname"
 done < "$work/needed.txt"
+# nvJPEG (decode: gpu): image_datasets dlopens libnvjpeg.so.13 by its soname, which
+# package-env.sh's LD_LIBRARY_PATH finds in lib/; the build's CMake names the file.
+nvjpeg="$(sed -n 's/^TRAINYARD_NVJPEG_LIBRARY:[A-Z]*=//p' "$build/CMakeCache.txt" | head -n1)"
+if [ -n "$nvjpeg" ] && [ -f "$nvjpeg" ]; then
+  cp -L "$nvjpeg" "$pkg/lib/"
+  nvjpeg_note="nvJPEG carried"
+else
+  why="names none"; [ -z "$nvjpeg" ] || why="names $nvjpeg, which no longer exists"
+  echo "package: no nvJPEG ($build/CMakeCache.txt's TRAINYARD_NVJPEG_LIBRARY $why);" \
+       "decode: gpu is unavailable from this package, decode: cpu works"
+  nvjpeg_note="no nvJPEG"
+fi
 # The closure the package exists to leave behind (OpenCV's imgcodecs pulls it in).
 heavy="$(ls "$pkg/lib" | grep -E '^(libgdal|libgdcm|libOpenEXR|libopencv_imgcodecs)' || true)"
 [ -z "$heavy" ] || fail "the binaries need $(echo $heavy); expected OpenCV's core and imgproc only (no imgcodecs)"
@@ -130,5 +144,5 @@ README
 
 mkdir -p "$out"
 tar -czf "$out/$name.tar.gz" -C "$work" "$name"
-echo "package: $out/$name.tar.gz ($(du -h "$out/$name.tar.gz" | cut -f1); $(ls "$pkg/lib" | wc -l) libraries carried;" \
+echo "package: $out/$name.tar.gz ($(du -h "$out/$name.tar.gz" | cut -f1); $(ls "$pkg/lib" | wc -l) libraries carried, $nvjpeg_note;" \
      "needs torch $torch_version with CUDA ${torch_cuda%%.*}.x, glibc >= $glibc, GLIBCXX_$glibcxx)"

@@ -2,8 +2,9 @@
 # scripts/package.sh's tarball, unpacked in another folder and moved again,
 # runs against a torch named at run time: --version, a CPU training, part of
 # the suite from the package; its binaries name no path of the build machine,
-# carry no GDAL/GDCM/OpenEXR, and a torch of another version or CUDA major, or
-# a Python without torch, is one error line with exit 2.
+# carry no GDAL/GDCM/OpenEXR, lib/ holds libnvjpeg.so.13 when the build names
+# one, and a torch of another version or CUDA major, or a Python without torch,
+# is one error line with exit 2.
 # Usage: package_test.sh BUILD_DIR SOURCE_DIR PYTHON SCRATCH
 set -euo pipefail
 build="$1" source="$2" python="$3" scratch="$4"
@@ -27,6 +28,13 @@ heavy="$(ls "$pkg/lib" | grep -E '^(libgdal|libgdcm|libOpenEXR|libopencv_imgcode
 [ -z "$heavy" ] || fail "the package carries $heavy"
 ls "$pkg/lib" | grep -q '^libopencv_core' || fail "the package carries no libopencv_core: $(ls "$pkg/lib")"
 ! ls "$pkg/lib" | grep -qE '^(libtorch|libc10|libc\.so|libstdc\+\+)' || fail "the package carries torch or the C/C++ runtime"
+# nvJPEG (decode: gpu) travels in lib/ when the build names one; the plugin dlopens it by soname.
+if [ -n "$(sed -n 's/^TRAINYARD_NVJPEG_LIBRARY:[A-Z]*=//p' "$build/CMakeCache.txt")" ]; then
+  [ -f "$pkg/lib/libnvjpeg.so.13" ] || fail "the build names nvJPEG, the package's lib/ lacks libnvjpeg.so.13: $(ls "$pkg/lib")"
+  grep -q 'nvJPEG carried' "$scratch/package.log" || fail "package.sh's last line does not say nvJPEG is carried"
+else
+  grep -q 'no nvJPEG' "$scratch/package.log" || fail "the build names no nvJPEG, package.sh does not say so"
+fi
 
 version="$("$pkg/bin/trainyard" --version)"
 echo "$version"
