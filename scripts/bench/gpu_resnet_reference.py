@@ -3,7 +3,9 @@ bf16 autocast, channels_last, cudnn.benchmark, SGD Nesterov, label smoothing
 0.1 -- the settings bench-gpu.sh gives trainyard.
   python gpu_resnet_reference.py ROOT|synthetic DEPTH BATCH WORKERS EPOCHS_OR_STEPS
 ROOT: ImageFolder + RandomResizedCrop(CROP) + flip + ToTensor + Normalize through
-a DataLoader (pin_memory, persistent workers, prefetch 4); one JSON line per epoch.
+a DataLoader (pin_memory, persistent workers, prefetch 4); one JSON line per epoch,
+then one of the CPU time (mode "cpu_time": user + sys seconds of this process and
+its DataLoader workers, since it started, over the images of all epochs).
 synthetic: one batch resident on the GPU for STEPS steps after 10 of warm-up:
 the compute-bound rate, what no input pipeline can beat.
 Environment: DEVICE=cpu runs on the CPU in fp32 (bench-gpu.sh's CPU path, which
@@ -12,7 +14,9 @@ skip A steps of the first epoch, record steps A+1..B with torch.profiler and
 print one JSON line of host syncs and kernel launches per step, counted as
 trainyard's --profile counts them (host/train/profiler.cpp), then stop."""
 import json
+import multiprocessing
 import os
+import resource
 import sys
 import tempfile
 import time
@@ -128,6 +132,7 @@ if os.environ.get("PROFILE_STEPS"):
               flush=True)
     sys.exit(0)
 
+trained = 0
 for epoch in range(count):
     synchronize()
     start = time.perf_counter()
@@ -149,3 +154,15 @@ for epoch in range(count):
     print(json.dumps({**common, "mode": "jpeg", "epoch": epoch + 1, "workers": workers, "images": images,
                       "secs": round(secs, 3), "images_per_s": images / secs, "input_wait_share": wait / secs,
                       "loss": float(loss)}), flush=True)
+    trained += images
+
+# The workers' CPU time counts once they have exited and been waited for
+# (RUSAGE_CHILDREN): drop the loader's persistent iterator, which shuts them
+# down and joins them, and join whatever else is left.
+loader = batches = None
+for child in multiprocessing.active_children():
+    child.join()
+cpu = sum(getattr(resource.getrusage(who), field) for who in (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN)
+          for field in ("ru_utime", "ru_stime"))
+print(json.dumps({**common, "mode": "cpu_time", "workers": workers, "images": trained, "cpu_s": round(cpu, 3),
+                  "cpu_s_per_image": cpu / trained if trained else None}), flush=True)
