@@ -54,8 +54,9 @@ Batch DeviceCopy::take() {
 }
 
 void pin(Batch& batch) {
-  if (!batch.input.is_pinned()) batch.input = batch.input.pin_memory();
-  if (!batch.target.is_pinned()) batch.target = batch.target.pin_memory();
+  // A dataset that decodes on the GPU (image_datasets' decode: gpu) hands its inputs over there already.
+  for (at::Tensor* t : {&batch.input, &batch.target})
+    if (t->device().is_cpu() && !t->is_pinned()) *t = t->pin_memory();
 }
 #else
 struct DeviceCopy::Impl {};

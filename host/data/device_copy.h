@@ -36,7 +36,8 @@ class DeviceCopy {
   std::unique_ptr<Impl> impl_;
 };
 
-/// Pins a host batch's tensors (page-locked memory makes the copy asynchronous).
+/// Pins a host batch's tensors (page-locked memory makes the copy
+/// asynchronous); tensors already on a device stay as they are.
 void pin(Batch& batch);
 
 }  // namespace trainyard::host

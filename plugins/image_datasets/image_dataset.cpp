@@ -1,7 +1,10 @@
 #include "image_dataset.h"
 
+#include <sched.h>
+
 #include <algorithm>
 #include <cctype>
+#include <cstdlib>
 #include <fstream>
 #include <optional>
 
@@ -94,6 +97,159 @@ trainyard::Example ImageDataset::get_seeded(int64_t index, uint64_t seed) const 
 }
 
 trainyard::DatasetInfo ImageDataset::info() const { return info_; }
+
+trainyard::Batch ImageDataset::get_batch(const std::vector<int64_t>& indices,
+                                         const std::vector<uint64_t>& seeds) const {
+  if (decoder_) return decode_batch_on_gpu(indices, seeds);
+  return Dataset::get_batch(indices, seeds);
+}
+
+namespace {
+
+// The CPUs this process may run on, shared by the processes of this node
+// (torchrun and trainyard's launcher say how many: LOCAL_WORLD_SIZE).
+int cpus_per_process() {
+  cpu_set_t set;
+  int cpus = sched_getaffinity(0, sizeof set, &set) == 0 ? CPU_COUNT(&set) : 1;
+  if (const char* local = std::getenv("LOCAL_WORLD_SIZE"))
+    if (const int processes = std::atoi(local); processes > 1) cpus = std::max(1, cpus / processes);
+  return cpus;
+}
+
+}  // namespace
+
+void ImageDataset::choose_decoder(const trainyard::Context& context) {
+  const std::string& decode = transforms_.decode;
+  if (decode == "cpu") return;
+  const std::string who = (context.component.empty() ? std::string("dataset") : context.component) + ": decode: ";
+  const auto log = [context](const std::string& line) { context.log(line); };
+  const bool gpu_asked = decode == "gpu";
+  // Each reason the GPU path cannot apply here, the first that holds.
+  std::optional<std::string> why_not;
+  if (!context.device.is_cuda())
+    why_not = "the run is on " + context.device.str() + ", not a GPU";
+  else if (const auto missing = nvjpeg_unavailable())
+    why_not = *missing;
+  else if (const auto refused = gpu_decode_refuses(transforms_))
+    why_not = "the GPU path does not apply " + *refused;
+  if (why_not && gpu_asked && context.device.is_cuda())
+    throw trainyard::ConfigError(who + "gpu is unavailable: " + *why_not,
+                                 "nvJPEG for the run's GPU (PyPI's nvidia-nvjpeg, scripts/install-deps.sh)",
+                                 "use decode: cpu, or decode: auto to fall back by itself");
+  if (why_not) {
+    context.log(who + decode + ": decoding on the CPU: " + *why_not);
+    return;
+  }
+  const int cpus = cpus_per_process();
+  if (!gpu_asked && cpus >= kAutoGpuDecodeBelowCpusPerGpu) {
+    context.log(who + "auto: decoding on the CPU: " + std::to_string(cpus) +
+                " CPUs for this GPU (the GPU from fewer than " + std::to_string(kAutoGpuDecodeBelowCpusPerGpu) + ")");
+    return;
+  }
+  std::shared_ptr<const JpegBatchDecoder> decoder;
+  try {
+    decoder = make_nvjpeg_decoder(context.device);
+  } catch (const trainyard::ConfigError& e) {
+    if (gpu_asked) throw;
+    context.log(who + "auto: decoding on the CPU: " + e.what());
+    return;
+  }
+  context.log(who + (gpu_asked ? "gpu: " : "auto: " + std::to_string(cpus) + " CPUs for this GPU: ") + "JPEGs by " +
+              decoder->description());
+  use_decoder(std::move(decoder), log);
+}
+
+void ImageDataset::use_decoder(std::shared_ptr<const JpegBatchDecoder> decoder,
+                               std::function<void(const std::string&)> log) {
+  decoder_ = std::move(decoder);
+  log_ = std::move(log);
+}
+
+std::optional<std::string> ImageDataset::plan_gpu_job(const LoadedSample& sample, uint64_t seed, cv::Size out,
+                                                      GpuJob& job) const {
+  if (sample.inputs.size() != 1) return std::to_string(sample.inputs.size()) + " images in one sample";
+  const SourceImage& image = sample.inputs[0];
+  if (!image.pixels.empty()) return std::string("raw pixels, not a JPEG");
+  check_encoded(image.bytes.data(), image.bytes.size(), image.what);  // damage: a BadRecord, as on the CPU path
+  const auto header = read_jpeg_header(image.bytes.data(), image.bytes.size());
+  if (!header) return std::string("not a JPEG");
+  if (header->components == 4) return std::string("a CMYK JPEG");
+  if (header->components == 1 && transforms_.color != "rgb")
+    return std::string("a greyscale JPEG, kept as 1 channel (color: keep)");
+  if (header->components != 1 && header->components != 3)
+    return "a JPEG of " + std::to_string(header->components) + " components";
+  check_size(header->size, image);
+  Draws draws(seed);
+  const Geometry geometry = draw_geometry(header->size, transforms_, draws);
+  if (geometry.out != out)
+    return "its crop is " + std::to_string(geometry.out.height) + "x" + std::to_string(geometry.out.width) +
+           ", the batch's " + std::to_string(out.height) + "x" + std::to_string(out.width);
+  job = gpu_job(geometry, header->size);
+  job.data = reinterpret_cast<const unsigned char*>(image.bytes.data());
+  job.size = image.bytes.size();
+  return std::nullopt;
+}
+
+void ImageDataset::note_cpu_decode(const std::string& what, const std::string& why) const {
+  const int64_t count = ++cpu_decoded_;
+  // The first, the tenth, the hundredth ...: a folder of PNGs says so a few times, not per sample.
+  int64_t power = 1;
+  while (power * 10 <= count) power *= 10;
+  if (count != power || !log_) return;
+  log_("decode: gpu: " + std::to_string(count) + (count == 1 ? " sample" : " samples") +
+       " decoded on the CPU instead (the latest: " + what + ": " + why + ")");
+}
+
+trainyard::Batch ImageDataset::decode_batch_on_gpu(const std::vector<int64_t>& indices,
+                                                   const std::vector<uint64_t>& seeds) const {
+  const size_t n = indices.size();
+  std::vector<LoadedSample> samples(n);
+  for (size_t k = 0; k < n; ++k) samples[k] = load(indices[k]);
+  // Every sample has the shape info() declares (sample 0 through the CPU path).
+  const std::vector<int64_t>& shape = info_.sample_shape;
+  if (shape.size() != 3 || shape[0] != 3) return Dataset::get_batch(indices, seeds);  // nothing the GPU path writes
+  const cv::Size out(static_cast<int>(shape[2]), static_cast<int>(shape[1]));
+
+  std::vector<GpuJob> jobs;
+  std::vector<std::pair<size_t, std::string>> on_cpu;  // row, why
+  for (size_t k = 0; k < n; ++k) {
+    GpuJob job;
+    if (auto why = plan_gpu_job(samples[k], seeds[k], out, job)) {
+      on_cpu.emplace_back(k, std::move(*why));
+      continue;
+    }
+    job.row = static_cast<int64_t>(k);
+    jobs.push_back(job);
+  }
+  std::vector<std::optional<std::string>> refused;
+  at::Tensor input = decoder_->decode(jobs, static_cast<int64_t>(n), out, refused);
+  int64_t decoded = 0;
+  for (size_t j = 0; j < jobs.size(); ++j) {
+    if (refused[j])
+      on_cpu.emplace_back(static_cast<size_t>(jobs[j].row), *refused[j]);
+    else
+      ++decoded;
+  }
+  gpu_decoded_ += decoded;
+  for (const auto& [k, why] : on_cpu) {
+    const at::Tensor pixels = stack_channels(samples[k].inputs, transforms_, seeds[k]);
+    if (pixels.sizes() != input[static_cast<int64_t>(k)].sizes())
+      throw trainyard::ConfigError(
+          "sample " + std::to_string(indices[k]) + " has input shape " + std::to_string(pixels.size(0)) + "x" +
+              std::to_string(pixels.size(1)) + "x" + std::to_string(pixels.size(2)),
+          "the shape the dataset's info declares, 3x" + std::to_string(out.height) + "x" + std::to_string(out.width),
+          "give the dataset load_size (and crop_size) so that every image has that size");
+    input[static_cast<int64_t>(k)].copy_(pixels);
+    note_cpu_decode(samples[k].inputs.empty() ? "sample " + std::to_string(indices[k]) : samples[k].inputs[0].what,
+                    why);
+  }
+  std::vector<at::Tensor> targets;
+  targets.reserve(n);
+  for (size_t k = 0; k < n; ++k)
+    targets.push_back(samples[k].targets.empty() ? samples[k].label
+                                                 : stack_channels(samples[k].targets, target_transforms_, seeds[k]));
+  return {input, at::stack(targets), indices};
+}
 
 std::optional<std::map<std::string, trainyard::Value>> ImageDataset::image_preprocessing() const {
   const TransformOptions& t = transforms_;

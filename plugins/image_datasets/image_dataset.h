@@ -3,6 +3,8 @@
 // plus a target; get_seeded() transforms every image of a sample with the
 // same seed (so input and target images get the same geometry) and stacks
 // them along the channels.
+#include <atomic>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -14,6 +16,7 @@
 #include <trainyard/options.h>
 #include <opencv2/core.hpp>
 
+#include "gpu_decode.h"
 #include "transforms.h"
 
 namespace image_datasets {
@@ -45,6 +48,25 @@ class ImageDataset : public trainyard::Dataset {
   std::optional<std::map<std::string, trainyard::Value>> image_preprocessing() const override;
   /// output: uint8 (the default): mean and std, for the host to apply per batch.
   std::optional<trainyard::InputNormalization> input_normalization() const override;
+  /// With decode: gpu (or auto choosing it): the batch's JPEGs decoded by the
+  /// decoder into uint8 rows on its device (decode_batch_on_gpu); else the
+  /// samples one by one through the CPU path.
+  trainyard::Batch get_batch(const std::vector<int64_t>& indices, const std::vector<uint64_t>& seeds) const override;
+
+  /// Called by the plugin's factories once the dataset is built: applies the
+  /// `decode` option for the run's device and says in the log what decodes.
+  /// decode: gpu where it cannot apply is a ConfigError (on a CUDA device) or
+  /// one line and the CPU path (a run, dry run or sweep on the CPU).
+  void choose_decoder(const trainyard::Context& context);
+  /// Decodes JPEG batches with `decoder` from now on (the tests: the reference
+  /// decoder, which runs the GPU path on the CPU); `log` hears of fallbacks.
+  void use_decoder(std::shared_ptr<const JpegBatchDecoder> decoder,
+                   std::function<void(const std::string&)> log = nullptr);
+  /// Samples the GPU path decoded, and those it left to the CPU path.
+  struct DecodeCounts {
+    int64_t gpu = 0, cpu = 0;
+  };
+  DecodeCounts decode_counts() const { return {gpu_decoded_.load(), cpu_decoded_.load()}; }
 
  protected:
   /// Reads and decodes sample `index`. Throws trainyard::BadRecord naming the record.
@@ -52,16 +74,35 @@ class ImageDataset : public trainyard::Dataset {
   /// Call at the end of the constructor: fills info() from sample 0. An
   /// unreadable sample 0 is a DataError naming `source` ("database 'db'").
   void describe(int64_t num_classes, std::vector<std::string> class_names, const std::string& source);
+  bool decodes_on_gpu() const { return decoder_ != nullptr; }
+  /// The GPU path for samples already loadable with load(): every JPEG it
+  /// takes decoded by decoder_, the rest (other formats, CMYK, several images
+  /// per sample, what nvJPEG refuses) through the CPU path into their rows,
+  /// counted and logged. A damaged record throws BadRecord as load() and the
+  /// CPU path do, and the host then retries the batch sample by sample.
+  trainyard::Batch decode_batch_on_gpu(const std::vector<int64_t>& indices, const std::vector<uint64_t>& seeds) const;
 
  private:
   static TransformOptions as_float(TransformOptions t) {
     t.output = "float";  // image targets stay float: the host normalizes inputs only
     return t;
   }
+  /// Why `sample` goes through the CPU path, or nothing with `job` filled.
+  std::optional<std::string> plan_gpu_job(const LoadedSample& sample, uint64_t seed, cv::Size out, GpuJob& job) const;
+  void note_cpu_decode(const std::string& what, const std::string& why) const;
+
   TransformOptions transforms_;
   TransformOptions target_transforms_;  ///< transforms_ with float output
   trainyard::DatasetInfo info_;
+  std::shared_ptr<const JpegBatchDecoder> decoder_;  ///< decode: gpu (or auto choosing it); null: the CPU path
+  std::function<void(const std::string&)> log_;
+  mutable std::atomic<int64_t> gpu_decoded_{0}, cpu_decoded_{0};
 };
+
+/// `decode: auto` picks the GPU below this many CPUs per GPU: on an H200 with
+/// 15 decode threads the CPU path fed ResNet-18 at 38% and ResNet-50 at 69%
+/// of the GPU's rate (docs/performance.md).
+constexpr int kAutoGpuDecodeBelowCpusPerGpu = 16;
 
 /// The most pixels an encoded image's header may claim: checked before a
 /// frame is allocated (a BadRecord above it); the codecs' own limit.

@@ -7,13 +7,20 @@
 
 namespace {
 
+// The dataset with its `decode` option applied for the run's device.
+std::shared_ptr<trainyard::Dataset> chosen(std::shared_ptr<trainyard::Dataset> dataset,
+                                           const trainyard::Context& context) {
+  if (auto* images = dynamic_cast<image_datasets::ImageDataset*>(dataset.get())) images->choose_decoder(context);
+  return dataset;
+}
+
 template <class Make>
 trainyard::Factory<trainyard::Dataset> factory(Make make) {
-  return [make](const trainyard::Options& o, const trainyard::Context&) {
+  return [make](const trainyard::Options& o, const trainyard::Context& context) {
     // The host's decode threads are the parallelism; OpenCV's own pool would
     // oversubscribe the cores.
     cv::setNumThreads(0);
-    return make(o);
+    return chosen(make(o), context);
   };
 }
 
@@ -27,7 +34,7 @@ void register_components(trainyard::Registrar& r) {
                 "offset, or pipe:COMMAND streams with shard shuffling and a shuffle buffer",
                 image_datasets::webdataset_schema(), [](const trainyard::Options& o, const trainyard::Context& c) {
                   cv::setNumThreads(0);
-                  return image_datasets::make_webdataset(o, c);
+                  return chosen(image_datasets::make_webdataset(o, c), c);
                 });
   r.add_dataset("csv", "image files listed in a CSV of path,label lines", image_datasets::csv_schema(),
                 factory(image_datasets::make_csv));

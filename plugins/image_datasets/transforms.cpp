@@ -25,7 +25,30 @@ TransformOptions checked_transforms(const TransformOptions& options) {
   if (t.mean.size() != t.std.size())
     throw ConfigError("mean has " + std::to_string(t.mean.size()) + " values and std " + std::to_string(t.std.size()),
                       "expected one per channel in both", "");
+  if (t.decode == "gpu")
+    if (const auto why = gpu_decode_refuses(t))
+      throw ConfigError("decode: gpu with " + *why,
+                        "transforms the GPU path applies: crop (any), crop_size, load_size or resize_short, hflip, "
+                        "vflip, color keep or rgb, output uint8",
+                        "use decode: cpu (or auto, which then decodes on the CPU) for these transforms");
   return t;
+}
+
+std::optional<std::string> gpu_decode_refuses(const TransformOptions& t) {
+  std::string named;
+  const auto name = [&](bool set, const char* option) {
+    if (set) named += (named.empty() ? "" : ", ") + std::string(option);
+  };
+  name(t.rotate_degrees > 0, "rotate_degrees");
+  name(t.translate > 0, "translate");
+  name(t.brightness > 0, "brightness");
+  name(t.contrast > 0, "contrast");
+  name(t.saturation > 0, "saturation");
+  name(t.lighting > 0, "lighting");
+  name(t.color == "gray", "color: gray");
+  if (t.output != "uint8") named += (named.empty() ? "output: " : ", output: ") + t.output;
+  if (named.empty()) return std::nullopt;
+  return named;
 }
 
 double Draws::normal() {
@@ -70,21 +93,12 @@ cv::Rect reduced(cv::Rect region, int reduction, const cv::Mat& m) {
   return cv::Rect(x, y, w, h) & cv::Rect(0, 0, m.cols, m.rows);
 }
 
-cv::Mat crop(const cv::Mat& m, const TransformOptions& t, Draws& draws, cv::Size full, int reduction) {
+// The draws' crop, taken from the (resized) image `m`: decoded at
+// 1/reduction of the geometry's size for a random_resized crop.
+cv::Mat crop(const cv::Mat& m, const TransformOptions& t, const Geometry& g, int reduction) {
   if (t.crop == "none") return m;
-  const int ch = static_cast<int>(t.crop_size[0]), cw = static_cast<int>(t.crop_size[1]);
-  if (t.crop == "random_resized")
-    return resize_to(m(reduced(random_resized_region(full, t, draws), reduction, m)), ch, cw);
-  if (ch > m.rows || cw > m.cols)
-    throw trainyard::BadRecord("image of " + std::to_string(m.rows) + "x" + std::to_string(m.cols) +
-                               " is smaller than crop_size " + std::to_string(ch) + "x" + std::to_string(cw) +
-                               " (set load_size)");
-  int y = (m.rows - ch) / 2, x = (m.cols - cw) / 2;
-  if (t.crop == "random") {
-    y = static_cast<int>(draws.uniform(0, m.rows - ch + 1));
-    x = static_cast<int>(draws.uniform(0, m.cols - cw + 1));
-  }
-  return m(cv::Rect(x, y, cw, ch)).clone();
+  if (t.crop == "random_resized") return resize_to(m(reduced(g.crop, reduction, m)), g.out.height, g.out.width);
+  return m(g.crop).clone();
 }
 
 void check_channels(int channels, const TransformOptions& t) {
@@ -170,6 +184,37 @@ int decode_reduction(cv::Size full, const TransformOptions& t, uint64_t seed) {
   return 1;
 }
 
+Geometry draw_geometry(cv::Size full, const TransformOptions& t, Draws& draws) {
+  Geometry g;
+  g.resized = full;
+  if (!t.load_size.empty())
+    g.resized = cv::Size(static_cast<int>(t.load_size[1]), static_cast<int>(t.load_size[0]));
+  else if (t.resize_short > 0)
+    g.resized = short_side_size(full, t.resize_short);
+  g.crop = cv::Rect(0, 0, g.resized.width, g.resized.height);
+  if (t.crop == "random_resized") {
+    g.crop = random_resized_region(g.resized, t, draws);
+    g.out = cv::Size(static_cast<int>(t.crop_size[1]), static_cast<int>(t.crop_size[0]));
+  } else if (t.crop != "none") {
+    const int ch = static_cast<int>(t.crop_size[0]), cw = static_cast<int>(t.crop_size[1]);
+    const int rows = g.resized.height, cols = g.resized.width;
+    if (ch > rows || cw > cols)
+      throw trainyard::BadRecord("image of " + std::to_string(rows) + "x" + std::to_string(cols) +
+                                 " is smaller than crop_size " + std::to_string(ch) + "x" + std::to_string(cw) +
+                                 " (set load_size)");
+    int y = (rows - ch) / 2, x = (cols - cw) / 2;
+    if (t.crop == "random") {
+      y = static_cast<int>(draws.uniform(0, rows - ch + 1));
+      x = static_cast<int>(draws.uniform(0, cols - cw + 1));
+    }
+    g.crop = cv::Rect(x, y, cw, ch);
+  }
+  if (g.out.empty()) g.out = g.crop.size();
+  g.hflip = draws.chance(t.hflip);
+  g.vflip = draws.chance(t.vflip);
+  return g;
+}
+
 cv::Rect decode_region(cv::Size full, const TransformOptions& t, uint64_t seed) {
   const cv::Rect whole(0, 0, full.width, full.height);
   if (t.rotate_degrees > 0 || t.translate > 0 || !t.load_size.empty() || t.resize_short > 0) return whole;
@@ -204,22 +249,19 @@ at::Tensor apply_transforms(const cv::Mat& decoded, const TransformOptions& t, u
     m = grey;
   }
 
-  if (!t.load_size.empty()) {
-    m = resize_to(m, static_cast<int>(t.load_size[0]), static_cast<int>(t.load_size[1]));
-    full = m.size(), reduction = 1;
-  } else if (t.resize_short > 0) {
-    const cv::Size size = short_side_size(full, t.resize_short);
-    m = resize_to(m, size.height, size.width);
-    full = m.size(), reduction = 1;
+  const Geometry g = draw_geometry(full, t, draws);
+  if (g.resized != full) {  // load_size or resize_short
+    m = resize_to(m, g.resized.height, g.resized.width);
+    reduction = 1;
   }
-  m = crop(m, t, draws, full, reduction);
+  m = crop(m, t, g, reduction);
   if (m.datastart == decoded.datastart) m = m.clone();  // the flips below work in place
   if (m.channels() == 3)
     cv::cvtColor(m, m, cv::COLOR_BGR2RGB);
   else if (t.color == "rgb" && m.channels() == 1)
     cv::cvtColor(m, m, cv::COLOR_GRAY2RGB);
-  if (draws.chance(t.hflip)) cv::flip(m, m, 1);
-  if (draws.chance(t.vflip)) cv::flip(m, m, 0);
+  if (g.hflip) cv::flip(m, m, 1);
+  if (g.vflip) cv::flip(m, m, 0);
   if (t.rotate_degrees > 0 || t.translate > 0) {
     double angle = t.rotate_degrees > 0 ? draws.uniform(-t.rotate_degrees, t.rotate_degrees) : 0;
     double dx = t.translate > 0 ? draws.uniform(-t.translate, t.translate) * m.cols : 0;

@@ -2,6 +2,7 @@
 // Image transforms done with OpenCV, configured from YAML and seeded per
 // sample: the same (options, seed, image) always gives the same tensor.
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <type_traits>
 #include <vector>
@@ -31,6 +32,10 @@ struct TransformOptions {
   /// the host normalizes them per batch on the network's device
   /// (Dataset::input_normalization); float: normalized here, per sample.
   std::string output = "float";
+  /// cpu (the decode threads decode JPEGs with libjpeg-turbo), gpu (nvJPEG on
+  /// the run's GPU: gpu_decode.h), auto (the GPU where the run is on one and
+  /// has few CPUs per GPU; choose_decoder says which and why).
+  std::string decode = "cpu";
 };
 
 /// Declares the transform options in the schema of a dataset whose options
@@ -73,7 +78,15 @@ void add_transform_options(trainyard::TypedSchema<T>& s) {
         "uint8: samples stay 8-bit pixels and trainyard converts and normalizes each batch on the network's "
         "device (a quarter of the memory and of the host-to-GPU bytes); float: normalized per sample while decoding")
       .one_of({"uint8", "float"});
+  s.add("decode", in_t(&O::decode), "cpu",
+        "where JPEGs are decoded: cpu (the decode threads, libjpeg-turbo), gpu (nvJPEG on the run's GPU; crops, "
+        "resizes and flips there too; other files and what nvJPEG refuses go through the CPU path), or auto (gpu "
+        "when the run is on a GPU with fewer than 16 CPUs per GPU and the transforms allow it; the log says which)")
+      .one_of({"cpu", "gpu", "auto"});
 }
+/// Why `decode: gpu` cannot apply these transforms (the GPU path crops,
+/// resizes and flips into uint8 pixels, nothing else), or nothing.
+std::optional<std::string> gpu_decode_refuses(const TransformOptions& options);
 /// The transform options of a dataset's bound options, checked together;
 /// throws ConfigError for inconsistent values.
 TransformOptions checked_transforms(const TransformOptions& options);
@@ -89,6 +102,20 @@ class Draws {
  private:
   trainyard::SplitMix64 rng_;
 };
+
+/// Where a sample's pixels come from: the geometric draws of the transforms
+/// for one seed, made once, the same for the CPU path (apply_transforms) and
+/// the GPU path (gpu_decode.h), in the order apply_transforms draws them.
+struct Geometry {
+  cv::Size resized;  ///< the size load_size or resize_short gives; the full size without either
+  cv::Rect crop;     ///< the part of the `resized` image taken (all of it for crop: none)
+  cv::Size out;      ///< the sample's size: crop_size for random_resized, else crop's size
+  bool hflip = false, vflip = false;
+};
+/// Draws the geometry of an image of `full` size: the crop's draws, then the
+/// flips. A center or random crop larger than the (resized) image is a
+/// BadRecord. Rotations, translations and colour draws follow on `draws`.
+Geometry draw_geometry(cv::Size full, const TransformOptions& options, Draws& draws);
 
 /// Applies the transforms to an 8-bit image as OpenCV decoded it (HWC, BGR or
 /// gray) and returns a tensor {C, H, W} in RGB order: uint8 pixels when

@@ -271,6 +271,12 @@ class StreamedShards : public ImageDataset {
 
   trainyard::Batch get_batch(const std::vector<int64_t>& indices, const std::vector<uint64_t>& seeds) const override {
     for (int64_t i : indices) take(i);  // in order: the reader never waits on a later batch
+    if (decodes_on_gpu()) {
+      trainyard::Batch batch = decode_batch_on_gpu(indices, seeds);  // a BadRecord keeps taken_ for the retry
+      std::lock_guard<std::mutex> lock(mutex_);
+      for (int64_t i : indices) taken_.erase(i);
+      return batch;
+    }
     std::vector<at::Tensor> inputs, targets;
     for (size_t k = 0; k < indices.size(); ++k) {
       trainyard::Example e = ImageDataset::get_seeded(indices[k], seeds[k]);  // a BadRecord keeps taken_ for the retry

@@ -1,0 +1,363 @@
+// decode: gpu on the CPU side: the GPU path as specified (the reference
+// decoder: libjpeg's whole-size decode, then resample.h, the kernel's
+// arithmetic) against the CPU path on real photographs, its batching,
+// fallback, bad records, resume and sharding through the host's loader, and
+// the option's errors. nvJPEG and the kernel themselves run only in
+// tests/gpu (Gpu.*).
+#include <gtest/gtest.h>
+
+#include <ATen/ATen.h>
+#include <filesystem>
+#include <set>
+
+#include "data/loader.h"
+#include "data/samplers.h"
+#include "gpu_decode.h"
+#include "image_dataset.h"
+#include "jpeg_decode.h"
+#include "plugins/registry.h"
+#include "resample.h"
+#include "support/support.h"
+#include "trainyard/error.h"
+
+namespace image_datasets {
+namespace {
+
+namespace fs = std::filesystem;
+using trainyard::test::small_photo_set;
+
+// image_folder through the plugin's own factory, as a run builds it.
+std::shared_ptr<ImageDataset> folder(const std::string& root, std::map<std::string, trainyard::Value> o,
+                                     const trainyard::Context& context = {}) {
+  const auto& c = trainyard::test::builtin_registry().get(trainyard::host::Kind::dataset, "image_folder");
+  o["root"] = root;
+  for (const auto& spec : c.schema.specs())
+    if (!o.count(spec.key) && spec.default_value) o[spec.key] = *spec.default_value;
+  auto made = std::get<trainyard::Factory<trainyard::Dataset>>(c.factory)(trainyard::Options(o), context);
+  auto images = std::dynamic_pointer_cast<ImageDataset>(made);
+  if (!images) throw std::runtime_error("image_folder is not an ImageDataset");
+  return images;
+}
+
+// ImageNet's training transforms (at 96 pixels, to keep the test short) and its evaluation ones.
+std::map<std::string, trainyard::Value> training() {
+  return {{"color", std::string("rgb")},
+          {"crop", std::string("random_resized")},
+          {"crop_size", std::vector<int64_t>{96, 96}},
+          {"hflip", 0.5}};
+}
+std::map<std::string, trainyard::Value> evaluation() {
+  return {{"color", std::string("rgb")},
+          {"resize_short", int64_t(110)},
+          {"crop", std::string("center")},
+          {"crop_size", std::vector<int64_t>{96, 96}}};
+}
+
+std::vector<int64_t> all_indices(const trainyard::Dataset& d) {
+  std::vector<int64_t> ids(static_cast<size_t>(d.size()));
+  for (size_t i = 0; i < ids.size(); ++i) ids[i] = static_cast<int64_t>(i);
+  return ids;
+}
+
+// The per-pixel difference between the two paths, in 8-bit levels.
+struct Difference {
+  double mean = 0, share_above_24 = 0;
+  int64_t max = 0;
+};
+Difference difference(const at::Tensor& a, const at::Tensor& b) {
+  const at::Tensor d = (a.to(at::kInt) - b.to(at::kInt)).abs().to(at::kDouble);
+  return {d.mean().item<double>(), (d > 24).to(at::kDouble).mean().item<double>(), d.max().item<int64_t>()};
+}
+
+// The stated tolerance against the CPU path as it runs (docs/data.md): the
+// GPU path decodes the whole photograph and averages it straight to the
+// crop's size; the CPU path decodes a photograph it shrinks at 1/2-1/8 by
+// libjpeg's scaled IDCT, crops on that grid, then resizes. Over a batch: mean
+// |difference| <= 5 levels, at most 5% of the values more than 24 levels
+// apart (edges shifted by less than a pixel of the reduced grid).
+void expect_within_tolerance(const at::Tensor& gpu_path, const at::Tensor& cpu_path, const std::string& what) {
+  const Difference d = difference(gpu_path, cpu_path);
+  EXPECT_LE(d.mean, 5.0) << what << ": max " << d.max << ", share > 24: " << d.share_above_24;
+  EXPECT_LE(d.share_above_24, 0.05) << what << ": mean " << d.mean << ", max " << d.max;
+}
+
+at::Tensor cpu_batch(const trainyard::Dataset& d, const std::vector<int64_t>& ids, const std::vector<uint64_t>& seeds) {
+  std::vector<at::Tensor> rows;
+  for (size_t k = 0; k < ids.size(); ++k) rows.push_back(d.get_seeded(ids[k], seeds[k]).input);
+  return at::stack(rows);
+}
+
+// The CPU path's transforms on libjpeg's whole-size decode of every file of
+// `root` (image_folder's order: by name), without its reduced decode.
+at::Tensor whole_decode_batch(const std::string& root, const TransformOptions& t, const std::vector<uint64_t>& seeds) {
+  std::vector<std::string> files;
+  for (const auto& entry : fs::recursive_directory_iterator(root))
+    if (entry.is_regular_file()) files.push_back(entry.path());
+  std::sort(files.begin(), files.end());
+  std::vector<at::Tensor> rows;
+  for (size_t k = 0; k < files.size(); ++k) {
+    const std::string bytes = read_file_bytes(files[k]);
+    rows.push_back(apply_transforms(*decode_jpeg(bytes.data(), bytes.size(), 1, files[k]), t, seeds[k]));
+  }
+  return at::stack(rows);
+}
+
+TransformOptions as_transforms(const std::map<std::string, trainyard::Value>& o) {
+  TransformOptions t;
+  t.color = "rgb";
+  t.output = "uint8";
+  t.crop_size = {96, 96};
+  t.crop = std::get<std::string>(o.at("crop"));
+  if (o.count("hflip")) t.hflip = std::get<double>(o.at("hflip"));
+  if (o.count("resize_short")) t.resize_short = std::get<int64_t>(o.at("resize_short"));
+  return t;
+}
+
+// The GPU path as specified takes the CPU path's crop and flip for every
+// seed and resamples as OpenCV does: on the same whole-size decode, the mean
+// |difference| to the CPU path's transforms under 0.05 levels and none above
+// 8 (OpenCV's fixed-point weights round differently by 1; a crop that
+// enlarges one axis and shrinks the other, which OpenCV's INTER_AREA
+// interpolates its own way, differs by a few levels in a few pixels).
+TEST(GpuDecode, ThePathAsSpecifiedIsTheCpuPathsTransformsOnAWholeSizeDecode) {
+  const std::string root = small_photo_set() + "/train";
+  for (const auto& [name, options] : {std::pair{"training", training()}, std::pair{"evaluation", evaluation()}}) {
+    auto gpu = folder(root, options);
+    gpu->use_decoder(make_reference_decoder());
+    const std::vector<int64_t> ids = all_indices(*gpu);
+    for (int64_t epoch = 0; epoch < 3; ++epoch) {
+      std::vector<uint64_t> seeds;
+      for (int64_t i : ids) seeds.push_back(trainyard::host::sample_seed(11, epoch, i));
+      const at::Tensor ours = gpu->get_batch(ids, seeds).input;
+      const Difference d = difference(ours, whole_decode_batch(root, as_transforms(options), seeds));
+      EXPECT_LE(d.mean, 0.05) << name << " epoch " << epoch << ": max " << d.max;
+      EXPECT_LE(d.max, 8) << name << " epoch " << epoch << ": mean " << d.mean;
+    }
+  }
+}
+
+// Against the CPU path as it runs: within the stated tolerance, which is
+// what the CPU path's own reduced decode changes (the test above: the rest is
+// the same arithmetic).
+TEST(GpuDecode, ThePathAsSpecifiedGivesTheCpuPathsPixelsWithinTheStatedTolerance) {
+  for (const auto& [name, options] : {std::pair{"training", training()}, std::pair{"evaluation", evaluation()}}) {
+    auto cpu = folder(small_photo_set() + "/train", options);
+    auto gpu = folder(small_photo_set() + "/train", options);
+    gpu->use_decoder(make_reference_decoder());
+    const std::vector<int64_t> ids = all_indices(*cpu);
+    for (int64_t epoch = 0; epoch < 3; ++epoch) {
+      std::vector<uint64_t> seeds;
+      for (int64_t i : ids) seeds.push_back(trainyard::host::sample_seed(11, epoch, i));
+      const trainyard::Batch batch = gpu->get_batch(ids, seeds);
+      const at::Tensor expected = cpu_batch(*cpu, ids, seeds);
+      ASSERT_EQ(batch.input.sizes(), expected.sizes()) << name;
+      EXPECT_EQ(batch.input.scalar_type(), at::kByte);
+      expect_within_tolerance(batch.input, expected, std::string(name) + " epoch " + std::to_string(epoch));
+    }
+    EXPECT_EQ(gpu->decode_counts().cpu, 0) << "every photo of the set is a colour JPEG the GPU path takes";
+    EXPECT_EQ(gpu->decode_counts().gpu, 3 * static_cast<int64_t>(ids.size()));
+  }
+}
+
+// The tolerance tells crops and flips apart: the same photo with the other
+// flip, or another seed's crop, is far outside it, so passing above means
+// the GPU path took the CPU path's region and flip for every seed.
+TEST(GpuDecode, TheToleranceTellsAnotherCropOrFlipApart) {
+  auto options = training();
+  options["hflip"] = 0.0;
+  auto cpu = folder(small_photo_set() + "/train", options);
+  options["hflip"] = 1.0;
+  auto flipped = folder(small_photo_set() + "/train", options);
+  flipped->use_decoder(make_reference_decoder());
+  const std::vector<int64_t> ids = all_indices(*cpu);
+  std::vector<uint64_t> seeds, other_seeds;
+  for (int64_t i : ids) seeds.push_back(uint64_t(i) * 7 + 1), other_seeds.push_back(uint64_t(i) * 7 + 2);
+  const at::Tensor expected = cpu_batch(*cpu, ids, seeds);
+  // hflip 1.0 flips every sample and draws the same crop (the flip is drawn after it).
+  const at::Tensor mirrored = flipped->get_batch(ids, seeds).input;
+  EXPECT_GT(difference(mirrored, expected).mean, 5.0 * 3);
+  expect_within_tolerance(mirrored.flip({3}), expected, "the flipped batch flipped back");
+  EXPECT_GT(difference(cpu_batch(*cpu, ids, other_seeds), expected).mean, 5.0 * 3);
+}
+
+// resample.h on known pixels: an exact 2x average, a copy, a mirror.
+TEST(GpuDecode, TheResampleArithmeticAveragesCopiesAndMirrors) {
+  const int w = 4, h = 2;
+  std::vector<uint8_t> source(3 * w * h);
+  for (int c = 0; c < 3; ++c)
+    for (int i = 0; i < w * h; ++i) source[c * w * h + i] = uint8_t(10 * i + c);
+  std::vector<uint8_t> out(3 * 2 * 1);
+  ResampleJob half{source.data(), out.data(), w, h, 0, 0, 0, 0, float(w), float(h)};
+  for (int x = 0; x < 2; ++x) resample_pixel(half, 2, 1, x, 0);
+  // Output (0, 0) averages source columns 0-1 of rows 0-1: (0 + 10 + 40 + 50) / 4 = 25.
+  EXPECT_EQ(out[0], 25);
+  EXPECT_EQ(out[1], 45);
+  EXPECT_EQ(out[2], 26);  // channel 1 is one level up
+  std::vector<uint8_t> copy(3 * w * h);
+  ResampleJob same{source.data(), copy.data(), w, h, 1, 0, 0, 0, float(w), float(h)};
+  for (int y = 0; y < h; ++y)
+    for (int x = 0; x < w; ++x) resample_pixel(same, w, h, x, y);
+  for (int y = 0; y < h; ++y)
+    for (int x = 0; x < w; ++x) EXPECT_EQ(copy[y * w + x], source[y * w + (w - 1 - x)]) << x << "," << y;
+}
+
+// Files the GPU path does not take (a PNG named .jpg, a CMYK JPEG) fill
+// their rows through the CPU path: the same pixels as the CPU path's, counted,
+// and said in the log; a greyscale JPEG with color: rgb is the GPU path's.
+TEST(GpuDecode, FilesItDoesNotTakeGoThroughTheCpuPathCountedAndLogged) {
+  const std::string root = trainyard::test::temp_dir("gpu-decode-fallback") + "/root";
+  fs::remove_all(root);
+  fs::create_directories(root + "/a");
+  int copied = 0;
+  for (const auto& entry : fs::recursive_directory_iterator(small_photo_set() + "/train"))
+    if (entry.is_regular_file() && copied < 5) fs::copy_file(entry.path(), root + "/a/" + std::to_string(copied++) + ".jpg");
+  for (const char* name : {"png_named.jpg", "cmyk.jpg", "greyscale.jpg"})
+    fs::copy_file(small_photo_set() + "/damaged/" + name, root + "/a/" + name);
+  auto options = training();
+  auto cpu = folder(root, options);
+  auto gpu = folder(root, options);
+  std::vector<std::string> lines;
+  gpu->use_decoder(make_reference_decoder(), [&](const std::string& line) { lines.push_back(line); });
+  const std::vector<int64_t> ids = all_indices(*cpu);
+  std::vector<uint64_t> seeds;
+  for (int64_t i : ids) seeds.push_back(uint64_t(i) + 100);
+  const trainyard::Batch batch = gpu->get_batch(ids, seeds);
+  const at::Tensor expected = cpu_batch(*cpu, ids, seeds);
+  expect_within_tolerance(batch.input, expected, "the mixed folder");
+  EXPECT_EQ(gpu->decode_counts().cpu, 2);
+  EXPECT_EQ(gpu->decode_counts().gpu, static_cast<int64_t>(ids.size()) - 2);
+  // image_folder lists files by name: cmyk.jpg and png_named.jpg are rows of their own.
+  int64_t exact_rows = 0;
+  for (size_t k = 0; k < ids.size(); ++k) exact_rows += batch.input[int64_t(k)].equal(expected[int64_t(k)]);
+  EXPECT_GE(exact_rows, 2) << "the CPU path's rows are the CPU path's pixels exactly";
+  ASSERT_EQ(lines.size(), 1u) << "the first fallback is said; the next at the tenth";
+  EXPECT_TRUE(trainyard::test::contains(lines[0], "1 sample decoded on the CPU instead")) << lines[0];
+  EXPECT_TRUE(trainyard::test::contains(lines[0], "cmyk.jpg: a CMYK JPEG") ||
+              trainyard::test::contains(lines[0], "png_named.jpg: not a JPEG"))
+      << lines[0];
+}
+
+// A damaged JPEG is a bad record on the GPU path as on the CPU path: the
+// batch throws, the loader retries it sample by sample (the CPU path),
+// skips and counts the record or stops naming it.
+TEST(GpuDecode, ADamagedJpegIsABadRecordSkippedOrNamedByTheLoader) {
+  const std::string root = trainyard::test::temp_dir("gpu-decode-damaged") + "/root";
+  fs::remove_all(root);
+  fs::create_directories(root + "/a");
+  int copied = 0;
+  for (const auto& entry : fs::recursive_directory_iterator(small_photo_set() + "/train"))
+    if (entry.is_regular_file() && copied < 7) fs::copy_file(entry.path(), root + "/a/" + std::to_string(copied++) + ".jpg");
+  fs::copy_file(small_photo_set() + "/damaged/truncated.jpg", root + "/a/truncated.jpg");
+  auto gpu = folder(root, training());
+  gpu->use_decoder(make_reference_decoder());
+  const std::vector<int64_t> ids = all_indices(*gpu);
+  EXPECT_THROW(gpu->get_batch(ids, std::vector<uint64_t>(ids.size(), 1)), trainyard::BadRecord);
+
+  trainyard::host::LoaderOptions o;
+  o.batch_size = 4;
+  o.threads = 2;
+  o.skip_bad_records = true;
+  auto stats = std::make_shared<trainyard::host::LoaderStats>();
+  auto stream = trainyard::host::batch_stream(*gpu, ids, 0, 0, o, stats);
+  int64_t rows = 0;
+  while (auto b = stream()) rows += b->size();
+  EXPECT_EQ(rows, static_cast<int64_t>(ids.size()) - 1);
+  EXPECT_EQ(stats->bad_records.load(), 1);
+  EXPECT_TRUE(trainyard::test::contains(stats->first_bad(), "truncated.jpg")) << stats->first_bad();
+
+  o.skip_bad_records = false;
+  auto stopping = trainyard::host::batch_stream(*gpu, ids, 0, 0, o);
+  try {
+    while (stopping()) {
+    }
+    FAIL() << "the damaged record did not stop the pass";
+  } catch (const trainyard::ConfigError& e) {
+    EXPECT_TRUE(trainyard::test::contains(e.what(), "truncated.jpg: truncated JPEG")) << e.what();
+  }
+}
+
+std::vector<trainyard::Batch> read_all(trainyard::BatchStream stream) {
+  std::vector<trainyard::Batch> out;
+  while (auto b = stream()) out.push_back(std::move(*b));
+  return out;
+}
+
+// Resume and sharding are the loader's, unchanged: a pass resumed at batch
+// 2 gives the uninterrupted pass's batches from there, bit for bit, and two
+// ranks' shards partition the epoch with the batches the GPU path makes for
+// exactly their indices.
+TEST(GpuDecode, AResumedPassAndEachRanksShardAreTheUninterruptedOnes) {
+  auto gpu = folder(small_photo_set() + "/train", training());
+  gpu->use_decoder(make_reference_decoder());
+  trainyard::host::LoaderOptions o;
+  o.batch_size = 4;
+  o.threads = 2;
+  o.seed = 3;
+  const trainyard::host::ShuffledSampler::Options sampling{gpu->size(), 0, o.batch_size, true, false};
+  trainyard::host::ShuffledSampler whole(sampling);
+  whole.reset(/*epoch=*/1, o.seed);
+  const std::vector<int64_t> order = whole.order();
+  const auto uninterrupted = read_all(trainyard::host::batch_stream(*gpu, order, 1, 0, o));
+  const auto resumed = read_all(trainyard::host::batch_stream(*gpu, order, 1, 2, o));
+  ASSERT_EQ(resumed.size() + 2, uninterrupted.size());
+  for (size_t b = 0; b < resumed.size(); ++b) {
+    EXPECT_EQ(resumed[b].indices, uninterrupted[b + 2].indices);
+    EXPECT_TRUE(resumed[b].input.equal(uninterrupted[b + 2].input)) << "batch " << b + 2;
+    EXPECT_TRUE(resumed[b].target.equal(uninterrupted[b + 2].target));
+  }
+  std::multiset<int64_t> seen;
+  for (int rank = 0; rank < 2; ++rank) {
+    trainyard::host::ShuffledSampler shard(sampling);
+    shard.shard(rank, 2);
+    shard.reset(1, o.seed);
+    for (const auto& batch : read_all(trainyard::host::batch_stream(*gpu, shard, o))) {
+      seen.insert(batch.indices.begin(), batch.indices.end());
+      std::vector<uint64_t> seeds;
+      for (int64_t i : batch.indices) seeds.push_back(trainyard::host::sample_seed(o.seed, 1, i));
+      EXPECT_TRUE(batch.input.equal(gpu->get_batch(batch.indices, seeds).input));
+    }
+  }
+  EXPECT_EQ(seen, std::multiset<int64_t>(order.begin(), order.end()));
+}
+
+// The option: transforms the GPU path does not apply are refused when the
+// file is read; decode: gpu or auto on a CPU run decodes on the CPU and
+// says so; nvJPEG that cannot be loaded is named with the way to install it.
+TEST(GpuDecode, TheOptionRefusesWhatTheGpuPathCannotApplyAndSaysWhereItDecodes) {
+  auto options = training();
+  options["decode"] = std::string("gpu");
+  options["rotate_degrees"] = 10.0;
+  options["output"] = std::string("float");
+  try {
+    folder(small_photo_set() + "/train", options);
+    FAIL() << "decode: gpu with rotate_degrees was accepted";
+  } catch (const trainyard::ConfigError& e) {
+    EXPECT_TRUE(trainyard::test::contains(e.what(), "decode: gpu with rotate_degrees, output: float")) << e.what();
+    EXPECT_TRUE(trainyard::test::contains(e.what(), "use decode: cpu")) << e.what();
+  }
+  options.erase("rotate_degrees"), options.erase("output");
+  for (const std::string decode : {"gpu", "auto"}) {
+    options["decode"] = decode;
+    testing::internal::CaptureStderr();
+    trainyard::Context context;
+    context.component = "dataset";
+    auto d = folder(small_photo_set() + "/train", options, context);
+    const std::string said = testing::internal::GetCapturedStderr();
+    EXPECT_TRUE(trainyard::test::contains(said, "dataset: decode: " + decode +
+                                                    ": decoding on the CPU: the run is on cpu, not a GPU"))
+        << said;
+    EXPECT_EQ(d->get_batch({0, 1}, {1, 2}).input.device().type(), c10::DeviceType::CPU);
+    EXPECT_EQ(d->decode_counts().gpu, 0);
+  }
+#ifdef TRAINYARD_WITH_NVJPEG
+  EXPECT_EQ(nvjpeg_unavailable(), std::nullopt) << "install-deps.sh installs nvJPEG beside torch";
+  const std::string missing = nvjpeg_load_error("/nonexistent/libnvjpeg.so.13");
+  EXPECT_TRUE(trainyard::test::contains(missing, "cannot load /nonexistent/libnvjpeg.so.13")) << missing;
+  EXPECT_TRUE(trainyard::test::contains(missing, "PyPI's nvidia-nvjpeg")) << missing;
+#else
+  EXPECT_NE(nvjpeg_unavailable(), std::nullopt);
+#endif
+}
+
+}  // namespace
+}  // namespace image_datasets
