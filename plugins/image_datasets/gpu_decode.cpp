@@ -59,16 +59,11 @@ class ReferenceDecoder : public JpegBatchDecoder {
             planes[(2 - ch) * plane + static_cast<size_t>(r) * bgr->cols + c] =
                 p[c * channels + (channels == 3 ? ch : 0)];
       }
-      const ResampleJob resample{planes.data(),
-                                 batch[job.row].data_ptr<uint8_t>(),
-                                 bgr->cols,
-                                 bgr->rows,
-                                 job.hflip,
-                                 job.vflip,
-                                 job.x,
-                                 job.y,
-                                 job.w,
-                                 job.h};
+      const ResampleJob resample{planes.data(), batch[job.row].data_ptr<uint8_t>(),
+                                 bgr->cols,     bgr->rows,
+                                 job.hflip,     job.vflip,
+                                 job.x,         job.y,
+                                 job.w,         job.h};
       for (int oy = 0; oy < out.height; ++oy)
         for (int ox = 0; ox < out.width; ++ox) resample_pixel(resample, out.width, out.height, ox, oy);
     }

@@ -134,7 +134,7 @@ void ImageDataset::choose_decoder(const trainyard::Context& context) {
     why_not = "the GPU path does not apply " + *refused;
   if (why_not && gpu_asked && context.device.is_cuda())
     throw trainyard::ConfigError(who + "gpu is unavailable: " + *why_not,
-                                 "nvJPEG for the run's GPU (PyPI's nvidia-nvjpeg, scripts/install-deps.sh)",
+                                 "expected nvJPEG for the run's GPU (PyPI's nvidia-nvjpeg, scripts/install-deps.sh)",
                                  "use decode: cpu, or decode: auto to fall back by itself");
   if (why_not) {
     context.log(who + decode + ": decoding on the CPU: " + *why_not);
@@ -234,11 +234,12 @@ trainyard::Batch ImageDataset::decode_batch_on_gpu(const std::vector<int64_t>& i
   for (const auto& [k, why] : on_cpu) {
     const at::Tensor pixels = stack_channels(samples[k].inputs, transforms_, seeds[k]);
     if (pixels.sizes() != input[static_cast<int64_t>(k)].sizes())
-      throw trainyard::ConfigError(
-          "sample " + std::to_string(indices[k]) + " has input shape " + std::to_string(pixels.size(0)) + "x" +
-              std::to_string(pixels.size(1)) + "x" + std::to_string(pixels.size(2)),
-          "the shape the dataset's info declares, 3x" + std::to_string(out.height) + "x" + std::to_string(out.width),
-          "give the dataset load_size (and crop_size) so that every image has that size");
+      throw trainyard::ConfigError("sample " + std::to_string(indices[k]) + " has input shape " +
+                                       std::to_string(pixels.size(0)) + "x" + std::to_string(pixels.size(1)) + "x" +
+                                       std::to_string(pixels.size(2)),
+                                   "expected the shape the dataset's info declares, 3x" + std::to_string(out.height) +
+                                       "x" + std::to_string(out.width),
+                                   "give the dataset load_size (and crop_size) so that every image has that size");
     input[static_cast<int64_t>(k)].copy_(pixels);
     note_cpu_decode(samples[k].inputs.empty() ? "sample " + std::to_string(indices[k]) : samples[k].inputs[0].what,
                     why);

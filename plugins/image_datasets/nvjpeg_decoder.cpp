@@ -31,9 +31,10 @@ std::optional<std::string> nvjpeg_unavailable() { return std::string(TRAINYARD_N
 std::string nvjpeg_load_error(const std::string&) { return TRAINYARD_NVJPEG_MISSING; }
 
 std::unique_ptr<JpegBatchDecoder> make_nvjpeg_decoder(c10::Device) {
-  throw trainyard::ConfigError("decode: gpu is unavailable: " + *nvjpeg_unavailable(),
-                               "a build with CUDA and nvJPEG (scripts/install-deps.sh installs PyPI's nvidia-nvjpeg)",
-                               "use decode: cpu, or rebuild after installing it");
+  throw trainyard::ConfigError(
+      "decode: gpu is unavailable: " + *nvjpeg_unavailable(),
+      "expected a build with CUDA and nvJPEG (scripts/install-deps.sh installs PyPI's nvidia-nvjpeg)",
+      "use decode: cpu, or rebuild after installing it");
 }
 
 #else
@@ -105,17 +106,28 @@ const NvJpegLibrary& nvjpeg() {
 
 std::string status_text(nvjpegStatus_t status) {
   switch (status) {
-    case NVJPEG_STATUS_SUCCESS: return "success";
-    case NVJPEG_STATUS_NOT_INITIALIZED: return "NVJPEG_STATUS_NOT_INITIALIZED";
-    case NVJPEG_STATUS_INVALID_PARAMETER: return "NVJPEG_STATUS_INVALID_PARAMETER";
-    case NVJPEG_STATUS_BAD_JPEG: return "NVJPEG_STATUS_BAD_JPEG";
-    case NVJPEG_STATUS_JPEG_NOT_SUPPORTED: return "NVJPEG_STATUS_JPEG_NOT_SUPPORTED";
-    case NVJPEG_STATUS_ALLOCATOR_FAILURE: return "NVJPEG_STATUS_ALLOCATOR_FAILURE";
-    case NVJPEG_STATUS_EXECUTION_FAILED: return "NVJPEG_STATUS_EXECUTION_FAILED";
-    case NVJPEG_STATUS_ARCH_MISMATCH: return "NVJPEG_STATUS_ARCH_MISMATCH";
-    case NVJPEG_STATUS_INTERNAL_ERROR: return "NVJPEG_STATUS_INTERNAL_ERROR";
-    case NVJPEG_STATUS_IMPLEMENTATION_NOT_SUPPORTED: return "NVJPEG_STATUS_IMPLEMENTATION_NOT_SUPPORTED";
-    case NVJPEG_STATUS_INCOMPLETE_BITSTREAM: return "NVJPEG_STATUS_INCOMPLETE_BITSTREAM";
+    case NVJPEG_STATUS_SUCCESS:
+      return "success";
+    case NVJPEG_STATUS_NOT_INITIALIZED:
+      return "NVJPEG_STATUS_NOT_INITIALIZED";
+    case NVJPEG_STATUS_INVALID_PARAMETER:
+      return "NVJPEG_STATUS_INVALID_PARAMETER";
+    case NVJPEG_STATUS_BAD_JPEG:
+      return "NVJPEG_STATUS_BAD_JPEG";
+    case NVJPEG_STATUS_JPEG_NOT_SUPPORTED:
+      return "NVJPEG_STATUS_JPEG_NOT_SUPPORTED";
+    case NVJPEG_STATUS_ALLOCATOR_FAILURE:
+      return "NVJPEG_STATUS_ALLOCATOR_FAILURE";
+    case NVJPEG_STATUS_EXECUTION_FAILED:
+      return "NVJPEG_STATUS_EXECUTION_FAILED";
+    case NVJPEG_STATUS_ARCH_MISMATCH:
+      return "NVJPEG_STATUS_ARCH_MISMATCH";
+    case NVJPEG_STATUS_INTERNAL_ERROR:
+      return "NVJPEG_STATUS_INTERNAL_ERROR";
+    case NVJPEG_STATUS_IMPLEMENTATION_NOT_SUPPORTED:
+      return "NVJPEG_STATUS_IMPLEMENTATION_NOT_SUPPORTED";
+    case NVJPEG_STATUS_INCOMPLETE_BITSTREAM:
+      return "NVJPEG_STATUS_INCOMPLETE_BITSTREAM";
   }
   return "nvJPEG status " + std::to_string(static_cast<int>(status));
 }
@@ -167,9 +179,9 @@ class NvJpegDecoder : public JpegBatchDecoder {
     const nvjpegStatus_t status = create(NVJPEG_BACKEND_DEFAULT, &cuda_);
     if (status != NVJPEG_STATUS_SUCCESS) {
       if (hardware_) n.Destroy(hardware_);
-      throw trainyard::ConfigError("decode: gpu: nvJPEG cannot start on " + device_.str() + " (" +
-                                       status_text(status) + ")",
-                                   "an nvJPEG that runs on this GPU and driver", "use decode: cpu");
+      throw trainyard::ConfigError(
+          "decode: gpu: nvJPEG cannot start on " + device_.str() + " (" + status_text(status) + ")",
+          "expected an nvJPEG that runs on this GPU and driver", "use decode: cpu");
     }
     if (hardware_) n.GetHardwareDecoderInfo(hardware_, &engines_, &cores_per_engine_);
     int major = 0, minor = 0, patch = 0;
@@ -197,14 +209,14 @@ class NvJpegDecoder : public JpegBatchDecoder {
   c10::Device device() const override { return device_; }
 
   std::string description() const override {
-    const std::string backend = hardware_ ? "hardware backend, " + std::to_string(engines_) +
-                                                " JPEG engines, CUDA backend for what they refuse"
-                                          : "CUDA backend; this GPU has no JPEG engines";
+    const std::string backend =
+        hardware_ ? "hardware backend, " + std::to_string(engines_) + " JPEG engines, CUDA backend for what they refuse"
+                  : "CUDA backend; this GPU has no JPEG engines";
     return "nvJPEG " + version_ + " (" + backend + ") on " + device_.str();
   }
 
   at::Tensor decode(const std::vector<GpuJob>& jobs, int64_t rows, cv::Size out,
-                    std::vector<std::optional<std::string>>& refused) const override {
+                    std::vector<std::optional<std::string> >& refused) const override {
     const NvJpegLibrary& n = nvjpeg();
     refused.assign(jobs.size(), std::nullopt);
     c10::cuda::CUDAGuard guard(device_);
@@ -312,7 +324,7 @@ class NvJpegDecoder : public JpegBatchDecoder {
     const std::vector<const unsigned char*>& data;
     at::Tensor& batch;
     cv::Size out;
-    std::vector<std::optional<std::string>>& refused;
+    std::vector<std::optional<std::string> >& refused;
     std::vector<at::Tensor> alive;  ///< decoded pixels and job tables, until the stream is synchronized
 
     void run(nvjpegHandle_t handle, nvjpegJpegState_t state, const std::vector<size_t>& picked, const char* backend) {
@@ -351,16 +363,11 @@ class NvJpegDecoder : public JpegBatchDecoder {
         }
         inputs[i] = data[picked[i]];
         lengths[i] = job.size;
-        table[i] = ResampleJob{base + at,
-                               batch.data_ptr<uint8_t>() + static_cast<size_t>(job.row) * row_bytes,
-                               job.full.width,
-                               job.full.height,
-                               job.hflip,
-                               job.vflip,
-                               job.x,
-                               job.y,
-                               job.w,
-                               job.h};
+        table[i] = ResampleJob{base + at,      batch.data_ptr<uint8_t>() + static_cast<size_t>(job.row) * row_bytes,
+                               job.full.width, job.full.height,
+                               job.hflip,      job.vflip,
+                               job.x,          job.y,
+                               job.w,          job.h};
         at += aligned(3 * plane);
       }
       const cudaStream_t stream = slot.stream.stream();
@@ -372,7 +379,8 @@ class NvJpegDecoder : public JpegBatchDecoder {
         // One JPEG it cannot decode fails the group: all of it goes through
         // the CPU path, which decodes them or names the damaged one.
         for (size_t k : picked)
-          refused[k] = std::string("nvJPEG's ") + backend + " backend failed on its group (" + status_text(status) + ")";
+          refused[k] =
+              std::string("nvJPEG's ") + backend + " backend failed on its group (" + status_text(status) + ")";
         return;
       }
       at::Tensor table_host = at::empty({static_cast<int64_t>(table.size() * sizeof(ResampleJob))},
@@ -391,7 +399,7 @@ class NvJpegDecoder : public JpegBatchDecoder {
   unsigned engines_ = 0, cores_per_engine_ = 0;
   std::string version_;
   mutable std::mutex mutex_;
-  mutable std::vector<std::unique_ptr<Slot>> slots_;
+  mutable std::vector<std::unique_ptr<Slot> > slots_;
   mutable std::vector<Slot*> free_;
 };
 
@@ -407,10 +415,10 @@ std::string nvjpeg_load_error(const std::string& file) { return load_library(fil
 
 std::unique_ptr<JpegBatchDecoder> make_nvjpeg_decoder(c10::Device device) {
   if (auto why = nvjpeg_unavailable())
-    throw trainyard::ConfigError("decode: gpu is unavailable: " + *why, "nvJPEG's library on this machine",
+    throw trainyard::ConfigError("decode: gpu is unavailable: " + *why, "expected nvJPEG's library on this machine",
                                  "use decode: cpu");
   if (!device.is_cuda())
-    throw trainyard::ConfigError("decode: gpu on " + device.str(), "a run on a CUDA device",
+    throw trainyard::ConfigError("decode: gpu on " + device.str(), "expected a run on a CUDA device",
                                  "use decode: cpu (or auto) for a run on the CPU");
   if (!device.has_index()) device = c10::Device(c10::DeviceType::CUDA, c10::cuda::current_device());
   return std::make_unique<NvJpegDecoder>(device);

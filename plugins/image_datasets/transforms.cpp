@@ -27,10 +27,11 @@ TransformOptions checked_transforms(const TransformOptions& options) {
                       "expected one per channel in both", "");
   if (t.decode == "gpu")
     if (const auto why = gpu_decode_refuses(t))
-      throw ConfigError("decode: gpu with " + *why,
-                        "transforms the GPU path applies: crop (any), crop_size, load_size or resize_short, hflip, "
-                        "vflip, color keep or rgb, output uint8",
-                        "use decode: cpu (or auto, which then decodes on the CPU) for these transforms");
+      throw ConfigError(
+          "decode: gpu with " + *why,
+          "expected the transforms the GPU path applies: crop (any), crop_size, load_size or resize_short, hflip, "
+          "vflip, color keep or rgb, output uint8",
+          "use decode: cpu (or auto, which then decodes on the CPU) for these transforms");
   return t;
 }
 

@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include <ATen/ATen.h>
+#include <torch/cuda.h>
 #include <filesystem>
 #include <set>
 
@@ -210,7 +211,8 @@ TEST(GpuDecode, FilesItDoesNotTakeGoThroughTheCpuPathCountedAndLogged) {
   fs::create_directories(root + "/a");
   int copied = 0;
   for (const auto& entry : fs::recursive_directory_iterator(small_photo_set() + "/train"))
-    if (entry.is_regular_file() && copied < 5) fs::copy_file(entry.path(), root + "/a/" + std::to_string(copied++) + ".jpg");
+    if (entry.is_regular_file() && copied < 5)
+      fs::copy_file(entry.path(), root + "/a/" + std::to_string(copied++) + ".jpg");
   for (const char* name : {"png_named.jpg", "cmyk.jpg", "greyscale.jpg"})
     fs::copy_file(small_photo_set() + "/damaged/" + name, root + "/a/" + name);
   auto options = training();
@@ -246,7 +248,8 @@ TEST(GpuDecode, ADamagedJpegIsABadRecordSkippedOrNamedByTheLoader) {
   fs::create_directories(root + "/a");
   int copied = 0;
   for (const auto& entry : fs::recursive_directory_iterator(small_photo_set() + "/train"))
-    if (entry.is_regular_file() && copied < 7) fs::copy_file(entry.path(), root + "/a/" + std::to_string(copied++) + ".jpg");
+    if (entry.is_regular_file() && copied < 7)
+      fs::copy_file(entry.path(), root + "/a/" + std::to_string(copied++) + ".jpg");
   fs::copy_file(small_photo_set() + "/damaged/truncated.jpg", root + "/a/truncated.jpg");
   auto gpu = folder(root, training());
   gpu->use_decoder(make_reference_decoder());
@@ -268,8 +271,7 @@ TEST(GpuDecode, ADamagedJpegIsABadRecordSkippedOrNamedByTheLoader) {
   o.skip_bad_records = false;
   auto stopping = trainyard::host::batch_stream(*gpu, ids, 0, 0, o);
   try {
-    while (stopping()) {
-    }
+    while (stopping()) {}
     FAIL() << "the damaged record did not stop the pass";
   } catch (const trainyard::ConfigError& e) {
     EXPECT_TRUE(trainyard::test::contains(e.what(), "truncated.jpg: truncated JPEG")) << e.what();
@@ -343,8 +345,8 @@ TEST(GpuDecode, TheOptionRefusesWhatTheGpuPathCannotApplyAndSaysWhereItDecodes) 
     context.component = "dataset";
     auto d = folder(small_photo_set() + "/train", options, context);
     const std::string said = testing::internal::GetCapturedStderr();
-    EXPECT_TRUE(trainyard::test::contains(said, "dataset: decode: " + decode +
-                                                    ": decoding on the CPU: the run is on cpu, not a GPU"))
+    EXPECT_TRUE(trainyard::test::contains(
+        said, "dataset: decode: " + decode + ": decoding on the CPU: the run is on cpu, not a GPU"))
         << said;
     EXPECT_EQ(d->get_batch({0, 1}, {1, 2}).input.device().type(), c10::DeviceType::CPU);
     EXPECT_EQ(d->decode_counts().gpu, 0);
@@ -357,6 +359,126 @@ TEST(GpuDecode, TheOptionRefusesWhatTheGpuPathCannotApplyAndSaysWhereItDecodes) 
 #else
   EXPECT_NE(nvjpeg_unavailable(), std::nullopt);
 #endif
+}
+
+// The user's side on a machine without a GPU: a run with decode: gpu trains
+// on the CPU and says so in one line; decode: gpu with a transform the GPU
+// path does not apply, or an unknown value, is one error line naming the
+// file, line and key, exit 2, and no run directory.
+TEST(GpuDecode, ARunSaysWhereItDecodesAndRefusesWhatTheGpuPathCannotDo) {
+  const std::string dir = trainyard::test::temp_dir("gpu-decode-cli"), exp = dir + "/dg.yaml";
+  const auto experiment = [&](const std::string& decode) {
+    trainyard::test::write_file(
+        exp, "name: dg\ndataset:\n  train: {plugin: image_folder, root: " + small_photo_set() +
+                 "/train, color: rgb, crop: random_resized, crop_size: [32, 32], hflip: 0.5, " + decode +
+                 "}\nnetwork: {plugin: mlp, hidden_sizes: [8]}\nloss: {plugin: cross_entropy}\n"
+                 "optimizer: {plugin: sgd, lr: 0.01}\nloop: {epochs: 1, batch_per_device: 4, decode_threads: 2}\n");
+  };
+  experiment("decode: gpu");
+  auto r = trainyard::test::trainyard("run " + exp + " --output-dir " + dir + "/runs");
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_TRUE(trainyard::test::contains(r.err, "dataset.train: decode: gpu: decoding on the CPU: the run is on cpu"))
+      << r.err;
+  experiment("decode: gpu, brightness: 0.2");
+  r = trainyard::test::trainyard("run " + exp + " --output-dir " + dir + "/refused");
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  const auto lines = trainyard::test::nonempty_lines(r.err);
+  ASSERT_EQ(lines.size(), 1u) << r.err;
+  EXPECT_TRUE(trainyard::test::contains(lines[0], "error: " + exp + ":3:")) << lines[0];
+  EXPECT_TRUE(trainyard::test::contains(lines[0], "decode: gpu with brightness; expected the transforms")) << lines[0];
+  EXPECT_FALSE(fs::exists(dir + "/refused"));
+  experiment("decode: nvjpeg");
+  r = trainyard::test::trainyard("run " + exp + " --output-dir " + dir + "/refused");
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  EXPECT_TRUE(trainyard::test::contains(r.err,
+                                        "dataset.train.decode: 'nvjpeg' is not a valid choice; expected one "
+                                        "of cpu, gpu, auto"))
+      << r.err;
+}
+
+// --- On a GPU (scripts/test-gpu.sh runs Gpu.*; ctest never does) ----------------
+
+// Skips without a GPU, or fails where scripts/test-gpu.sh says there is one.
+bool gpu_missing() {
+  if (torch::cuda::is_available()) return false;
+  const char* expected = std::getenv("TRAINYARD_EXPECT_GPUS");
+  if (expected && std::atoi(expected) > 0) ADD_FAILURE() << "nvidia-smi lists GPUs but LibTorch sees none";
+  return true;
+}
+
+trainyard::Context on_gpu() {
+  trainyard::Context context;
+  context.device = c10::Device(c10::DeviceType::CUDA, 0);
+  context.component = "dataset";
+  return context;
+}
+
+// nvJPEG and the kernel against the path as specified (libjpeg's whole-size
+// decode and resample.h on the CPU): nvJPEG's IDCT and chroma upsampling
+// differ from libjpeg's by a level or two, so mean |difference| <= 1.5 levels
+// and at most 1% of the values more than 24 apart; against the CPU path as it
+// runs, the stated tolerance. The files nvJPEG's path does not take go
+// through the CPU path, counted.
+TEST(Gpu, NvJpegBatchesAreThePathAsSpecifiedAndTheCpuPathWithinTheirTolerances) {
+  if (gpu_missing()) GTEST_SKIP() << "needs a GPU";
+  const std::string root = small_photo_set() + "/train";
+  for (const auto& [name, options] : {std::pair{"training", training()}, std::pair{"evaluation", evaluation()}}) {
+    auto gpu_options = options;
+    gpu_options["decode"] = std::string("gpu");
+    auto gpu = folder(root, gpu_options, on_gpu());
+    auto reference = folder(root, options);
+    reference->use_decoder(make_reference_decoder());
+    auto cpu = folder(root, options);
+    const std::vector<int64_t> ids = all_indices(*gpu);
+    std::vector<uint64_t> seeds;
+    for (int64_t i : ids) seeds.push_back(trainyard::host::sample_seed(5, 0, i));
+    const trainyard::Batch batch = gpu->get_batch(ids, seeds);
+    ASSERT_TRUE(batch.input.is_cuda()) << name;
+    const at::Tensor ours = batch.input.cpu();
+    const Difference d = difference(ours, reference->get_batch(ids, seeds).input);
+    EXPECT_LE(d.mean, 1.5) << name << ": max " << d.max;
+    EXPECT_LE(d.share_above_24, 0.01) << name << ": mean " << d.mean;
+    expect_within_tolerance(ours, cpu_batch(*cpu, ids, seeds), name);
+    EXPECT_EQ(gpu->decode_counts().gpu, static_cast<int64_t>(ids.size())) << name;
+  }
+  const std::string mixed = trainyard::test::temp_dir("gpu-nvjpeg-mixed") + "/root";
+  fs::remove_all(mixed);
+  fs::create_directories(mixed + "/a");
+  int copied = 0;
+  for (const auto& entry : fs::recursive_directory_iterator(root))
+    if (entry.is_regular_file() && copied < 5)
+      fs::copy_file(entry.path(), mixed + "/a/" + std::to_string(copied++) + ".jpg");
+  for (const char* file : {"png_named.jpg", "cmyk.jpg", "greyscale.jpg"})
+    fs::copy_file(small_photo_set() + "/damaged/" + file, mixed + "/a/" + file);
+  auto options = training();
+  auto cpu = folder(mixed, options);
+  options["decode"] = std::string("gpu");
+  auto gpu = folder(mixed, options, on_gpu());
+  const std::vector<int64_t> ids = all_indices(*gpu);
+  std::vector<uint64_t> seeds(ids.size(), 9);
+  expect_within_tolerance(gpu->get_batch(ids, seeds).input.cpu(), cpu_batch(*cpu, ids, seeds), "the mixed folder");
+  EXPECT_EQ(gpu->decode_counts().cpu, 2) << "the PNG and the CMYK JPEG";
+}
+
+// A run that decodes on the GPU: it trains, says what decodes, and the
+// summary's input wait is there to compare with decode: cpu.
+TEST(Gpu, APhotoRunWithDecodeGpuTrainsAndSaysWhatDecodes) {
+  if (gpu_missing()) GTEST_SKIP() << "needs a GPU";
+  const std::string dir = trainyard::test::temp_dir("gpu-decode-run"), exp = dir + "/gpu.yaml";
+  trainyard::test::write_file(
+      exp, "name: gpu\ndataset:\n  train: {plugin: image_folder, root: " + small_photo_set() +
+               "/train, color: rgb, crop: random_resized, crop_size: [64, 64], hflip: 0.5, decode: gpu, "
+               "mean: [0.485, 0.456, 0.406], std: [0.229, 0.224, 0.225]}\n"
+               "  test: {plugin: image_folder, root: " +
+               small_photo_set() +
+               "/val, color: rgb, resize_short: 72, crop: center, crop_size: [64, 64], decode: gpu, "
+               "mean: [0.485, 0.456, 0.406], std: [0.229, 0.224, 0.225]}\n"
+               "network: {plugin: resnet, depth: 18, width: 8}\nloss: {plugin: cross_entropy}\n"
+               "optimizer: {plugin: sgd, lr: 0.01}\nmeters: [{plugin: loss}, {plugin: accuracy}]\n"
+               "loop: {epochs: 2, batch_per_device: 4, decode_threads: 2}\ndistributed: {num_gpus: 1}\n");
+  const auto r = trainyard::test::trainyard("run " + exp + " --output-dir " + dir);
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_TRUE(trainyard::test::contains(r.out + r.err, "decode: gpu: JPEGs by nvJPEG")) << r.err;
 }
 
 }  // namespace
