@@ -63,6 +63,9 @@ class Dataset {
   /// Several samples at once; seeds[k] is the seed of indices[k]. The default
   /// stacks get_seeded(); a dataset held in memory overrides it with one
   /// gather. A BadRecord thrown here makes the host retry sample by sample.
+  /// The batch's tensors may already be on the run's device (complete when
+  /// get_batch returns: the image datasets' `decode: gpu`); the host then
+  /// neither pins nor copies them.
   virtual Batch get_batch(const std::vector<int64_t>& indices, const std::vector<uint64_t>& seeds) const;
   virtual DatasetInfo info() const = 0;
   /// How an image file becomes one of this dataset's samples, as options of
