@@ -30,10 +30,9 @@ class ReferenceDecoder : public JpegBatchDecoder {
     return "the GPU path's reference on the CPU (libjpeg whole-size decode, resample.h)";
   }
 
-  at::Tensor decode(const std::vector<GpuJob>& jobs, int64_t rows, cv::Size out,
-                    std::vector<std::optional<std::string>>& refused) const override {
+  at::Tensor decode(const std::vector<GpuJob>& jobs, int64_t rows, cv::Size out, const CpuRow& cpu_row) const override {
     at::Tensor batch = at::empty({rows, 3, out.height, out.width}, at::kByte);
-    refused.assign(jobs.size(), std::nullopt);
+    std::vector<std::optional<std::string>> refused(jobs.size());
     for (size_t k = 0; k < jobs.size(); ++k) {
       const GpuJob& job = jobs[k];
       std::optional<cv::Mat> bgr;
@@ -67,11 +66,27 @@ class ReferenceDecoder : public JpegBatchDecoder {
       for (int oy = 0; oy < out.height; ++oy)
         for (int ox = 0; ox < out.width; ++ox) resample_pixel(resample, out.width, out.height, ox, oy);
     }
+    fill_cpu_rows(batch, jobs, refused, cpu_row);
     return batch;
   }
 };
 
 }  // namespace
+
+void fill_cpu_rows(at::Tensor& batch, const std::vector<GpuJob>& jobs,
+                   const std::vector<std::optional<std::string>>& refused, const JpegBatchDecoder::CpuRow& cpu_row) {
+  std::vector<std::optional<std::string>> why(static_cast<size_t>(batch.size(0)));
+  std::vector<bool> decoded(why.size(), false);
+  for (size_t k = 0; k < jobs.size(); ++k) {
+    const auto row = static_cast<size_t>(jobs[k].row);
+    if (refused[k])
+      why[row] = refused[k];
+    else
+      decoded[row] = true;
+  }
+  for (size_t row = 0; row < why.size(); ++row)
+    if (!decoded[row]) batch[static_cast<int64_t>(row)].copy_(cpu_row(static_cast<int64_t>(row), why[row]));
+}
 
 std::unique_ptr<JpegBatchDecoder> make_reference_decoder() { return std::make_unique<ReferenceDecoder>(); }
 

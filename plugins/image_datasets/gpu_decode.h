@@ -5,6 +5,7 @@
 // The decode threads still read the bytes and draw every sample's geometry
 // (draw_geometry: the CPU path's draws, so a seed gives the same crop and
 // flip on either path); what nvJPEG does not take goes through the CPU path.
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -41,13 +42,23 @@ class JpegBatchDecoder {
   virtual c10::Device device() const = 0;
   /// What decodes: "nvJPEG 13.2.3 (hardware backend, 3 engines) on cuda:0".
   virtual std::string description() const = 0;
-  /// A {rows, 3, out.height, out.width} uint8 tensor on device() whose job
-  /// rows hold their crops (RGB), complete when this returns. `refused[k]`
-  /// gets why jobs[k]'s row was left unwritten (nvJPEG does not take that
-  /// JPEG, or failed on it): the caller fills it through the CPU path.
+  /// The CPU path's {3, out.height, out.width} uint8 pixels for a batch row
+  /// the decoder did not fill: `refused` says why nvJPEG left its job (it
+  /// does not take that JPEG, or failed on it), nothing for a row no job
+  /// asked for. May throw (a BadRecord): decode() then throws it.
+  using CpuRow = std::function<at::Tensor(int64_t row, const std::optional<std::string>& refused)>;
+  /// A {rows, 3, out.height, out.width} uint8 tensor on device(): each job's
+  /// row holds its crop (RGB), every other row `cpu_row`'s pixels, copied on
+  /// the decoder's own stream; complete when this returns.
   virtual at::Tensor decode(const std::vector<GpuJob>& jobs, int64_t rows, cv::Size out,
-                            std::vector<std::optional<std::string>>& refused) const = 0;
+                            const CpuRow& cpu_row) const = 0;
 };
+
+/// For the decoders: every row of `batch` no job of `jobs` decoded (refused
+/// by the decoder, or asked for by none) filled with `cpu_row`'s pixels, on
+/// the current stream.
+void fill_cpu_rows(at::Tensor& batch, const std::vector<GpuJob>& jobs,
+                   const std::vector<std::optional<std::string>>& refused, const JpegBatchDecoder::CpuRow& cpu_row);
 
 /// nvJPEG on `device` (a CUDA device): the hardware backend where the GPU
 /// has JPEG engines (A100, H100, H200, ...), the CUDA backend for the JPEGs

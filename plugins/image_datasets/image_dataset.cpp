@@ -106,6 +106,12 @@ trainyard::Batch ImageDataset::get_batch(const std::vector<int64_t>& indices,
 
 namespace {
 
+std::string shape_text(const at::Tensor& t) {
+  std::string text;
+  for (int64_t d = 0; d < t.dim(); ++d) text += (d ? "x" : "") + std::to_string(t.size(d));
+  return text;
+}
+
 // The CPUs this process may run on, shared by the processes of this node
 // (torchrun and trainyard's launcher say how many: LOCAL_WORLD_SIZE).
 int cpus_per_process() {
@@ -211,39 +217,32 @@ trainyard::Batch ImageDataset::decode_batch_on_gpu(const std::vector<int64_t>& i
   const cv::Size out(static_cast<int>(shape[2]), static_cast<int>(shape[1]));
 
   std::vector<GpuJob> jobs;
-  std::vector<std::pair<size_t, std::string>> on_cpu;  // row, why
+  std::vector<std::string> not_taken(n);  // why a row is the CPU path's from the start
   for (size_t k = 0; k < n; ++k) {
     GpuJob job;
     if (auto why = plan_gpu_job(samples[k], seeds[k], out, job)) {
-      on_cpu.emplace_back(k, std::move(*why));
+      not_taken[k] = std::move(*why);
       continue;
     }
     job.row = static_cast<int64_t>(k);
     jobs.push_back(job);
   }
-  std::vector<std::optional<std::string>> refused;
-  at::Tensor input = decoder_->decode(jobs, static_cast<int64_t>(n), out, refused);
-  int64_t decoded = 0;
-  for (size_t j = 0; j < jobs.size(); ++j) {
-    if (refused[j])
-      on_cpu.emplace_back(static_cast<size_t>(jobs[j].row), *refused[j]);
-    else
-      ++decoded;
-  }
-  gpu_decoded_ += decoded;
-  for (const auto& [k, why] : on_cpu) {
-    const at::Tensor pixels = stack_channels(samples[k].inputs, transforms_, seeds[k]);
-    if (pixels.sizes() != input[static_cast<int64_t>(k)].sizes())
-      throw trainyard::ConfigError("sample " + std::to_string(indices[k]) + " has input shape " +
-                                       std::to_string(pixels.size(0)) + "x" + std::to_string(pixels.size(1)) + "x" +
-                                       std::to_string(pixels.size(2)),
+  int64_t on_cpu = 0;
+  const auto cpu_row = [&](int64_t row, const std::optional<std::string>& refused) {
+    const auto k = static_cast<size_t>(row);
+    at::Tensor pixels = stack_channels(samples[k].inputs, transforms_, seeds[k]);
+    if (pixels.dim() != 3 || pixels.size(0) != 3 || pixels.size(1) != out.height || pixels.size(2) != out.width)
+      throw trainyard::ConfigError("sample " + std::to_string(indices[k]) + " has input shape " + shape_text(pixels),
                                    "expected the shape the dataset's info declares, 3x" + std::to_string(out.height) +
                                        "x" + std::to_string(out.width),
                                    "give the dataset load_size (and crop_size) so that every image has that size");
-    input[static_cast<int64_t>(k)].copy_(pixels);
+    ++on_cpu;
     note_cpu_decode(samples[k].inputs.empty() ? "sample " + std::to_string(indices[k]) : samples[k].inputs[0].what,
-                    why);
-  }
+                    refused ? *refused : not_taken[k]);
+    return pixels;
+  };
+  at::Tensor input = decoder_->decode(jobs, static_cast<int64_t>(n), out, cpu_row);
+  gpu_decoded_ += static_cast<int64_t>(n) - on_cpu;
   std::vector<at::Tensor> targets;
   targets.reserve(n);
   for (size_t k = 0; k < n; ++k)

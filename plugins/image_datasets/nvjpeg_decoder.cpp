@@ -133,18 +133,30 @@ std::string status_text(nvjpegStatus_t status) {
 }
 
 // nvJPEG's device buffers come from LibTorch's caching allocator, so that
-// they count against the same memory as the training's tensors.
-int device_malloc(void*, void** ptr, size_t size, cudaStream_t stream) {
+// they count against the same memory as the training's tensors. `context`
+// is the decoder's device index (nvJPEG may call from a thread whose
+// current device is another). No exception may cross nvJPEG's C frames.
+int device_malloc(void* context, void** ptr, size_t size, cudaStream_t stream) {
   try {
+    c10::cuda::CUDAGuard guard(static_cast<c10::DeviceIndex>(*static_cast<const int*>(context)));
     *ptr = c10::cuda::CUDACachingAllocator::raw_alloc_with_stream(size, stream);
     return 0;
   } catch (...) {
     return 1;
   }
 }
-int device_free(void*, void* ptr, size_t, cudaStream_t) {
-  c10::cuda::CUDACachingAllocator::raw_delete(ptr);
-  return 0;
+// The allocator gives a freed block back to the stream it was allocated on:
+// work nvJPEG queued on `stream` finishes first (frees are rare: nvJPEG
+// keeps its buffers and only grows them).
+int device_free(void* context, void* ptr, size_t, cudaStream_t stream) {
+  try {
+    c10::cuda::CUDAGuard guard(static_cast<c10::DeviceIndex>(*static_cast<const int*>(context)));
+    if (stream) cudaStreamSynchronize(stream);
+    c10::cuda::CUDACachingAllocator::raw_delete(ptr);
+    return 0;
+  } catch (...) {
+    return 1;
+  }
 }
 int pinned_malloc(void*, void** ptr, size_t size, cudaStream_t) {
   return cudaHostAlloc(ptr, size, cudaHostAllocDefault) == cudaSuccess ? 0 : 1;
@@ -152,17 +164,20 @@ int pinned_malloc(void*, void** ptr, size_t size, cudaStream_t) {
 int pinned_free(void*, void* ptr, size_t, cudaStream_t) { return cudaFreeHost(ptr) == cudaSuccess ? 0 : 1; }
 
 // At most this many bytes of whole-size decoded pixels at once per decode
-// thread: a batch of 12-megapixel photographs is decoded in groups.
-constexpr size_t kMaxDecodedBytes = size_t(512) << 20;
+// thread (a batch of ImageNet-sized photographs, 256 x 500 x 375 x 3, is one
+// group; 12-megapixel photographs go 3 at a time). The caching allocator
+// keeps each decode stream's freed blocks for that stream: this bounds what
+// the training's stream cannot use.
+constexpr size_t kMaxDecodedBytes = size_t(128) << 20;
 constexpr size_t kAlignment = 256;
 size_t aligned(size_t n) { return (n + kAlignment - 1) / kAlignment * kAlignment; }
 
 class NvJpegDecoder : public JpegBatchDecoder {
  public:
-  explicit NvJpegDecoder(c10::Device device) : device_(device) {
+  explicit NvJpegDecoder(c10::Device device) : device_(device), device_index_(device.index()) {
     const NvJpegLibrary& n = nvjpeg();
     c10::cuda::CUDAGuard guard(device_);
-    nvjpegDevAllocatorV2_t device_allocator{device_malloc, device_free, nullptr};
+    nvjpegDevAllocatorV2_t device_allocator{device_malloc, device_free, &device_index_};
     nvjpegPinnedAllocatorV2_t pinned_allocator{pinned_malloc, pinned_free, nullptr};
     // Chroma upsampled by interpolation, as libjpeg's (the CPU path's) fancy
     // upsampling; a release that refuses the flag decodes without it.
@@ -175,7 +190,11 @@ class NvJpegDecoder : public JpegBatchDecoder {
     };
     // The JPEG engines where the GPU has them (ARCH_MISMATCH or
     // NOT_SUPPORTED elsewhere), and the CUDA backend for what they refuse.
-    if (create(NVJPEG_BACKEND_HARDWARE, &hardware_) != NVJPEG_STATUS_SUCCESS) hardware_ = nullptr;
+    if (const nvjpegStatus_t hardware = create(NVJPEG_BACKEND_HARDWARE, &hardware_);
+        hardware != NVJPEG_STATUS_SUCCESS) {
+      hardware_ = nullptr;
+      no_hardware_ = "no hardware backend on this GPU (" + status_text(hardware) + ")";
+    }
     const nvjpegStatus_t status = create(NVJPEG_BACKEND_DEFAULT, &cuda_);
     if (status != NVJPEG_STATUS_SUCCESS) {
       if (hardware_) n.Destroy(hardware_);
@@ -183,7 +202,12 @@ class NvJpegDecoder : public JpegBatchDecoder {
           "decode: gpu: nvJPEG cannot start on " + device_.str() + " (" + status_text(status) + ")",
           "expected an nvJPEG that runs on this GPU and driver", "use decode: cpu");
     }
-    if (hardware_) n.GetHardwareDecoderInfo(hardware_, &engines_, &cores_per_engine_);
+    if (hardware_ && n.GetHardwareDecoderInfo(hardware_, &engines_, &cores_per_engine_) == NVJPEG_STATUS_SUCCESS &&
+        engines_ == 0) {
+      n.Destroy(hardware_);
+      hardware_ = nullptr;
+      no_hardware_ = "this GPU has no JPEG engines";
+    }
     int major = 0, minor = 0, patch = 0;
     n.GetProperty(MAJOR_VERSION, &major), n.GetProperty(MINOR_VERSION, &minor), n.GetProperty(PATCH_LEVEL, &patch);
     version_ = std::to_string(major) + "." + std::to_string(minor) + "." + std::to_string(patch);
@@ -211,14 +235,13 @@ class NvJpegDecoder : public JpegBatchDecoder {
   std::string description() const override {
     const std::string backend =
         hardware_ ? "hardware backend, " + std::to_string(engines_) + " JPEG engines, CUDA backend for what they refuse"
-                  : "CUDA backend; this GPU has no JPEG engines";
+                  : "CUDA backend; " + no_hardware_;
     return "nvJPEG " + version_ + " (" + backend + ") on " + device_.str();
   }
 
-  at::Tensor decode(const std::vector<GpuJob>& jobs, int64_t rows, cv::Size out,
-                    std::vector<std::optional<std::string> >& refused) const override {
+  at::Tensor decode(const std::vector<GpuJob>& jobs, int64_t rows, cv::Size out, const CpuRow& cpu_row) const override {
     const NvJpegLibrary& n = nvjpeg();
-    refused.assign(jobs.size(), std::nullopt);
+    std::vector<std::optional<std::string> > refused(jobs.size());
     c10::cuda::CUDAGuard guard(device_);
     Lease lease(*this);
     Slot& slot = *lease.slot;
@@ -258,6 +281,7 @@ class NvJpegDecoder : public JpegBatchDecoder {
     Pass pass{*this, slot, jobs, data, batch, out, refused, {}};
     pass.run(hardware_, slot.hardware_state, on_hardware, "hardware");
     pass.run(cuda_, slot.cuda_state, on_cuda, "CUDA");
+    fill_cpu_rows(batch, jobs, refused, cpu_row);  // on the slot's stream, not the legacy default one
     // Complete before the batch leaves: this decode thread waits here, the
     // training loop's stream never does (the loader hands the batch over).
     slot.stream.synchronize();
@@ -294,6 +318,11 @@ class NvJpegDecoder : public JpegBatchDecoder {
       slot = owner.slots_.back().get();
     }
     ~Lease() {
+      // Nothing queued on the stream may outlive this call's buffers (an
+      // exception left some): the next user of the slot starts clean.
+      try {
+        slot->stream.synchronize();
+      } catch (...) {}
       std::lock_guard<std::mutex> lock(owner.mutex_);
       owner.free_.push_back(slot);
     }
@@ -336,7 +365,14 @@ class NvJpegDecoder : public JpegBatchDecoder {
           if (end > start && bytes + image > kMaxDecodedBytes) break;
           bytes += image, ++end;
         }
-        group(handle, state, std::vector<size_t>(picked.begin() + start, picked.begin() + end), bytes, backend);
+        const std::vector<size_t> members(picked.begin() + start, picked.begin() + end);
+        try {
+          group(handle, state, members, bytes, backend);
+        } catch (const std::exception& e) {
+          // Out of device memory, a kernel that did not start: the CPU path
+          // decodes the group rather than the run stopping.
+          for (size_t k : members) refused[k] = std::string("the GPU path failed on its group: ") + e.what();
+        }
         start = end;
       }
     }
@@ -395,7 +431,9 @@ class NvJpegDecoder : public JpegBatchDecoder {
   };
 
   c10::Device device_;
+  int device_index_;  ///< nvJPEG's allocator context
   nvjpegHandle_t hardware_ = nullptr, cuda_ = nullptr;
+  std::string no_hardware_;  ///< why the JPEG engines are not used
   unsigned engines_ = 0, cores_per_engine_ = 0;
   std::string version_;
   mutable std::mutex mutex_;
