@@ -41,21 +41,20 @@ std::unique_ptr<JpegBatchDecoder> make_nvjpeg_decoder(c10::Device) {
 
 namespace {
 
-// The entry points trainyard calls, resolved from the library by name.
+// The entry points trainyard calls, each resolved from the library by its
+// name (one list, so that the pointers and the lookups cannot drift apart).
+// clang-format off
+#define TRAINYARD_NVJPEG_ENTRY_POINTS(X)                                                      \
+  X(GetProperty) X(CreateExV2) X(Destroy) X(GetHardwareDecoderInfo)                          \
+  X(JpegStateCreate) X(JpegStateDestroy) X(JpegStreamCreate) X(JpegStreamDestroy)            \
+  X(JpegStreamParseHeader) X(DecodeBatchedSupported) X(DecodeBatchedInitialize) X(DecodeBatched)
+// clang-format on
+
 struct NvJpegLibrary {
   std::string error;  ///< why the library is unusable; empty when loaded
-  decltype(&::nvjpegGetProperty) GetProperty = nullptr;
-  decltype(&::nvjpegCreateExV2) CreateExV2 = nullptr;
-  decltype(&::nvjpegDestroy) Destroy = nullptr;
-  decltype(&::nvjpegGetHardwareDecoderInfo) GetHardwareDecoderInfo = nullptr;
-  decltype(&::nvjpegJpegStateCreate) JpegStateCreate = nullptr;
-  decltype(&::nvjpegJpegStateDestroy) JpegStateDestroy = nullptr;
-  decltype(&::nvjpegJpegStreamCreate) JpegStreamCreate = nullptr;
-  decltype(&::nvjpegJpegStreamDestroy) JpegStreamDestroy = nullptr;
-  decltype(&::nvjpegJpegStreamParseHeader) JpegStreamParseHeader = nullptr;
-  decltype(&::nvjpegDecodeBatchedSupported) DecodeBatchedSupported = nullptr;
-  decltype(&::nvjpegDecodeBatchedInitialize) DecodeBatchedInitialize = nullptr;
-  decltype(&::nvjpegDecodeBatched) DecodeBatched = nullptr;
+#define TRAINYARD_NVJPEG_POINTER(name) decltype(&::nvjpeg##name) name = nullptr;
+  TRAINYARD_NVJPEG_ENTRY_POINTS(TRAINYARD_NVJPEG_POINTER)
+#undef TRAINYARD_NVJPEG_POINTER
 };
 
 template <class F>
@@ -83,18 +82,9 @@ NvJpegLibrary load_library(const std::string& file) {
               std::to_string(NVJPEG_VER_MAJOR);
     return n;
   }
-  bind(library, "nvjpegGetProperty", n.GetProperty, n.error);
-  bind(library, "nvjpegCreateExV2", n.CreateExV2, n.error);
-  bind(library, "nvjpegDestroy", n.Destroy, n.error);
-  bind(library, "nvjpegGetHardwareDecoderInfo", n.GetHardwareDecoderInfo, n.error);
-  bind(library, "nvjpegJpegStateCreate", n.JpegStateCreate, n.error);
-  bind(library, "nvjpegJpegStateDestroy", n.JpegStateDestroy, n.error);
-  bind(library, "nvjpegJpegStreamCreate", n.JpegStreamCreate, n.error);
-  bind(library, "nvjpegJpegStreamDestroy", n.JpegStreamDestroy, n.error);
-  bind(library, "nvjpegJpegStreamParseHeader", n.JpegStreamParseHeader, n.error);
-  bind(library, "nvjpegDecodeBatchedSupported", n.DecodeBatchedSupported, n.error);
-  bind(library, "nvjpegDecodeBatchedInitialize", n.DecodeBatchedInitialize, n.error);
-  bind(library, "nvjpegDecodeBatched", n.DecodeBatched, n.error);
+#define TRAINYARD_NVJPEG_BIND(name) bind(library, "nvjpeg" #name, n.name, n.error);
+  TRAINYARD_NVJPEG_ENTRY_POINTS(TRAINYARD_NVJPEG_BIND)
+#undef TRAINYARD_NVJPEG_BIND
   if (!n.error.empty()) n.error = file + ": " + n.error;
   return n;  // the library stays loaded for the process
 }
@@ -295,7 +285,7 @@ class NvJpegDecoder : public JpegBatchDecoder {
     c10::cuda::CUDAStream stream;
     nvjpegJpegState_t hardware_state = nullptr, cuda_state = nullptr;
     nvjpegJpegStream_t parsed = nullptr;
-    at::Tensor staging, jobs_host;
+    at::Tensor staging;  ///< the compressed bytes of a call, pinned
     explicit Slot(c10::cuda::CUDAStream s) : stream(s) {}
   };
 

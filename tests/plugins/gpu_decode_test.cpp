@@ -10,6 +10,7 @@
 #include <torch/cuda.h>
 #include <filesystem>
 #include <set>
+#include <tuple>
 
 #include "data/loader.h"
 #include "data/samplers.h"
@@ -27,17 +28,22 @@ namespace {
 namespace fs = std::filesystem;
 using trainyard::test::small_photo_set;
 
-// image_folder through the plugin's own factory, as a run builds it.
-std::shared_ptr<ImageDataset> folder(const std::string& root, std::map<std::string, trainyard::Value> o,
-                                     const trainyard::Context& context = {}) {
-  const auto& c = trainyard::test::builtin_registry().get(trainyard::host::Kind::dataset, "image_folder");
-  o["root"] = root;
+// A dataset of the plugin through its own factory, as a run builds it.
+std::shared_ptr<ImageDataset> dataset(const std::string& name, std::map<std::string, trainyard::Value> o,
+                                      const trainyard::Context& context = {}) {
+  const auto& c = trainyard::test::builtin_registry().get(trainyard::host::Kind::dataset, name);
   for (const auto& spec : c.schema.specs())
     if (!o.count(spec.key) && spec.default_value) o[spec.key] = *spec.default_value;
   auto made = std::get<trainyard::Factory<trainyard::Dataset>>(c.factory)(trainyard::Options(o), context);
   auto images = std::dynamic_pointer_cast<ImageDataset>(made);
-  if (!images) throw std::runtime_error("image_folder is not an ImageDataset");
+  if (!images) throw std::runtime_error(name + " is not an ImageDataset");
   return images;
+}
+
+std::shared_ptr<ImageDataset> folder(const std::string& root, std::map<std::string, trainyard::Value> o,
+                                     const trainyard::Context& context = {}) {
+  o["root"] = root;
+  return dataset("image_folder", std::move(o), context);
 }
 
 // ImageNet's training transforms (at 96 pixels, to keep the test short) and its evaluation ones.
@@ -52,6 +58,20 @@ std::map<std::string, trainyard::Value> evaluation() {
           {"resize_short", int64_t(110)},
           {"crop", std::string("center")},
           {"crop_size", std::vector<int64_t>{96, 96}}};
+}
+
+// A one-class folder: the photo set's first `photos` training JPEGs (0.jpg,
+// 1.jpg, ...) and the named files of its damaged/ folder.
+std::string mixed_folder(const std::string& name, int photos, const std::vector<std::string>& damaged) {
+  const std::string root = trainyard::test::temp_dir(name) + "/root";
+  fs::remove_all(root);
+  fs::create_directories(root + "/a");
+  int copied = 0;
+  for (const auto& entry : fs::recursive_directory_iterator(small_photo_set() + "/train"))
+    if (entry.is_regular_file() && copied < photos)
+      fs::copy_file(entry.path(), root + "/a/" + std::to_string(copied++) + ".jpg");
+  for (const std::string& file : damaged) fs::copy_file(small_photo_set() + "/damaged/" + file, root + "/a/" + file);
+  return root;
 }
 
 std::vector<int64_t> all_indices(const trainyard::Dataset& d) {
@@ -202,19 +222,69 @@ TEST(GpuDecode, TheResampleArithmeticAveragesCopiesAndMirrors) {
     for (int x = 0; x < w; ++x) EXPECT_EQ(copy[y * w + x], source[y * w + (w - 1 - x)]) << x << "," << y;
 }
 
+std::vector<trainyard::Batch> read_all(trainyard::BatchStream stream) {
+  std::vector<trainyard::Batch> out;
+  while (auto b = stream()) out.push_back(std::move(*b));
+  return out;
+}
+
+// Every source of JPEG bytes goes through the GPU path: an LMDB of the
+// files' own bytes, local WebDataset shards, and the same shards streamed
+// through pipe:cat (its own get_batch, read in order through the loader),
+// each within the stated tolerance of the CPU path, labels equal.
+TEST(GpuDecode, LmdbRecordsLocalShardsAndStreamedShardsDecodeThroughIt) {
+  const std::string dir = trainyard::test::temp_dir("gpu-decode-sources");
+  for (const char* to : {"lmdb --output ", "webdataset --shard-size 6 --output "}) {
+    const std::string out = dir + (std::string(to).rfind("lmdb", 0) == 0 ? "/db" : "/shards");
+    fs::remove_all(out);
+    const auto r = trainyard::test::trainyard("convert --from folder --input " + small_photo_set() +
+                                              "/train --encoding keep --quiet --to " + to + out);
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+  }
+  const std::string shards = dir + "/shards/shard-{000000..000003}.tar";
+  for (const auto& [name, kind, source] :
+       {std::tuple{"lmdb", "lmdb", std::map<std::string, trainyard::Value>{{"path", dir + "/db"}}},
+        std::tuple{"local shards", "webdataset", std::map<std::string, trainyard::Value>{{"urls", shards}}}}) {
+    auto options = training();
+    options.insert(source.begin(), source.end());
+    auto cpu = dataset(kind, options);
+    auto gpu = dataset(kind, options);
+    gpu->use_decoder(make_reference_decoder());
+    const std::vector<int64_t> ids = all_indices(*cpu);
+    ASSERT_EQ(ids.size(), 20u) << name;
+    std::vector<uint64_t> seeds;
+    for (int64_t i : ids) seeds.push_back(uint64_t(i) * 3 + 1);
+    const trainyard::Batch batch = gpu->get_batch(ids, seeds);
+    expect_within_tolerance(batch.input, cpu_batch(*cpu, ids, seeds), name);
+    EXPECT_EQ(gpu->decode_counts().gpu, 20) << name;
+  }
+  auto options = training();
+  options.insert({{"urls", "pipe:cat " + shards}, {"size", int64_t{20}}, {"num_classes", int64_t{10}}});
+  auto cpu = dataset("webdataset", options);
+  auto gpu = dataset("webdataset", options);
+  gpu->use_decoder(make_reference_decoder());
+  ASSERT_TRUE(gpu->streamed());
+  trainyard::host::LoaderOptions o;
+  o.batch_size = 6;
+  o.threads = 2;
+  o.seed = 4;
+  o.streamed = true;
+  const std::vector<int64_t> positions = all_indices(*gpu);
+  const auto ours = read_all(trainyard::host::batch_stream(*gpu, positions, 1, 0, o));
+  const auto theirs = read_all(trainyard::host::batch_stream(*cpu, positions, 1, 0, o));
+  ASSERT_EQ(ours.size(), theirs.size());
+  for (size_t b = 0; b < ours.size(); ++b) {
+    EXPECT_TRUE(ours[b].target.equal(theirs[b].target)) << "batch " << b;
+    expect_within_tolerance(ours[b].input, theirs[b].input, "streamed batch " + std::to_string(b));
+  }
+  EXPECT_EQ(gpu->decode_counts().gpu, 20);
+}
+
 // Files the GPU path does not take (a PNG named .jpg, a CMYK JPEG) fill
 // their rows through the CPU path: the same pixels as the CPU path's, counted,
 // and said in the log; a greyscale JPEG with color: rgb is the GPU path's.
 TEST(GpuDecode, FilesItDoesNotTakeGoThroughTheCpuPathCountedAndLogged) {
-  const std::string root = trainyard::test::temp_dir("gpu-decode-fallback") + "/root";
-  fs::remove_all(root);
-  fs::create_directories(root + "/a");
-  int copied = 0;
-  for (const auto& entry : fs::recursive_directory_iterator(small_photo_set() + "/train"))
-    if (entry.is_regular_file() && copied < 5)
-      fs::copy_file(entry.path(), root + "/a/" + std::to_string(copied++) + ".jpg");
-  for (const char* name : {"png_named.jpg", "cmyk.jpg", "greyscale.jpg"})
-    fs::copy_file(small_photo_set() + "/damaged/" + name, root + "/a/" + name);
+  const std::string root = mixed_folder("gpu-decode-fallback", 5, {"png_named.jpg", "cmyk.jpg", "greyscale.jpg"});
   auto options = training();
   auto cpu = folder(root, options);
   auto gpu = folder(root, options);
@@ -243,14 +313,7 @@ TEST(GpuDecode, FilesItDoesNotTakeGoThroughTheCpuPathCountedAndLogged) {
 // batch throws, the loader retries it sample by sample (the CPU path),
 // skips and counts the record or stops naming it.
 TEST(GpuDecode, ADamagedJpegIsABadRecordSkippedOrNamedByTheLoader) {
-  const std::string root = trainyard::test::temp_dir("gpu-decode-damaged") + "/root";
-  fs::remove_all(root);
-  fs::create_directories(root + "/a");
-  int copied = 0;
-  for (const auto& entry : fs::recursive_directory_iterator(small_photo_set() + "/train"))
-    if (entry.is_regular_file() && copied < 7)
-      fs::copy_file(entry.path(), root + "/a/" + std::to_string(copied++) + ".jpg");
-  fs::copy_file(small_photo_set() + "/damaged/truncated.jpg", root + "/a/truncated.jpg");
+  const std::string root = mixed_folder("gpu-decode-damaged", 7, {"truncated.jpg"});
   auto gpu = folder(root, training());
   gpu->use_decoder(make_reference_decoder());
   const std::vector<int64_t> ids = all_indices(*gpu);
@@ -276,12 +339,6 @@ TEST(GpuDecode, ADamagedJpegIsABadRecordSkippedOrNamedByTheLoader) {
   } catch (const trainyard::ConfigError& e) {
     EXPECT_TRUE(trainyard::test::contains(e.what(), "truncated.jpg: truncated JPEG")) << e.what();
   }
-}
-
-std::vector<trainyard::Batch> read_all(trainyard::BatchStream stream) {
-  std::vector<trainyard::Batch> out;
-  while (auto b = stream()) out.push_back(std::move(*b));
-  return out;
 }
 
 // Resume and sharding are the loader's, unchanged: a pass resumed at batch
@@ -441,15 +498,7 @@ TEST(Gpu, NvJpegBatchesAreThePathAsSpecifiedAndTheCpuPathWithinTheirTolerances) 
     expect_within_tolerance(ours, cpu_batch(*cpu, ids, seeds), name);
     EXPECT_EQ(gpu->decode_counts().gpu, static_cast<int64_t>(ids.size())) << name;
   }
-  const std::string mixed = trainyard::test::temp_dir("gpu-nvjpeg-mixed") + "/root";
-  fs::remove_all(mixed);
-  fs::create_directories(mixed + "/a");
-  int copied = 0;
-  for (const auto& entry : fs::recursive_directory_iterator(root))
-    if (entry.is_regular_file() && copied < 5)
-      fs::copy_file(entry.path(), mixed + "/a/" + std::to_string(copied++) + ".jpg");
-  for (const char* file : {"png_named.jpg", "cmyk.jpg", "greyscale.jpg"})
-    fs::copy_file(small_photo_set() + "/damaged/" + file, mixed + "/a/" + file);
+  const std::string mixed = mixed_folder("gpu-nvjpeg-mixed", 5, {"png_named.jpg", "cmyk.jpg", "greyscale.jpg"});
   auto options = training();
   auto cpu = folder(mixed, options);
   options["decode"] = std::string("gpu");
