@@ -185,7 +185,10 @@ class NvJpegDecoder : public JpegBatchDecoder {
       hardware_ = nullptr;
       no_hardware_ = "no hardware backend on this GPU (" + status_text(hardware) + ")";
     }
-    const nvjpegStatus_t status = create(NVJPEG_BACKEND_DEFAULT, &cuda_);
+    // GPU-assisted Huffman decoding (for batches of more than 50 baseline
+    // JPEGs, nvjpeg.h says): the decode threads are the scarce part.
+    nvjpegStatus_t status = create(NVJPEG_BACKEND_GPU_HYBRID, &cuda_);
+    if (status != NVJPEG_STATUS_SUCCESS) status = create(NVJPEG_BACKEND_DEFAULT, &cuda_);
     if (status != NVJPEG_STATUS_SUCCESS) {
       if (hardware_) n.Destroy(hardware_);
       throw trainyard::ConfigError(
