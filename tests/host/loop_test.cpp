@@ -4,6 +4,7 @@
 
 #include <ATen/ATen.h>
 #include <filesystem>
+#include <functional>
 
 #include "plugins/loader.h"
 #include "support/support.h"
@@ -179,49 +180,6 @@ std::unique_ptr<torch::optim::Optimizer> sgd(const Registry& registry, std::vect
       {{"lr", 0.1}, {"momentum", 0.9}, {"nesterov", true}, {"weight_decay", 0.01}, {"fused", fused}});
 }
 
-TEST(Optimizers, FusedSgdMakesLibTorchsUpdatesAndSharesItsCheckpoints) {
-  Registry registry;
-  load_plugin_folders({{test::builtin_plugin_dir(), "built-in"}}, registry);
-  at::manual_seed(5);
-  // A matrix, a vector, a channels_last 4-d weight, and one that gets no gradient.
-  std::vector<at::Tensor> start = {at::randn({7, 5}), at::randn({5}),
-                                   at::randn({4, 3, 2, 2}).contiguous(at::MemoryFormat::ChannelsLast), at::randn({3})};
-  auto copy = [&] {
-    std::vector<at::Tensor> p;
-    for (const auto& t : start) p.push_back(t.clone(at::MemoryFormat::Preserve).requires_grad_(true));
-    return p;
-  };
-  std::vector<at::Tensor> a = copy(), b = copy();
-  auto fused = sgd(registry, a, true), plain = sgd(registry, b, false);
-  auto step = [](std::vector<at::Tensor>& p, torch::optim::Optimizer& o, int i) {
-    o.zero_grad();
-    ((p[0].sin() * (i + 1)).sum() + p[1].square().sum() + (p[2] * p[2].cos()).sum()).backward();
-    o.step();
-  };
-  for (int i = 0; i < 5; ++i) step(a, *fused, i), step(b, *plain, i);
-  for (size_t k = 0; k < a.size(); ++k) EXPECT_TRUE(at::allclose(a[k], b[k], 1e-5, 1e-6)) << k;
-  EXPECT_TRUE(a[3].equal(start[3]));  // no gradient: untouched, as SGD::step leaves it
-  EXPECT_FALSE(a[0].equal(start[0]));
-  // The fused optimizer's state resumes in LibTorch's SGD, and the other way round.
-  std::ostringstream saved_fused, saved_plain;
-  torch::save(*fused, saved_fused);
-  torch::save(*plain, saved_plain);
-  std::vector<at::Tensor> c = copy(), d = copy();
-  for (size_t k = 0; k < c.size(); ++k) {
-    at::NoGradGuard no_grad;
-    c[k].copy_(a[k]), d[k].copy_(b[k]);
-  }
-  auto plain_from_fused = sgd(registry, c, false), fused_from_plain = sgd(registry, d, true);
-  std::istringstream in_fused(saved_fused.str()), in_plain(saved_plain.str());
-  torch::load(*plain_from_fused, in_fused);
-  torch::load(*fused_from_plain, in_plain);
-  for (int i = 5; i < 8; ++i) step(a, *fused, i), step(c, *plain_from_fused, i), step(d, *fused_from_plain, i);
-  for (size_t k = 0; k < a.size(); ++k) {
-    EXPECT_TRUE(at::allclose(c[k], a[k], 1e-5, 1e-6)) << k;
-    EXPECT_TRUE(at::allclose(d[k], a[k], 1e-5, 1e-6)) << k;
-  }
-}
-
 // What the optimizer comparisons below train: a matrix, a vector, a
 // channels_last 4-d tensor and one that gets no gradient (start), and
 // fresh leaves holding their values (copy).
@@ -246,6 +204,60 @@ void compared_step(std::vector<at::Tensor>& p, torch::optim::Optimizer& o, int i
   o.step();
 }
 
+using MakeOptimizer = std::function<std::unique_ptr<torch::optim::Optimizer>(std::vector<at::Tensor>, bool)>;
+struct Resumed {
+  std::unique_ptr<torch::optim::Optimizer> optimizer;
+  std::vector<at::Tensor> params;
+};
+
+// An optimizer made two ways from the same parameters, make(params, true)
+// (fused or foreach) and make(params, false) (LibTorch's own step): `steps`
+// updates agree within (rtol, atol), the parameter without a gradient stays
+// untouched, and each way's state resumes in the other, and in itself bit
+// for bit, for 3 more updates. Returns the first way resumed from the
+// second's state, for checks of its own.
+Resumed expect_updates_agree_and_states_resume(const MakeOptimizer& make, uint64_t seed, int steps, double rtol,
+                                               double atol, const std::string& what) {
+  const ComparedParameters params(seed);
+  std::vector<at::Tensor> a = params.copy(), b = params.copy();
+  auto first = make(a, true), second = make(b, false);
+  for (int i = 0; i < steps; ++i) compared_step(a, *first, i), compared_step(b, *second, i);
+  for (size_t k = 0; k < a.size(); ++k) EXPECT_TRUE(at::allclose(a[k], b[k], rtol, atol)) << what << " " << k;
+  EXPECT_TRUE(a[3].equal(params.start[3])) << what;  // no gradient: untouched
+  EXPECT_FALSE(a[0].equal(params.start[0])) << what;
+  std::ostringstream saved_first, saved_second;
+  torch::save(*first, saved_first);
+  torch::save(*second, saved_second);
+  std::vector<at::Tensor> c = params.copy(), d = params.copy(), e = params.copy();
+  for (size_t k = 0; k < c.size(); ++k) {
+    at::NoGradGuard no_grad;
+    c[k].copy_(a[k]), d[k].copy_(b[k]), e[k].copy_(a[k]);
+  }
+  auto second_from_first = make(c, false), first_from_second = make(d, true), first_from_first = make(e, true);
+  std::istringstream in_first(saved_first.str()), in_second(saved_second.str()), again(saved_first.str());
+  torch::load(*second_from_first, in_first);
+  torch::load(*first_from_second, in_second);
+  torch::load(*first_from_first, again);
+  for (int i = steps; i < steps + 3; ++i) {
+    compared_step(a, *first, i), compared_step(c, *second_from_first, i);
+    compared_step(d, *first_from_second, i), compared_step(e, *first_from_first, i);
+  }
+  for (size_t k = 0; k < a.size(); ++k) {
+    EXPECT_TRUE(at::allclose(c[k], a[k], rtol, atol)) << what << " " << k;
+    EXPECT_TRUE(at::allclose(d[k], a[k], rtol, atol)) << what << " " << k;
+    EXPECT_TRUE(e[k].equal(a[k])) << what << " " << k << ": a resume in the same way continues bit for bit";
+  }
+  return {std::move(first_from_second), std::move(d)};
+}
+
+TEST(Optimizers, FusedSgdMakesLibTorchsUpdatesAndSharesItsCheckpoints) {
+  Registry registry;
+  load_plugin_folders({{test::builtin_plugin_dir(), "built-in"}}, registry);
+  expect_updates_agree_and_states_resume(
+      [&](std::vector<at::Tensor> params, bool fused) { return sgd(registry, std::move(params), fused); }, 5, 5, 1e-5,
+      1e-6, "sgd");
+}
+
 // Adam and AdamW as the plugin builds them (fused by default) against
 // LibTorch's own step: with and without AMSGrad and weight decay.
 std::unique_ptr<torch::optim::Optimizer> adam(const Registry& registry, const std::string& name,
@@ -258,44 +270,12 @@ TEST(Optimizers, FusedAdamAndAdamWMakeLibTorchsUpdatesAndShareItsCheckpoints) {
   Registry registry;
   load_plugin_folders({{test::builtin_plugin_dir(), "built-in"}}, registry);
   for (const std::string name : {"adam", "adamw"})
-    for (const bool amsgrad : {false, true}) {
-      const std::string what = name + (amsgrad ? " amsgrad" : "");
-      const ComparedParameters params(6);
-      const auto& start = params.start;
-      const auto copy = [&] { return params.copy(); };
-      const auto step = compared_step;
-      std::vector<at::Tensor> a = copy(), b = copy();
-      auto fused = adam(registry, name, a, true, amsgrad), plain = adam(registry, name, b, false, amsgrad);
-      for (int i = 0; i < 6; ++i) step(a, *fused, i), step(b, *plain, i);
-      for (size_t k = 0; k < a.size(); ++k) EXPECT_TRUE(at::allclose(a[k], b[k], 1e-5, 1e-6)) << what << " " << k;
-      EXPECT_TRUE(a[3].equal(start[3])) << what;  // no gradient: untouched
-      EXPECT_FALSE(a[0].equal(start[0])) << what;
-      // Each one's state resumes in the other, step counts and moments included.
-      std::ostringstream saved_fused, saved_plain;
-      torch::save(*fused, saved_fused);
-      torch::save(*plain, saved_plain);
-      std::vector<at::Tensor> c = copy(), d = copy(), e = copy();
-      for (size_t k = 0; k < c.size(); ++k) {
-        at::NoGradGuard no_grad;
-        c[k].copy_(a[k]), d[k].copy_(b[k]), e[k].copy_(a[k]);
-      }
-      auto plain_from_fused = adam(registry, name, c, false, amsgrad);
-      auto fused_from_plain = adam(registry, name, d, true, amsgrad);
-      auto fused_from_fused = adam(registry, name, e, true, amsgrad);
-      std::istringstream in_fused(saved_fused.str()), in_plain(saved_plain.str()), again(saved_fused.str());
-      torch::load(*plain_from_fused, in_fused);
-      torch::load(*fused_from_plain, in_plain);
-      torch::load(*fused_from_fused, again);
-      for (int i = 6; i < 9; ++i) {
-        step(a, *fused, i), step(c, *plain_from_fused, i), step(d, *fused_from_plain, i);
-        step(e, *fused_from_fused, i);
-      }
-      for (size_t k = 0; k < a.size(); ++k) {
-        EXPECT_TRUE(at::allclose(c[k], a[k], 1e-5, 1e-6)) << what << " " << k;
-        EXPECT_TRUE(at::allclose(d[k], a[k], 1e-5, 1e-6)) << what << " " << k;
-        EXPECT_TRUE(e[k].equal(a[k])) << what << " " << k << ": a fused resume continues bit for bit";
-      }
-    }
+    for (const bool amsgrad : {false, true})
+      expect_updates_agree_and_states_resume(
+          [&](std::vector<at::Tensor> params, bool fused) {
+            return adam(registry, name, std::move(params), fused, amsgrad);
+          },
+          6, 6, 1e-5, 1e-6, name + (amsgrad ? " amsgrad" : ""));
 }
 
 // RMSprop as the plugin builds it (foreach by default) against LibTorch's
@@ -316,36 +296,9 @@ TEST(Optimizers, ForeachRmspropMakesLibTorchsUpdatesAndSharesItsCheckpoints) {
       options["foreach"] = foreach;
       return plugin_optimizer(registry, "rmsprop", std::move(params), options);
     };
-    const ComparedParameters params(7);
-    const auto& start = params.start;
-    const auto copy = [&] { return params.copy(); };
-    const auto step = compared_step;
-    std::vector<at::Tensor> a = copy(), b = copy();
-    auto foreach = rmsprop(a, true), plain = rmsprop(b, false);
-    for (int i = 0; i < 6; ++i) step(a, *foreach, i), step(b, *plain, i);
-    for (size_t k = 0; k < a.size(); ++k) EXPECT_TRUE(at::allclose(a[k], b[k], 1e-6, 1e-7)) << what << " " << k;
-    EXPECT_TRUE(a[3].equal(start[3])) << what;  // no gradient: untouched
-    EXPECT_FALSE(a[0].equal(start[0])) << what;
-    // Each one's state (step, averages, momentum buffer) resumes in the other.
-    std::ostringstream saved_foreach, saved_plain;
-    torch::save(*foreach, saved_foreach);
-    torch::save(*plain, saved_plain);
-    std::vector<at::Tensor> c = copy(), d = copy();
-    for (size_t k = 0; k < c.size(); ++k) {
-      at::NoGradGuard no_grad;
-      c[k].copy_(a[k]), d[k].copy_(b[k]);
-    }
-    auto plain_from_foreach = rmsprop(c, false), foreach_from_plain = rmsprop(d, true);
-    std::istringstream in_foreach(saved_foreach.str()), in_plain(saved_plain.str());
-    torch::load(*plain_from_foreach, in_foreach);
-    torch::load(*foreach_from_plain, in_plain);
-    for (int i = 6; i < 9; ++i) step(a, *foreach, i), step(c, *plain_from_foreach, i), step(d, *foreach_from_plain, i);
-    for (size_t k = 0; k < a.size(); ++k) {
-      EXPECT_TRUE(at::allclose(c[k], a[k], 1e-6, 1e-7)) << what << " " << k;
-      EXPECT_TRUE(at::allclose(d[k], a[k], 1e-6, 1e-7)) << what << " " << k;
-    }
+    const Resumed resumed = expect_updates_agree_and_states_resume(rmsprop, 7, 6, 1e-6, 1e-7, what);
     const auto& state = static_cast<const torch::optim::RMSpropParamState&>(
-        *foreach_from_plain->state().at(d[0].unsafeGetTensorImpl()));
+        *resumed.optimizer->state().at(resumed.params[0].unsafeGetTensorImpl()));
     EXPECT_EQ(state.step(), 9) << what;
   }
 }
