@@ -106,9 +106,9 @@ trainyard::Batch ImageDataset::get_batch(const std::vector<int64_t>& indices,
 
 namespace {
 
-std::string shape_text(const at::Tensor& t) {
+std::string shape_text(at::IntArrayRef sizes) {
   std::string text;
-  for (int64_t d = 0; d < t.dim(); ++d) text += (d ? "x" : "") + std::to_string(t.size(d));
+  for (size_t d = 0; d < sizes.size(); ++d) text += (d ? "x" : "") + std::to_string(sizes[d]);
   return text;
 }
 
@@ -138,6 +138,9 @@ void ImageDataset::choose_decoder(const trainyard::Context& context) {
     why_not = *missing;
   else if (const auto refused = gpu_decode_refuses(transforms_))
     why_not = "the GPU path does not apply " + *refused;
+  else if (const auto& shape = info_.sample_shape; !shape.empty() && (shape.size() != 3 || shape[0] != 3))
+    why_not = "the first sample is " + shape_text(shape) +
+              " and the GPU path makes 3-channel images (color: rgb makes greyscale photographs 3-channel)";
   if (why_not && gpu_asked && context.device.is_cuda())
     throw trainyard::ConfigError(who + "gpu is unavailable: " + *why_not,
                                  "expected nvJPEG for the run's GPU (PyPI's nvidia-nvjpeg, scripts/install-deps.sh)",
@@ -167,6 +170,10 @@ void ImageDataset::choose_decoder(const trainyard::Context& context) {
 
 void ImageDataset::use_decoder(std::shared_ptr<const JpegBatchDecoder> decoder,
                                std::function<void(const std::string&)> log) {
+  const auto& shape = info_.sample_shape;
+  if (shape.size() != 3 || shape[0] != 3)
+    throw trainyard::Error("use_decoder: the GPU path makes 3-channel samples, this dataset's are " +
+                           shape_text(shape));
   decoder_ = std::move(decoder);
   log_ = std::move(log);
 }
@@ -208,13 +215,13 @@ void ImageDataset::note_cpu_decode(const std::string& what, const std::string& w
 
 trainyard::Batch ImageDataset::decode_batch_on_gpu(const std::vector<int64_t>& indices,
                                                    const std::vector<uint64_t>& seeds) const {
+  // Every sample has the shape info() declares (sample 0 through the CPU
+  // path): 3 x H x W, or choose_decoder() left the decoding to the CPU path.
+  const std::vector<int64_t>& shape = info_.sample_shape;
+  const cv::Size out(static_cast<int>(shape[2]), static_cast<int>(shape[1]));
   const size_t n = indices.size();
   std::vector<LoadedSample> samples(n);
   for (size_t k = 0; k < n; ++k) samples[k] = load(indices[k]);
-  // Every sample has the shape info() declares (sample 0 through the CPU path).
-  const std::vector<int64_t>& shape = info_.sample_shape;
-  if (shape.size() != 3 || shape[0] != 3) return Dataset::get_batch(indices, seeds);  // nothing the GPU path writes
-  const cv::Size out(static_cast<int>(shape[2]), static_cast<int>(shape[1]));
 
   std::vector<GpuJob> jobs;
   std::vector<std::string> not_taken(n);  // why a row is the CPU path's from the start
@@ -232,10 +239,11 @@ trainyard::Batch ImageDataset::decode_batch_on_gpu(const std::vector<int64_t>& i
     const auto k = static_cast<size_t>(row);
     at::Tensor pixels = stack_channels(samples[k].inputs, transforms_, seeds[k]);
     if (pixels.dim() != 3 || pixels.size(0) != 3 || pixels.size(1) != out.height || pixels.size(2) != out.width)
-      throw trainyard::ConfigError("sample " + std::to_string(indices[k]) + " has input shape " + shape_text(pixels),
-                                   "expected the shape the dataset's info declares, 3x" + std::to_string(out.height) +
-                                       "x" + std::to_string(out.width),
-                                   "give the dataset load_size (and crop_size) so that every image has that size");
+      throw trainyard::ConfigError(
+          "sample " + std::to_string(indices[k]) + " has input shape " + shape_text(pixels.sizes()),
+          "expected the shape the dataset's info declares, 3x" + std::to_string(out.height) + "x" +
+              std::to_string(out.width),
+          "give the dataset load_size (and crop_size) so that every image has that size");
     ++on_cpu;
     note_cpu_decode(samples[k].inputs.empty() ? "sample " + std::to_string(indices[k]) : samples[k].inputs[0].what,
                     refused ? *refused : not_taken[k]);

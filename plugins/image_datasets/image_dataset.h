@@ -60,6 +60,7 @@ class ImageDataset : public trainyard::Dataset {
   void choose_decoder(const trainyard::Context& context);
   /// Decodes JPEG batches with `decoder` from now on (the tests: the reference
   /// decoder, which runs the GPU path on the CPU); `log` hears of fallbacks.
+  /// For a dataset of 3-channel samples only (trainyard::Error otherwise).
   void use_decoder(std::shared_ptr<const JpegBatchDecoder> decoder,
                    std::function<void(const std::string&)> log = nullptr);
   /// Samples the GPU path decoded, and those it left to the CPU path.

@@ -408,6 +408,10 @@ TEST(GpuDecode, TheOptionRefusesWhatTheGpuPathCannotApplyAndSaysWhereItDecodes) 
     EXPECT_EQ(d->get_batch({0, 1}, {1, 2}).input.device().type(), c10::DeviceType::CPU);
     EXPECT_EQ(d->decode_counts().gpu, 0);
   }
+  // Greyscale photographs kept 1-channel: nothing the GPU path makes.
+  auto grey = folder(mixed_folder("gpu-decode-grey", 0, {"greyscale.jpg"}),
+                     {{"crop", std::string("center")}, {"crop_size", std::vector<int64_t>{32, 32}}});
+  EXPECT_THROW(grey->use_decoder(make_reference_decoder()), trainyard::Error);
 #ifdef TRAINYARD_WITH_NVJPEG
   EXPECT_EQ(nvjpeg_unavailable(), std::nullopt) << "install-deps.sh installs nvJPEG beside torch";
   const std::string missing = nvjpeg_load_error("/nonexistent/libnvjpeg.so.13");
