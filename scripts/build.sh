@@ -4,6 +4,9 @@
 # in the cache, or the one TRAINYARD_TORCH_PYTHON / TRAINYARD_TORCH_DIR names.
 # Products: build/bin/trainyard, build/plugins/lib*.so, build/lib/libtrainyard_sdk.so.
 # Uses ccache when present; -j2 by default (LibTorch TUs take 1-1.6 GB each).
+# TRAINYARD_BUILD_TARGETS (default: all) names what to build: scripts/demo.sh
+# builds trainyard_runtime (the host and its built-in plugins, no tests).
+# Arguments are passed to cmake's configure step.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/torch-env.sh
@@ -32,4 +35,5 @@ elif [ $# -gt 0 ] || ! grep -qxF "TRAINYARD_PYTHON:FILEPATH=$TRAINYARD_PYTHON" "
      || ! grep -qxF "TRAINYARD_GLOO_INCLUDE_DIR:PATH=$TRAINYARD_GLOO_INCLUDE" "$build/CMakeCache.txt"; then
   cmake -S . -B "$build" "${trainyard_cmake_args[@]}" "$@"
 fi
-cmake --build "$build" -j "$jobs"
+read -r -a targets <<< "${TRAINYARD_BUILD_TARGETS:-all}"
+cmake --build "$build" -j "$jobs" --target "${targets[@]}"

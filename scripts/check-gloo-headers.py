@@ -8,13 +8,54 @@ still disagree with the library (vtable order, a class losing its vptr), so
 this compares, without a compiler: the virtual functions each header class
 declares, in order, with the slots of the vtables the library exports (read
 from its dynamic relocations), gloo::Context's polymorphism, and every
-out-of-line member declaration with an exported symbol. Exit 1 lists the
-mismatches. Tools: nm, readelf, c++filt (binutils).
+out-of-line member declaration with an exported symbol. Tools: nm, readelf,
+c++filt (binutils).
+Exit 0: they match. Exit 1: they differ; each mismatch is a MISMATCH line.
+Exit 2: nothing could be checked (a missing file or tool, a header this script
+cannot read); one `error:` line on stderr says what was expected.
 usage: check-gloo-headers.py INCLUDE_DIR LIBTORCH_CPU_SO
 """
-import re, subprocess, sys
+import os, re, shutil, subprocess, sys
 
+
+class CannotCheck(Exception):
+    """What stops the check before it can say match or mismatch."""
+
+
+def fail_unchecked(why):
+    print(f'error: check-gloo-headers: {why}', file=sys.stderr)
+    sys.exit(2)
+
+
+def report_unchecked(kind, value, tb):
+    """Whatever stops the check ends in one error line and exit 2, never a traceback."""
+    if isinstance(value, CannotCheck):
+        why = str(value)
+    else:
+        while tb and tb.tb_next:
+            tb = tb.tb_next
+        why = (f'{kind.__name__} at check-gloo-headers.py:{tb.tb_lineno if tb else "?"} ({value}) while comparing the headers in {inc} with {lib}; '
+               'expected Gloo headers and a LibTorch library this script can read; report it with both versions')
+    print(f'error: check-gloo-headers: {why}', file=sys.stderr)
+    sys.stderr.flush()
+    sys.stdout.flush()
+    os._exit(2)
+
+
+if len(sys.argv) != 3:
+    fail_unchecked(f'expected 2 arguments (INCLUDE_DIR LIBTORCH_CPU_SO), got {len(sys.argv) - 1}; '
+                   'usage: check-gloo-headers.py INCLUDE_DIR LIBTORCH_CPU_SO')
 inc, lib = sys.argv[1], sys.argv[2]
+if not os.path.isfile(f'{inc}/gloo/rendezvous/store.h'):
+    fail_unchecked(f"'{inc}' has no gloo/rendezvous/store.h; expected the include folder of a Gloo "
+                   '(libgloo-dev\'s usr/include)')
+if not (os.path.isfile(lib) and os.access(lib, os.R_OK)):
+    fail_unchecked(f"no readable library at '{lib}'; expected LibTorch's lib/libtorch_cpu.so "
+                   '(site-packages/torch/lib of the torch environment)')
+for tool in ('nm', 'readelf', 'c++filt'):
+    if shutil.which(tool) is None:
+        fail_unchecked(f'no {tool} on PATH; expected binutils (apt-get install binutils)')
+sys.excepthook = report_unchecked
 fails = []
 
 # ---------------------------------------------------------------- headers
@@ -22,11 +63,24 @@ def strip_comments(s):
     s = re.sub(r'/\*.*?\*/', ' ', s, flags=re.S)
     return re.sub(r'//[^\n]*', ' ', s)
 
+missing = set()
+
 def class_body(path, name):
-    s = strip_comments(open(f'{inc}/{path}').read())
+    """The class's body; a header or class these headers lack is a mismatch (another Gloo)."""
+    try:
+        with open(f'{inc}/{path}', encoding='utf-8', errors='replace') as f:
+            s = strip_comments(f.read())
+    except OSError as e:
+        if path not in missing:
+            missing.add(path)
+            fails.append(f'{path}: no such header ({e.strerror}); the library\'s Gloo has it')
+        return ''
     m = re.search(r'\b(?:class|struct)\s+%s\b[^;{]*\{' % re.escape(name), s)
     if not m:
-        raise SystemExit(f'{path}: no class {name}')
+        if (path, name) not in missing:
+            missing.add((path, name))
+            fails.append(f'{path}: declares no class {name}; the library\'s Gloo has it')
+        return ''
     i, depth = m.end(), 1
     start = i
     while depth:
@@ -136,8 +190,18 @@ def expected_vtable(chain):
     return slots
 
 # ---------------------------------------------------------------- library
+def run_input(cmd, data):
+    cmd = [cmd] if isinstance(cmd, str) else list(cmd)
+    done = subprocess.run(cmd, input=data, capture_output=True, text=True)
+    if done.returncode != 0:
+        said = (done.stderr.strip().splitlines() or ['no message'])[-1]
+        raise CannotCheck(f"{' '.join(cmd)} failed with exit {done.returncode} ({said}); "
+                          'expected it to read the library')
+    return done.stdout
+
+
 def run(*a):
-    return subprocess.run(a, capture_output=True, text=True, check=True).stdout
+    return run_input(a, None)
 
 dyn = {}
 addr2sym = {}
@@ -162,8 +226,6 @@ def demangle_all(names):
     out = run_input('c++filt', '\n'.join(names)).splitlines()
     return dict(zip(names, out))
 
-def run_input(cmd, data):
-    return subprocess.run([cmd], input=data, capture_output=True, text=True, check=True).stdout
 
 def lib_norm_type(t):
     t = t.replace('std::__cxx11::basic_string<char, std::char_traits<char>, std::allocator<char> >', 'string')

@@ -4,5 +4,5 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/install-deps.sh
-bash scripts/build.sh
+TRAINYARD_BUILD_TARGETS=trainyard_runtime bash scripts/build.sh  # the host and its plugins; test.sh builds the tests
 exec build/bin/trainyard run experiments/fashion_mnist_mlp.yaml "$@"

@@ -9,9 +9,15 @@
 # Idempotent: each part is skipped when present. Prints where LibTorch is, for
 # scripts/build.sh (which sources scripts/torch-env.sh).
 # A fresh install downloads about 3.0 GB (torch 539 MB, the nvidia-* CUDA
-# wheels the rest) and took 64 s here; docs/building.md has the measurement.
+# wheels the rest) and took 98 s here; docs/building.md has the measurement.
+# Nothing derived from the torch environment is read before the step that
+# makes it (trainyard_locate_later below; tests/scripts/torch_env_test.sh).
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
+# The choice only (which torch, where its environment goes): what the
+# environment holds is located after the step that makes it, below; until
+# then those variables are unset, and `set -u` stops any earlier use.
+trainyard_locate_later=1
 # shellcheck source=torch-env.sh
 source "$here/torch-env.sh"
 
@@ -103,14 +109,34 @@ else
   rm -rf "$TRAINYARD_VENV"
   python=python3
   "$python" -m venv --help >/dev/null 2>&1 || python=/usr/bin/python3
-  "$python" -m venv "$TRAINYARD_VENV"
+  "$python" -m venv "$TRAINYARD_VENV" ||
+    { echo "error: install-deps: $python -m venv $TRAINYARD_VENV failed (above); expected Python 3 with venv and" \
+           "ensurepip (Debian: python3-venv)" >&2; exit 2; }
   start=$(date +%s)
-  "$TRAINYARD_VENV/bin/pip" install -q --upgrade pip
   # numpy: torch warns without it; the tests export TorchScript models with this Python.
-  "$TRAINYARD_VENV/bin/pip" install -q "torch==$TRAINYARD_TORCH_VERSION" numpy
-  "$TRAINYARD_VENV/bin/python" -c "import torch, torch.distributed as d; assert d.is_nccl_available() and d.is_gloo_available()"
+  { "$TRAINYARD_VENV/bin/pip" install -q --upgrade pip && "$TRAINYARD_VENV/bin/pip" install -q "torch==$TRAINYARD_TORCH_VERSION" numpy; } ||
+    { echo "error: install-deps: pip could not install torch==$TRAINYARD_TORCH_VERSION into $TRAINYARD_VENV (above);" \
+           "expected PyPI's wheel (about 3 GB); check the network and disk space, or set TRAINYARD_TORCH_VERSION" >&2; exit 2; }
+  # The wheel's c10d backends, asked without a traceback on failure.
+  backends="$("$TRAINYARD_VENV/bin/python" -c "import torch.distributed as d; print(d.is_nccl_available(), d.is_gloo_available())" 2>&1 |
+              tail -n1 || true)"
+  if [ "$backends" != "True True" ]; then
+    echo "error: install-deps: torch $TRAINYARD_TORCH_VERSION in $TRAINYARD_VENV: NCCL and Gloo available: '$backends';" \
+         "expected True True (PyPI's CUDA-enabled Linux wheel)" >&2
+    exit 2
+  fi
   touch "$TRAINYARD_VENV/.complete"
   echo "install-deps: torch installed in $(( $(date +%s) - start )) s ($(du -sh "$TRAINYARD_VENV" | cut -f1) on disk)"
+fi
+# Everything below is derived from the environment as it is now, after the
+# step that makes it: its torch folder, CUDA version, libtorch_cpu.so.
+trainyard_torch_locate
+if [ -z "$trainyard_libtorch_cpu" ] || [ -z "$TRAINYARD_TORCH_CMAKE_PREFIX" ]; then
+  if [ -n "$TRAINYARD_VENV" ]; then where="$TRAINYARD_VENV"; hint="remove $TRAINYARD_VENV and run install-deps again"
+  else where="${TRAINYARD_TORCH_DIR:-$TRAINYARD_PYTHON}"; hint="name a complete torch install"; fi
+  echo "error: install-deps: torch $TRAINYARD_TORCH_VERSION in $where has no lib/libtorch_cpu.so or share/cmake" \
+       "(torch folder: '${trainyard_torch_dir:-none found}'); expected PyPI's torch wheel there; $hint" >&2
+  exit 2
 fi
 
 # --- Readers the tests check trainyard's files with -----------------------------
@@ -148,7 +174,7 @@ elif [ "$(cat "$TRAINYARD_VENV/.readers" 2>/dev/null)" != "${readers[*]}" ]; the
          "expected releases that accept it; pin older ones in scripts/install-deps.sh" >&2
     exit 2
   fi
-  now="$("$TRAINYARD_VENV/bin/python" -c 'import torch; print(torch.__version__.split("+")[0])')"
+  now="$("$TRAINYARD_VENV/bin/python" -c 'import importlib.metadata as m; print(m.version("torch").split("+")[0])' 2>&1 | tail -n1 || true)"
   if [ "$now" != "$TRAINYARD_TORCH_VERSION" ]; then
     echo "error: install-deps: installing the readers changed torch in $TRAINYARD_VENV from $TRAINYARD_TORCH_VERSION to $now" >&2
     exit 2
@@ -164,14 +190,8 @@ fi
 # at run time (a machine without it trains with `decode: cpu` and says why
 # `decode: gpu` is unavailable). Not for a torch we did not install, nor a CPU
 # build; nvJPEG for CUDA 12 is another package (nvidia-nvjpeg-cu12).
-torch_cuda="$(trainyard_torch_cuda_in "$trainyard_torch_dir")"
-case "$torch_cuda" in
-  13.0) nvjpeg_pin="nvidia-nvjpeg==13.0.3.75" ;;
-  13.1) nvjpeg_pin="nvidia-nvjpeg==13.1.0.59" ;;
-  13.2) nvjpeg_pin="nvidia-nvjpeg==13.2.3.58" ;;
-  13.3) nvjpeg_pin="nvidia-nvjpeg==13.3.2.43" ;;
-  *) nvjpeg_pin="" ;;
-esac
+torch_cuda="$trainyard_torch_cuda"
+nvjpeg_pin="$(trainyard_nvjpeg_pin_for "$torch_cuda")"
 if [ -n "$TRAINYARD_TORCH_EXTERNAL" ]; then
   echo "install-deps: nvJPEG is not installed into $trainyard_torch_dir's environment;" \
        "decode: gpu works where it has nvidia-nvjpeg (${nvjpeg_pin:-for CUDA $torch_cuda})"
@@ -197,7 +217,6 @@ fi
 # library's vtables). scripts/check-gloo-headers.py is the gate: it compares
 # the headers with the symbols and vtables libtorch_cpu.so exports, and runs
 # again whenever the torch version changes.
-libtorch_cpu="$trainyard_torch_dir/lib/libtorch_cpu.so"
 stamp="$TRAINYARD_GLOO_INCLUDE/.complete"
 if [ -f "$stamp" ] && grep -qF "torch $TRAINYARD_TORCH_VERSION" "$stamp"; then
   echo "install-deps: Gloo headers present in $TRAINYARD_GLOO_INCLUDE ($(head -n1 "$stamp"))"
@@ -231,9 +250,18 @@ else
     (cd "$work/$suite" && apt-get "${apt_private[@]}" download libgloo-dev) || continue
     dpkg-deb -x "$work/$suite"/libgloo-dev_*.deb "$work/$suite/root"
     version="$(dpkg-deb -f "$work/$suite"/libgloo-dev_*.deb Version)"
-    if python3 "$here/check-gloo-headers.py" "$work/$suite/root/usr/include" "$libtorch_cpu" > "$work/$suite/check.txt"; then
+    # 0: they match; 1: they differ (the next suite may match); 2: nothing could be checked.
+    checked=0
+    python3 "$here/check-gloo-headers.py" "$work/$suite/root/usr/include" "$trainyard_libtorch_cpu" \
+      > "$work/$suite/check.txt" 2> "$work/$suite/check.err" || checked=$?
+    if [ "$checked" -eq 0 ]; then
       found="$suite"
       break
+    elif [ "$checked" -ne 1 ]; then
+      why="$(sed -n 's/^error: check-gloo-headers: //p' "$work/$suite/check.err" | head -n1)"
+      echo "error: install-deps: $suite's libgloo-dev $version could not be checked against torch" \
+           "$TRAINYARD_TORCH_VERSION: ${why:-scripts/check-gloo-headers.py ended with exit $checked}" >&2
+      exit 2
     fi
     echo "install-deps: $suite's libgloo-dev $version does not match torch $TRAINYARD_TORCH_VERSION's Gloo:" >&2
     grep MISMATCH "$work/$suite/check.txt" | head -n 5 >&2 || true
@@ -250,5 +278,4 @@ else
     "$version" "$found" "$TRAINYARD_TORCH_VERSION" > "$stamp"
   echo "install-deps: Gloo headers from $found's libgloo-dev $version match torch $TRAINYARD_TORCH_VERSION"
 fi
-source "$here/torch-env.sh"
 echo "install-deps: done (LibTorch: $TRAINYARD_TORCH_CMAKE_PREFIX)"

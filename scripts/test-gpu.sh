@@ -41,7 +41,7 @@ if [ -n "${TRAINYARD_PREBUILT:-}" ]; then
 else
   source scripts/torch-env.sh
   build="$TRAINYARD_BUILD_DIR"; python="$TRAINYARD_PYTHON"
-  cuda="$(trainyard_torch_cuda_in "$trainyard_torch_dir")"
+  cuda="$trainyard_torch_cuda"
 fi
 # CUDA 13 needs driver 580 or newer, CUDA 12 (with minor-version compatibility) 525.
 case "${cuda%%.*}" in 13) min_driver=580 ;; 12) min_driver=525 ;; *) min_driver=0 ;; esac
