@@ -15,6 +15,9 @@
 # (the wheel has kernels for sm_75 to sm_120), /dev/shm (NCCL's intra-node
 # transport). Every test runs alone under a time limit (TEST_TIMEOUT, default
 # 600 s); TF32 is off (NVIDIA_TF32_OVERRIDE=0) so fp32 comparisons mean fp32.
+# TEST_BUDGET (seconds, default none): no test starts after the suite has run
+# that long; the rest are listed as not run (a lent GPU's minutes are few:
+# scripts/device-check.sh). GPU_TESTS (a gtest filter) narrows the suite.
 # With one GPU, the MultiGpu tests run with two ranks sharing it over Gloo
 # (TRAINYARD_TEST_SHARED_GPU=1, a test setting: docs/distributed.md); those
 # whose point is two physical GPUs skip, saying so.
@@ -85,7 +88,7 @@ if [ "$gpus" -eq 0 ]; then
        "(CUDA_VISIBLE_DEVICES='${CUDA_VISIBLE_DEVICES:-}'; a driver older than the wheel's CUDA?)" >&2
   exit 2
 fi
-filter='Gpu.*:MultiGpu.*'
+filter="${GPU_TESTS:-Gpu.*:MultiGpu.*}"
 shared=""
 if [ "$gpus" -eq 1 ]; then
   # One GPU: the MultiGpu tests' ranks share it over Gloo (a test setting).
@@ -98,21 +101,37 @@ echo "test-gpu: LibTorch sees $gpus GPU(s) of the $listed nvidia-smi lists; runn
 # Two GPUs are enough for every MultiGpu test; ranks take cuda:LOCAL_RANK.
 export TRAINYARD_EXPECT_GPUS="$gpus" OMP_NUM_THREADS=1 NVIDIA_TF32_OVERRIDE=0
 timeout_s="${TEST_TIMEOUT:-600}"
+budget_s="${TEST_BUDGET:-0}"
+case "$timeout_s$budget_s" in *[!0-9]*)
+  echo "error: test-gpu: TEST_TIMEOUT='$timeout_s', TEST_BUDGET='$budget_s'; expected whole seconds" >&2; exit 2 ;;
+esac
 cd "$build/tests"
 log=$(mktemp)
 results=()
 failed=0
+not_run=0
+suite_start=$(date +%s)
 for test in $(../bin/trainyard_tests --gtest_list_tests --gtest_filter="$filter" |
               awk '/^[^ ]/ { suite = $1 } /^  / { print suite $1 }'); do
   start=$(date +%s)
+  if [ "$budget_s" -gt 0 ] && [ $(( start - suite_start )) -ge "$budget_s" ]; then
+    results+=("$test: not run (TEST_BUDGET ${budget_s} s spent)")
+    not_run=$((not_run + 1))
+    continue
+  fi
+  # The last test may use what is left of the budget, not more.
+  limit="$timeout_s"
+  if [ "$budget_s" -gt 0 ] && [ $(( suite_start + budget_s - start )) -lt "$limit" ]; then
+    limit=$(( suite_start + budget_s - start ))
+  fi
   set +e
-  timeout --kill-after=10 "$timeout_s" ../bin/trainyard_tests --gtest_filter="$test" 2>&1 | tee -a "$log"
+  timeout --kill-after=10 "$limit" ../bin/trainyard_tests --gtest_filter="$test" 2>&1 | tee -a "$log"
   rc=${PIPESTATUS[0]}
   set -e
   seconds=$(( $(date +%s) - start ))
   case "$rc" in
     0) outcome=passed ;;
-    124|137) outcome="TIMED OUT after ${timeout_s} s"; failed=$((failed + 1)) ;;
+    124|137) outcome="TIMED OUT after ${limit} s"; failed=$((failed + 1)) ;;
     *) outcome="FAILED (exit $rc)"; failed=$((failed + 1)) ;;
   esac
   grep -q "^\[  SKIPPED \] $test" "$log" && [ "$rc" -eq 0 ] && outcome=skipped
@@ -128,6 +147,6 @@ echo "/dev/shm: ${shm_mb:-?} MB${NCCL_SHM_DISABLE:+ (NCCL_SHM_DISABLE=1)}; LibTo
 echo "build: ${TRAINYARD_PREBUILT:+package }$(cd .. && pwd)"
 printf '%s\n' "${results[@]}"
 grep '^gpu-metric: ' "$log" | sort -u || true
-echo "$(( ${#results[@]} - failed )) passed, $failed failed"
+echo "$(( ${#results[@]} - failed - not_run )) passed, $failed failed$([ "$not_run" -gt 0 ] && echo ", $not_run not run (budget)")"
 rm -f "$log"
 [ "$failed" -eq 0 ]

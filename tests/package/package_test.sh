@@ -64,6 +64,19 @@ grep -q '"phase": "test"' "$scratch/runs/fashion_mnist_mlp/metrics.jsonl" || fai
 grep -q '\[  PASSED  \]' "$scratch/tests.log" || fail "no test passed from the package"
 [ -d "$pkg/build/tests/tmp" ] || fail "the tests did not write under the package's build/tests/tmp"
 
+# The device call, dry-run here without a GPU (docs/building.md): both parts
+# say there is none, the benchmark's small CPU path runs, the files are written.
+BENCH_GPU_CPU=1 PHOTOS=24 BATCH=4 CROP=32 EPOCHS=1 THREADS=1 PROFILE=1:3 BOUND_STEPS=2 PHOTO_SET="$scratch/photos" \
+  bash "$pkg/src/scripts/device-check.sh" "$scratch/device-check" > "$scratch/device-check.log" 2>&1 ||
+  { cat "$scratch/device-check.log"; fail "the device call's dry run"; }
+for part in test-gpu.txt bench-gpu.txt timing.txt; do
+  [ -s "$scratch/device-check/$part" ] || fail "the device call wrote no $part"
+done
+grep -q 'the GPU suite did not run' "$scratch/device-check/test-gpu.txt" || fail "test-gpu without a GPU: $(cat "$scratch/device-check/test-gpu.txt")"
+grep -q '^device: CPU' "$scratch/device-check/bench-gpu.txt" || fail "bench-gpu's CPU path: $(tail -n 5 "$scratch/device-check/bench-gpu.txt")"
+grep -q '^test-gpu: exit 0 in ' "$scratch/device-check/timing.txt" || fail "timing: $(cat "$scratch/device-check/timing.txt")"
+grep -q '^bench-gpu: exit 0 in ' "$scratch/device-check/timing.txt" || fail "timing: $(cat "$scratch/device-check/timing.txt")"
+
 # Another torch: one error line, exit 2, nothing run.
 refused() {  # expected-text, then env assignments
   local expect="$1"; shift
