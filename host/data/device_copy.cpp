@@ -8,6 +8,8 @@
 #include <ATen/cuda/CUDAEvent.h>
 #include <c10/cuda/CUDAGuard.h>
 #include <c10/cuda/CUDAStream.h>
+
+#include "util/cuda_stream.h"
 #endif
 
 namespace trainyard::host {
@@ -18,7 +20,8 @@ struct DeviceCopy::Impl {
   c10::cuda::CUDAStream side;
   at::cuda::CUDAEvent copied;
   std::optional<Batch> in_flight;
-  explicit Impl(c10::Device d) : device(d), side(c10::cuda::getStreamFromPool(/*isHighPriority=*/false, d.index())) {}
+  // A stream of its own: a pool stream could be a decode thread's too (nvJPEG's slots take them).
+  explicit Impl(c10::Device d) : device(d), side(dedicated_stream(d)) {}
 };
 
 DeviceCopy::DeviceCopy(c10::Device device) : impl_(std::make_unique<Impl>(device)) {}
@@ -58,7 +61,15 @@ void pin(Batch& batch) {
   for (at::Tensor* t : {&batch.input, &batch.target})
     if (t->device().is_cpu() && !t->is_pinned()) *t = t->pin_memory();
 }
+
+void off_the_training_stream(const at::Tensor& on, const std::function<void()>& work) {
+  if (!on.defined() || !on.is_cuda()) return work();
+  c10::cuda::CUDAGuard device_guard(on.device());
+  c10::cuda::CUDAStreamGuard stream_guard(c10::cuda::getStreamFromPool(/*isHighPriority=*/false, on.device().index()));
+  work();
+}
 #else
+void off_the_training_stream(const at::Tensor&, const std::function<void()>& work) { work(); }
 struct DeviceCopy::Impl {};
 DeviceCopy::DeviceCopy(c10::Device device) {
   throw Error("DeviceCopy for " + device.str() + ": trainyard was built without CUDA");

@@ -1,8 +1,10 @@
 #pragma once
 // Moving batches from the decode threads to a GPU without stalling it.
+#include <functional>
 #include <memory>
 #include <optional>
 
+#include <ATen/core/Tensor.h>
 #include <c10/core/Device.h>
 
 #include "trainyard/batch.h"
@@ -39,5 +41,11 @@ class DeviceCopy {
 /// Pins a host batch's tensors (page-locked memory makes the copy
 /// asynchronous); tensors already on a device stay as they are.
 void pin(Batch& batch);
+
+/// Runs `work` with a stream of LibTorch's pool current where `on` is a CUDA
+/// tensor (elsewhere as it is): a decode thread that reads a batch already on
+/// the device (the label check's min and max) then waits for that read only,
+/// not for the training's steps queued on the default stream.
+void off_the_training_stream(const at::Tensor& on, const std::function<void()>& work);
 
 }  // namespace trainyard::host

@@ -84,13 +84,15 @@ void check_batch(const Batch& batch, const std::vector<int64_t>& ids, const Data
         "samples of shape " + shape_text(batch.input.sizes().slice(1)) + " (sample " + std::to_string(ids[0]) + " on)",
         "expected the shape the dataset's info declares, " + shape_text(info.sample_shape),
         "give the dataset load_size (and crop_size) so that every image has that size");
-  if (info.num_classes > 0 && batch.target.dim() == 1 && !at::isFloatingType(batch.target.scalar_type()))
-    if (const auto bad = first_label_out_of_range(batch.target, info.num_classes))
-      throw ConfigError("sample " + std::to_string(ids[static_cast<size_t>(bad->position)]) + " has label " +
-                            std::to_string(bad->label),
-                        "expected a class index from 0 to " + std::to_string(info.num_classes - 1) +
-                            " (the dataset has " + std::to_string(info.num_classes) + " classes)",
-                        "check the labels, or the dataset's class count");
+  if (info.num_classes <= 0 || batch.target.dim() != 1 || at::isFloatingType(batch.target.scalar_type())) return;
+  std::optional<LabelOutOfRange> bad;
+  off_the_training_stream(batch.target, [&] { bad = first_label_out_of_range(batch.target, info.num_classes); });
+  if (bad)
+    throw ConfigError("sample " + std::to_string(ids[static_cast<size_t>(bad->position)]) + " has label " +
+                          std::to_string(bad->label),
+                      "expected a class index from 0 to " + std::to_string(info.num_classes - 1) +
+                          " (the dataset has " + std::to_string(info.num_classes) + " classes)",
+                      "check the labels, or the dataset's class count");
 }
 
 // One batch: decode its samples, each with its own seed (a dataset that

@@ -2,7 +2,13 @@
 
 #include <ATen/ATen.h>
 #include <ATen/Parallel.h>
+#include <c10/core/impl/VirtualGuardImpl.h>
 
+#include <map>
+#include <mutex>
+#include <string>
+#include <tuple>
+#include <utility>
 #include <vector>
 
 #include "trainyard/error.h"
@@ -54,6 +60,27 @@ void lookup(const uint8_t* in, float* out, int64_t numel, int64_t channels, int6
   });
 }
 
+// The factors as {1, C, 1, ...} float tensors on `device`, copied there once
+// per device and normalization: a copy from pageable host memory at every
+// batch would wait for the device's queue (cudaMemcpy from pageable memory
+// is synchronous with the host).
+std::pair<at::Tensor, at::Tensor> factors_on(const c10::Device& device, int64_t dims, const Affine& a) {
+  using Key = std::tuple<std::string, int64_t, std::vector<float>, std::vector<float>>;
+  static std::mutex mutex;
+  static std::map<Key, std::pair<at::Tensor, at::Tensor>> made;
+  Key key{device.str(), dims, a.scale, a.shift};
+  std::lock_guard<std::mutex> lock(mutex);
+  if (const auto found = made.find(key); found != made.end()) return found->second;
+  std::vector<int64_t> shape(static_cast<size_t>(dims), 1);
+  shape[1] = static_cast<int64_t>(a.scale.size());
+  auto factors = std::make_pair(at::tensor(a.scale, at::kFloat).view(shape).to(device),
+                                at::tensor(a.shift, at::kFloat).view(shape).to(device));
+  // Complete before any thread's stream reads them (a copy from pageable
+  // memory may still be in flight when it returns).
+  if (!device.is_cpu()) c10::impl::VirtualGuardImpl(device.type()).getStream(device).synchronize();
+  return made.emplace(std::move(key), std::move(factors)).first->second;
+}
+
 }  // namespace
 
 at::Tensor normalize_pixels(const at::Tensor& pixels, const InputNormalization& normalization) {
@@ -73,11 +100,7 @@ at::Tensor normalize_pixels(const at::Tensor& pixels, const InputNormalization& 
       lookup(pixels.const_data_ptr<uint8_t>(), out.data_ptr<float>(), pixels.numel(), channels, inner, a);
     return out;
   }
-  std::vector<int64_t> shape(static_cast<size_t>(pixels.dim()), 1);
-  shape[1] = channels;
-  const auto on = pixels.options().dtype(at::kFloat);
-  const at::Tensor scale = at::tensor(a.scale, at::kFloat).view(shape).to(on.device(), /*non_blocking=*/true);
-  const at::Tensor shift = at::tensor(a.shift, at::kFloat).view(shape).to(on.device(), /*non_blocking=*/true);
+  const auto [scale, shift] = factors_on(pixels.device(), pixels.dim(), a);
   // to(kFloat) keeps the memory format; addcmul writes the result in one kernel.
   return at::addcmul(shift, pixels.to(at::kFloat), scale);
 }

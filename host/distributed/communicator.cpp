@@ -347,52 +347,44 @@ void Communicator::check_on_group_device(const at::Tensor& tensor, const std::st
 }
 
 void Communicator::broadcast_module(torch::nn::Module& module) {
-  const auto t0 = std::chrono::steady_clock::now();
   at::NoGradGuard no_grad;
   // NCCL would fail its bound-device check deep inside and look like a dead rank: say which tensor.
   for (const auto& t : module.named_parameters()) check_on_group_device(t.value(), "broadcast of " + t.key());
   for (const auto& t : module.named_buffers()) check_on_group_device(t.value(), "broadcast of " + t.key());
-  collective(
-      "broadcast",
-      [&] {
-        for (auto& t : module.parameters()) {
-          std::vector<at::Tensor> tensors{t.data()};
-          impl_->group->broadcast(tensors)->wait();
-        }
-        for (auto& t : module.buffers()) {
-          std::vector<at::Tensor> tensors{t};
-          impl_->group->broadcast(tensors)->wait();
-        }
-      },
-      this);
-  seconds_ += seconds_since(t0);
+  std::vector<at::Tensor> tensors;
+  for (auto& t : module.parameters()) tensors.push_back(t.data());
+  for (auto& t : module.buffers()) tensors.push_back(t);
+  broadcast_in_place(tensors);
 }
 
-void Communicator::broadcast_buffers(torch::nn::Module& module) {
-  std::vector<at::Tensor> buffers = module.buffers();
-  if (buffers.empty()) return;
+void Communicator::broadcast_buffers(torch::nn::Module& module) { broadcast_in_place(module.buffers()); }
+
+void Communicator::broadcast_in_place(const std::vector<at::Tensor>& tensors) {
+  if (tensors.empty()) return;
   const auto t0 = std::chrono::steady_clock::now();
   at::NoGradGuard no_grad;
-  // One broadcast per dtype (running statistics, batch counters), in the
-  // buffers' fixed order: the same sequence of collectives on every rank.
+  // One broadcast per dtype, in the tensors' fixed order: the same sequence
+  // of collectives on every rank, and a few launches instead of one per tensor.
   std::map<at::ScalarType, std::vector<at::Tensor>> by_type;
-  for (const auto& b : buffers) by_type[b.scalar_type()].push_back(b);
+  for (const auto& t : tensors) by_type[t.scalar_type()].push_back(t);
   for (auto& [type, list] : by_type) {
     std::vector<at::Tensor> parts;
-    for (const auto& b : list) parts.push_back(b.reshape({-1}).to(impl_->device));
+    for (const auto& t : list) parts.push_back(t.reshape({-1}).to(impl_->device));
     at::Tensor flat = at::cat(parts);
     collective(
         "broadcast",
         [&] {
-          std::vector<at::Tensor> tensors{flat};
-          impl_->group->broadcast(tensors)->wait();
+          std::vector<at::Tensor> flats{flat};
+          impl_->group->broadcast(flats)->wait();
         },
         this);
+    std::vector<at::Tensor> received;
     int64_t offset = 0;
-    for (auto& b : list) {
-      b.copy_(flat.narrow(0, offset, b.numel()).view(b.sizes()));
-      offset += b.numel();
+    for (const auto& t : list) {
+      received.push_back(flat.narrow(0, offset, t.numel()).view(t.sizes()).to(t.device()));
+      offset += t.numel();
     }
+    at::_foreach_copy_(list, received);  // one multi-tensor copy where devices and layouts allow
   }
   seconds_ += seconds_since(t0);
 }

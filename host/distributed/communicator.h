@@ -70,7 +70,7 @@ class Communicator {
   /// its work failed. The TCP store lives in rank 0 (or torchrun's agent), so
   /// a rank 0 that dies is noticed at once.
   void rank0_work(const std::string& what, std::chrono::milliseconds limit, const std::function<void()>& work);
-  /// Rank 0's parameters and buffers to every rank.
+  /// Rank 0's parameters and buffers to every rank: one broadcast per dtype.
   void broadcast_module(torch::nn::Module& module);
   /// Rank 0's buffers (batch norm's running statistics) to every rank, as
   /// DDP's broadcast_buffers does before each forward: without it every rank
@@ -108,6 +108,8 @@ class Communicator {
   c10::intrusive_ptr<c10d::Work> start_allreduce(std::vector<at::Tensor>& tensors);
   void wait(c10d::Work& work);
   void add_seconds(double seconds) { seconds_ += seconds; }
+  /// Rank 0's values of `tensors` into every rank's (broadcast_module, broadcast_buffers).
+  void broadcast_in_place(const std::vector<at::Tensor>& tensors);
   /// Throws Error naming `what` when `tensor` is not on device().
   void check_on_group_device(const at::Tensor& tensor, const std::string& what) const;
   struct Impl;

@@ -121,14 +121,20 @@ void GradientReducer::finish() {
   for (auto& b : impl_->buckets) {
     impl_->comm->wait(*b.work);
     b.flat.div_(world);
+    // The averages into the gradients: one multi-tensor copy a bucket (a
+    // copy per gradient before); a parameter without one gets its own.
+    std::vector<at::Tensor> grads, slices;
     for (size_t i = 0; i < b.members.size(); ++i) {
       at::Tensor& p = impl_->parameters[b.members[i]];
       at::Tensor slice = b.flat.narrow(0, b.offsets[i], p.numel()).view_as(p);
-      if (p.mutable_grad().defined())
-        p.mutable_grad().copy_(slice);
-      else
+      if (p.mutable_grad().defined()) {
+        grads.push_back(p.mutable_grad());
+        slices.push_back(slice);
+      } else {
         p.mutable_grad() = slice.clone();
+      }
     }
+    if (!grads.empty()) at::_foreach_copy_(grads, slices);
   }
   impl_->comm->add_seconds(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
 }

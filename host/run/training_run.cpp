@@ -325,6 +325,7 @@ std::unique_ptr<EpochLoop> TrainingRun::make_loop(size_t k) {
   std::unique_ptr<EpochLoop> t =
       assemble_stage(ek, session_->context, session_->comm.get(), RunPaths(run_dir_), store_);
   t->set_debug(request_.debug);
+  if (!request_.profile.empty()) t->set_profile_skip(parse_profile_window(request_.profile).skip);
   t->set_stop_signal(stop_signal_received);  // the handlers are install_stop_signals()'s, in train_stages()
   t->hooks().add(std::make_shared<WatchedPosition>(), priority::highest);
   if (profiler_) t->hooks().add(profiler_, priority::lowest);        // a step ends after its iteration's other hooks

@@ -33,6 +33,22 @@ struct CudaGraphConditions {
 /// sentence, for an error line), or "" when it can.
 std::string cuda_graph_refusal(const CudaGraphConditions& run);
 
+/// The rule a replay checks its gradients by: `captured[i]` is where the
+/// capture left parameter i's gradient, nullptr where the loss never reached
+/// the parameter (an unused head, a branch only eval takes): such a parameter
+/// gets no gradient from the graph, as from an eager step, and is not
+/// checked. The index of the first captured gradient that is no longer the
+/// parameter's, if any.
+std::optional<size_t> replaced_gradient(const std::vector<at::Tensor>& parameters,
+                                        const std::vector<const void*>& captured);
+
+/// How many steps run eagerly before the capture: `warmup` (3), and never
+/// before `profile_skip` steps, the first one `--profile` records: the
+/// profiler runs before the capture, the order PyTorch supports
+/// (pytorch#75504: a profiler started after a capture could not see or crash
+/// the graph's launches).
+int64_t capture_warmup(int64_t profile_skip, int64_t warmup = 3);
+
 /// The forward, loss and backward of one batch: {output, loss}.
 struct StepTensors {
   at::Tensor output, loss;
@@ -47,7 +63,12 @@ struct StepTensors {
 /// tensors and replays. The gradients stay those tensors for the rest of the
 /// run: a replay overwrites them (nothing needs zeroing), and a call that finds
 /// one replaced (a callback's zero_grad(set_to_none)) throws rather than train
-/// on nothing. Only for CUDA builds; construct it only where
+/// on nothing. A step that cannot be captured (a loss or network that reads
+/// the device: .item(), masked_select, nonzero) ends its capture cleanly: the
+/// stream leaves capture mode, the allocators stop routing to the graph's
+/// pool and release it, the partial gradients are dropped, and the run goes
+/// on eagerly (run() gives nothing from then on; failure() says why, naming
+/// the component). Only for CUDA builds; construct it only where
 /// cuda_graph_refusal() gave "".
 class CapturedStep {
  public:
@@ -63,6 +84,8 @@ class CapturedStep {
   /// returned after a capture are the graph's own: the next replay overwrites them.
   std::optional<StepTensors> run(const Batch& batch, const Step& step);
   bool captured() const;
+  /// Why the capture failed (the step runs eagerly since), or "".
+  const std::string& failure() const;
 
  private:
   struct Impl;

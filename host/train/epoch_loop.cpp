@@ -134,7 +134,8 @@ void EpochLoop::start_cuda_graph() {
     for (const auto& stage : o.object->replaces()) run.train_step_overridden |= stage == "train_step";
   if (const std::string why = cuda_graph_refusal(run); !why.empty())
     throw ConfigError("loop.cuda_graph: this run's step cannot be captured: " + why);
-  graph_ = std::make_unique<CapturedStep>(context_.device, c_.network.object->parameters());
+  graph_ =
+      std::make_unique<CapturedStep>(context_.device, c_.network.object->parameters(), capture_warmup(profile_skip_));
 }
 
 StepTensors EpochLoop::forward_loss_backward(const Batch& batch) {
@@ -217,6 +218,7 @@ void EpochLoop::finish_update() {
 }
 
 void EpochLoop::take_update_outcome(const UpdateOutcome& outcome) {
+  if (outcome.checks_read) hooks_.each([&](HostHook& h) { h.after_update_checks(*this, outcome); });
   if (outcome.loss_scale) values_["loss_scale"] = *outcome.loss_scale;
   if (outcome.scaler_skipped_updates) values_["scaler_skipped_updates"] = *outcome.scaler_skipped_updates;
   if (outcome.skipped_updates) values_["skipped_updates"] = *outcome.skipped_updates;

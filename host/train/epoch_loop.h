@@ -64,6 +64,9 @@ class EpochLoop final : public LoopState {
   /// --debug: stop on the first non-finite loss, gradient or parameter, with
   /// the forward operation that produced it named; nothing is checkpointed.
   void set_debug(bool on) { updater_.set_debug(on); }
+  /// --profile A:B: with loop.cuda_graph, the step is captured no earlier
+  /// than step A+1, once the profiler runs.
+  void set_profile_skip(int64_t skip) { profile_skip_ = skip; }
   /// Every update at this rate (groups keep their ratios to the first group)
   /// instead of the schedule's; nullopt puts the starting rates back.
   void set_fixed_lr(std::optional<double> lr) { updater_.set_fixed_lr(lr); }
@@ -203,6 +206,7 @@ class EpochLoop final : public LoopState {
   Communicator* comm_ = nullptr;
   std::shared_ptr<GradientReducer> reducer_;
   std::unique_ptr<CapturedStep> graph_;  ///< loop.cuda_graph
+  int64_t profile_skip_ = 0;             ///< --profile's first recorded step: no capture before it
   std::shared_ptr<LoaderStats> train_stats_ = std::make_shared<LoaderStats>();
   const std::string no_name_;
 };

@@ -35,10 +35,19 @@ TensorGroups by_device_and_dtype(const std::vector<at::Tensor>& tensors) {
   return groups;
 }
 
+void scale_gradients_by(std::vector<at::Tensor>& grads, const at::Tensor& factor) {
+  for (auto& [key, tensors] : by_device_and_dtype(grads)) {
+    const at::Device device(std::get<0>(key), std::get<1>(key));
+    at::_foreach_mul_(tensors, factor.to(device, std::get<2>(key)));
+  }
+}
+
 void clamp_gradients(std::vector<at::Tensor>& grads, double max_value) {
   if (max_value <= 0 || grads.empty()) return;
-  at::_foreach_clamp_min_(grads, -max_value);
-  at::_foreach_clamp_max_(grads, max_value);
+  for (auto& [key, group] : by_device_and_dtype(grads)) {  // one dtype a call: the kernels' fast path
+    at::_foreach_clamp_min_(group, -max_value);
+    at::_foreach_clamp_max_(group, max_value);
+  }
 }
 
 at::Tensor squared_norm_tensor(const std::vector<at::Tensor>& grads, const at::Tensor& poison) {

@@ -15,9 +15,17 @@ namespace trainyard::host {
 using TensorGroups = std::map<std::tuple<c10::DeviceType, c10::DeviceIndex, at::ScalarType>, std::vector<at::Tensor>>;
 TensorGroups by_device_and_dtype(const std::vector<at::Tensor>& tensors);
 
-/// Clamps every gradient to [-max_value, max_value] (foreach: a few launches
-/// on a GPU, not one per gradient); nothing for max_value 0.
+/// Clamps every gradient to [-max_value, max_value] (foreach, per device and
+/// dtype: a few launches on a GPU, not one per gradient); nothing for max_value 0.
 void clamp_gradients(std::vector<at::Tensor>& grads, double max_value);
+
+/// Multiplies every gradient by `factor`, a 0-dim tensor, without reading
+/// it: per (device, dtype) group, with the factor in the group's type, which
+/// ATen's multi-tensor kernel takes on its fast path (one launch a group; a
+/// factor of another type is a multiply per tensor on CUDA). bf16 and fp16
+/// gradients are so scaled by the factor rounded to their own precision (a
+/// relative error under 0.4% and 0.05%), the rounding they carry themselves.
+void scale_gradients_by(std::vector<at::Tensor>& grads, const at::Tensor& factor);
 
 /// The sum of the squared L2 norms of `grads`: NaN or infinite when any
 /// element is. Contiguous float32 CPU tensors are read in place (no ATen

@@ -103,6 +103,11 @@ class HostHook {
   virtual void before_train_iter(LoopState&, const Batch&) {}
   virtual void after_train_iter(LoopState&, const StepResult&) {}
   virtual void after_update(LoopState&, const UpdateOutcome&) {}
+  /// The update checks kept on the device (loop.update_checks_every) were
+  /// read: the outcome says how many of the updates since the last read
+  /// the optimizer skipped (UpdateOutcome::skipped_in_read). Before the
+  /// after_update of the update that made the read, if any.
+  virtual void after_update_checks(LoopState&, const UpdateOutcome&) {}
   virtual void before_test(LoopState&) {}
   virtual void after_test_batch(LoopState&, int64_t /*done*/, int64_t /*total*/) {}
   virtual void after_test(LoopState&, const MeterValues&) {}

@@ -36,18 +36,6 @@ void scale_gradients(std::vector<at::Tensor>& grads, double factor) {
     at::_foreach_mul_(grads, factor);
 }
 
-// Multiplies every gradient by `factor`, a 0-dim tensor, without reading it:
-// per (device, dtype) group, the factor in the group's type where ATen's
-// multi-tensor kernel takes it (float32, float64: its fast path wants the
-// same type), else in float32 (a multiply per tensor, with the exact factor).
-void scale_without_reading(std::vector<at::Tensor>& grads, const at::Tensor& factor) {
-  for (auto& [key, tensors] : by_device_and_dtype(grads)) {
-    const at::ScalarType type = std::get<2>(key);
-    const at::Device device(std::get<0>(key), std::get<1>(key));
-    at::_foreach_mul_(tensors, factor.to(device, type == at::kFloat || type == at::kDouble ? type : at::kFloat));
-  }
-}
-
 std::string iteration_text(const LoopPosition& at) {
   return "iteration " + std::to_string(at.iteration + 1) + " (epoch " + std::to_string(at.epoch + 1) + ", batch " +
          std::to_string(at.position + 1) + ")";
@@ -294,7 +282,7 @@ UpdateOutcome Updater::finish_on_device(std::vector<at::Tensor>& grads, const Up
     // As clip_gradients: scaled to max_norm where the norm is above it (a
     // NaN norm compares false and scales nothing).
     const at::Tensor bound = at::full({}, s_.clip_grad_norm, norm.options());
-    scale_without_reading(grads, at::where(norm > bound, bound / norm, 1.0));
+    scale_gradients_by(grads, at::where(norm > bound, bound / norm, 1.0));
   }
   at::Tensor found_inf;
   if (check) {
@@ -331,6 +319,7 @@ UpdateOutcome Updater::finish_on_device(std::vector<at::Tensor>& grads, const Up
   unread_.push_back(clock);
   if (static_cast<int64_t>(unread_.size()) >= checks_every_) outcome = read_checks();
   outcome.stepped = true;  // as far as the host knows: a skipped update changed nothing
+  outcome.skipped_on_device = found_inf;
   outcome.grad_norm = grad_norm_;
   outcome.lr = lr();
   return outcome;
@@ -349,6 +338,7 @@ UpdateOutcome Updater::read_checks() {
   for (at::Tensor& t : parts) t = t.to(at::kDouble).reshape({1});
   const at::Tensor read = at::cat(parts).cpu();  // the one wait for the device
   const double* v = read.const_data_ptr<double>();
+  outcome.checks_read = true;
   grad_norm_ = v[0];
   outcome.grad_norm = grad_norm_;
   outcome.lr = lr();
@@ -358,6 +348,7 @@ UpdateOutcome Updater::read_checks() {
   const auto before_halt = static_cast<int64_t>(std::llround(v[3]));
   const auto skipped = static_cast<int64_t>(std::llround(v[4]));
   const bool loss_nonfinite = v[5] > 0;
+  outcome.skipped_in_read = skipped;
   if (skipped > 0) skippable_->steps_skipped();
   skipped_in_a_row_ = in_a_row;
   const auto first = [&](size_t k) { return iteration_text(updates[std::min(k, updates.size() - 1)].at); };

@@ -45,6 +45,11 @@ struct UpdateOutcome {
   std::optional<double> loss_scale;              ///< fp16-mixed: the scale after this update
   std::optional<double> scaler_skipped_updates;  ///< fp16-mixed: overflowed updates so far, when this one overflowed
   std::optional<double> skipped_updates;         ///< nonfinite: skip: non-finite updates dropped so far
+  /// Checks kept on the device: 1 where the optimizer skipped this update (a
+  /// 0-dim tensor, not read); undefined where the host checks each update.
+  at::Tensor skipped_on_device;
+  bool checks_read = false;     ///< the checks kept on the device were read (Updater::read_checks)
+  int64_t skipped_in_read = 0;  ///< ... and this many of the updates since the last read were skipped
   /// Not empty: a non-finite update the policy does not skip. The weights are
   /// still the last good update's: the caller checkpoints them at this batch
   /// and stops with this message (NonFiniteStop).

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <map>
 
 #include <ATen/ops/_foreach_lerp.h>
 #include <torch/serialize/input-archive.h>
@@ -39,6 +40,7 @@ void WeightAverage::start(Network& network) {
     averaged_.push_back(config_.device == "cpu" ? copy.cpu() : copy);
   }
   updates_ = 0;
+  device_updates_ = at::Tensor();
   started_ = true;
 }
 
@@ -56,6 +58,7 @@ void WeightAverage::continue_from(const WeightAverage& earlier, Network& network
   averaged_.clear();
   for (const auto& t : earlier.averaged_) averaged_.push_back(t.clone());
   updates_ = earlier.updates_;
+  device_updates_ = at::Tensor();
   started_ = true;
 }
 
@@ -66,10 +69,27 @@ double WeightAverage::decay_at(int64_t updates) const {
   return std::clamp(warm, 0.0, config_.decay);
 }
 
-void WeightAverage::after_update(Network& network) {
+void WeightAverage::after_update(Network& network, const at::Tensor& skipped) {
   start(network);
   ++updates_;
-  if (updates_ % config_.every_updates != 0) return;
+  // Checks kept on the device: the count of updates that happened, kept
+  // there too (the host's counts the skipped ones until uncount()), gives
+  // the warmup's decay; a skipped update's weight is 0.
+  at::Tensor weight;
+  if (skipped.defined()) {
+    const at::Tensor happened = 1 - skipped.to(at::kDouble);
+    if (!device_updates_.defined() || device_updates_.device() != skipped.device())
+      device_updates_ = at::full({}, static_cast<double>(updates_ - 1), happened.options());
+    device_updates_.add_(happened);
+    if (updates_ % config_.every_updates != 0) return;
+    const at::Tensor decay =
+        config_.warmup
+            ? (1 - (1 + device_updates_ / config_.warmup_gamma).pow(-config_.warmup_power)).clamp(0, config_.decay)
+            : at::full({}, config_.decay, happened.options());
+    weight = (1 - decay) * happened;
+  } else if (updates_ % config_.every_updates != 0) {
+    return;
+  }
   const double decay = decay_at(updates_);
   last_decay_ = decay;
   at::NoGradGuard no_grad;
@@ -85,9 +105,31 @@ void WeightAverage::after_update(Network& network) {
       averaged_[i].copy_(now);  // counters such as num_batches_tracked are not averaged
     }
   }
-  // average += (1 - decay) * (now - average), one fused kernel per dtype and device group.
-  if (!floats_avg.empty()) at::_foreach_lerp_(floats_avg, floats_now, 1.0 - decay);
+  if (floats_avg.empty()) return;
+  if (!weight.defined()) {
+    // average += (1 - decay) * (now - average), one fused kernel per dtype and device group.
+    at::_foreach_lerp_(floats_avg, floats_now, 1.0 - decay);
+    return;
+  }
+  // The same with the weight on the device: ATen's lerp takes a host scalar
+  // or a whole tensor per weight, so per (device, dtype) group the difference
+  // is scaled by a 0-dim tensor of the group's dtype (the multi-tensor
+  // kernels' fast path) and added.
+  std::map<std::pair<std::string, at::ScalarType>, std::pair<std::vector<at::Tensor>, std::vector<at::Tensor>>> groups;
+  for (size_t i = 0; i < floats_avg.size(); ++i) {
+    auto& [avg, now] = groups[{floats_avg[i].device().str(), floats_avg[i].scalar_type()}];
+    avg.push_back(floats_avg[i]);
+    now.push_back(floats_now[i]);
+  }
+  for (auto& [key, group] : groups) {
+    auto& [avg, now] = group;
+    std::vector<at::Tensor> step = at::_foreach_sub(now, avg);
+    at::_foreach_mul_(step, weight.to(avg.front().device(), key.second));
+    at::_foreach_add_(avg, step);
+  }
 }
+
+void WeightAverage::uncount(int64_t count) { updates_ -= count; }
 
 WeightAverage::Swap::~Swap() {
   at::NoGradGuard no_grad;
@@ -156,6 +198,7 @@ void WeightAverage::load_part(torch::serialize::InputArchive& archive) {
                     shape_text(averaged_[i].sizes()));
   averaged_ = std::move(loaded);
   updates_ = updates.toInt();
+  device_updates_ = at::Tensor();
   started_ = true;
 }
 
@@ -193,12 +236,16 @@ class WeightAverageHook final : public HostHook {
     for (size_t i = 0; i < meters.size(); ++i) set_meter_state(meters[i], trained[i]);
     for (const auto& [name, value] : averaged) v["test_ema_" + name.substr(std::string("test_").size())] = value;
   }
-  void after_update(LoopState& t, const UpdateOutcome&) override {
+  void after_update(LoopState& t, const UpdateOutcome& outcome) override {
     // The buffers the average takes in are rank 0's, on every rank.
     if (Communicator* comm = t.communicator(); comm && average_->config().buffers == "average" &&
                                                (average_->updates() + 1) % average_->config().every_updates == 0)
       comm->broadcast_buffers(t.network());
-    average_->after_update(t.network());
+    average_->after_update(t.network(), outcome.skipped_on_device);
+  }
+  // Updates counted by after_update that the device skipped: counted no more.
+  void after_update_checks(LoopState&, const UpdateOutcome& outcome) override {
+    if (outcome.skipped_in_read > 0) average_->uncount(outcome.skipped_in_read);
   }
   void after_run(LoopState& t) override {
     Communicator* comm = t.communicator();

@@ -40,7 +40,15 @@ class WeightAverage final : public CheckpointPart {
   void continue_from(const WeightAverage& earlier, Network& network);
   /// After each optimizer update: counts it and, every every_updates-th one,
   /// blends the network's weights in with the decay for that count.
-  void after_update(Network& network);
+  /// `skipped`: where the update's checks stay on the device, its flag (a
+  /// 0-dim tensor, 1 where the optimizer skipped the update): a skipped
+  /// update is blended in with weight 0, so the average takes in no step
+  /// that never happened, without reading the device.
+  void after_update(Network& network, const at::Tensor& skipped = {});
+  /// `count` updates counted by after_update were skipped on the device (the
+  /// host learns it when it reads the checks): the count goes back to the
+  /// updates that happened, as where the host checks each update.
+  void uncount(int64_t count);
 
   /// The decay timm's warmup gives after `updates` optimizer updates.
   double decay_at(int64_t updates) const;
@@ -80,6 +88,10 @@ class WeightAverage final : public CheckpointPart {
   std::vector<std::string> names_;
   std::vector<at::Tensor> averaged_;
   int64_t updates_ = 0;  ///< optimizer updates seen (timm's step)
+  /// Checks kept on the device: the updates that happened, counted there (a
+  /// 0-dim double); made from updates_ where that holds no unread skip (at
+  /// start, continue_from, load_part).
+  at::Tensor device_updates_;
   double last_decay_ = 0;
   bool started_ = false;
 };

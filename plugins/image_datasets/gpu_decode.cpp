@@ -84,8 +84,17 @@ void fill_cpu_rows(at::Tensor& batch, const std::vector<GpuJob>& jobs,
     else
       decoded[row] = true;
   }
-  for (size_t row = 0; row < why.size(); ++row)
-    if (!decoded[row]) batch[static_cast<int64_t>(row)].copy_(cpu_row(static_cast<int64_t>(row), why[row]));
+  // A row for a device batch goes through pinned memory without waiting: a
+  // copy from pageable memory would wait for the stream's queue (the caller
+  // synchronises its stream before the batch leaves; LibTorch's pinned
+  // allocator keeps each block until its copy is done).
+  const bool on_device = !batch.is_cpu();
+  for (size_t row = 0; row < why.size(); ++row) {
+    if (decoded[row]) continue;
+    at::Tensor pixels = cpu_row(static_cast<int64_t>(row), why[row]);
+    if (on_device) pixels = pixels.pin_memory();
+    batch[static_cast<int64_t>(row)].copy_(pixels, /*non_blocking=*/on_device);
+  }
 }
 
 std::unique_ptr<JpegBatchDecoder> make_reference_decoder() { return std::make_unique<ReferenceDecoder>(); }

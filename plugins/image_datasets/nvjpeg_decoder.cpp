@@ -12,8 +12,11 @@
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
+#include <optional>
+#include <unordered_map>
 
 #include <ATen/ATen.h>
+#include <ATen/core/CachingHostAllocator.h>
 #include <c10/cuda/CUDACachingAllocator.h>
 #include <c10/cuda/CUDAGuard.h>
 #include <c10/cuda/CUDAStream.h>
@@ -47,7 +50,8 @@ namespace {
 #define TRAINYARD_NVJPEG_ENTRY_POINTS(X)                                                      \
   X(GetProperty) X(CreateExV2) X(Destroy) X(GetHardwareDecoderInfo)                          \
   X(JpegStateCreate) X(JpegStateDestroy) X(JpegStreamCreate) X(JpegStreamDestroy)            \
-  X(JpegStreamParseHeader) X(DecodeBatchedSupported) X(DecodeBatchedInitialize) X(DecodeBatched)
+  X(JpegStreamParseHeader) X(DecodeBatchedSupported) X(DecodeBatchedInitialize) X(DecodeBatched)              \
+  X(SetDeviceMemoryPadding) X(SetPinnedMemoryPadding)
 // clang-format on
 
 struct NvJpegLibrary {
@@ -126,32 +130,98 @@ std::string status_text(nvjpegStatus_t status) {
 // they count against the same memory as the training's tensors. `context`
 // is the decoder's device index (nvJPEG may call from a thread whose
 // current device is another). No exception may cross nvJPEG's C frames.
+// Each buffer's allocation stream is kept: the allocator gives a freed block
+// back to that stream, whose later work is ordered after nvJPEG's, so a
+// free on it needs no wait.
+struct DeviceBlocks {
+  std::mutex mutex;
+  std::unordered_map<void*, cudaStream_t> allocated_on;
+};
+DeviceBlocks& device_blocks() {
+  static auto* blocks = new DeviceBlocks;  // never destroyed: nvJPEG may free at exit
+  return *blocks;
+}
 int device_malloc(void* context, void** ptr, size_t size, cudaStream_t stream) {
   try {
     c10::cuda::CUDAGuard guard(static_cast<c10::DeviceIndex>(*static_cast<const int*>(context)));
     *ptr = c10::cuda::CUDACachingAllocator::raw_alloc_with_stream(size, stream);
+    std::lock_guard<std::mutex> lock(device_blocks().mutex);
+    device_blocks().allocated_on[*ptr] = stream;
     return 0;
   } catch (...) {
     return 1;
   }
 }
-// The allocator gives a freed block back to the stream it was allocated on:
-// work nvJPEG queued on `stream` finishes first (frees are rare: nvJPEG
-// keeps its buffers and only grows them).
+// A buffer last used on another stream than its allocation's (nvJPEG says
+// which) waits for that stream first: nothing else orders the reuse.
 int device_free(void* context, void* ptr, size_t, cudaStream_t stream) {
   try {
     c10::cuda::CUDAGuard guard(static_cast<c10::DeviceIndex>(*static_cast<const int*>(context)));
-    if (stream) cudaStreamSynchronize(stream);
+    cudaStream_t allocated_on = nullptr;
+    {
+      std::lock_guard<std::mutex> lock(device_blocks().mutex);
+      if (const auto found = device_blocks().allocated_on.find(ptr); found != device_blocks().allocated_on.end()) {
+        allocated_on = found->second;
+        device_blocks().allocated_on.erase(found);
+      }
+    }
+    if (stream && stream != allocated_on) cudaStreamSynchronize(stream);
     c10::cuda::CUDACachingAllocator::raw_delete(ptr);
     return 0;
   } catch (...) {
     return 1;
   }
 }
-int pinned_malloc(void*, void** ptr, size_t size, cudaStream_t) {
-  return cudaHostAlloc(ptr, size, cudaHostAllocDefault) == cudaSuccess ? 0 : 1;
+// nvJPEG's pinned buffers from LibTorch's caching host allocator, not
+// cudaHostAlloc/cudaFreeHost: cudaFreeHost waits for the whole device (a
+// stall of the training's stream, and not allowed while the training thread
+// captures a CUDA graph). A freed block goes back to the allocator's cache,
+// reused once the work `stream` had queued is done (an event it records).
+struct PinnedBlocks {
+  std::mutex mutex;
+  std::unordered_map<void*, at::DataPtr> live;
+};
+PinnedBlocks& pinned_blocks() {
+  static auto* blocks = new PinnedBlocks;  // never destroyed: nvJPEG may free at exit
+  return *blocks;
 }
-int pinned_free(void*, void* ptr, size_t, cudaStream_t) { return cudaFreeHost(ptr) == cudaSuccess ? 0 : 1; }
+int pinned_malloc(void*, void** ptr, size_t size, cudaStream_t) {
+  try {
+    at::DataPtr block = at::getHostAllocator(at::kCUDA)->allocate(size);
+    *ptr = block.get();
+    if (!*ptr) return 1;
+    std::lock_guard<std::mutex> lock(pinned_blocks().mutex);
+    pinned_blocks().live.emplace(*ptr, std::move(block));
+    return 0;
+  } catch (...) {
+    return 1;
+  }
+}
+int pinned_free(void* context, void* ptr, size_t, cudaStream_t stream) {
+  try {
+    at::DataPtr block;
+    {
+      std::lock_guard<std::mutex> lock(pinned_blocks().mutex);
+      const auto found = pinned_blocks().live.find(ptr);
+      if (found == pinned_blocks().live.end()) return 1;
+      block = std::move(found->second);
+      pinned_blocks().live.erase(found);
+    }
+    if (stream) {
+      const auto device = static_cast<c10::DeviceIndex>(*static_cast<const int*>(context));
+      at::getHostAllocator(at::kCUDA)->record_event(block.get(), block.get_context(),
+                                                    c10::cuda::getStreamFromExternal(stream, device).unwrap());
+    }
+    return 0;  // `block` goes back to the cache here
+  } catch (...) {
+    return 1;
+  }
+}
+
+// Buffers grown by this much more than asked (NVIDIA DALI's defaults), so
+// that a slightly larger photograph than the last does not free and
+// allocate again.
+constexpr size_t kDevicePadding = size_t(16) << 20, kPinnedPadding = size_t(8) << 20;
 
 // At most this many bytes of whole-size decoded pixels at once per decode
 // thread (a batch of ImageNet-sized photographs, 256 x 500 x 375 x 3, is one
@@ -168,7 +238,7 @@ class NvJpegDecoder : public JpegBatchDecoder {
     const NvJpegLibrary& n = nvjpeg();
     c10::cuda::CUDAGuard guard(device_);
     nvjpegDevAllocatorV2_t device_allocator{device_malloc, device_free, &device_index_};
-    nvjpegPinnedAllocatorV2_t pinned_allocator{pinned_malloc, pinned_free, nullptr};
+    nvjpegPinnedAllocatorV2_t pinned_allocator{pinned_malloc, pinned_free, &device_index_};
     // Chroma upsampled by interpolation, as libjpeg's (the CPU path's) fancy
     // upsampling; a release that refuses the flag decodes without it.
     const auto create = [&](nvjpegBackend_t backend, nvjpegHandle_t* handle) {
@@ -176,6 +246,10 @@ class NvJpegDecoder : public JpegBatchDecoder {
                                            NVJPEG_FLAGS_UPSAMPLING_WITH_INTERPOLATION, handle);
       if (status != NVJPEG_STATUS_SUCCESS)
         status = n.CreateExV2(backend, &device_allocator, &pinned_allocator, NVJPEG_FLAGS_DEFAULT, handle);
+      if (status == NVJPEG_STATUS_SUCCESS) {  // padding is an optimisation: a refusal changes nothing else
+        n.SetDeviceMemoryPadding(kDevicePadding, *handle);
+        n.SetPinnedMemoryPadding(kPinnedPadding, *handle);
+      }
       return status;
     };
     // The JPEG engines where the GPU has them (ARCH_MISMATCH or
@@ -236,8 +310,13 @@ class NvJpegDecoder : public JpegBatchDecoder {
     const NvJpegLibrary& n = nvjpeg();
     std::vector<std::optional<std::string> > refused(jobs.size());
     c10::cuda::CUDAGuard guard(device_);
-    Lease lease(*this);
-    Slot& slot = *lease.slot;
+    std::optional<Lease> lease;
+    try {
+      lease.emplace(*this);
+    } catch (const std::exception& e) {
+      return decode_on_cpu(jobs, rows, out, cpu_row, std::string("no nvJPEG decode slot (") + e.what() + ")");
+    }
+    Slot& slot = *lease->slot;
     c10::cuda::CUDAStreamGuard on_stream(slot.stream);  // every allocation and copy below on the slot's stream
     at::Tensor batch = at::empty({rows, 3, out.height, out.width}, at::TensorOptions(at::kByte).device(device_));
 
@@ -282,6 +361,18 @@ class NvJpegDecoder : public JpegBatchDecoder {
   }
 
  private:
+  // Every row through the CPU path (a decode slot could not be made): on a
+  // pool stream, complete when this returns, as decode()'s batches are.
+  at::Tensor decode_on_cpu(const std::vector<GpuJob>& jobs, int64_t rows, cv::Size out, const CpuRow& cpu_row,
+                           const std::string& why) const {
+    const c10::cuda::CUDAStream stream = c10::cuda::getStreamFromPool(/*isHighPriority=*/false, device_.index());
+    c10::cuda::CUDAStreamGuard on_stream(stream);
+    at::Tensor batch = at::empty({rows, 3, out.height, out.width}, at::TensorOptions(at::kByte).device(device_));
+    fill_cpu_rows(batch, jobs, std::vector<std::optional<std::string> >(jobs.size(), why), cpu_row);
+    stream.synchronize();
+    return batch;
+  }
+
   // What one decode thread uses at a time: a stream, nvJPEG's per-thread
   // states, the header parser, the pinned staging buffer.
   struct Slot {
@@ -328,10 +419,17 @@ class NvJpegDecoder : public JpegBatchDecoder {
       if (status != NVJPEG_STATUS_SUCCESS)
         throw trainyard::Error(std::string("decode: gpu: nvJPEG ") + what + " failed (" + status_text(status) + ")");
     };
-    check(n.JpegStateCreate(cuda_, &slot->cuda_state), "nvjpegJpegStateCreate");
-    if (hardware_) {
-      check(n.JpegStateCreate(hardware_, &slot->hardware_state), "nvjpegJpegStateCreate (hardware)");
-      check(n.JpegStreamCreate(hardware_, &slot->parsed), "nvjpegJpegStreamCreate");
+    try {
+      check(n.JpegStateCreate(cuda_, &slot->cuda_state), "nvjpegJpegStateCreate");
+      if (hardware_) {
+        check(n.JpegStateCreate(hardware_, &slot->hardware_state), "nvjpegJpegStateCreate (hardware)");
+        check(n.JpegStreamCreate(hardware_, &slot->parsed), "nvjpegJpegStreamCreate");
+      }
+    } catch (...) {  // what was made is not leaked
+      if (slot->parsed) n.JpegStreamDestroy(slot->parsed);
+      if (slot->hardware_state) n.JpegStateDestroy(slot->hardware_state);
+      if (slot->cuda_state) n.JpegStateDestroy(slot->cuda_state);
+      throw;
     }
     return slot;
   }

@@ -6,10 +6,11 @@
 
 #include <ATen/ATen.h>
 
-#include <array>
 #include <cmath>
 #include <map>
 #include <optional>
+#include <string>
+#include <utility>
 
 #include <torch/optim/adam.h>
 #include <torch/optim/adamw.h>
@@ -72,8 +73,11 @@ class FusedSgd : public torch::optim::SGD, public trainyard::SkippableStep {
     struct Call {
       std::vector<at::Tensor> params, grads, buffers;
     };
-    std::vector<std::array<Call, 2>> calls(param_groups_.size());  // per group: [has a buffer, starts one now]
-    std::vector<at::Tensor> starting;                              // parameters whose momentum buffer starts now
+    // Per group, one call per (starts a momentum buffer now, dtype): the
+    // kernel's is_first_step holds for a whole call, and CUDA's kernel takes
+    // one dtype for all its tensors (the CPU's loops per tensor and takes any).
+    using CallKey = std::pair<bool, at::ScalarType>;
+    std::vector<std::map<CallKey, Call>> calls(param_groups_.size());
     std::optional<at::Device> device;
     for (size_t k = 0; k < param_groups_.size(); ++k) {
       const bool momentum = static_cast<const torch::optim::SGDOptions&>(param_groups_[k].options()).momentum() != 0;
@@ -95,7 +99,7 @@ class FusedSgd : public torch::optim::SGD, public trainyard::SkippableStep {
         // the flag is read first (an unfused step's price, on first steps only).
         if (momentum && !buffer.defined() && found_inf && o_dampening(k) != 0)
           return unfused_step(std::move(closure), found_inf);
-        Call& call = calls[k][momentum && !buffer.defined()];
+        Call& call = calls[k][{momentum && !buffer.defined(), p.scalar_type()}];
         call.params.push_back(p);
         call.grads.push_back(g);
         if (momentum) call.buffers.push_back(buffer);
@@ -105,23 +109,19 @@ class FusedSgd : public torch::optim::SGD, public trainyard::SkippableStep {
     const at::Tensor loss = closure_loss(closure);
     for (size_t k = 0; k < param_groups_.size(); ++k) {
       const auto& o = static_cast<const torch::optim::SGDOptions&>(param_groups_[k].options());
-      // The kernel's is_first_step holds for a whole call: the parameters
-      // whose momentum buffer starts now get a call of their own.
-      Call& first = calls[k][1];
-      for (size_t i = 0; i < first.params.size(); ++i) {
-        // The parameter's strides: the kernel reads all three alike.
-        first.buffers[i] =
-            found_inf ? at::zeros_like(first.params[i], at::MemoryFormat::Preserve) : at::empty_like(first.params[i]);
-        auto state = std::make_unique<torch::optim::SGDParamState>();
-        state->momentum_buffer(first.buffers[i]);
-        state_[first.params[i].unsafeGetTensorImpl()] = std::move(state);
-      }
-      for (int starts = 0; starts < 2; ++starts) {
-        Call& call = calls[k][starts];
-        if (!call.params.empty())
-          at::_fused_sgd_(call.params, call.grads, call.buffers, o.weight_decay(), o.momentum(), o.lr(), o.dampening(),
-                          o.nesterov(), /*maximize=*/false, /*is_first_step=*/starts == 1, /*grad_scale=*/{},
-                          found_inf);
+      for (auto& [key, call] : calls[k]) {
+        const bool starts = key.first;
+        // The parameters whose momentum buffer starts now: made in the
+        // parameter's strides (the kernel reads all three alike).
+        for (size_t i = 0; starts && i < call.params.size(); ++i) {
+          call.buffers[i] =
+              found_inf ? at::zeros_like(call.params[i], at::MemoryFormat::Preserve) : at::empty_like(call.params[i]);
+          auto state = std::make_unique<torch::optim::SGDParamState>();
+          state->momentum_buffer(call.buffers[i]);
+          state_[call.params[i].unsafeGetTensorImpl()] = std::move(state);
+        }
+        at::_fused_sgd_(call.params, call.grads, call.buffers, o.weight_decay(), o.momentum(), o.lr(), o.dampening(),
+                        o.nesterov(), /*maximize=*/false, /*is_first_step=*/starts, /*grad_scale=*/{}, found_inf);
       }
     }
     return loss;
@@ -182,7 +182,10 @@ class FusedAdamOf : public Base, public trainyard::SkippableStep {
     struct Call {
       std::vector<at::Tensor> params, grads, exp_avgs, exp_avg_sqs, max_exp_avg_sqs, steps;
     };
-    std::vector<Call> calls(this->param_groups_.size());
+    // Per group, one call per dtype: CUDA's kernel refuses lists of several
+    // ("params, grads, exp_avgs, and exp_avg_sqs must have same dtype,
+    // device, and layout"); the CPU's loops per tensor and takes any.
+    std::vector<std::map<at::ScalarType, Call>> calls(this->param_groups_.size());
     std::optional<at::Device> device;
     for (size_t k = 0; k < this->param_groups_.size(); ++k)
       for (const auto& p : this->param_groups_[k].params()) {
@@ -204,7 +207,6 @@ class FusedAdamOf : public Base, public trainyard::SkippableStep {
     std::vector<at::Tensor> all_steps;
     for (size_t k = 0; k < this->param_groups_.size(); ++k) {
       const auto& o = static_cast<const Options&>(this->param_groups_[k].options());
-      Call& call = calls[k];
       for (const auto& p : this->param_groups_[k].params()) {
         if (!p.grad().defined()) continue;
         auto& slot = this->state_[p.unsafeGetTensorImpl()];
@@ -222,6 +224,7 @@ class FusedAdamOf : public Base, public trainyard::SkippableStep {
           steps.count = at::full({}, static_cast<double>(state.step()), p.options().dtype(at::kFloat));
         state.step(state.step() + 1);
         steps.mirrored = state.step();
+        Call& call = calls[k][p.scalar_type()];
         call.params.push_back(p);
         call.grads.push_back(p.grad());
         call.exp_avgs.push_back(state.exp_avg());
@@ -239,16 +242,17 @@ class FusedAdamOf : public Base, public trainyard::SkippableStep {
     }
     for (size_t k = 0; k < this->param_groups_.size(); ++k) {
       const auto& o = static_cast<const Options&>(this->param_groups_[k].options());
-      Call& c = calls[k];
-      if (c.params.empty()) continue;
       const auto [beta1, beta2] = o.betas();
-      if constexpr (Decoupled)
-        at::_fused_adamw_(c.params, c.grads, c.exp_avgs, c.exp_avg_sqs, c.max_exp_avg_sqs, c.steps, o.lr(), beta1,
-                          beta2, o.weight_decay(), o.eps(), o.amsgrad(), /*maximize=*/false, /*grad_scale=*/{},
-                          found_inf);
-      else
-        at::_fused_adam_(c.params, c.grads, c.exp_avgs, c.exp_avg_sqs, c.max_exp_avg_sqs, c.steps, o.lr(), beta1, beta2,
-                         o.weight_decay(), o.eps(), o.amsgrad(), /*maximize=*/false, /*grad_scale=*/{}, found_inf);
+      for (auto& [dtype, c] : calls[k]) {
+        if constexpr (Decoupled)
+          at::_fused_adamw_(c.params, c.grads, c.exp_avgs, c.exp_avg_sqs, c.max_exp_avg_sqs, c.steps, o.lr(), beta1,
+                            beta2, o.weight_decay(), o.eps(), o.amsgrad(), /*maximize=*/false, /*grad_scale=*/{},
+                            found_inf);
+        else
+          at::_fused_adam_(c.params, c.grads, c.exp_avgs, c.exp_avg_sqs, c.max_exp_avg_sqs, c.steps, o.lr(), beta1,
+                           beta2, o.weight_decay(), o.eps(), o.amsgrad(), /*maximize=*/false, /*grad_scale=*/{},
+                           found_inf);
+      }
     }
     return loss;
   }
@@ -287,9 +291,14 @@ class ForeachRmsprop : public torch::optim::RMSprop {
           return torch::optim::RMSprop::step(std::move(closure));  // refuses it with LibTorch's message
     at::NoGradGuard no_grad;
     const at::Tensor loss = closure_loss(closure);
+    // Per group, per (device, dtype): the multi-tensor kernels' fast path
+    // takes one of each (a mixed list is a kernel per tensor on CUDA).
+    struct Call {
+      std::vector<at::Tensor> params, grads, square_avgs, momentum_buffers, grad_avgs;
+    };
     for (auto& group : param_groups_) {
       const auto& o = static_cast<const torch::optim::RMSpropOptions&>(group.options());
-      std::vector<at::Tensor> params, grads, square_avgs, momentum_buffers, grad_avgs;
+      std::map<std::pair<std::string, at::ScalarType>, Call> calls;
       for (const auto& p : group.params()) {
         if (!p.grad().defined()) continue;
         auto& slot = state_[p.unsafeGetTensorImpl()];
@@ -306,35 +315,43 @@ class ForeachRmsprop : public torch::optim::RMSprop {
           state.momentum_buffer(at::zeros_like(p, at::MemoryFormat::Preserve));
         if (o.centered() && !state.grad_avg().defined()) state.grad_avg(at::zeros_like(p, at::MemoryFormat::Preserve));
         state.step(state.step() + 1);
-        params.push_back(p);
-        grads.push_back(p.grad());
-        square_avgs.push_back(state.square_avg());
-        if (o.momentum() > 0) momentum_buffers.push_back(state.momentum_buffer());
-        if (o.centered()) grad_avgs.push_back(state.grad_avg());
+        Call& c = calls[{p.device().str(), p.scalar_type()}];
+        c.params.push_back(p);
+        c.grads.push_back(p.grad());
+        c.square_avgs.push_back(state.square_avg());
+        if (o.momentum() > 0) c.momentum_buffers.push_back(state.momentum_buffer());
+        if (o.centered()) c.grad_avgs.push_back(state.grad_avg());
       }
-      if (params.empty()) continue;
-      if (o.weight_decay() != 0) grads = at::_foreach_add(grads, params, o.weight_decay());
-      at::_foreach_mul_(square_avgs, o.alpha());
-      at::_foreach_addcmul_(square_avgs, grads, grads, 1 - o.alpha());
-      std::vector<at::Tensor> avg;
-      if (o.centered()) {
-        at::_foreach_mul_(grad_avgs, o.alpha());
-        at::_foreach_add_(grad_avgs, grads, 1 - o.alpha());
-        avg = at::_foreach_addcmul(square_avgs, grad_avgs, grad_avgs, -1);
-        at::_foreach_sqrt_(avg);
-      } else {
-        avg = at::_foreach_sqrt(square_avgs);
-      }
-      at::_foreach_add_(avg, o.eps());
-      if (o.momentum() > 0) {
-        at::_foreach_mul_(momentum_buffers, o.momentum());
-        at::_foreach_addcdiv_(momentum_buffers, grads, avg);
-        at::_foreach_add_(params, momentum_buffers, -o.lr());
-      } else {
-        at::_foreach_addcdiv_(params, grads, avg, -o.lr());
-      }
+      for (auto& [key, c] : calls) update(o, c.params, c.grads, c.square_avgs, c.momentum_buffers, c.grad_avgs);
     }
     return loss;
+  }
+
+ private:
+  // One (device, dtype) bucket of a group: RMSprop::step's operators, each once for all its tensors.
+  static void update(const torch::optim::RMSpropOptions& o, std::vector<at::Tensor>& params,
+                     std::vector<at::Tensor> grads, std::vector<at::Tensor>& square_avgs,
+                     std::vector<at::Tensor>& momentum_buffers, std::vector<at::Tensor>& grad_avgs) {
+    if (o.weight_decay() != 0) grads = at::_foreach_add(grads, params, o.weight_decay());
+    at::_foreach_mul_(square_avgs, o.alpha());
+    at::_foreach_addcmul_(square_avgs, grads, grads, 1 - o.alpha());
+    std::vector<at::Tensor> avg;
+    if (o.centered()) {
+      at::_foreach_mul_(grad_avgs, o.alpha());
+      at::_foreach_add_(grad_avgs, grads, 1 - o.alpha());
+      avg = at::_foreach_addcmul(square_avgs, grad_avgs, grad_avgs, -1);
+      at::_foreach_sqrt_(avg);
+    } else {
+      avg = at::_foreach_sqrt(square_avgs);
+    }
+    at::_foreach_add_(avg, o.eps());
+    if (o.momentum() > 0) {
+      at::_foreach_mul_(momentum_buffers, o.momentum());
+      at::_foreach_addcdiv_(momentum_buffers, grads, avg);
+      at::_foreach_add_(params, momentum_buffers, -o.lr());
+    } else {
+      at::_foreach_addcdiv_(params, grads, avg, -o.lr());
+    }
   }
 };
 

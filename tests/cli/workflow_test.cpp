@@ -4,6 +4,7 @@
 #include <filesystem>
 #include <regex>
 
+#include <torch/serialize/input-archive.h>
 #include <yaml-cpp/yaml.h>
 #include <opencv2/imgproc.hpp>
 
@@ -552,6 +553,38 @@ TEST(NonFinite, SkipsKeptOnTheDeviceLeaveWhatTheHostsSkipsLeave) {
   EXPECT_EQ(k.exit_code, 1);
   EXPECT_TRUE(test::contains(k.err, "stopped at iteration 8 (epoch 1, batch 8): non-finite loss (3 updates in a row)"))
       << k.err;
+}
+
+// Weight averaging with the checks kept on the device: the update the
+// optimizer skipped there is blended in with weight 0, its count is taken
+// back when the checks are read, and the warmup's decays follow the updates
+// that happened: the average equals the host-checked run's, which never
+// blends a skipped update in (before, it took in a step that never happened).
+TEST(NonFinite, AnUpdateSkippedOnTheDeviceIsLeftOutOfTheWeightAverage) {
+  const std::string out = test::temp_dir("out");
+  const char* last = "/checkpoints/ckpt-e0002-i00000032.pt";
+  const std::string once = "{plugin: nan_maker, at: 5, once: true, how: grad}";
+  const std::string ema = " --set loop.nonfinite=skip --set ema.enabled=true --set ema.decay=0.99";
+  auto host = test::trainyard(with_fixtures("run " + nan_experiment("host_ema", once) + " --output-dir " + out + ema));
+  ASSERT_EQ(host.exit_code, 0) << host.err;
+  auto device = test::trainyard(with_fixtures("run " + nan_experiment("device_ema", once) + " --output-dir " + out +
+                                              ema + " --set loop.update_checks_every=4"));
+  ASSERT_EQ(device.exit_code, 0) << device.err;
+  EXPECT_TRUE(test::contains(device.err, "skipped 1 non-finite update of the 4 from iteration 5")) << device.err;
+  const std::string a = out + "/host_ema" + last, b = out + "/device_ema" + last;
+  EXPECT_EQ(test::compare_checkpoint_networks(a, b, "network"), "");
+  // Scaled on the device (difference times weight, added) rather than lerped: equal to float rounding.
+  EXPECT_LT(test::max_checkpoint_difference(a, b, "part_ema"), 1e-6);
+  const auto updates = [](const std::string& checkpoint) {
+    torch::serialize::InputArchive root, part;
+    root.load_from(checkpoint);
+    root.read("part_ema", part);
+    c10::IValue count;
+    part.read("updates", count);
+    return count.toInt();
+  };
+  EXPECT_EQ(updates(a), 31);  // 32 updates, one skipped
+  EXPECT_EQ(updates(b), 31);
 }
 
 }  // namespace

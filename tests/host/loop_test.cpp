@@ -3,11 +3,14 @@
 #include <gtest/gtest.h>
 
 #include <ATen/ATen.h>
+#include <ATen/record_function.h>
 #include <filesystem>
 #include <functional>
+#include <set>
 
 #include "plugins/loader.h"
 #include "support/support.h"
+#include "train/grad_norm.h"
 #include "train/guard.h"
 #include "trainyard/meter.h"
 #include "trainyard/optimizer.h"
@@ -301,6 +304,125 @@ TEST(Optimizers, ForeachRmspropMakesLibTorchsUpdatesAndSharesItsCheckpoints) {
         *resumed.optimizer->state().at(resumed.params[0].unsafeGetTensorImpl()));
     EXPECT_EQ(state.step(), 9) << what;
   }
+}
+
+// Every multi-tensor operator call (aten::_foreach_*, aten::_fused_*) made
+// on this thread while it lives, as ATen's dispatcher records it (its
+// RecordFunction callbacks): for each tensor-list argument, the dtype and
+// device of each tensor. The CPU kernels loop per tensor and take any mix;
+// CUDA's fused kernels refuse one ("params, grads, exp_avgs, and exp_avg_sqs
+// must have same dtype, device, and layout") and its foreach kernels leave
+// their fast path, so the mix is what a CPU test can see of a GPU failure.
+class MultiTensorCalls {
+ public:
+  MultiTensorCalls() {
+    sink() = &calls_;
+    handle_ = at::addThreadLocalCallback(
+        at::RecordFunctionCallback(&MultiTensorCalls::record).needsInputs(true).scopes({at::RecordScope::FUNCTION}));
+  }
+  ~MultiTensorCalls() {
+    at::removeCallback(handle_);
+    sink() = nullptr;
+  }
+  MultiTensorCalls(const MultiTensorCalls&) = delete;
+  MultiTensorCalls& operator=(const MultiTensorCalls&) = delete;
+
+  size_t count() const { return calls_.size(); }
+  /// "" or the first call whose tensors are not all of one dtype and one
+  /// device (a fused Adam's step counts, float32 by design, left out).
+  std::string first_mixed() const {
+    for (const Call& call : calls_) {
+      std::set<std::string> kinds;
+      const bool adam = call.name.rfind("aten::_fused_adam", 0) == 0;
+      for (size_t k = 0; k < call.lists.size(); ++k)
+        if (!(adam && k == 5))
+          for (const std::string& kind : call.lists[k]) kinds.insert(kind);
+      if (kinds.size() > 1) {
+        std::string all;
+        for (const auto& kind : kinds) all += " " + kind;
+        return call.name + " mixes" + all;
+      }
+    }
+    return "";
+  }
+
+ private:
+  struct Call {
+    std::string name;
+    std::vector<std::vector<std::string>> lists;  ///< "Float on cpu" per tensor
+  };
+  static std::vector<Call>*& sink() {
+    static thread_local std::vector<Call>* calls = nullptr;
+    return calls;
+  }
+  static std::unique_ptr<at::ObserverContext> record(const at::RecordFunction& fn) {
+    const std::string name = fn.name();
+    if (!sink() || (name.rfind("aten::_foreach_", 0) != 0 && name.rfind("aten::_fused_", 0) != 0)) return nullptr;
+    Call call{name, {}};
+    for (const c10::IValue& v : fn.inputs()) {
+      if (!v.isTensorList()) continue;
+      std::vector<std::string> list;
+      for (const at::Tensor& t : v.toTensorList())
+        list.push_back(std::string(c10::toString(t.scalar_type())) + " on " + t.device().str());
+      call.lists.push_back(std::move(list));
+    }
+    sink()->push_back(std::move(call));
+    return nullptr;
+  }
+  std::vector<Call> calls_;
+  at::CallbackHandle handle_ = 0;
+};
+
+// A group of float32 and bfloat16 parameters (a network with a bf16 part):
+// every optimizer's fused or foreach calls, stepping and skipping on the
+// device, and the host's gradient helpers (norm, clamping, scaling by a
+// factor kept on the device) take one dtype and one device per call.
+TEST(Optimizers, EveryFusedAndForeachCallTakesOneDtypeAndOneDevice) {
+  Registry registry;
+  load_plugin_folders({{test::builtin_plugin_dir(), "built-in"}}, registry);
+  const auto mixed = [] {
+    at::manual_seed(3);
+    return std::vector<at::Tensor>{at::randn({7, 5}).requires_grad_(), at::randn({5}, at::kBFloat16).requires_grad_(),
+                                   at::randn({4, 3}).requires_grad_(), at::randn({6}, at::kBFloat16).requires_grad_()};
+  };
+  const std::vector<std::pair<std::string, std::map<std::string, Value>>> optimizers = {
+      {"sgd", {{"lr", 0.1}, {"momentum", 0.9}, {"nesterov", true}, {"weight_decay", 0.01}}},
+      {"sgd", {{"lr", 0.1}}},
+      {"adam", {{"lr", 0.01}, {"weight_decay", 0.05}}},
+      {"adamw", {{"lr", 0.01}, {"amsgrad", true}}},
+      {"rmsprop", {{"lr", 0.01}, {"momentum", 0.5}, {"centered", true}, {"weight_decay", 0.01}}}};
+  for (const auto& [name, options] : optimizers) {
+    std::vector<at::Tensor> p = mixed();
+    const std::vector<at::Tensor> start = [&] {
+      std::vector<at::Tensor> copies;
+      for (const auto& t : p) copies.push_back(t.detach().clone());
+      return copies;
+    }();
+    auto optimizer = plugin_optimizer(registry, name, p, options);
+    MultiTensorCalls calls;
+    for (int i = 0; i < 3; ++i) {
+      optimizer->zero_grad();
+      at::Tensor loss = at::zeros({});
+      for (const auto& t : p) loss = loss + (t.to(at::kFloat).sin() * (i + 1)).sum();
+      loss.backward();
+      auto* skippable = dynamic_cast<trainyard::SkippableStep*>(optimizer.get());
+      if (skippable && i == 1)
+        skippable->step_unless(at::zeros({}));  // checks kept on the device: nothing to skip
+      else
+        optimizer->step();
+    }
+    EXPECT_GT(calls.count(), 0u) << name << ": no fused or foreach call";
+    EXPECT_EQ(calls.first_mixed(), "") << name;
+    for (size_t k = 0; k < p.size(); ++k) EXPECT_FALSE(p[k].detach().equal(start[k])) << name << " " << k;
+  }
+  std::vector<at::Tensor> grads;
+  for (const auto& t : mixed()) grads.push_back(at::randn_like(t));
+  MultiTensorCalls calls;
+  const at::Tensor norm = squared_norm_tensor(grads).sqrt();
+  clamp_gradients(grads, 0.5);
+  scale_gradients_by(grads, at::where(norm > 1.0, 1.0 / norm, 1.0));
+  EXPECT_GT(calls.count(), 0u);
+  EXPECT_EQ(calls.first_mixed(), "");
 }
 
 TEST(Overrides, NoTestNoCheckpointReplacesBothStages) {

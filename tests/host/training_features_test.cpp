@@ -255,6 +255,35 @@ TEST(CudaGraph, ARunThatCannotCaptureItsStepIsRefusedWithTheReason) {
   EXPECT_TRUE(test::contains(with([](auto& c) { c.train_step_overridden = true; }), "train_step"));
 }
 
+// What a replay checks its gradients by: a parameter the loss never reached
+// at the capture (an unused head) got no gradient, as in an eager step, and
+// is not checked; a captured gradient replaced (set to none, reassigned) is.
+TEST(CudaGraph, AReplayChecksTheCapturedGradientsAndNotAnUnusedParameters) {
+  std::vector<at::Tensor> params = {at::zeros({3}).requires_grad_(), at::zeros({2}).requires_grad_(),
+                                    at::zeros({4}).requires_grad_()};
+  params[0].mutable_grad() = at::ones({3});
+  params[2].mutable_grad() = at::ones({4});
+  // As after the capture: the unused parameter (1) has no gradient, nullptr recorded.
+  const std::vector<const void*> captured = {params[0].grad().const_data_ptr(), nullptr,
+                                             params[2].grad().const_data_ptr()};
+  EXPECT_EQ(replaced_gradient(params, captured), std::nullopt);
+  params[0].grad().zero_();  // zeroed in place: still the graph's tensor
+  EXPECT_EQ(replaced_gradient(params, captured), std::nullopt);
+  params[2].mutable_grad().reset();  // zero_grad(set_to_none)
+  EXPECT_EQ(replaced_gradient(params, captured), std::optional<size_t>(2));
+  params[2].mutable_grad() = at::ones({4});  // assigned anew: another tensor
+  EXPECT_EQ(replaced_gradient(params, captured), std::optional<size_t>(2));
+}
+
+// --profile A:B with loop.cuda_graph: the capture waits for the profiler,
+// which starts before step A+1 (a profiler started after a capture is the
+// order PyTorch reports failing); never before the 3 eager warm-up steps.
+TEST(CudaGraph, TheCaptureComesAfterTheWarmUpAndAfterTheProfilerStarts) {
+  EXPECT_EQ(capture_warmup(0), 3);
+  EXPECT_EQ(capture_warmup(2), 3);
+  EXPECT_EQ(capture_warmup(20), 20);
+}
+
 // A tensor of a checkpoint's network by dotted name, e.g. "layers.0.weight".
 at::Tensor tensor_in(const std::string& checkpoint, const std::string& dotted) {
   torch::serialize::InputArchive root, current;

@@ -532,6 +532,15 @@ TEST(Gpu, APhotoRunWithDecodeGpuTrainsAndSaysWhatDecodes) {
   const auto r = trainyard::test::trainyard("run " + exp + " --output-dir " + dir);
   EXPECT_EQ(r.exit_code, 0) << r.err;
   EXPECT_TRUE(trainyard::test::contains(r.out + r.err, "decode: gpu: JPEGs by nvJPEG")) << r.err;
+  // With a captured step: the decode threads go on while the training thread
+  // captures and replays (nvJPEG's pinned buffers come from LibTorch's caching
+  // host allocator: a cudaFreeHost during the capture would end it).
+  const auto g = trainyard::test::trainyard("run " + exp + " --output-dir " + dir +
+                                            "/graphed --set loop.cuda_graph=true --set loop.epochs=3");
+  EXPECT_EQ(g.exit_code, 0) << g.err;
+  EXPECT_TRUE(trainyard::test::contains(g.out + g.err, "loop.cuda_graph: the step is captured at iteration 4"))
+      << g.err;
+  EXPECT_FALSE(trainyard::test::contains(g.err, "could not be captured")) << g.err;
 }
 
 }  // namespace

@@ -185,12 +185,12 @@ double max_difference(torch::serialize::InputArchive& a, torch::serialize::Input
 
 }  // namespace
 
-double max_checkpoint_difference(const std::string& a, const std::string& b) {
+double max_checkpoint_difference(const std::string& a, const std::string& b, const std::string& key) {
   torch::serialize::InputArchive aa, ab, na, nb;
   aa.load_from(a);
   ab.load_from(b);
-  aa.read("network", na);
-  ab.read("network", nb);
+  aa.read(key, na);
+  ab.read(key, nb);
   return max_difference(na, nb);
 }
 

@@ -66,8 +66,8 @@ std::string source_dir();
 std::string python();
 
 /// The largest absolute difference between the floating-point tensors of two
-/// checkpoint files' "network" archives.
-double max_checkpoint_difference(const std::string& a, const std::string& b);
+/// checkpoint files' "network" archives (or `key`'s: "part_ema", the averaged weights).
+double max_checkpoint_difference(const std::string& a, const std::string& b, const std::string& key = "network");
 
 /// Every tensor of two checkpoint files' "network" archives (or `key`'s:
 /// "part_ema", the averaged weights) is bitwise equal. Returns "" or a
