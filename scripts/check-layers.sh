@@ -1,19 +1,25 @@
 #!/usr/bin/env bash
 # The host's layers, checked from a configured build (ctest runs it as
-# layers.*): an #include across a layer does not compile, and yaml-cpp stays
-# inside host/config/. Usage: scripts/check-layers.sh BUILD_DIR
+# layers.*): an #include across a layer does not compile, no source file
+# includes across one, and yaml-cpp stays inside host/config/.
+# Usage: scripts/check-layers.sh BUILD_DIR [SOURCE_DIR] (default: this tree;
+# tests/scripts/check_layers_test.sh plants a forbidden include in a copy).
 set -euo pipefail
-build="${1:?usage: check-layers.sh BUILD_DIR}"
-src="$(cd "$(dirname "$0")/.." && pwd)"
+build="${1:?usage: check-layers.sh BUILD_DIR [SOURCE_DIR]}"
+src="${2:-$(cd "$(dirname "$0")/.." && pwd)}"
 views="$build/host/layers"
 [ -d "$views" ] || { echo "error: check-layers: no $views; expected a configured build" >&2; exit 2; }
 cxx="${CXX:-c++}"
 failures=0
 
 # A layer's include view holds its own folder and those below it, nothing else:
-# including a header of a higher layer stops at the preprocessor.
+# including a header of a higher layer stops at the preprocessor. The header
+# must exist: a check of a file that is gone passes without checking anything.
 refused() {  # LAYER HEADER
   local out
+  if [ ! -f "$src/host/$2" ]; then
+    echo "FAIL: the check 'refused $1 $2' names host/$2, which does not exist"; failures=$((failures + 1)); return
+  fi
   if out="$(echo "#include \"$2\"" | "$cxx" -E -x c++ -I "$views/$1" - 2>&1 >/dev/null)"; then
     echo "FAIL: $1 can include $2"; failures=$((failures + 1))
   elif ! grep -q "$2: No such file" <<<"$out"; then
@@ -23,13 +29,13 @@ refused() {  # LAYER HEADER
 refused util config/experiment.h
 refused formats config/experiment.h
 refused plugins config/experiment.h
-refused config train/trainer.h
+refused config train/epoch_loop.h
 refused data distributed/communicator.h
-refused distributed train/trainer.h
-refused report train/trainer.h
+refused distributed train/epoch_loop.h
+refused report train/epoch_loop.h
 refused train run/runner.h
 refused distributed config/experiment.h
-refused cli train/trainer.h
+refused cli train/epoch_loop.h
 refused cli distributed/world.h
 refused run cli/commands.h
 refused run sweep/sweep_run.h
@@ -44,6 +50,21 @@ visible train data
 visible run train
 visible cli run
 visible cli config
+
+# Every source file's own includes: a host folder it names must be in its
+# layer's view (the build refuses it too, but only for files it compiles,
+# and says less).
+while IFS= read -r -d '' file; do
+  layer="${file#"$src/host/"}"; layer="${layer%%/*}"
+  [ -d "$views/$layer" ] || continue  # host/main.cpp, pch.h: above every layer
+  while IFS= read -r included; do
+    folder="${included%%/*}"
+    [ -d "$src/host/$folder" ] || continue  # the SDK's, LibTorch's, the system's
+    if [ ! -e "$views/$layer/$folder" ]; then
+      echo "FAIL: ${file#"$src/"} includes $included: $layer/ may not use $folder/"; failures=$((failures + 1))
+    fi
+  done < <(sed -n 's/^[[:space:]]*#[[:space:]]*include[[:space:]]*"\([^"]*\/[^"]*\)".*/\1/p' "$file")
+done < <(find "$src/host" -mindepth 2 \( -name '*.h' -o -name '*.cpp' \) -print0)
 
 # yaml-cpp is config/'s private business.
 if grep -rlE '#include <yaml-cpp|YAML::' "$src/host" --include=*.cpp --include=*.h | grep -v "^$src/host/config/"; then
