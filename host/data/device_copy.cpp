@@ -21,7 +21,7 @@ struct DeviceCopy::Impl {
   at::cuda::CUDAEvent copied;
   std::optional<Batch> in_flight;
   // A stream of its own: a pool stream could be a decode thread's too (nvJPEG's slots take them).
-  explicit Impl(c10::Device d) : device(d), side(dedicated_stream(d)) {}
+  explicit Impl(c10::Device d) : device(d), side(loop_stream(d, LoopStream::batch_copies)) {}
 };
 
 DeviceCopy::DeviceCopy(c10::Device device) : impl_(std::make_unique<Impl>(device)) {}

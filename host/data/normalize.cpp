@@ -67,10 +67,11 @@ void lookup(const uint8_t* in, float* out, int64_t numel, int64_t channels, int6
 std::pair<at::Tensor, at::Tensor> factors_on(const c10::Device& device, int64_t dims, const Affine& a) {
   using Key = std::tuple<std::string, int64_t, std::vector<float>, std::vector<float>>;
   static std::mutex mutex;
-  static std::map<Key, std::pair<at::Tensor, at::Tensor>> made;
+  // Never destroyed: device tensors freed by a static destructor would meet a CUDA runtime already unloaded.
+  static auto* made = new std::map<Key, std::pair<at::Tensor, at::Tensor>>;
   Key key{device.str(), dims, a.scale, a.shift};
   std::lock_guard<std::mutex> lock(mutex);
-  if (const auto found = made.find(key); found != made.end()) return found->second;
+  if (const auto found = made->find(key); found != made->end()) return found->second;
   std::vector<int64_t> shape(static_cast<size_t>(dims), 1);
   shape[1] = static_cast<int64_t>(a.scale.size());
   auto factors = std::make_pair(at::tensor(a.scale, at::kFloat).view(shape).to(device),
@@ -78,7 +79,7 @@ std::pair<at::Tensor, at::Tensor> factors_on(const c10::Device& device, int64_t 
   // Complete before any thread's stream reads them (a copy from pageable
   // memory may still be in flight when it returns).
   if (!device.is_cpu()) c10::impl::VirtualGuardImpl(device.type()).getStream(device).synchronize();
-  return made.emplace(std::move(key), std::move(factors)).first->second;
+  return made->emplace(std::move(key), std::move(factors)).first->second;
 }
 
 }  // namespace

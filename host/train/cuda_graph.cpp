@@ -79,7 +79,7 @@ struct CapturedStep::Impl {
   std::string failure;  ///< why the capture failed; the step runs eagerly since
 
   Impl(c10::Device d, std::vector<at::Tensor> p, int64_t w)
-      : device(d), parameters(std::move(p)), warmup(w), stream(dedicated_stream(d)) {}
+      : device(d), parameters(std::move(p)), warmup(w), stream(loop_stream(d, LoopStream::captured_step)) {}
 
   bool fits(const Batch& batch) const {
     return batch.input.sizes() == input.sizes() && batch.target.sizes() == target.sizes() &&

@@ -24,16 +24,18 @@ namespace {
 // CPU).
 at::Tensor host_scalar(double factor) { return at::scalar_tensor(factor, at::TensorOptions().dtype(at::kDouble)); }
 
-// Every gradient times a factor known on the host: on the CPU through
+// Every gradient times a factor known on the host, one call per device and
+// dtype (the multi-tensor kernels' fast path): on the CPU through
 // host_scalar (exact, above); elsewhere as a Scalar, which CUDA's kernel
 // takes without reading anything back (a CPU scalar tensor is read with
 // .item() there first).
 void scale_gradients(std::vector<at::Tensor>& grads, double factor) {
-  if (grads.empty()) return;
-  if (grads.front().is_cpu())
-    at::_foreach_mul_(grads, host_scalar(factor));
-  else
-    at::_foreach_mul_(grads, factor);
+  for (auto& [key, group] : by_device_and_dtype(grads)) {
+    if (std::get<0>(key) == c10::DeviceType::CPU)
+      at::_foreach_mul_(group, host_scalar(factor));
+    else
+      at::_foreach_mul_(group, factor);
+  }
 }
 
 std::string iteration_text(const LoopPosition& at) {

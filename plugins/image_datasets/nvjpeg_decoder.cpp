@@ -189,7 +189,7 @@ int pinned_malloc(void*, void** ptr, size_t size, cudaStream_t) {
   try {
     at::DataPtr block = at::getHostAllocator(at::kCUDA)->allocate(size);
     *ptr = block.get();
-    if (!*ptr) return 1;
+    if (!*ptr) return size == 0 ? 0 : 1;
     std::lock_guard<std::mutex> lock(pinned_blocks().mutex);
     pinned_blocks().live.emplace(*ptr, std::move(block));
     return 0;

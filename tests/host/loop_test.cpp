@@ -12,6 +12,7 @@
 #include "support/support.h"
 #include "train/grad_norm.h"
 #include "train/guard.h"
+#include "train/update.h"
 #include "trainyard/meter.h"
 #include "trainyard/optimizer.h"
 
@@ -420,7 +421,8 @@ TEST(Optimizers, EveryFusedAndForeachCallTakesOneDtypeAndOneDevice) {
   MultiTensorCalls calls;
   const at::Tensor norm = squared_norm_tensor(grads).sqrt();
   clamp_gradients(grads, 0.5);
-  scale_gradients_by(grads, at::where(norm > 1.0, 1.0 / norm, 1.0));
+  scale_gradients_by(grads, at::where(norm > 1.0, 1.0 / norm, 1.0));  // a factor kept on the device
+  clip_gradients(grads, 0.2, 0.1);                                    // by value and by a norm read back
   EXPECT_GT(calls.count(), 0u);
   EXPECT_EQ(calls.first_mixed(), "");
 }
