@@ -100,6 +100,10 @@ int describe_command(int argc, char** argv) {
     if (name != section) continue;
     std::cout << section << " (host section)\n";
     print_schema(*schema);
+    std::vector<std::string> resumable;
+    for (const auto& spec : schema->specs())
+      if (changeable_on_resume(section + "." + spec.key)) resumable.push_back(spec.key);
+    if (!resumable.empty()) std::cout << "may change when a run resumes: " << join(resumable) << "\n";
     return 0;
   }
   Registry registry;

@@ -1,8 +1,8 @@
 #include "config/config_diff.h"
 
 #include <map>
-#include <regex>
 
+#include "config/sections.h"
 #include "trainyard/options.h"
 
 namespace trainyard::host {
@@ -26,11 +26,17 @@ void flatten(const nlohmann::ordered_json& node, const std::string& prefix, std:
   }
 }
 
-// Lengths that extend a run, and settings that change how fast or how
-// verbosely it runs but not what it computes (batches are the same for any
-// number of decode threads).
-const std::regex kAllowed(
-    R"(^(stages\[\d+\]\.)?loop\.(epochs|log_every_iters|decode_threads|prefetch_batches|stall_timeout_secs|stop_grace_secs|update_checks_every)$|^output\.keep_checkpoints$|^checkpoint\.async$|^distributed\.timeout_secs$|^callbacks(\[\d+\].*)?$)");
+// A change of `key` (flattened: "loop.epochs", "stages[1].loop.epochs",
+// "callbacks[0].every") that a resumed run may make: a section key marked
+// changeable on resume where it is declared (config/sections.cpp), in a
+// stage too, or any callback entry (callbacks watch the run; they do not
+// change what it computes).
+bool allowed_on_resume(std::string key) {
+  if (key.rfind("stages[", 0) == 0)
+    if (const size_t end = key.find("]."); end != std::string::npos) key = key.substr(end + 2);
+  if (key == "callbacks" || key.rfind("callbacks[", 0) == 0) return true;
+  return changeable_on_resume(key);
+}
 
 }  // namespace
 
@@ -44,7 +50,7 @@ std::vector<ConfigChange> config_changes(const nlohmann::ordered_json& saved, co
   };
   std::vector<ConfigChange> out;
   auto add = [&](const std::string& k, const std::string& before, const std::string& after) {
-    if (!ignored(k)) out.push_back({k, before, after, std::regex_search(k, kAllowed)});
+    if (!ignored(k)) out.push_back({k, before, after, allowed_on_resume(k)});
   };
   for (const auto& [k, v] : a) {
     auto it = b.find(k);

@@ -1,11 +1,38 @@
 #include "config/sections.h"
 
 #include <algorithm>
+#include <mutex>
+#include <set>
 
 #include "trainyard/error.h"
 #include "util/process.h"
 
 namespace trainyard::host {
+namespace {
+
+std::mutex resumable_mutex;
+std::set<std::string>& resumable_keys() {  // "section.key", under resumable_mutex
+  static std::set<std::string> keys;
+  return keys;
+}
+
+// Marks a key that a run may change when it resumes: it lengthens the run,
+// or changes how fast or how verbosely it runs, never what it computes (the
+// batches are the same for any number of decode threads). The mark sits
+// where the key is declared; changeable_on_resume() reads it.
+OptionSpec& changeable_on_resume(const char* section, OptionSpec& spec) {
+  const std::lock_guard<std::mutex> lock(resumable_mutex);
+  resumable_keys().insert(std::string(section) + "." + spec.key);
+  return spec;
+}
+
+}  // namespace
+
+bool changeable_on_resume(const std::string& key) {
+  (void)host_sections();  // every section built: each marks its keys as it declares them
+  const std::lock_guard<std::mutex> lock(resumable_mutex);
+  return resumable_keys().count(key) != 0;
+}
 
 std::optional<int64_t> LoopConfig::decode_thread_count() const {
   if (decode_threads == "auto") return std::nullopt;
@@ -23,7 +50,7 @@ const TypedSchema<LoopConfig>& loop_section() {
     TypedSchema<L> s;
     // Bounded so that epochs x iterations (and every step count made from them)
     // fits in 64 bits: at most 1e6 epochs of at most 1e12 samples.
-    s.add("epochs", &L::epochs, 1, "number of epochs to train").range(0, 1000000);
+    changeable_on_resume("loop", s.add("epochs", &L::epochs, 1, "number of epochs to train").range(0, 1000000));
     s.add("batch_per_device", &L::batch_per_device, 64, "training batch size on each device (process)").min(1);
     s.add("test_batch_per_device", &L::test_batch_per_device, 0, "test batch size; 0 uses batch_per_device").min(0);
     s.add("train_samples_per_epoch", &L::train_samples_per_epoch, 0,
@@ -41,8 +68,9 @@ const TypedSchema<LoopConfig>& loop_section() {
     s.add("samples_per_class", &L::samples_per_class, 0, "P x K batches: K samples of each class per batch").min(0);
     s.add("pk_with_replacement", &L::pk_with_replacement, false,
           "P x K batches: draw a class with fewer than K samples with replacement instead of refusing it");
-    s.add("log_every_iters", &L::log_every_iters, 50, "write train meter values to metrics.jsonl every N iterations")
-        .min(1);
+    changeable_on_resume("loop", s.add("log_every_iters", &L::log_every_iters, 50,
+                                       "write train meter values to metrics.jsonl every N iterations")
+                                     .min(1));
     s.add("checkpoint_every_iters", &L::checkpoint_every_iters, 0,
           "also checkpoint every N train iterations; 0 only at epoch end")
         .min(0);
@@ -56,13 +84,15 @@ const TypedSchema<LoopConfig>& loop_section() {
           "scale gradients down to at most this global L2 norm; 0 does not clip")
         .min(0.0);
     s.add("clip_grad_value", &L::clip_grad_value, 0.0, "clamp every gradient to [-v, v]; 0 does not clip").min(0.0);
-    s.add("decode_threads", &L::decode_threads, "auto",
-          "threads per rank that read, decode and augment samples: auto (one per CPU this rank may use, from its "
-          "affinity mask, Slurm's cpus-per-task or threads_per_process and the ranks on its node, keeping one for "
-          "the training thread), or 0 to 64 (0 does it on the training thread)");
-    s.add("prefetch_batches", &L::prefetch_batches, 4,
-          "batches kept ahead of training besides the one each decode thread is making")
-        .range(1, 1024);
+    changeable_on_resume(
+        "loop",
+        s.add("decode_threads", &L::decode_threads, "auto",
+              "threads per rank that read, decode and augment samples: auto (one per CPU this rank may use, from its "
+              "affinity mask, Slurm's cpus-per-task or threads_per_process and the ranks on its node, keeping one for "
+              "the training thread), or 0 to 64 (0 does it on the training thread)"));
+    changeable_on_resume("loop", s.add("prefetch_batches", &L::prefetch_batches, 4,
+                                       "batches kept ahead of training besides the one each decode thread is making")
+                                     .range(1, 1024));
     s.add("nonfinite", &L::nonfinite, "error",
           "a NaN or infinite loss or gradient: error (stop before the update, checkpoint, name the cause), skip "
           "(drop that update, count it; stop after nonfinite_max_skips in a row), or ignore")
@@ -73,13 +103,16 @@ const TypedSchema<LoopConfig>& loop_section() {
     s.add("nonfinite_max_skips", &L::nonfinite_max_skips, 10,
           "skip: updates dropped in a row before the run stops as with error")
         .min(1);
-    s.add("update_checks_every", &L::update_checks_every, "auto",
-          "updates between the host's reads of each update's checks (gradient norm, NaN/inf, loop.nonfinite's "
-          "skips), which stay on the device in between: a non-finite update is skipped there by the optimizer's "
-          "fused kernel and acted on at the next read, with the last good weights. auto: 1 on the CPU (a read costs "
-          "nothing there), one read per train log line on a GPU (log_every_iters / iter_size updates); or a count "
-          "from 1 (1: the host waits for the device at every update). fp16-mixed, --debug, find-lr and optimizers "
-          "that cannot skip a step on the device read every update");
+    changeable_on_resume(
+        "loop",
+        s.add(
+            "update_checks_every", &L::update_checks_every, "auto",
+            "updates between the host's reads of each update's checks (gradient norm, NaN/inf, loop.nonfinite's "
+            "skips), which stay on the device in between: a non-finite update is skipped there by the optimizer's "
+            "fused kernel and acted on at the next read, with the last good weights. auto: 1 on the CPU (a read costs "
+            "nothing there), one read per train log line on a GPU (log_every_iters / iter_size updates); or a count "
+            "from 1 (1: the host waits for the device at every update). fp16-mixed, --debug, find-lr and optimizers "
+            "that cannot skip a step on the device read every update"));
     s.add("cuda_graph", &L::cuda_graph, false,
           "capture each training step's forward, loss and backward once as a CUDA graph and replay it (one launch "
           "instead of one per kernel; the update stays outside it): one GPU, iter_size 1, fp32 or bf16-mixed, a "
@@ -97,18 +130,22 @@ const TypedSchema<LoopConfig>& loop_section() {
           "sample shape, off otherwise; true or false as written (a CPU run never uses cuDNN). The choice and its "
           "reason are recorded in provenance.json")
         .one_of({"auto", "true", "false"});
-    s.add("stall_timeout_secs", &L::stall_timeout_secs, 1800.0,
-          "the watchdog ends the run (exit code 5, stack traces in RUN_DIR/stall-rankN.txt) when no step, test batch "
-          "or component call completes for this long; 0 turns it off")
-        .range(0.0, 1e7);
+    changeable_on_resume("loop", s.add("stall_timeout_secs", &L::stall_timeout_secs, 1800.0,
+                                       "the watchdog ends the run (exit code 5, stack traces in "
+                                       "RUN_DIR/stall-rankN.txt) when no step, test batch "
+                                       "or component call completes for this long; 0 turns it off")
+                                     .range(0.0, 1e7));
     // 15 s: the watchdog names the hung component, writes its stacks and
     // frees the run lock well within the 30 s that Slurm (KillWait) and
     // Kubernetes (terminationGracePeriodSeconds) allow by default.
-    s.add("stop_grace_secs", &L::stop_grace_secs, 15.0,
-          "after a stop signal, how long the loop may take to reach its next boundary (and write its checkpoint) "
-          "before the watchdog names what hangs and ends the run (exit code 5); keep it under the scheduler's grace "
-          "(30 s by default in Slurm and Kubernetes)")
-        .range(1.0, 1e7);
+    changeable_on_resume(
+        "loop",
+        s.add(
+             "stop_grace_secs", &L::stop_grace_secs, 15.0,
+             "after a stop signal, how long the loop may take to reach its next boundary (and write its checkpoint) "
+             "before the watchdog names what hangs and ends the run (exit code 5); keep it under the scheduler's grace "
+             "(30 s by default in Slurm and Kubernetes)")
+            .range(1.0, 1e7));
     return s;
   }();
   return schema;
@@ -134,8 +171,9 @@ const TypedSchema<DistributedConfig>& distributed_section() {
         .one_of({"tcp", "file"});
     s.add("rendezvous_file", &D::rendezvous_file, "",
           "the shared file for rendezvous: file (removed when the run ends cleanly)");
-    s.add("timeout_secs", &D::timeout_secs, 60, "a rank that does not answer within this time fails the run")
-        .range(1, 86400);
+    changeable_on_resume("distributed", s.add("timeout_secs", &D::timeout_secs, 60,
+                                              "a rank that does not answer within this time fails the run")
+                                            .range(1, 86400));
     s.add("bucket_mb", &D::bucket_mb, 25, "gradients are averaged in flat buckets of about this size").range(1, 4096);
     s.add("sync_batch_norm", &D::sync_batch_norm, false,
           "batch norm statistics over the global batch (networks that use trainyard::SyncBatchNorm2d)");
@@ -169,7 +207,9 @@ const TypedSchema<OutputConfig>& output_section() {
     using O = OutputConfig;
     TypedSchema<O> s;
     s.add("dir", &O::dir, "runs", "folder holding run directories (<dir>/<name>/); relative to the working directory");
-    s.add("keep_checkpoints", &O::keep_checkpoints, 3, "how many recent checkpoints to keep; 0 keeps all").min(0);
+    changeable_on_resume(
+        "output",
+        s.add("keep_checkpoints", &O::keep_checkpoints, 3, "how many recent checkpoints to keep; 0 keeps all").min(0));
     s.add("report", &O::report, true, "write report.html and plots/*.svg in the run directory at the end of a run");
     return s;
   }();
@@ -180,9 +220,10 @@ const TypedSchema<CheckpointConfig>& checkpoint_section() {
   static const TypedSchema<CheckpointConfig> schema = [] {
     using C = CheckpointConfig;
     TypedSchema<C> s;
-    s.add("async", &C::async, true,
-          "the training thread only copies the checkpoint's tensors to host memory and a writer thread writes the "
-          "file (one write at a time); false writes it on the training thread");
+    changeable_on_resume("checkpoint",
+                         s.add("async", &C::async, true,
+                               "the training thread only copies the checkpoint's tensors to host memory and a writer "
+                               "thread writes the file (one write at a time); false writes it on the training thread"));
     return s;
   }();
   return schema;

@@ -155,6 +155,12 @@ const Schema& stopping_schema();
 const Schema& schedule_schema();
 const Schema& ema_schema();
 
+/// Whether a run may change `key` ("loop.epochs": a section and its key)
+/// when it resumes: marked where the key is declared (sections.cpp), for keys
+/// that lengthen a run or change how fast or verbosely it runs, never what it
+/// computes.
+bool changeable_on_resume(const std::string& key);
+
 /// The host's own sections by name (loop, distributed, ...): `describe`,
 /// completion, and the resume comparison's defaults.
 const std::vector<std::pair<std::string, const Schema*>>& host_sections();

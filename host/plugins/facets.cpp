@@ -45,6 +45,11 @@ Facets facets_of(const Component* component, Callback&) {
 }
 
 Facets facets_of(const Component*, Optimizer&) { return {}; }
+
+Facets with_built_optimizer(Facets facets, torch::optim::Optimizer& built) {
+  facets.skippable_step = dynamic_cast<SkippableStep*>(&built);
+  return facets;
+}
 Facets facets_of(const Component*, AdditionalOverride&) { return {}; }
 
 }  // namespace trainyard::host

@@ -37,6 +37,9 @@ struct Facets {
   LossValues* loss_values = nullptr;                ///< values a loss reports (SDK 1.4)
   LossParameters* loss_parameters = nullptr;        ///< a loss's own parameters (SDK 1.4)
   SampleMeter* sample_meter = nullptr;              ///< a meter of one row per sample (SDK 1.4)
+  /// The torch optimizer an optimizer built, where it can skip a step on the
+  /// device (SDK 1.4): set by with_built_optimizer().
+  SkippableStep* skippable_step = nullptr;
 };
 
 /// `object`'s record, as built by `component`'s factory (null `component`:
@@ -46,8 +49,11 @@ Facets facets_of(const Component* component, Network& object);
 Facets facets_of(const Component* component, Loss& object);
 Facets facets_of(const Component* component, Meter& object);
 Facets facets_of(const Component* component, Callback& object);
-/// Optimizers and overrides have no optional parts: an empty record.
+/// An optimizer's record is empty until it has built its torch optimizer;
+/// overrides have no optional parts.
 Facets facets_of(const Component* component, Optimizer& object);
+/// An optimizer's record once it built `built` (which must outlive the record).
+Facets with_built_optimizer(Facets facets, torch::optim::Optimizer& built);
 Facets facets_of(const Component* component, AdditionalOverride& object);
 
 }  // namespace trainyard::host

@@ -18,7 +18,8 @@ Components build_checked(const Experiment& stage, Context& context, std::vector<
 }
 
 std::unique_ptr<EpochLoop> assemble_stage(const Experiment& stage, Context& context, Communicator* comm,
-                                          const RunPaths& paths, std::shared_ptr<CheckpointStore> store) {
+                                          const RunPaths& paths, std::shared_ptr<CheckpointStore> store,
+                                          const std::vector<PlacedHook>& run_hooks) {
   auto loop = std::make_unique<EpochLoop>(stage, build_checked(stage, context), context, paths, std::move(store));
   loop->set_communicator(comm);
   BuiltinHookSettings settings;
@@ -35,6 +36,7 @@ std::unique_ptr<EpochLoop> assemble_stage(const Experiment& stage, Context& cont
   if (stage.ema.enabled)
     loop->hooks().add(weight_average_hook(std::make_shared<WeightAverage>(stage.ema, loop->network())),
                       priority::highest);
+  for (const PlacedHook& placed : run_hooks) loop->hooks().add(placed.hook, placed.priority);
   return loop;
 }
 

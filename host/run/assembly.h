@@ -3,6 +3,7 @@
 // loop. Every mode (train, validate, eval, predict, export, find-lr) goes
 // through it, so a new mode (embed, search, averaged weights) is not a new
 // copy of the sequence. Internal to run/: the CLI sees the modes, not this.
+#include <cstdint>
 #include <memory>
 #include <string>
 #include <vector>
@@ -16,6 +17,13 @@ namespace trainyard::host {
 class CheckpointStore;
 class Communicator;
 class EpochLoop;
+class HostHook;
+
+/// A hook and its place among a loop's hooks (train/hooks.h's priorities).
+struct PlacedHook {
+  std::shared_ptr<HostHook> hook;
+  int64_t priority = 0;
+};
 
 /// The stage's components, built after seeding with the stage's seed (the
 /// same initial weights whichever way a stage starts: fresh, resumed,
@@ -28,10 +36,12 @@ Components build_checked(const Experiment& stage, Context& context, std::vector<
 /// The loop over build_checked()'s components, joined to `comm`'s ranks
 /// (null: one process), writing under `paths` (empty: nowhere), with the
 /// host's own hooks added (train/builtin_hooks.h, and the weight average's
-/// with `ema:`). `store`: the run's checkpoints (null: the loop makes its
-/// own over paths.checkpoints). The whole stage: build_checked's, and the
-/// loop's sections (loop, schedule, stopping, ema, output).
+/// with `ema:`) and `run_hooks` (a mode's own, run/run_hooks.h): the one
+/// place hooks are added. `store`: the run's checkpoints (null: the loop
+/// makes its own over paths.checkpoints). The whole stage: build_checked's,
+/// and the loop's sections (loop, schedule, stopping, ema, output).
 std::unique_ptr<EpochLoop> assemble_stage(const Experiment& stage, Context& context, Communicator* comm,
-                                          const RunPaths& paths, std::shared_ptr<CheckpointStore> store = nullptr);
+                                          const RunPaths& paths, std::shared_ptr<CheckpointStore> store = nullptr,
+                                          const std::vector<PlacedHook>& run_hooks = {});
 
 }  // namespace trainyard::host

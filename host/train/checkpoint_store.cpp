@@ -110,6 +110,11 @@ std::string CheckpointStore::path_of(const LoopPosition& at) const {
 
 std::vector<std::string> CheckpointStore::list() const { return list_checkpoints(dir_); }
 
+bool CheckpointStore::has_manifest(const std::string& path) const {
+  std::error_code ec;
+  return fs::exists(manifest_path(path), ec);
+}
+
 std::vector<std::string> CheckpointStore::remove_stale_temporaries() const {
   return host::remove_stale_temporaries(dir_);
 }

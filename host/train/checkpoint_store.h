@@ -45,6 +45,11 @@ class CheckpointStore {
   std::vector<std::string> remove_stale_temporaries() const;
 
   void verify(const std::string& path) const { verify_checkpoint(path); }
+  /// What the checkpoint's manifest records (its configuration and hash);
+  /// throws trainyard::Error when it has none or it is unreadable.
+  ManifestRecord manifest(const std::string& path) const { return read_manifest(path); }
+  /// Whether the checkpoint has a manifest, written only after the checkpoint was whole.
+  bool has_manifest(const std::string& path) const;
   CheckpointState peek(const std::string& path) const { return peek_checkpoint(path); }
   CheckpointState load(const std::string& path, Network& network, torch::optim::Optimizer& optimizer,
                        Verify verify = Verify::yes, const std::vector<CheckpointPart*>& parts = {}) const {

@@ -122,6 +122,7 @@ void build_optimizer(const ComponentConfig& spec, Network& network, Optimizer& p
     if (!members[s].empty()) groups.emplace_back(members[s]), slots.push_back(s);
   c.optimizer = guarded(spec, "build", [&] { return plugin.build(std::move(groups)); });
   if (!c.optimizer) throw ComponentFailure(component_label(spec) + " built no optimizer");
+  c.optimizer_plugin.facets = with_built_optimizer(c.optimizer_plugin.facets, *c.optimizer);
   auto& built = c.optimizer->param_groups();
   if (built.size() != slots.size())
     throw ComponentFailure(component_label(spec) + " built " + std::to_string(built.size()) +

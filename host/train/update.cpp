@@ -75,7 +75,7 @@ Updater::Updater(UpdateSettings settings, Components& c, const Context& context)
     : s_(std::move(settings)), c_(c), context_(context), parameters_(c.network.object->parameters()) {
   scaler_.enabled = autocast_dtype(s_.precision) == at::kHalf;
   for (auto& group : c_.optimizer->param_groups()) base_lrs_.push_back(group.options().get_lr());
-  skippable_ = dynamic_cast<trainyard::SkippableStep*>(c_.optimizer.get());
+  skippable_ = c_.optimizer_plugin.facets.skippable_step;
   // On the CPU a read costs nothing; on a GPU each one empties the device's
   // queue, and the train log line reads the meters then anyway.
   checks_every_ = s_.update_checks_every > 0 ? s_.update_checks_every

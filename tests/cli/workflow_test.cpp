@@ -2,6 +2,7 @@
 #include <gtest/gtest.h>
 
 #include <filesystem>
+#include <map>
 #include <regex>
 
 #include <torch/serialize/input-archive.h>
@@ -170,6 +171,63 @@ TEST(ConfigChanges, ExtendingIsAllowedOtherChangesAreRefusedUnlessAsked) {
   EXPECT_FALSE(changes[0].allowed);
   EXPECT_EQ(changes[1].key, "loop.epochs");
   EXPECT_TRUE(changes[1].allowed);
+}
+
+// The keys a resumed run may change are marked where each is declared
+// (config/sections.cpp); `describe` lists them, and the comparison reads the
+// same marks, in a stage too.
+TEST(ConfigChanges, TheKeysThatMayChangeOnResumeAreMarkedInTheSchema) {
+  const std::map<std::string, bool> allowed = {
+      {"loop.epochs", true},
+      {"loop.log_every_iters", true},
+      {"loop.decode_threads", true},
+      {"loop.prefetch_batches", true},
+      {"loop.update_checks_every", true},
+      {"loop.stall_timeout_secs", true},
+      {"loop.stop_grace_secs", true},
+      {"output.keep_checkpoints", true},
+      {"checkpoint.async", true},
+      {"distributed.timeout_secs", true},
+      {"stages[1].loop.epochs", true},
+      {"callbacks[0].every", true},
+      {"loop.batch_per_device", false},
+      {"loop.precision", false},
+      {"stages[1].loop.iter_size", false},
+      {"distributed.num_gpus", false},
+      {"output.report", false},
+      {"optimizer.lr", false},
+      {"epochs", false},
+  };
+  for (const auto& [key, expected] : allowed) {
+    // A flattened key is a path: the same path in nested objects and arrays.
+    nlohmann::ordered_json before, after;
+    auto set = [&](nlohmann::ordered_json& root, int value) {
+      root = nlohmann::ordered_json::object();
+      root[nlohmann::ordered_json::json_pointer("/" + [&] {
+        std::string path = key;
+        for (auto& c : path)
+          if (c == '.') c = '/';
+        for (size_t at; (at = path.find('[')) != std::string::npos;) path.replace(at, 1, "/");
+        for (size_t at; (at = path.find(']')) != std::string::npos;) path.erase(at, 1);
+        return path;
+      }())] = value;
+    };
+    set(before, 1);
+    set(after, 2);
+    const auto changes = config_changes(before, after);
+    ASSERT_FALSE(changes.empty()) << key;
+    EXPECT_EQ(changes.back().key, key);
+    EXPECT_EQ(changes.back().allowed, expected) << key;
+  }
+  const auto loop = test::trainyard("describe loop");
+  ASSERT_EQ(loop.exit_code, 0) << loop.err;
+  EXPECT_TRUE(
+      test::contains(loop.out,
+                     "may change when a run resumes: epochs, log_every_iters, decode_threads, prefetch_batches, "
+                     "update_checks_every, stall_timeout_secs, stop_grace_secs"))
+      << loop.out;
+  EXPECT_TRUE(test::contains(test::trainyard("describe checkpoint").out, "may change when a run resumes: async"));
+  EXPECT_FALSE(test::contains(test::trainyard("describe stopping").out, "may change when a run resumes"));
 }
 
 }  // namespace
