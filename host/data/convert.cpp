@@ -2,7 +2,6 @@
 
 #include <lmdb.h>
 #include <unistd.h>
-#include <zlib.h>
 
 #include <algorithm>
 #include <chrono>
@@ -13,11 +12,9 @@
 #include <iterator>
 #include <numeric>
 
-#include <opencv2/imgproc.hpp>
-
+#include "data/convert_source.h"
 #include "trainyard/error.h"
 #include "trainyard/image_codec.h"
-#include "trainyard/labeled_files.h"
 #include "trainyard/random.h"
 #include "trainyard/record.h"
 #include "util/files.h"
@@ -27,204 +24,6 @@ namespace fs = std::filesystem;
 
 namespace trainyard::host {
 namespace {
-
-// One sample to convert: where its images come from, and its label.
-struct Item {
-  std::vector<std::string> files;  ///< image files (inputs then targets), or empty for idx
-  int64_t idx_index = -1;          ///< row in the idx arrays
-  int64_t label = -1;              ///< class index, -1 for none
-  std::string id;
-};
-
-struct Source {
-  std::vector<Item> items;
-  std::vector<std::string> class_names;
-  int64_t input_images = 1;
-  std::string description;
-  // idx: the arrays in memory
-  std::vector<uint8_t> idx_pixels;
-  int idx_rows = 0, idx_cols = 0;
-};
-
-void need_folder(const std::string& dir, const std::string& what) {
-  if (!fs::is_directory(dir))
-    throw ConfigError("convert: " + what + " '" + dir + "' is not a folder", "expected an existing folder",
-                      "check the path");
-}
-
-std::vector<uint8_t> read_idx(const std::string& path, int rank, std::vector<int64_t>& dims) {
-  if (!fs::is_regular_file(path))
-    throw ConfigError("convert: " + path + ": file does not exist", "expected an idx file (.gz or plain)", "");
-  gzFile f = gzopen(path.c_str(), "rb");
-  if (!f) throw ConfigError("convert: " + path + ": cannot open", "expected a readable file", "");
-  std::vector<uint8_t> bytes;
-  uint8_t buf[1 << 16];
-  int n;
-  while ((n = gzread(f, buf, sizeof buf)) > 0) bytes.insert(bytes.end(), buf, buf + n);
-  gzclose(f);
-  const size_t header = 4 + 4 * static_cast<size_t>(rank);
-  if (bytes.size() < header || bytes[0] != 0 || bytes[1] != 0 || bytes[2] != 8 || bytes[3] != rank)
-    throw ConfigError(
-        "convert: " + path + ": not an idx file of unsigned bytes with " + std::to_string(rank) + " dimensions",
-        "expected the magic 00 00 08 0" + std::to_string(rank), "");
-  size_t total = 1;
-  for (int i = 0; i < rank; ++i) {
-    const uint8_t* d = &bytes[4 + 4 * i];
-    dims.push_back((int64_t(d[0]) << 24) | (int64_t(d[1]) << 16) | (int64_t(d[2]) << 8) | d[3]);
-    total *= static_cast<size_t>(dims.back());
-  }
-  if (bytes.size() - header != total)
-    throw ConfigError("convert: " + path + ": truncated",
-                      "expected " + std::to_string(total) + " data bytes, got " + std::to_string(bytes.size() - header),
-                      "");
-  return std::vector<uint8_t>(bytes.begin() + static_cast<long>(header), bytes.end());
-}
-
-Source read_source(const ConvertOptions& o) {
-  Source s;
-  if (o.from == "folder" || o.from == "csv") {
-    if (o.inputs.size() != 1)
-      throw ConfigError("convert --from " + o.from + ": give one --input " + (o.from == "csv" ? "FILE.csv" : "ROOT"),
-                        "expected 1 --input, got " + std::to_string(o.inputs.size()), "");
-    LabeledFiles files;
-    if (o.from == "folder") {
-      need_folder(o.inputs[0], "--input");
-      files = list_class_folders(o.inputs[0]);
-    } else {
-      try {
-        files = read_path_label_csv(o.inputs[0]);
-      } catch (const ConfigError& e) {
-        throw ConfigError(std::string("convert: ") + e.what());
-      }
-    }
-    for (size_t i = 0; i < files.paths.size(); ++i) {
-      // The id: class/file for folders, the file name for CSV rows.
-      const fs::path p = files.paths[i];
-      const std::string id = o.from == "folder" ? p.parent_path().filename().string() + "/" + p.filename().string()
-                                                : p.filename().string();
-      s.items.push_back({{files.paths[i]}, -1, files.labels[i], id});
-    }
-    s.class_names = std::move(files.class_names);
-    s.description = o.from + " " + o.inputs[0];
-  } else if (o.from == "idx") {
-    if (o.images.empty() || o.labels.empty())
-      throw ConfigError("convert --from idx: needs --images and --labels",
-                        "expected e.g. --images train-images-idx3-ubyte.gz --labels train-labels-idx1-ubyte.gz", "");
-    std::vector<int64_t> image_dims, label_dims;
-    s.idx_pixels = read_idx(o.images, 3, image_dims);
-    std::vector<uint8_t> labels = read_idx(o.labels, 1, label_dims);
-    if (image_dims[0] != label_dims[0])
-      throw ConfigError(
-          "convert: " + std::to_string(image_dims[0]) + " images but " + std::to_string(label_dims[0]) + " labels",
-          "expected as many labels as images", "");
-    s.idx_rows = int(image_dims[1]);
-    s.idx_cols = int(image_dims[2]);
-    int64_t max_label = 0;
-    for (int64_t i = 0; i < image_dims[0]; ++i) {
-      s.items.push_back({{}, i, labels[size_t(i)], std::to_string(i)});
-      max_label = std::max<int64_t>(max_label, labels[size_t(i)]);
-    }
-    for (int64_t i = 0; i <= max_label; ++i) s.class_names.push_back(std::to_string(i));
-    s.description = "idx " + o.images;
-  } else if (o.from == "parallel") {
-    if (o.inputs.empty())
-      throw ConfigError("convert --from parallel: give --input DIR (repeatable) and optionally --target DIR",
-                        "expected at least one --input", "");
-    std::vector<std::string> dirs = o.inputs;
-    dirs.insert(dirs.end(), o.targets.begin(), o.targets.end());
-    for (const auto& d : dirs) need_folder(d, "folder");
-    // Samples are the file names of the first folder; every other folder must have them too.
-    for (const auto& name : sorted_image_files(dirs[0])) {
-      Item item;
-      item.id = name;
-      for (const auto& d : dirs) {
-        fs::path p = fs::path(d) / name;
-        if (!fs::exists(p))
-          throw ConfigError("convert: '" + name + "' is in " + dirs[0] + " but not in " + d,
-                            "expected the same file names in every parallel folder", "");
-        item.files.push_back(p.string());
-      }
-      s.items.push_back(std::move(item));
-    }
-    s.input_images = int64_t(o.inputs.size());
-    s.description = "parallel " + join(dirs);
-  } else {
-    throw ConfigError("convert: unknown --from '" + o.from + "'", "expected one of folder, csv, idx, parallel",
-                      did_you_mean(o.from, {"folder", "csv", "idx", "parallel"}));
-  }
-  if (s.items.empty())
-    throw ConfigError("convert: the source holds no samples (" + s.description + ")", "expected images", "");
-  return s;
-}
-
-EncodedImage encode(const cv::Mat& image, const ConvertOptions& o, const std::string& what) {
-  cv::Mat m = image;
-  if (o.resize_h > 0 && (m.rows != o.resize_h || m.cols != o.resize_w))
-    cv::resize(m, m, cv::Size(o.resize_w, o.resize_h), 0, 0, m.rows > o.resize_h ? cv::INTER_AREA : cv::INTER_LINEAR);
-  EncodedImage e;
-  e.rows = uint32_t(m.rows);
-  e.cols = uint32_t(m.cols);
-  e.channels = uint8_t(m.channels());
-  if (o.encoding == "raw") {
-    e.encoding = ImageEncoding::raw;
-    cv::Mat c = m.isContinuous() ? m : m.clone();
-    e.bytes.assign(reinterpret_cast<const char*>(c.data), c.total() * c.elemSize());
-    return e;
-  }
-  try {
-    e.bytes = o.encoding == "png" ? image_codec::encode_png(m) : image_codec::encode_jpeg(m, o.quality);
-  } catch (const image_codec::Error& failure) {
-    throw Error("convert: cannot encode " + what + " as " + o.encoding + ": " + failure.what());
-  }
-  e.encoding = o.encoding == "png" ? ImageEncoding::png : ImageEncoding::jpeg;
-  return e;
-}
-
-std::string read_bytes(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
-}
-
-// The image in a file's bytes, as a record stores it: 8-bit, BGR or gray.
-cv::Mat decode_file(const std::string& bytes, const std::string& path) {
-  cv::Mat m;
-  try {
-    m = image_codec::decode(bytes.data(), bytes.size());
-  } catch (const image_codec::Error& e) {
-    throw ConfigError("convert: " + path + ": cannot read or decode the image (" + e.what() + ")",
-                      "expected a JPEG, PNG, BMP, TIFF, WebP or PNM file", "remove or fix the file");
-  }
-  if (m.channels() == 4) cv::cvtColor(m, m, cv::COLOR_BGRA2BGR);
-  if (m.depth() != CV_8U) m.convertTo(m, CV_8U, m.depth() == CV_16U ? 1.0 / 257 : 1.0);
-  return m;
-}
-
-cv::Mat load(const std::string& path) { return decode_file(read_bytes(path), path); }
-
-// --encoding keep: the file's own bytes (a JPEG stays the JPEG it was: no
-// second lossy encode, and the reader can decode it at reduced scale).
-EncodedImage keep_file(const std::string& path, const ConvertOptions& o) {
-  if (o.resize_h > 0)
-    throw ConfigError("convert: --encoding keep with --resize", "expected one of them",
-                      "drop --resize, or choose png or jpeg");
-  EncodedImage e;
-  e.bytes = read_bytes(path);
-  const cv::Mat m = decode_file(e.bytes, path);  // checks that it decodes, and gives the size the record states
-  const auto starts = [&](const char* magic, size_t n) {
-    return e.bytes.size() >= n && e.bytes.compare(0, n, magic, n) == 0;
-  };
-  if (starts("\xFF\xD8\xFF", 3))
-    e.encoding = ImageEncoding::jpeg;
-  else if (starts("\x89PNG\r\n\x1A\n", 8))
-    e.encoding = ImageEncoding::png;
-  else
-    throw ConfigError("convert: " + path + ": neither a JPEG nor a PNG file",
-                      "expected JPEG or PNG files with --encoding keep", "choose --encoding png or jpeg to re-encode");
-  e.rows = uint32_t(m.rows);
-  e.cols = uint32_t(m.cols);
-  e.channels = uint8_t(m.channels());
-  return e;
-}
 
 class Progress {
  public:
@@ -254,20 +53,6 @@ class Progress {
   double last_ = -1;
   int next_percent_ = 0;
 };
-
-// A sample's images as stored: the idx row's pixels, or each file, encoded
-// (or kept as it is, with --encoding keep).
-std::vector<EncodedImage> encode_images(const Source& s, const Item& item, const ConvertOptions& o) {
-  std::vector<EncodedImage> images;
-  if (item.idx_index >= 0) {
-    cv::Mat m(s.idx_rows, s.idx_cols, CV_8UC1,
-              const_cast<uint8_t*>(&s.idx_pixels[size_t(item.idx_index) * size_t(s.idx_rows * s.idx_cols)]));
-    images.push_back(encode(m, o, "sample " + item.id));
-  } else {
-    for (const auto& f : item.files) images.push_back(o.encoding == "keep" ? keep_file(f, o) : encode(load(f), o, f));
-  }
-  return images;
-}
 
 void lmdb_check(int rc, const std::string& what) {
   if (rc != 0) throw Error("convert: LMDB: " + what + ": " + mdb_strerror(rc));

@@ -1,0 +1,41 @@
+#pragma once
+// convert's input side (data/convert.h): the samples a source names (an
+// image folder, a CSV of files and labels, or idx arrays) and each sample's
+// images as they are stored in a record (encoded, or kept as they are).
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "data/convert.h"
+#include "trainyard/record.h"
+
+namespace trainyard::host {
+
+// One sample to convert: where its images come from, and its label.
+struct Item {
+  std::vector<std::string> files;  ///< image files (inputs then targets), or empty for idx
+  int64_t idx_index = -1;          ///< row in the idx arrays
+  int64_t label = -1;              ///< class index, -1 for none
+  std::string id;
+};
+
+/// A source's samples, in the order read, and what the records say of them.
+struct Source {
+  std::vector<Item> items;
+  std::vector<std::string> class_names;
+  int64_t input_images = 1;
+  std::string description;
+  // idx: the arrays in memory
+  std::vector<uint8_t> idx_pixels;
+  int idx_rows = 0, idx_cols = 0;
+};
+
+/// The samples `o`'s source names, checked (folders and files exist, labels
+/// parse, idx arrays agree). Throws ConfigError naming the file.
+Source read_source(const ConvertOptions& o);
+
+/// A sample's images as stored: the idx row's pixels, or each file, encoded
+/// (or kept as it is, with --encoding keep).
+std::vector<EncodedImage> encode_images(const Source& s, const Item& item, const ConvertOptions& o);
+
+}  // namespace trainyard::host
