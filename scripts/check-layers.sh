@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The host's layers, checked from a configured build (ctest runs it as
 # layers.*): an #include across a layer does not compile, no source file
-# includes across one, and yaml-cpp stays inside host/config/.
+# includes across one, yaml-cpp stays inside host/config/, and the loop does
+# not include what its slots keep apart from it (the CUDA graph step).
 # Usage: scripts/check-layers.sh BUILD_DIR [SOURCE_DIR] (default: this tree;
 # tests/scripts/check_layers_test.sh plants a forbidden include in a copy).
 set -euo pipefail
@@ -121,6 +122,41 @@ PY
 )"
 if [ -n "$cycles" ]; then
   echo "FAIL: include cycles inside a layer (units that include each other):"; echo "$cycles"; failures=$((failures + 1))
+fi
+
+# The loop knows the step replacements, the update's check reads and the
+# checkpoint writer only through its slots (docs/architecture.md, "Where new
+# things go"): none of the loop's files includes their headers, directly or
+# through another host header.
+apart="$(python3 - "$src/host" <<'PY'
+import os, re, sys
+root = sys.argv[1]
+loop = ["train/epoch_loop.h", "train/epoch_loop.cpp", "train/epoch_loop_state.cpp"]
+kept_out = {"train/cuda_graph.h", "train/captured_train_step.h", "util/background_worker.h"}
+for start in loop:
+    if not os.path.isfile(os.path.join(root, start)):
+        print("the loop's file host/" + start + " does not exist: the check names files that do")
+        continue
+    seen, todo, parent = {start}, [start], {}
+    while todo:
+        f = todo.pop()
+        with open(os.path.join(root, f), encoding="utf-8") as text:
+            for m in re.finditer(r'^\s*#\s*include\s*"([^"]+)"', text.read(), re.M):
+                inc = m.group(1)
+                if inc in kept_out:
+                    chain, at = [inc, f], f
+                    while at in parent:
+                        at = parent[at]
+                        chain.append(at)
+                    print("host/" + start + " includes " + inc + " (" + " <- ".join(chain) + ")")
+                elif inc not in seen and os.path.isfile(os.path.join(root, inc)):
+                    seen.add(inc)
+                    parent[inc] = f
+                    todo.append(inc)
+PY
+)"
+if [ -n "$apart" ]; then
+  echo "FAIL: the loop includes what its slots keep apart from it:"; echo "$apart"; failures=$((failures + 1))
 fi
 
 if [ "$failures" -ne 0 ]; then echo "check-layers: $failures failure(s)"; exit 1; fi

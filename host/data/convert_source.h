@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "data/convert.h"
+#include "data/convert_options.h"
 #include "trainyard/record.h"
 
 namespace trainyard::host {

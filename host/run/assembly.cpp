@@ -3,6 +3,7 @@
 #include <torch/utils.h>
 
 #include "train/builtin_hooks.h"
+#include "train/captured_train_step.h"
 #include "train/epoch_loop.h"
 #include "train/weight_average.h"
 #include "train/wiring_check.h"
@@ -19,7 +20,7 @@ Components build_checked(const Experiment& stage, Context& context, std::vector<
 
 std::unique_ptr<EpochLoop> assemble_stage(const Experiment& stage, Context& context, Communicator* comm,
                                           const RunPaths& paths, std::shared_ptr<CheckpointStore> store,
-                                          const std::vector<PlacedHook>& run_hooks) {
+                                          const TrainingSettings* training) {
   auto loop = std::make_unique<EpochLoop>(stage, build_checked(stage, context), context, paths, std::move(store));
   loop->set_communicator(comm);
   BuiltinHookSettings settings;
@@ -36,7 +37,10 @@ std::unique_ptr<EpochLoop> assemble_stage(const Experiment& stage, Context& cont
   if (stage.ema.enabled)
     loop->hooks().add(weight_average_hook(std::make_shared<WeightAverage>(stage.ema, loop->network())),
                       priority::highest);
-  for (const PlacedHook& placed : run_hooks) loop->hooks().add(placed.hook, placed.priority);
+  if (!training) return loop;
+  for (const PlacedHook& placed : training->hooks) loop->hooks().add(placed.hook, placed.priority);
+  loop->set_debug(training->debug);
+  if (stage.loop.cuda_graph) install_captured_train_step(*loop, training->profile_skip);
   return loop;
 }
 

@@ -25,6 +25,13 @@ struct PlacedHook {
   int64_t priority = 0;
 };
 
+/// What a mode that trains (`trainyard run`) adds to each stage's loop.
+struct TrainingSettings {
+  bool debug = false;             ///< --debug: every non-finite value stops the run, named
+  int64_t profile_skip = 0;       ///< --profile A:B's A: loop.cuda_graph captures no earlier than step A+1
+  std::vector<PlacedHook> hooks;  ///< the mode's own hooks (run/run_hooks.h)
+};
+
 /// The stage's components, built after seeding with the stage's seed (the
 /// same initial weights whichever way a stage starts: fresh, resumed,
 /// evaluated), with one batch put through them (check_wiring) before
@@ -36,12 +43,15 @@ Components build_checked(const Experiment& stage, Context& context, std::vector<
 /// The loop over build_checked()'s components, joined to `comm`'s ranks
 /// (null: one process), writing under `paths` (empty: nowhere), with the
 /// host's own hooks added (train/builtin_hooks.h, and the weight average's
-/// with `ema:`) and `run_hooks` (a mode's own, run/run_hooks.h): the one
-/// place hooks are added. `store`: the run's checkpoints (null: the loop
-/// makes its own over paths.checkpoints). The whole stage: build_checked's,
-/// and the loop's sections (loop, schedule, stopping, ema, output).
+/// with `ema:`): the one place hooks are added. `store`: the run's
+/// checkpoints (null: the loop makes its own over paths.checkpoints).
+/// `training` (a mode that trains): its debug setting and hooks, and with
+/// loop.cuda_graph the captured train step (train/captured_train_step.h),
+/// refused here (ConfigError) when the step cannot be captured. The whole
+/// stage: build_checked's, and the loop's sections (loop, schedule,
+/// stopping, ema, output).
 std::unique_ptr<EpochLoop> assemble_stage(const Experiment& stage, Context& context, Communicator* comm,
                                           const RunPaths& paths, std::shared_ptr<CheckpointStore> store = nullptr,
-                                          const std::vector<PlacedHook>& run_hooks = {});
+                                          const TrainingSettings* training = nullptr);
 
 }  // namespace trainyard::host

@@ -47,14 +47,20 @@ class WatchedPosition final : public HostHook {
 
 }  // namespace
 
-std::vector<PlacedHook> training_run_hooks(const RunRequest& request, const std::string& profile_dir) {
-  std::vector<PlacedHook> hooks{{std::make_shared<WatchedPosition>(), priority::highest}};
-  // A step ends after its iteration's other hooks.
-  if (!request.profile.empty())
-    hooks.push_back({profiler_hook(parse_profile_window(request.profile), profile_dir), priority::lowest});
+TrainingSettings training_run_settings(const RunRequest& request, const std::string& profile_dir) {
+  TrainingSettings settings;
+  settings.debug = request.debug;
+  settings.hooks.push_back({std::make_shared<WatchedPosition>(), priority::highest});
+  if (!request.profile.empty()) {
+    const ProfileWindow window = parse_profile_window(request.profile);
+    settings.profile_skip = window.skip;
+    // A step ends after its iteration's other hooks.
+    settings.hooks.push_back({profiler_hook(window, profile_dir), priority::lowest});
+  }
   // After best.pt and the callbacks' after_epoch.
-  if (request.until_epoch > 0) hooks.push_back({std::make_shared<UntilEpoch>(request.until_epoch), priority::lowest});
-  return hooks;
+  if (request.until_epoch > 0)
+    settings.hooks.push_back({std::make_shared<UntilEpoch>(request.until_epoch), priority::lowest});
+  return settings;
 }
 
 }  // namespace trainyard::host

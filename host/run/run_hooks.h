@@ -12,8 +12,9 @@
 
 namespace trainyard::host {
 
-/// `profile_dir`: RUN_DIR/profile. Throws ConfigError naming --profile for a
-/// window that is not A:B.
-std::vector<PlacedHook> training_run_hooks(const RunRequest& request, const std::string& profile_dir);
+/// `trainyard run`'s settings for every stage's loop: --debug, --profile's
+/// first step, and the hooks above. `profile_dir`: RUN_DIR/profile. Throws
+/// ConfigError naming --profile for a window that is not A:B.
+TrainingSettings training_run_settings(const RunRequest& request, const std::string& profile_dir);
 
 }  // namespace trainyard::host

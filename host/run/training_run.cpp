@@ -93,8 +93,8 @@ class TrainingRun {
   RunRequest request_;
   RunDirectory run_dir_;
   std::shared_ptr<CheckpointStore> store_;  ///< the run's checkpoints, shared with its loops
-  /// Added to every stage's loop; made (--profile's window checked) before the session starts.
-  std::vector<PlacedHook> run_hooks_;
+  /// Every stage's loop's debug setting and run hooks; made (--profile's window checked) before the session starts.
+  TrainingSettings training_;
   std::unique_ptr<Session> session_;  ///< this rank's place in the run
   ResumePoint start_;                 ///< the checkpoint resumed (its loop moves out); none for a fresh start
   size_t current_stage_ = 0;          ///< the stage whose loop runs (or runs next)
@@ -108,18 +108,15 @@ TrainingRun::TrainingRun(const Experiment& experiment, const Registry& registry,
       registry_(registry),
       request_(std::move(request)),
       run_dir_(std::move(run_dir)),
-      store_(std::make_shared<CheckpointStore>(RunPaths(run_dir_.path()).checkpoints, e_.output.keep_checkpoints,
-                                               e_.checkpoint.async)),
-      run_hooks_(training_run_hooks(request_, RunPaths(run_dir_.path()).profile)),
+      store_(make_checkpoint_store(RunPaths(run_dir_.path()).checkpoints, e_)),
+      training_(training_run_settings(request_, RunPaths(run_dir_.path()).profile)),
       session_(std::make_unique<Session>(e_, registry_, run_dir_.path())) {}
 
 std::unique_ptr<EpochLoop> TrainingRun::make_loop(size_t k) {
   const Experiment& ek = stage_experiment(k);
   // Every stage (the first before anything is written) seeded and checked with one batch.
   std::unique_ptr<EpochLoop> loop =
-      assemble_stage(ek, session_->context, session_->comm.get(), RunPaths(run_dir_.path()), store_, run_hooks_);
-  loop->set_debug(request_.debug);
-  if (!request_.profile.empty()) loop->set_profile_skip(parse_profile_window(request_.profile).skip);
+      assemble_stage(ek, session_->context, session_->comm.get(), RunPaths(run_dir_.path()), store_, &training_);
   loop->set_stop_signal(stop_signal_received);  // the handlers are install_stop_signals()'s, in train_stages()
   StageInfo info;
   info.index = static_cast<int64_t>(k);

@@ -43,6 +43,34 @@ class KeepBestCheckpoint final : public HostHook {
   double stall_timeout_secs_;
 };
 
+// The update's checks kept on the device (loop.update_checks_every) read
+// and acted on where their values are needed: before the train log line
+// shows the gradient norm, before the epoch's train line, and before a
+// checkpoint (a halted run checkpoints its last good state, and stops).
+class UpdateCheckReads final : public HostHook {
+ public:
+  explicit UpdateCheckReads(int64_t log_every) : log_every_(log_every) {}
+  std::string name() const override { return "update check reads"; }
+  void after_train_iter(LoopState& t, const StepResult&) override {
+    if (t.iteration() % log_every_ == 0) read(t);
+  }
+  void epoch_trained(LoopState& t, MeterValues&) override { read(t); }
+  void before_checkpoint(LoopState& t) override { read(t); }
+
+ private:
+  static void read(LoopState& t) { t.take_update_outcome(t.updater().read_checks()); }
+  int64_t log_every_;
+};
+
+// A checkpoint being written on the writer thread (checkpoint.async) is
+// finished whole however the run stops; its own failure, if any, is logged
+// as the store goes.
+class WholeCheckpointOnError final : public HostHook {
+ public:
+  std::string name() const override { return "whole checkpoint on error"; }
+  void on_exception(LoopState& t, const std::exception_ptr&) override { t.checkpoints().finish_quietly(); }
+};
+
 class PeriodicTrainLog final : public HostHook {
  public:
   explicit PeriodicTrainLog(int64_t every) : every_(every) {}
@@ -194,6 +222,8 @@ class RunSummaryHook final : public HostHook {
 }  // namespace
 
 void add_builtin_hooks(Hooks& hooks, const BuiltinHookSettings& s) {
+  hooks.add(std::make_shared<UpdateCheckReads>(s.log_every_iters), priority::highest);
+  hooks.add(std::make_shared<WholeCheckpointOnError>(), priority::highest);
   hooks.add(std::make_shared<Throughput>(), priority::highest);
   hooks.add(std::make_shared<BadRecords>(), priority::highest);
   if (s.checkpoint_every_secs > 0)

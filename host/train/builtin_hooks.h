@@ -4,6 +4,10 @@
 // its settings:
 //
 //   event                 priority      hook
+//   after_train_iter,     highest       update check reads: the checks kept on the device read
+//     epoch_trained,                      every loop.log_every_iters, at the epoch's end and
+//     before_checkpoint                   before a checkpoint (loop.nonfinite acted on)
+//   on_exception          highest       whole checkpoint on error: the write in flight finished
 //   before/after_fetch,   highest       throughput: samples/s, input wait, comm share
 //     epoch_trained                       on the epoch's train line
 //   epoch_trained         highest       bad records: the training split's skipped records

@@ -9,6 +9,7 @@
 #include <thread>
 #include <utility>
 
+#include "config/experiment.h"
 #include "log/log.h"
 #include "trainyard/error.h"
 #include "util/background_worker.h"
@@ -237,6 +238,10 @@ void CheckpointStore::keep_as_best(const LoopPosition& at) {
     writer_->after_current(copy);  // once the checkpoint is whole
   else
     copy();
+}
+
+std::shared_ptr<CheckpointStore> make_checkpoint_store(const std::string& dir, const Experiment& stage) {
+  return std::make_shared<CheckpointStore>(dir, stage.output.keep_checkpoints, stage.checkpoint.async);
 }
 
 }  // namespace trainyard::host

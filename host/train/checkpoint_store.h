@@ -25,6 +25,7 @@ namespace trainyard::host {
 std::optional<LoopPosition> position_of_name(const std::string& path);
 
 class BackgroundWorker;
+struct Experiment;
 
 class CheckpointStore {
  public:
@@ -93,5 +94,9 @@ class CheckpointStore {
   void log_written();         ///< on the training thread: logs written_line_, if any
   std::unique_ptr<BackgroundWorker> writer_;  ///< async only; last: destroyed (joined) first
 };
+
+/// The store of `dir` (RUN_DIR/checkpoints) as a stage's sections ask:
+/// output.keep_checkpoints, checkpoint.async.
+std::shared_ptr<CheckpointStore> make_checkpoint_store(const std::string& dir, const Experiment& stage);
 
 }  // namespace trainyard::host

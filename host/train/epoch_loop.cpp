@@ -29,9 +29,7 @@ EpochLoop::EpochLoop(const Experiment& e, Components components, Context context
                 [monitor = e.where("stopping.monitor"), target = e.where("stopping.target_meter")](
                     const std::string& key) { return key == "monitor" ? monitor : target; }),
       log_(paths_, context_.rank),
-      store_(
-          store ? std::move(store)
-                : std::make_shared<CheckpointStore>(paths_.checkpoints, e.output.keep_checkpoints, e.checkpoint.async)),
+      store_(store ? std::move(store) : make_checkpoint_store(paths_.checkpoints, e)),
       evaluator_(
           c_, context_, e.loop.effective_precision(),
           test_pass_settings(e.loop, e.path, [this](int64_t batch) { return loader_options(c_.test_data, batch); }),
@@ -65,54 +63,19 @@ void EpochLoop::set_communicator(Communicator* comm) {
   updater_.set_reducer(reducer_.get());
 }
 
-void EpochLoop::resume(const std::string& checkpoint, Verify verify) {
-  CheckpointState state =
-      store_->load(checkpoint, *c_.network.object, *c_.optimizer, verify, hooks_.checkpoint_parts());
-  if (state.stage != stage_.index)
-    throw Error(checkpoint + ": checkpoint of stage " + std::to_string(state.stage + 1) + ", not of stage " +
-                std::to_string(stage_.index + 1));
-  LoopProgress p = progress();
-  restore_checkpoint_state(state, p, c_.train_meters, context_.rank);
-  at_ = p.at, stage_ = p.stage, stopping_.progress() = p.stopping, values_ = p.values, updater_.scaler() = p.scaler;
-  // A stage that had reached its target at this checkpoint's epoch stays
-  // stopped, as the uninterrupted run did (a multi-stage run goes on with the
-  // next stage from these weights).
-  if (at_.position == 0 && at_.epoch > stage_.first_epoch)
-    if (auto reached = stopping_.target_reached(values_); reached && !reached->empty())
-      stop(*reached + " (at the checkpoint)", StopKind::criterion);
-  // Events logged after this checkpoint happened in a future that is being replayed.
-  log_.forget_after(at_.iteration);
-  hooks_.each([&](HostHook& h) { h.after_resume(*this, state, checkpoint); });
-}
-
-void EpochLoop::continue_from(EpochLoop& previous) {
-  at_ = previous.at_;
-  stage_.first_iteration = at_.iteration;
-  // This stage trains its own loop.epochs from here, also when the previous
-  // stage ended early on its stopping criterion.
-  stage_.first_epoch = at_.epoch;
-  values_ = previous.values_;
-  readings_ = previous.readings_;
-  // fp16 stages share one loss scale
-  if (updater_.scaler().enabled && previous.updater_.scaler().enabled) updater_.scaler() = previous.updater_.scaler();
-  if (stopping_.watches_like(previous.stopping_)) {
-    stopping_.progress().best = previous.stopping_.progress().best;
-    stopping_.progress().has_best = previous.stopping_.progress().has_best;
-  }
-  hooks_.each(
-      [&](HostHook& h) { h.continue_stage(*this, previous); });  // before the weights: ema reads the earlier ones
-  copy_weights(previous.network(), *c_.network.object);
-}
-
 void EpochLoop::run() {
   custom_batches_ = install_overrides(c_.overrides, stages_, *this);
-  if (loop_.cuda_graph) start_cuda_graph();
   try {
     stages_.run();
   } catch (...) {
-    // Whatever stopped the run, the checkpoint being written is finished
-    // whole; its own failure, if any, is logged as the store goes.
-    store_->finish_quietly();
+    const std::exception_ptr error = std::current_exception();
+    hooks_.each([&](HostHook& h) {
+      try {
+        h.on_exception(*this, error);
+      } catch (const std::exception& e) {
+        context_.log("warning: " + h.name() + " failed while the run stopped on an error: " + e.what());
+      }
+    });
     throw;
   }
   finish_checkpoint_writes();  // an override's run stage
@@ -120,34 +83,7 @@ void EpochLoop::run() {
 
 void EpochLoop::finish_checkpoint_writes() {
   // Every rank waits with rank 0, which writes: a failed write stops them all.
-  if (store_->async())
-    on_rank0(comm_, context_.rank, "checkpoint write", loop_.stall_timeout_secs, [&] { store_->finish(); });
-}
-
-void EpochLoop::start_cuda_graph() {
-  CudaGraphConditions run{.cuda = context_.device.is_cuda(),
-                          .world_size = context_.world_size,
-                          .debug = updater_.debug(),
-                          .checks_on_device = updater_.checks_on_device(),
-                          .fixed_sample_shape = !context_.dataset.sample_shape.empty()};
-  for (const auto& o : c_.overrides)
-    for (const auto& stage : o.object->replaces()) run.train_step_overridden |= stage == "train_step";
-  if (const std::string why = cuda_graph_refusal(run); !why.empty())
-    throw ConfigError("loop.cuda_graph: this run's step cannot be captured: " + why);
-  graph_ =
-      std::make_unique<CapturedStep>(context_.device, c_.network.object->parameters(), capture_warmup(profile_skip_));
-}
-
-StepTensors EpochLoop::forward_loss_backward(const Batch& batch) {
-  StepTensors t;
-  {
-    RECORD_USER_SCOPE(trace_scope::forward);
-    t.output = forward(batch);
-    t.loss = guarded(*c_.loss.config, "compute", [&] { return c_.loss.object->compute(t.output, batch); });
-  }
-  RECORD_USER_SCOPE(trace_scope::backward);
-  guarded(*c_.network.config, "backward", [&] { t.loss.backward(); });
-  return t;
+  on_rank0(comm_, context_.rank, "checkpoint write", loop_.stall_timeout_secs, [&] { store_->finish(); });
 }
 
 void EpochLoop::poll_stop_signal() {
@@ -176,24 +112,14 @@ BatchStream EpochLoop::default_train_batches(int64_t epoch) {
   return [inner, &who] { return guarded(who, "get_batch", inner); };
 }
 
-StepResult EpochLoop::default_train_step(const Batch& batch) {
+void EpochLoop::begin_train_step() {
   c_.network.object->train();
   for (auto& m : c_.frozen) m->eval();  // frozen batch norm keeps its statistics
   updater_.begin_batch();
-  if (graph_) {
-    if (const auto t = graph_->run(batch, [this](const Batch& b) { return forward_loss_backward(b); })) {
-      if (graph_->captured() && !updater_.gradients_kept()) {
-        updater_.set_gradients_kept(true);
-        context_.log("loop.cuda_graph: the step is captured at iteration " + std::to_string(at_.iteration + 1) +
-                     "; the later ones replay it");
-      }
-      updater_.backward_done(t->loss);
-      if (updater_.due()) finish_update();
-      // Copies: the next replay overwrites the graph's own tensors, and hooks may keep these.
-      return {batch, t->output.detach().clone(), t->loss.detach().clone()};
-    }
-    updater_.zero_gradients_in_place();  // a batch the graph does not fit: its backward adds into the graph's gradients
-  }
+}
+
+StepResult EpochLoop::default_train_step(const Batch& batch) {
+  begin_train_step();
   at::Tensor output, loss;
   {
     RECORD_USER_SCOPE(trace_scope::forward);  // the network and the loss
@@ -227,8 +153,6 @@ void EpochLoop::take_update_outcome(const UpdateOutcome& outcome) {
     throw NonFiniteStop(outcome.stop);
   }
 }
-
-void EpochLoop::read_update_checks() { take_update_outcome(updater_.read_checks()); }
 
 void EpochLoop::default_epoch(int64_t epoch) {
   hooks_.each([&](HostHook& h) { h.before_epoch(*this); });
@@ -272,7 +196,6 @@ void EpochLoop::default_epoch(int64_t epoch) {
     hooks_.each([&](HostHook& h) { h.before_train_iter(*this, *batch); });
     StepResult result = stages_.train_step(*batch);
     ++at_.position, ++at_.iteration;
-    if (at_.iteration % loop_.log_every_iters == 0) read_update_checks();  // the log line shows the norm
     for (auto& m : c_.train_meters)
       guarded(*m.config, "update", [&] { m.object->update({result.batch, result.output, result.loss}); });
     // The users' callbacks, then the periodic train log, test and checkpoint (add_builtin_hooks()).
@@ -287,9 +210,8 @@ void EpochLoop::end_epoch() {
   last_epoch_length_ = at_.position;
   ++at_.epoch;
   at_.position = 0;
-  read_update_checks();
   MeterValues line;
-  hooks_.each([&](HostHook& h) { h.epoch_trained(*this, line); });  // throughput, bad records
+  hooks_.each([&](HostHook& h) { h.epoch_trained(*this, line); });  // the update's checks read, throughput, bad records
   const MeterValues meters = train_meter_values();
   take_meter_values(meters, at_.epoch, at_.iteration, values_, readings_);
   line.insert(meters.begin(), meters.end());
@@ -328,20 +250,6 @@ MeterValues EpochLoop::default_test() {
 MeterValues EpochLoop::test_pass() {
   return evaluator_.test_pass(
       [&](int64_t done, int64_t total) { hooks_.each([&](HostHook& h) { h.after_test_batch(*this, done, total); }); });
-}
-
-void EpochLoop::default_checkpoint() {
-  read_update_checks();  // a halted run checkpoints its last good state here, and stops
-  hooks_.each([&](HostHook& h) { h.before_checkpoint(*this); });
-  CheckpointState state = checkpoint_state(progress(), c_.train_meters, comm_);
-  state.config_hash = config_hash_;
-  state.config = config_resolved_;
-  const std::vector<CheckpointPart*> hook_parts = hooks_.checkpoint_parts();
-  const std::vector<const CheckpointPart*> parts(hook_parts.begin(), hook_parts.end());
-  // The ranks hold the same weights: rank 0 writes them.
-  on_rank0(comm_, context_.rank, "checkpoint write", loop_.stall_timeout_secs,
-           [&] { store_->save(*c_.network.object, *c_.optimizer, state, parts); });
-  hooks_.each([&](HostHook& h) { h.after_checkpoint(*this, store_->path_of(at_)); });
 }
 
 void EpochLoop::add_update_values(MeterValues& v) const {

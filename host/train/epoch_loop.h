@@ -5,8 +5,11 @@
 // stop, the StoppingRule's; how ranks agree, the RankAgreement's; a test
 // pass, the Evaluator's; every other duty (logs, periodic tests and
 // checkpoints, throughput, weight averaging, the summary, the profiler, the
-// users' callbacks) is a hook (train/hooks.h, train/builtin_hooks.h): a new
-// duty does not edit this file.
+// update's check reads, the users' callbacks) is a hook (train/hooks.h,
+// train/builtin_hooks.h); another way to run a step replaces the train_step
+// stage (train/captured_train_step.h); how checkpoints are written is the
+// CheckpointStore's. A new duty does not edit this file (docs/architecture.md,
+// "Where new things go").
 #include <functional>
 #include <memory>
 #include <optional>
@@ -18,7 +21,6 @@
 #include "formats/run_paths.h"
 #include "train/checkpoint_store.h"
 #include "train/components.h"
-#include "train/cuda_graph.h"
 #include "train/evaluation.h"
 #include "train/hooks.h"
 #include "train/loader_settings.h"
@@ -64,9 +66,6 @@ class EpochLoop final : public LoopState {
   /// --debug: stop on the first non-finite loss, gradient or parameter, with
   /// the forward operation that produced it named; nothing is checkpointed.
   void set_debug(bool on) { updater_.set_debug(on); }
-  /// --profile A:B: with loop.cuda_graph, the step is captured no earlier
-  /// than step A+1, once the profiler runs.
-  void set_profile_skip(int64_t skip) { profile_skip_ = skip; }
   /// Every update at this rate (groups keep their ratios to the first group)
   /// instead of the schedule's; nullopt puts the starting rates back.
   void set_fixed_lr(std::optional<double> lr) { updater_.set_fixed_lr(lr); }
@@ -82,6 +81,13 @@ class EpochLoop final : public LoopState {
   bool ended_by_request() const { return stop_requested() && !criterion_stop_; }
   /// A stop signal (on this rank or another) ended the run; it is resumable.
   bool stopped_by_signal() const { return signal_stop_; }
+
+  // For a step replacement (train/captured_train_step.h): the parts of the
+  // default train step around the forward, loss and backward.
+  /// The network in training mode (frozen parts in eval), the update's batch begun.
+  void begin_train_step();
+  /// Ends the update (Updater::finish) and tells the hooks when it stepped.
+  void finish_update();
 
   // Loop (what callbacks and overrides see)
   const Context& context() const override { return context_; }
@@ -126,6 +132,8 @@ class EpochLoop final : public LoopState {
   void mark_tested() override { tested_at_ = at_.iteration; }
   MeterValues test_pass() override;
   bool update_pending() const override { return updater_.pending(); }
+  Updater& updater() override { return updater_; }
+  void take_update_outcome(const UpdateOutcome& outcome) override;
   void request_checkpoint() override { checkpoint_requested_ = true; }
   bool epoch_end_checkpoint() const override { return epoch_end_checkpoint_; }
   bool epoch_improved() const override { return epoch_improved_; }
@@ -145,25 +153,12 @@ class EpochLoop final : public LoopState {
   StepResult default_train_step(const Batch& batch);
   MeterValues default_test();
   void default_checkpoint();
-  /// Waits for the checkpoint write in flight (checkpoint.async) and throws
-  /// its failure, on every rank.
+  /// Every checkpoint written whole (the store may write on a thread of its
+  /// own), a failed write thrown, on every rank.
   void finish_checkpoint_writes();
 
   /// The epoch's data ran out (or a stop came): its values, test, verdict, hooks and checkpoint.
   void end_epoch();
-  /// Ends the update (Updater::finish) and tells the hooks when it stepped.
-  void finish_update();
-  /// loop.cuda_graph: the captured step made (or refused, ConfigError) as the run starts.
-  void start_cuda_graph();
-  /// The forward, loss and backward of a batch as default_train_step runs
-  /// them for a captured step (the loss not scaled: iter_size 1, no fp16).
-  StepTensors forward_loss_backward(const Batch& batch);
-  /// The update checks kept on the device, read (Updater::read_checks) and
-  /// acted on: before the train log line shows the norm and before a checkpoint.
-  void read_update_checks();
-  /// An update's outcome into the loop's values; a stop checkpoints the last
-  /// good state and throws NonFiniteStop.
-  void take_update_outcome(const UpdateOutcome& outcome);
   LoaderOptions loader_options(const Built<Dataset>& data, int64_t batch_size) const {
     return make_loader_options(loop_, seed_, *c_.network.config, data, batch_size, context_);
   }
@@ -205,8 +200,6 @@ class EpochLoop final : public LoopState {
   int64_t last_epoch_length_ = 0;  ///< train batches of the last completed epoch
   Communicator* comm_ = nullptr;
   std::shared_ptr<GradientReducer> reducer_;
-  std::unique_ptr<CapturedStep> graph_;  ///< loop.cuda_graph
-  int64_t profile_skip_ = 0;             ///< --profile's first recorded step: no capture before it
   std::shared_ptr<LoaderStats> train_stats_ = std::make_shared<LoaderStats>();
   const std::string no_name_;
 };

@@ -8,6 +8,7 @@
 // Hooks see the loop through LoopState, declared here and implemented by the
 // EpochLoop: a hook's file includes this header, never the loop's.
 #include <cstdint>
+#include <exception>
 #include <memory>
 #include <optional>
 #include <string>
@@ -67,6 +68,12 @@ class LoopState : public Loop {
 
   /// An accumulation (loop.iter_size) is under way: no checkpoint now.
   virtual bool update_pending() const = 0;
+  /// The update: its settings and the checks it keeps on the device.
+  virtual Updater& updater() = 0;
+  /// An update's outcome (Updater::finish, Updater::read_checks) into the
+  /// loop's values, the after_update_checks hooks told; a stop checkpoints
+  /// the last good state and throws NonFiniteStop.
+  virtual void take_update_outcome(const UpdateOutcome& outcome) = 0;
   /// Checkpoint before the next batch (all ranks agree: any rank's request counts).
   virtual void request_checkpoint() = 0;
   /// The checkpoint being written is the one at an epoch's end (after its
@@ -130,6 +137,11 @@ class HostHook {
   /// This stage starts where `previous` (the stage before) ended; the
   /// network already holds its weights.
   virtual void continue_stage(LoopState& /*loop*/, LoopState& /*previous*/) {}
+  /// The run stops on `error` (bad input, a component's failure, a
+  /// non-finite stop, a stall): the place to finish what must be whole
+  /// before the process ends (a checkpoint being written). The error goes on
+  /// to the caller; a hook that throws here is logged and passed over.
+  virtual void on_exception(LoopState&, const std::exception_ptr& /*error*/) {}
 };
 
 /// The hooks of one loop, kept in (priority, order added).
