@@ -11,27 +11,29 @@ fail() { echo "FAIL: $*"; exit 1; }
 check() { CXX="${CXX:-c++}" bash "$src/scripts/check-layers.sh" "$build" "$tmp/tree" > "$tmp/out.txt" 2>&1; }
 fresh() { rm -rf "$tmp/tree" && mkdir -p "$tmp/tree" && cp -r "$src/host" "$tmp/tree/host"; }
 
+# After a change to the fresh copy: check-layers exits 1 with a line matching PATTERN.
+fails_naming() {  # WHAT PATTERN
+  local rc=0
+  check || rc=$?
+  [ "$rc" -eq 1 ] || fail "$1: exit $rc, expected 1: $(cat "$tmp/out.txt")"
+  grep -q -- "$2" "$tmp/out.txt" || fail "$1 is not named: $(cat "$tmp/out.txt")"
+}
+
 fresh
 check || fail "the unchanged tree: $(cat "$tmp/out.txt")"
 
 fresh
 sed -i '0,/^#include/s//#include "train\/epoch_loop.h"\n#include/' "$tmp/tree/host/config/experiment.cpp"
-rc=0; check || rc=$?
-[ "$rc" -eq 1 ] || fail "a planted config -> train include: exit $rc, expected 1: $(cat "$tmp/out.txt")"
-grep -q '^FAIL: host/config/experiment.cpp includes train/epoch_loop.h: config/ may not use train/$' "$tmp/out.txt" ||
-  fail "the planted include is not named: $(cat "$tmp/out.txt")"
+fails_naming "a planted config -> train include" \
+  '^FAIL: host/config/experiment.cpp includes train/epoch_loop.h: config/ may not use train/$'
 
 fresh
 rm "$tmp/tree/host/train/epoch_loop.h"
-rc=0; check || rc=$?
-[ "$rc" -eq 1 ] || fail "a check of a missing header: exit $rc, expected 1: $(cat "$tmp/out.txt")"
-grep -q "names host/train/epoch_loop.h, which does not exist" "$tmp/out.txt" ||
-  fail "the check of a missing header passes silently: $(cat "$tmp/out.txt")"
+fails_naming "a check of a missing header" "names host/train/epoch_loop.h, which does not exist"
+
 fresh
 sed -i 's|^#include "train/precision.h"|#include "train/precision.h"\n#include "train/cuda_graph.h"|' "$tmp/tree/host/train/update.h"
-rc=0; check || rc=$?
-[ "$rc" -eq 1 ] || fail "the loop reaching cuda_graph.h through update.h: exit $rc, expected 1: $(cat "$tmp/out.txt")"
-grep -q "host/train/epoch_loop.h includes train/cuda_graph.h (train/cuda_graph.h <- train/update.h <- " "$tmp/out.txt" ||
-  fail "the loop's planted include is not named: $(cat "$tmp/out.txt")"
+fails_naming "the loop reaching cuda_graph.h through update.h" \
+  "host/train/epoch_loop.h includes train/cuda_graph.h (train/cuda_graph.h <- train/update.h <- "
 rm -rf "$tmp"
 echo "ok"
