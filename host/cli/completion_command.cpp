@@ -16,7 +16,7 @@
 #include "cli/commands.h"
 #include "config/experiment.h"
 #include "config/sections.h"
-#include "plugins/loader.h"
+#include "plugins/library_loader.h"
 #include "run/experiment_file.h"
 #include "run/mode_requests.h"
 #include "trainyard/error.h"

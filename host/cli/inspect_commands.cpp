@@ -7,7 +7,7 @@
 #include "cli/command_line.h"
 #include "cli/commands.h"
 #include "config/sections.h"
-#include "plugins/loader.h"
+#include "plugins/library_loader.h"
 #include "run/experiment_file.h"
 #include "run/runner.h"
 #include "trainyard/error.h"

@@ -5,7 +5,7 @@
 
 #include "distributed/device.h"
 #include "log/log.h"
-#include "plugins/loader.h"
+#include "plugins/library_loader.h"
 #include "train/precision.h"
 
 namespace trainyard::host {

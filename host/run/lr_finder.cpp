@@ -289,15 +289,15 @@ std::optional<LrFinderResult> Runner::find_lr(const LrFinderOptions& o, const st
   const Experiment& e = experiment_;
   // The run directory is never touched: the finder trains a copy of the start state and writes only `out`.
   Session session(e, registry_, out);
-  std::unique_ptr<EpochLoop> trainer = assemble_stage(e, session.context, session.comm.get(), RunPaths(out));
-  if (session.comm) session.comm->broadcast_module(*trainer->network_module());
+  std::unique_ptr<EpochLoop> loop = assemble_stage(e, session.context, session.comm.get(), RunPaths(out));
+  if (session.comm) session.comm->broadcast_module(*loop->network_module());
   const bool rank0 = session.context.rank == 0;
   if (rank0)
     std::cout << "find-lr: " << e.name << ": " << o.mode << " over [" << json_number(o.min_lr) << ", "
               << json_number(o.max_lr) << "], optimizer " << e.optimizer.plugin << ", batch " << e.loop.batch_per_device
               << " x " << session.context.world_size << " rank(s)\n"
               << std::flush;
-  LrFinderResult result = find_learning_rate(*trainer, session.comm.get(), o, rank0);
+  LrFinderResult result = find_learning_rate(*loop, session.comm.get(), o, rank0);
   if (!rank0) return std::nullopt;
   write_results(out, result, e.name + ": loss against learning rate (" + o.mode + ")", o.mode);
   return result;

@@ -16,7 +16,7 @@
 #include "config/snapshot.h"
 #include "distributed/device.h"
 #include "log/log.h"
-#include "plugins/loader.h"
+#include "plugins/library_loader.h"
 #include "train/precision.h"
 #include "trainyard/error.h"
 #include "trainyard/version.h"

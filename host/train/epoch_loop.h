@@ -70,8 +70,8 @@ class EpochLoop final : public LoopState {
   /// instead of the schedule's; nullopt puts the starting rates back.
   void set_fixed_lr(std::optional<double> lr) { updater_.set_fixed_lr(lr); }
 
-  const StageInfo& stage() const { return stage_; }
-  void set_stage(const StageInfo& stage) { stage_ = stage; }
+  const StageInfo& stage() const { return stage_info_; }
+  void set_stage(const StageInfo& stage) { stage_info_ = stage; }
   int64_t iter_size() const { return loop_.iter_size; }
   /// The network's forward in the run's precision (train, test and find-lr call it).
   at::Tensor forward(const Batch& batch) const { return evaluator_.forward(batch); }
@@ -99,7 +99,7 @@ class EpochLoop final : public LoopState {
     return *c_.test_data.object;
   }
   int64_t epoch() const override { return at_.epoch; }
-  int64_t epochs() const override { return stage_.first_epoch + loop_.epochs; }  ///< where this stage ends
+  int64_t epochs() const override { return stage_info_.first_epoch + loop_.epochs; }  ///< where this stage ends
   int64_t iteration() const override { return at_.iteration; }
   int64_t position() const override { return at_.position; }
   /// The sampler's batches per epoch; when an override replaced train_batches
@@ -141,7 +141,7 @@ class EpochLoop final : public LoopState {
     return stopping_.progress().has_best ? std::optional(stopping_.progress().best) : std::nullopt;
   }
   const std::string& stop_reason() const override { return stop_reason_; }
-  const std::string& stage_name() const override { return stage_.count > 1 ? stage_.name : no_name_; }
+  const std::string& stage_name() const override { return stage_info_.count > 1 ? stage_info_.name : no_name_; }
   const LoaderStats& train_loader_stats() const override { return *train_stats_; }
 
  private:
@@ -162,8 +162,10 @@ class EpochLoop final : public LoopState {
   LoaderOptions loader_options(const Built<Dataset>& data, int64_t batch_size) const {
     return make_loader_options(loop_, seed_, *c_.network.config, data, batch_size, context_);
   }
-  UpdateClock clock() const { return {at_, stage_.first_epoch, stage_.first_iteration, sampler_->batches_per_epoch()}; }
-  LoopProgress progress() const { return {at_, stage_, stopping_.progress(), values_, updater_.scaler()}; }
+  UpdateClock clock() const {
+    return {at_, stage_info_.first_epoch, stage_info_.first_iteration, sampler_->batches_per_epoch()};
+  }
+  LoopProgress progress() const { return {at_, stage_info_, stopping_.progress(), values_, updater_.scaler()}; }
   void stop(const std::string& reason, StopKind kind);
   /// A stop signal arrived: stop at this boundary (with a checkpoint).
   void poll_stop_signal();
@@ -187,7 +189,7 @@ class EpochLoop final : public LoopState {
   std::string config_hash_;                 ///< ... and its SHA-256
 
   LoopPosition at_;
-  StageInfo stage_;
+  StageInfo stage_info_;
   MeterValues values_;
   std::map<std::string, MeterReading> readings_;  ///< when each meter value was computed
   std::string stop_reason_;

@@ -10,16 +10,17 @@ namespace trainyard::host {
 void EpochLoop::resume(const std::string& checkpoint, Verify verify) {
   CheckpointState state =
       store_->load(checkpoint, *c_.network.object, *c_.optimizer, verify, hooks_.checkpoint_parts());
-  if (state.stage != stage_.index)
+  if (state.stage != stage_info_.index)
     throw Error(checkpoint + ": checkpoint of stage " + std::to_string(state.stage + 1) + ", not of stage " +
-                std::to_string(stage_.index + 1));
+                std::to_string(stage_info_.index + 1));
   LoopProgress p = progress();
   restore_checkpoint_state(state, p, c_.train_meters, context_.rank);
-  at_ = p.at, stage_ = p.stage, stopping_.progress() = p.stopping, values_ = p.values, updater_.scaler() = p.scaler;
+  at_ = p.at, stage_info_ = p.stage, stopping_.progress() = p.stopping, values_ = p.values,
+  updater_.scaler() = p.scaler;
   // A stage that had reached its target at this checkpoint's epoch stays
   // stopped, as the uninterrupted run did (a multi-stage run goes on with the
   // next stage from these weights).
-  if (at_.position == 0 && at_.epoch > stage_.first_epoch)
+  if (at_.position == 0 && at_.epoch > stage_info_.first_epoch)
     if (auto reached = stopping_.target_reached(values_); reached && !reached->empty())
       stop(*reached + " (at the checkpoint)", StopKind::criterion);
   // Events logged after this checkpoint happened in a future that is being replayed.
@@ -29,10 +30,10 @@ void EpochLoop::resume(const std::string& checkpoint, Verify verify) {
 
 void EpochLoop::continue_from(EpochLoop& previous) {
   at_ = previous.at_;
-  stage_.first_iteration = at_.iteration;
+  stage_info_.first_iteration = at_.iteration;
   // This stage trains its own loop.epochs from here, also when the previous
   // stage ended early on its stopping criterion.
-  stage_.first_epoch = at_.epoch;
+  stage_info_.first_epoch = at_.epoch;
   values_ = previous.values_;
   readings_ = previous.readings_;
   // fp16 stages share one loss scale

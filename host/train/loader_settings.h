@@ -17,7 +17,7 @@
 namespace trainyard::host {
 
 /// The training split's sampler, as the loop's settings choose it, sharded
-/// for context's rank (shared by the trainer, the dry run and `trainyard
+/// for context's rank (shared by the loop, the dry run and `trainyard
 /// iterate`): the one place that reads the sampling keys of `loop:`, and
 /// where a new sampler is registered. P x K batches
 /// (loop.classes_per_batch) read the dataset's labels (AllLabels) and throw

@@ -168,7 +168,7 @@ void check_split(Components& c, const Experiment& e, const Context& context, con
   }
 }
 
-// The values the loop adds to the meters' (train/trainer.cpp).
+// The values the loop adds to the meters' (train/epoch_loop.h: add_update_values).
 const std::vector<std::string> kLoopValueNames = {"lr",
                                                   "grad_norm",
                                                   "loss_scale",

@@ -8,7 +8,7 @@
 #include <filesystem>
 #include <opencv2/core.hpp>
 
-#include "plugins/loader.h"
+#include "plugins/library_loader.h"
 #include "support/support.h"
 #include "trainyard/dataset.h"
 #include "trainyard/error.h"

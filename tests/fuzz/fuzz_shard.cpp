@@ -18,7 +18,7 @@
 
 #include <unistd.h>
 
-#include "plugins/loader.h"
+#include "plugins/library_loader.h"
 #include "plugins/registry.h"
 #include "trainyard/context.h"
 #include "trainyard/dataset.h"

@@ -5,7 +5,7 @@
 
 #include "config/config_file.h"
 #include "config/experiment.h"
-#include "plugins/loader.h"
+#include "plugins/library_loader.h"
 #include "support/support.h"
 #include "trainyard/error.h"
 

@@ -8,7 +8,7 @@
 #include <functional>
 #include <set>
 
-#include "plugins/loader.h"
+#include "plugins/library_loader.h"
 #include "support/support.h"
 #include "train/grad_norm.h"
 #include "train/guard.h"

@@ -7,7 +7,7 @@
 #include <filesystem>
 
 #include "config/experiment.h"
-#include "plugins/loader.h"
+#include "plugins/library_loader.h"
 #include "run/lr_finder.h"
 #include "support/support.h"
 #include "train/components.h"

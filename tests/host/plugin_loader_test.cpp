@@ -8,7 +8,7 @@
 #include <filesystem>
 #include <fstream>
 
-#include "plugins/loader.h"
+#include "plugins/library_loader.h"
 #include "support/support.h"
 #include "trainyard/error.h"
 #include "trainyard/version.h"

@@ -6,7 +6,7 @@
 #include <torch/nn/modules/batchnorm.h>
 #include <torch/serialize/input-archive.h>
 
-#include "plugins/loader.h"
+#include "plugins/library_loader.h"
 #include "support/support.h"
 #include "trainyard/error.h"
 #include "trainyard/network.h"

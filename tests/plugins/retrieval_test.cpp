@@ -12,7 +12,7 @@
 #include <sstream>
 
 #include "formats/metrics.h"
-#include "plugins/loader.h"
+#include "plugins/library_loader.h"
 #include "support/support.h"
 #include "trainyard/error.h"
 #include "trainyard/meter.h"

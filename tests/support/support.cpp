@@ -16,7 +16,7 @@
 
 #include <torch/serialize/input-archive.h>
 #include "config/experiment.h"
-#include "plugins/loader.h"
+#include "plugins/library_loader.h"
 #include "plugins/registry.h"
 #include "run/assembly.h"
 #include "train/epoch_loop.h"

@@ -1,4 +1,4 @@
-#include "plugins/loader.h"
+#include "plugins/library_loader.h"
 
 #include <algorithm>
 #include <cstdlib>
