@@ -137,6 +137,14 @@ void TrainingRun::check_later_stages(size_t from_stage, EpochLoop& loop) {
     try {
       check_network_settings(stage_experiment(k).network, loop.network());
       Context scratch = session_->context;  // building sets its dataset info: the session's stays as it is
+      if (stage_experiment(k).loop.cuda_graph) {
+        // Assembled whole (writing nowhere), so that a step that cannot be
+        // captured is refused now, as make_loop() would refuse it later.
+        const TrainingSettings check{training_.debug, training_.profile_skip, {}};
+        const auto later = assemble_stage(stage_experiment(k), scratch, nullptr, RunPaths(""), nullptr, &check);
+        check_weights_carry_over(later->network(), loop.network(), from_stage);
+        continue;
+      }
       const Components built = build_checked(stage_experiment(k), scratch);
       check_weights_carry_over(*built.network.object, loop.network(), from_stage);
     } catch (const ConfigError& err) {
