@@ -96,6 +96,11 @@ struct Experiment {
   /// for a one-stage run. A stage's own `stage_name` is set; the base's is "".
   std::vector<Experiment> stages;
   std::string stage_name;
+  /// Stage k's whole experiment (0-based, std::out_of_range past the last);
+  /// a one-stage run's is the experiment itself.
+  const Experiment& stage(size_t k) const { return stages.empty() ? *this : stages.at(k); }
+  /// 1 for a one-stage run.
+  size_t stage_count() const { return stages.empty() ? 1 : stages.size(); }
   nlohmann::ordered_json stages_as_written;  ///< `stages:` as written (resolved() shows it), or null
 
   /// "FILE:LINE:COL: key.path" for a key from the file, "--set KEY=VALUE:

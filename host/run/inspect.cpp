@@ -34,7 +34,7 @@ std::string describe_groups(const Components& built, const Experiment& e, const 
 }  // namespace
 
 std::string Runner::dry_run() const {
-  const Experiment& e = experiment_.stages.empty() ? experiment_ : experiment_.stages[0];
+  const Experiment& e = experiment_.stage(0);
   Context context = make_context(e);
   torch::manual_seed(e.seed);
   Components built = build_components(e, context);

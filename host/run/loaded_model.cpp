@@ -51,7 +51,7 @@ LoadedModel Runner::load_model(const std::string& checkpoint, const std::string&
   } catch (const Error& err) {
     throw ConfigError(err.what(), "expected a complete checkpoint written by trainyard run", "");
   }
-  m.stage = e.stages.empty() ? &e : &e.stages.at(static_cast<size_t>(std::max<int64_t>(0, peeked.stage)));
+  m.stage = &e.stage(static_cast<size_t>(std::max<int64_t>(0, peeked.stage)));
   m.context = make_context(*m.stage);
   m.components = build_checked(*m.stage, m.context);
   const Components& c = m.components;

@@ -48,9 +48,6 @@ ResumeChoice::ResumeChoice(const Experiment& experiment, const RunRequest& reque
       run_dir_(std::move(run_dir)),
       make_loop_(std::move(make_loop)) {}
 
-const Experiment& ResumeChoice::stage_experiment(size_t k) const { return e_.stages.empty() ? e_ : e_.stages[k]; }
-size_t ResumeChoice::stage_count() const { return std::max<size_t>(1, e_.stages.size()); }
-
 ResumePoint ResumeChoice::choose() {
   const Context& context = context_;
   if (context.rank == 0) {
@@ -130,9 +127,9 @@ ResumePoint ResumeChoice::load_unverified(const std::vector<std::string>& newest
 
 ResumePoint ResumeChoice::load_from(const std::string& checkpoint) {
   const CheckpointState peeked = store_.peek(checkpoint);  // which stage to build
-  if (peeked.stage < 0 || peeked.stage >= static_cast<int64_t>(stage_count()))
+  if (peeked.stage < 0 || peeked.stage >= static_cast<int64_t>(e_.stage_count()))
     throw Error(checkpoint + ": checkpoint of stage " + std::to_string(peeked.stage + 1) + ", but the experiment has " +
-                std::to_string(stage_count()));
+                std::to_string(e_.stage_count()));
   ResumePoint point;
   point.stage = static_cast<size_t>(peeked.stage);
   point.config_unrecorded = !belongs_to_run(checkpoint, point.stage);
@@ -165,7 +162,7 @@ bool ResumeChoice::belongs_to_run(const std::string& checkpoint, size_t stage) c
   } catch (const Error&) {
     return false;  // no readable manifest (--accept-unverified-checkpoints): nothing recorded
   }
-  const nlohmann::ordered_json now = stage_experiment(stage).resolved();
+  const nlohmann::ordered_json now = e_.stage(stage).resolved();
   const std::string hash = resolved_sha256(now);
   if (recorded.config_sha256 == hash) return true;
   if (recorded.config.is_null()) return false;
@@ -177,7 +174,7 @@ bool ResumeChoice::belongs_to_run(const std::string& checkpoint, size_t stage) c
                << was.value("precision", "") << "; this machine resumes in "
                << now["resolved_precision"]["precision"].get<std::string>() << " ("
                << now["resolved_precision"]["reason"].get<std::string>() << ")\n";
-  const auto changes = ExperimentSnapshot(stage_experiment(stage)).changes_from(recorded.config);
+  const auto changes = ExperimentSnapshot(e_.stage(stage)).changes_from(recorded.config);
   if (refused_changes(changes,
                       "differs from the one " + fs::path(checkpoint).filename().string() + " was trained with")) {
     std::vector<std::string> first;

@@ -52,8 +52,6 @@ class ResumeChoice {
   void check_changes(const ResumePoint& point) const;
 
  private:
-  const Experiment& stage_experiment(size_t k) const;
-  size_t stage_count() const;
   /// `checkpoint`'s stage with its state loaded (hashed already), after
   /// belongs_to_run(). Throws Error when it does not load.
   ResumePoint load_from(const std::string& checkpoint);

@@ -72,8 +72,6 @@ class TrainingRun {
   RunOutcome run();
 
  private:
-  const Experiment& stage_experiment(size_t k) const { return e_.stages.empty() ? e_ : e_.stages[k]; }
-  size_t stage_count() const { return std::max<size_t>(1, e_.stages.size()); }
   std::unique_ptr<EpochLoop> make_loop(size_t stage);
   /// Builds and checks every stage after `from_stage` (ConfigError naming
   /// the stage), before anything is written.
@@ -113,16 +111,16 @@ TrainingRun::TrainingRun(const Experiment& experiment, const Registry& registry,
       session_(std::make_unique<Session>(e_, registry_, run_dir_.path())) {}
 
 std::unique_ptr<EpochLoop> TrainingRun::make_loop(size_t k) {
-  const Experiment& ek = stage_experiment(k);
+  const Experiment& ek = e_.stage(k);
   // Every stage (the first before anything is written) seeded and checked with one batch.
   std::unique_ptr<EpochLoop> loop =
       assemble_stage(ek, session_->context, session_->comm.get(), RunPaths(run_dir_.path()), store_, &training_);
   loop->set_stop_signal(stop_signal_received);  // the handlers are install_stop_signals()'s, in train_stages()
   StageInfo info;
   info.index = static_cast<int64_t>(k);
-  info.count = static_cast<int64_t>(stage_count());
+  info.count = static_cast<int64_t>(e_.stage_count());
   info.name = ek.stage_name;
-  for (size_t j = 0; j < k; ++j) info.first_epoch += stage_experiment(j).loop.epochs;
+  for (size_t j = 0; j < k; ++j) info.first_epoch += e_.stage(j).loop.epochs;
   loop->set_stage(info);
   return loop;
 }
@@ -133,22 +131,22 @@ void TrainingRun::check_later_stages(size_t from_stage, EpochLoop& loop) {
   // after the earlier stages trained and wrote checkpoints. The generators
   // are put back: the stage that trains first draws as if nothing was built.
   const GeneratorStates generators(session_->context.device);
-  for (size_t k = from_stage + 1; k < stage_count(); ++k) {
+  for (size_t k = from_stage + 1; k < e_.stage_count(); ++k) {
     try {
-      check_network_settings(stage_experiment(k).network, loop.network());
+      check_network_settings(e_.stage(k).network, loop.network());
       Context scratch = session_->context;  // building sets its dataset info: the session's stays as it is
-      if (stage_experiment(k).loop.cuda_graph) {
+      if (e_.stage(k).loop.cuda_graph) {
         // Assembled whole (writing nowhere), so that a step that cannot be
         // captured is refused now, as make_loop() would refuse it later.
         const TrainingSettings check{training_.debug, training_.profile_skip, {}};
-        const auto later = assemble_stage(stage_experiment(k), scratch, nullptr, RunPaths(""), nullptr, &check);
+        const auto later = assemble_stage(e_.stage(k), scratch, nullptr, RunPaths(""), nullptr, &check);
         check_weights_carry_over(later->network(), loop.network(), from_stage);
         continue;
       }
-      const Components built = build_checked(stage_experiment(k), scratch);
+      const Components built = build_checked(e_.stage(k), scratch);
       check_weights_carry_over(*built.network.object, loop.network(), from_stage);
     } catch (const ConfigError& err) {
-      throw ConfigError("stage " + std::to_string(k + 1) + " '" + stage_experiment(k).stage_name + "': " + err.what());
+      throw ConfigError("stage " + std::to_string(k + 1) + " '" + e_.stage(k).stage_name + "': " + err.what());
     }
   }
 }
@@ -157,7 +155,7 @@ nlohmann::ordered_json TrainingRun::network_facts(EpochLoop& loop) const {
   const auto [params, trainable] = parameter_count(loop.network());
   nlohmann::ordered_json network = {{"plugin", e_.network.plugin}, {"parameters", params}, {"trainable", trainable}};
   std::string why;
-  if (const auto cost = try_network_cost(stage_experiment(current_stage_).loop, stage_experiment(current_stage_).seed,
+  if (const auto cost = try_network_cost(e_.stage(current_stage_).loop, e_.stage(current_stage_).seed,
                                          loop.components(), session_->context, why)) {
     network["forward_flops_per_sample"] = cost->flops;
     network["activation_bytes_per_sample"] = cost->activation_bytes;
@@ -179,10 +177,10 @@ nlohmann::ordered_json TrainingRun::provenance(const nlohmann::ordered_json& net
 }
 
 void TrainingRun::announce_stage(EpochLoop& loop) const {
-  if (stage_count() > 1)
-    InfoLine() << "trainyard: stage " << current_stage_ + 1 << "/" << stage_count() << " '" << loop.stage().name
+  if (e_.stage_count() > 1)
+    InfoLine() << "trainyard: stage " << current_stage_ + 1 << "/" << e_.stage_count() << " '" << loop.stage().name
                << "': epochs " << loop.stage().first_epoch + 1 << "-" << loop.epochs() << ", optimizer "
-               << stage_experiment(current_stage_).optimizer.plugin << ", " << parameter_count(loop.network()).second
+               << e_.stage(current_stage_).optimizer.plugin << ", " << parameter_count(loop.network()).second
                << " trainable parameters\n";
 }
 
@@ -216,7 +214,7 @@ RunOutcome TrainingRun::run() {
   // Rank 0 writes the run directory: only it measures the network's cost.
   const nlohmann::ordered_json network =
       context.rank == 0 ? network_facts(*loop) : nlohmann::ordered_json(nlohmann::ordered_json::object());
-  const std::string& cudnn_setting = stage_experiment(current_stage_).loop.cudnn_benchmark;
+  const std::string& cudnn_setting = e_.stage(current_stage_).loop.cudnn_benchmark;
   const CudnnBenchmark cudnn = cudnn_benchmark_choice(cudnn_setting, context);
   const nlohmann::ordered_json cudnn_record = {
       {"requested", cudnn_setting}, {"used", cudnn.on}, {"reason", cudnn.reason}};
@@ -249,7 +247,7 @@ RunOutcome TrainingRun::train_stages(std::unique_ptr<EpochLoop>& loop) {
 
   RunOutcome outcome;
   outcome.run_dir = run_dir_.path();
-  for (size_t k = 0; k < stage_count(); ++k) outcome.total_epochs += stage_experiment(k).loop.epochs;
+  for (size_t k = 0; k < e_.stage_count(); ++k) outcome.total_epochs += e_.stage(k).loop.epochs;
   InfoLine() << "trainyard: " << e_.name << ": network " << e_.network.plugin << " (" << params << " parameters, "
              << trainable << " trainable), " << count_of(at::get_num_threads(), "thread") << ", run directory "
              << run_dir_.path() << "\n";
@@ -267,8 +265,9 @@ RunOutcome TrainingRun::train_stages(std::unique_ptr<EpochLoop>& loop) {
     auto at = loop->position_state();
     InfoLine() << "trainyard: resuming from " << start_.checkpoint << " (epoch " << at.epoch << " done, iteration "
                << at.iteration
-               << (stage_count() > 1 ? ", stage " + std::to_string(current_stage_ + 1) + " '" + loop->stage().name + "'"
-                                     : "")
+               << (e_.stage_count() > 1
+                       ? ", stage " + std::to_string(current_stage_ + 1) + " '" + loop->stage().name + "'"
+                       : "")
                << ")\n";
     if (at.epoch >= outcome.total_epochs && at.position == 0)
       InfoLine() << "trainyard: "
@@ -283,7 +282,7 @@ RunOutcome TrainingRun::train_stages(std::unique_ptr<EpochLoop>& loop) {
   // Each stage's loop runs watched with that stage's limits; the stacks of a stall go to the run directory.
   auto run_stage = [&](EpochLoop& stage_loop) {
     announce_stage(stage_loop);
-    const LoopConfig& limits = stage_experiment(current_stage_).loop;
+    const LoopConfig& limits = e_.stage(current_stage_).loop;
     at::globalContext().setBenchmarkCuDNN(cudnn_benchmark_choice(limits.cudnn_benchmark, context).on);
     StallWatchdog watchdog(
         {limits.stall_timeout_secs, limits.stop_grace_secs,
@@ -292,13 +291,13 @@ RunOutcome TrainingRun::train_stages(std::unique_ptr<EpochLoop>& loop) {
   };
   run_stage(*loop);
   // Later stages start from the weights the previous one ended with, with their own optimizer.
-  while (current_stage_ + 1 < stage_count() && !loop->ended_by_request()) {
+  while (current_stage_ + 1 < e_.stage_count() && !loop->ended_by_request()) {
     std::unique_ptr<EpochLoop> next;
     try {
       next = make_loop(++current_stage_);
     } catch (const ConfigError& err) {
-      throw ConfigError("stage " + std::to_string(current_stage_ + 1) + " '" +
-                        stage_experiment(current_stage_).stage_name + "': " + err.what());
+      throw ConfigError("stage " + std::to_string(current_stage_ + 1) + " '" + e_.stage(current_stage_).stage_name +
+                        "': " + err.what());
     }
     next->continue_from(*loop);
     loop = std::move(next);
