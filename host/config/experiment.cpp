@@ -6,6 +6,7 @@
 #include <filesystem>
 
 #include "config/detail/validation.h"
+#include "config/step_rules.h"
 #include "trainyard/error.h"
 #include "util/text.h"
 
@@ -119,21 +120,15 @@ void read_sections(const Document& source, Experiment& e) {
          "expected fp32 or bf16-mixed when training on the CPU (distributed.num_gpus: 0), got fp16-mixed",
          "use precision: bf16-mixed on the CPU, or set distributed.num_gpus");
   if (e.loop.cuda_graph) {
-    // What the file alone says; the rest (one process, the optimizer, the
-    // sample shape) is checked where the run starts (train/cuda_graph.h).
-    const auto where = source.where(root["loop"]["cuda_graph"], "loop.cuda_graph");
-    if (e.distributed.num_gpus == 0)
-      fail(where, "CUDA graphs need a GPU", "expected distributed.num_gpus 1 with loop.cuda_graph: true, got 0",
-           "set distributed.num_gpus: 1, or turn loop.cuda_graph off");
-    if (e.loop.iter_size != 1)
-      fail(where, "a captured step is one batch's update",
-           "expected loop.iter_size 1 with loop.cuda_graph: true, got " + std::to_string(e.loop.iter_size), "");
-    if (e.loop.precision == "fp16-mixed")
-      fail(where, "fp16-mixed's loss scaler reads the gradients on the host at every update",
-           "expected precision fp32, bf16-mixed or auto with loop.cuda_graph: true, got fp16-mixed", "");
-    if (e.loop.update_checks_every == "1")
-      fail(where, "loop.update_checks_every 1 reads the device inside every step",
-           "expected update_checks_every auto or above 1 with loop.cuda_graph: true, got 1", "");
+    // What the file alone says; the rest (the build, the processes, the
+    // optimizer, the sample shape) where the run starts, by the same table.
+    CudaGraphFacts file;
+    file.cuda = e.distributed.num_gpus > 0;
+    file.iter_size = e.loop.iter_size;
+    file.checks.checks_every = e.loop.update_checks_count();
+    file.checks.loss_scaler = e.loop.precision == "fp16-mixed";
+    const auto refusal = cuda_graph_refusal(file);
+    if (refusal) fail(source.where(root["loop"]["cuda_graph"], "loop.cuda_graph"), refusal->why, refusal->expected, "");
   }
   e.output = output_section().bind(
       validate_options(source, get(root, "output"), "output", output_schema(), {"plots"}, "section 'output'"));

@@ -4,25 +4,37 @@
 
 #include <ATen/record_function.h>
 
+#include "config/step_rules.h"
 #include "train/cuda_graph.h"
 #include "train/epoch_loop.h"
 #include "train/guard.h"
 #include "train/profiler.h"
 
 namespace trainyard::host {
+namespace {
+constexpr bool built_with_cuda() {
+#ifdef TRAINYARD_WITH_CUDA
+  return true;
+#else
+  return false;
+#endif
+}
+}  // namespace
 
 void install_captured_train_step(EpochLoop& loop, int64_t profile_skip) {
   const Components& c = loop.components();
   const Context& context = loop.context();
-  CudaGraphConditions run{.cuda = context.device.is_cuda(),
-                          .world_size = context.world_size,
-                          .debug = loop.updater().debug(),
-                          .checks_on_device = loop.updater().checks_on_device(),
-                          .fixed_sample_shape = !context.dataset.sample_shape.empty()};
+  CudaGraphFacts run;
+  run.built_with_cuda = built_with_cuda();
+  run.cuda = context.device.is_cuda();
+  run.world_size = context.world_size;
+  run.iter_size = loop.iter_size();
+  run.checks_read_every_update = loop.updater().why_checks_read_every_update();
+  run.fixed_sample_shape = !context.dataset.sample_shape.empty();
   for (const auto& o : c.overrides)
     for (const auto& stage : o.object->replaces()) run.train_step_overridden |= stage == "train_step";
-  if (const std::string why = cuda_graph_refusal(run); !why.empty())
-    throw ConfigError("loop.cuda_graph: this run's step cannot be captured: " + why);
+  if (const auto refusal = cuda_graph_refusal(run))
+    throw ConfigError("loop.cuda_graph: this run's step cannot be captured: " + refusal->line());
   auto graph =
       std::make_shared<CapturedStep>(context.device, c.network.object->parameters(), capture_warmup(profile_skip));
   // The forward, loss and backward as the eager step runs them (the loss

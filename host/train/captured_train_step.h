@@ -15,7 +15,7 @@ class EpochLoop;
 /// never before --profile's first recorded step `profile_skip`+1) run
 /// eagerly on the capture's stream, then the step is captured and replayed;
 /// a batch the graph does not fit (a shorter last batch) runs the stage it
-/// replaced. Throws ConfigError with cuda_graph_refusal()'s reason when this
+/// replaced. Throws ConfigError with cuda_graph_refusal()'s reason (config/step_rules.h) when this
 /// run's step cannot be captured. Call after the loop's debug setting.
 void install_captured_train_step(EpochLoop& loop, int64_t profile_skip);
 

@@ -3,6 +3,7 @@
 #include <ATen/ATen.h>
 #include <ATen/autocast_mode.h>
 
+#include "config/step_rules.h"
 #include "log/log.h"
 #include "trainyard/error.h"
 
@@ -30,26 +31,6 @@ std::optional<size_t> replaced_gradient(const std::vector<at::Tensor>& parameter
 }
 
 int64_t capture_warmup(int64_t profile_skip, int64_t warmup) { return std::max(warmup, profile_skip); }
-
-std::string cuda_graph_refusal(const CudaGraphConditions& run) {
-#ifndef TRAINYARD_WITH_CUDA
-  if (true) return "this trainyard was built against a LibTorch without CUDA";
-#endif
-  if (!run.cuda) return "the run trains on the CPU; CUDA graphs need a GPU (distributed.num_gpus 1)";
-  if (run.world_size > 1)
-    return "the run has " + std::to_string(run.world_size) +
-           " processes; the gradients' all-reduce runs between the captured backward and the update, and is not "
-           "captured yet: train on one GPU, or turn loop.cuda_graph off";
-  if (run.debug) return "--debug checks every operation on the host";
-  if (!run.checks_on_device)
-    return "the update's checks are read on the host at every update (loop.update_checks_every 1, fp16-mixed's loss "
-           "scaler, find-lr, or an optimizer that cannot skip a step on the device under loop.nonfinite error or "
-           "skip): set loop.update_checks_every auto or above 1, use a fused sgd/adam/adamw, or loop.nonfinite "
-           "ignore";
-  if (!run.fixed_sample_shape) return "the datasets give no fixed sample shape (give them load_size/crop_size)";
-  if (run.train_step_overridden) return "an additional_override replaces the train_step stage";
-  return "";
-}
 
 #ifdef TRAINYARD_WITH_CUDA
 
@@ -226,7 +207,7 @@ std::optional<StepTensors> CapturedStep::run(const Batch& batch, const Step& ste
 
 struct CapturedStep::Impl {};
 CapturedStep::CapturedStep(c10::Device, std::vector<at::Tensor>, int64_t) {
-  throw Error("loop.cuda_graph: " + cuda_graph_refusal({}));
+  throw Error("loop.cuda_graph: " + cuda_graph_refusal({.built_with_cuda = false})->line());
 }
 CapturedStep::~CapturedStep() = default;
 bool CapturedStep::captured() const { return false; }

@@ -18,21 +18,6 @@
 
 namespace trainyard::host {
 
-/// What decides whether a run's step can be captured (known where the run
-/// starts: the loop, the components and the launch).
-struct CudaGraphConditions {
-  bool cuda = false;                   ///< the network trains on a CUDA device
-  int world_size = 1;                  ///< processes in the run
-  bool debug = false;                  ///< trainyard run --debug
-  bool checks_on_device = false;       ///< Updater::checks_on_device(): nothing reads the device inside a step
-  bool fixed_sample_shape = false;     ///< the datasets declare one sample shape
-  bool train_step_overridden = false;  ///< an additional_override replaces the train_step stage
-};
-
-/// Why a run with loop.cuda_graph: true cannot capture its step (one
-/// sentence, for an error line), or "" when it can.
-std::string cuda_graph_refusal(const CudaGraphConditions& run);
-
 /// The rule a replay checks its gradients by: `captured[i]` is where the
 /// capture left parameter i's gradient, nullptr where the loss never reached
 /// the parameter (an unused head, a branch only eval takes): such a parameter
@@ -69,7 +54,7 @@ struct StepTensors {
 /// pool and release it, the partial gradients are dropped, and the run goes
 /// on eagerly (run() gives nothing from then on; failure() says why, naming
 /// the component). Only for CUDA builds; construct it only where
-/// cuda_graph_refusal() gave "".
+/// cuda_graph_refusal() (config/step_rules.h) refused nothing.
 class CapturedStep {
  public:
   using Step = std::function<StepTensors(const Batch&)>;

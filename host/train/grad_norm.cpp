@@ -89,4 +89,35 @@ double squared_norm(const std::vector<at::Tensor>& grads, const at::Tensor& pois
   return squared_norm_tensor(grads, poison).item<double>();  // on a GPU, the one wait for the device
 }
 
+namespace {
+// A factor for at::_foreach_mul_ as a 0-dim double tensor on the CPU: each
+// gradient is multiplied exactly as by its own mul_(factor) (the Scalar
+// overload rounds the factor to bf16 or fp16 first for such gradients on the
+// CPU).
+at::Tensor host_scalar(double factor) { return at::scalar_tensor(factor, at::TensorOptions().dtype(at::kDouble)); }
+}  // namespace
+
+// Every gradient times a factor known on the host, one call per device and
+// dtype (the multi-tensor kernels' fast path): on the CPU through
+// host_scalar (exact, above); elsewhere as a Scalar, which CUDA's kernel
+// takes without reading anything back (a CPU scalar tensor is read with
+// .item() there first).
+void scale_gradients(std::vector<at::Tensor>& grads, double factor) {
+  for (auto& [key, group] : by_device_and_dtype(grads)) {
+    if (std::get<0>(key) == c10::DeviceType::CPU)
+      at::_foreach_mul_(group, host_scalar(factor));
+    else
+      at::_foreach_mul_(group, factor);
+  }
+}
+
+double clip_gradients(std::vector<at::Tensor>& grads, double max_value, double max_norm, const at::Tensor& poison) {
+  at::NoGradGuard no_grad;
+  clamp_gradients(grads, max_value);
+  // One read of each gradient: this runs at every update, for the non-finite check too.
+  const double norm = std::sqrt(squared_norm(grads, poison));
+  if (max_norm > 0 && norm > max_norm) scale_gradients(grads, max_norm / norm);
+  return norm;
+}
+
 }  // namespace trainyard::host

@@ -40,4 +40,14 @@ double squared_norm(const std::vector<at::Tensor>& grads, const at::Tensor& pois
 /// path. Nothing is read back: on a GPU the host does not wait.
 at::Tensor squared_norm_tensor(const std::vector<at::Tensor>& grads, const at::Tensor& poison = {});
 
+/// Clamps every gradient to [-max_value, max_value] (0: no clamp), then scales
+/// them all down to a global L2 norm of at most max_norm (0: no scaling).
+/// Returns the global norm after clamping and before scaling. `poison`, if
+/// given, is added to the squared norm in the same read (see squared_norm).
+double clip_gradients(std::vector<at::Tensor>& grads, double max_value, double max_norm, const at::Tensor& poison = {});
+
+/// Every gradient times a factor known on the host, one call per device and
+/// dtype, each gradient multiplied exactly as by its own mul_(factor).
+void scale_gradients(std::vector<at::Tensor>& grads, double factor);
+
 }  // namespace trainyard::host

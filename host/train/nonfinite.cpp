@@ -11,9 +11,29 @@
 #include <c10/core/impl/LocalDispatchKeySet.h>
 #include <torch/library.h>
 
+#include "util/json.h"
 #include "util/text.h"
 
 namespace trainyard::host {
+
+std::string iteration_text(const LoopPosition& at) {
+  return "iteration " + std::to_string(at.iteration + 1) + " (epoch " + std::to_string(at.epoch + 1) + ", batch " +
+         std::to_string(at.position + 1) + ")";
+}
+
+std::string norm_text(double norm) { return std::isnan(norm) ? "NaN" : std::isinf(norm) ? "inf" : json_number(norm); }
+
+std::string nonfinite_stop_message(const NonFiniteStopReport& r) {
+  const bool on_device = !r.read.empty();
+  return "stopped at " + r.at + ": " + r.cause +
+         (r.in_a_row > 0 ? " (" + std::to_string(r.in_a_row) + " updates in a row)" : "") +
+         (on_device ? "; " + r.read : "") + "; the last good state is checkpointed " +
+         (on_device ? "where it was read (" : "at this batch (") +
+         (on_device ? "set loop.update_checks_every: 1 or --debug for the layer that made it; " : "") +
+         "set loop.nonfinite: skip to drop such updates, or lower the learning rate and resume, allowing that "
+         "config change)";
+}
+
 namespace {
 
 bool finite(const at::Tensor& t) {
