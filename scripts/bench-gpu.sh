@@ -104,7 +104,7 @@ $distributed
 YAML
   echo "$work/rn$1-$2-${3:-eager}.yaml"
 }
-# The run checkpoints at each epoch's end (loop.checkpoint_every_iters 0: the
+# The run checkpoints at each epoch's end (checkpoint.every_iters 0: the
 # default), so summary.json's checkpoint_blocked_s is that of epoch ends.
 # CPU s/img: bash's time keyword gives the user and sys CPU seconds of the run,
 # all its threads and any process it waited for (no /usr/bin/time needed, so

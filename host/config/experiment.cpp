@@ -4,9 +4,12 @@
 #include "config/experiment.h"
 
 #include <filesystem>
+#include <set>
 
 #include "config/detail/validation.h"
+#include "config/renamed_keys.h"
 #include "config/step_rules.h"
+#include "log/log.h"
 #include "trainyard/error.h"
 #include "util/text.h"
 
@@ -67,11 +70,6 @@ void read_plots(const Document& source, Experiment& e) {
 void read_sections(const Document& source, Experiment& e) {
   const YAML::Node& root = source.root;
   e.loop = loop_section().bind(section(source, "loop", loop_schema()));
-  if (e.loop.checkpoint_every_iters % e.loop.iter_size != 0)
-    fail(source.where(root["loop"], "loop.checkpoint_every_iters"), "checkpoints must fall between optimizer updates",
-         "expected a multiple of iter_size " + std::to_string(e.loop.iter_size) + ", got " +
-             std::to_string(e.loop.checkpoint_every_iters),
-         "");
   {
     const std::string& threads = e.loop.decode_threads;
     int64_t count = -1;
@@ -109,6 +107,12 @@ void read_sections(const Document& source, Experiment& e) {
   e.distributed = distributed_section().bind(section(source, "distributed", distributed_schema()));
   e.ema = ema_section().bind(section(source, "ema", ema_schema()));
   e.checkpoint = checkpoint_section().bind(section(source, "checkpoint", checkpoint_schema()));
+  if (e.checkpoint.every_iters % e.loop.iter_size != 0)
+    fail(source.where(root["checkpoint"]["every_iters"], "checkpoint.every_iters"),
+         "checkpoints must fall between optimizer updates",
+         "expected a multiple of loop.iter_size " + std::to_string(e.loop.iter_size) + ", got " +
+             std::to_string(e.checkpoint.every_iters),
+         "");
   if (e.ema.evaluate && !e.ema.enabled)
     fail(source.where(root["ema"]["evaluate"], "ema.evaluate"), "there is no average to evaluate",
          "expected ema.enabled: true with ema.evaluate: true", "set ema.enabled: true");
@@ -179,10 +183,45 @@ Experiment validate_plain(const Document& src, const Registry& registry) {
   return e;
 }
 
+// The keys renamed_keys() lists, written under their old names in `map` (the
+// file's root, or one of its stages): moved to their new places, once, with
+// a deprecation line each (once a process: sweeps validate again).
+void move_renamed_keys(const Document& document, const YAML::Node& map, const std::string& prefix) {
+  if (!map.IsMap()) return;
+  static std::set<std::string> said;
+  for (const RenamedKey& k : renamed_keys()) {
+    const size_t old_dot = k.before.find('.'), new_dot = k.now.find('.');
+    const std::string old_section = k.before.substr(0, old_dot), old_key = k.before.substr(old_dot + 1);
+    const std::string new_section = k.now.substr(0, new_dot), new_key = k.now.substr(new_dot + 1);
+    YAML::Node section = get(map, old_section);
+    if (!section.IsDefined() || !section.IsMap()) continue;
+    const YAML::Node value = get(section, old_key);
+    if (!value.IsDefined()) continue;
+    const std::string where = document.where(value, prefix + k.before);
+    const YAML::Node target = get(map, new_section);
+    if (target.IsDefined() && !target.IsMap()) continue;  // the section's own check names that
+    if (target.IsDefined() && get(target, new_key).IsDefined())
+      fail(where, "given twice: under its old name and as " + prefix + k.now,
+           "expected " + prefix + k.now + " only (" + prefix + k.before + " is its deprecated name)",
+           "remove " + prefix + k.before);
+    if (said.insert(where).second) log_warning("warning: " + where + " is deprecated: read as " + prefix + k.now);
+    YAML::Node writable = map;  // a handle: writes reach the document
+    if (!target.IsDefined()) writable[new_section] = YAML::Node(YAML::NodeType::Map);
+    YAML::Node moved_to = writable[new_section];
+    moved_to[new_key] = value;
+    section.remove(old_key);
+  }
+}
+
 }  // namespace detail
 
 Experiment validate_experiment(ExperimentSource source, const Registry& registry) {
   const detail::Document& document = *source.document;
+  const YAML::Node& root = document.root;
+  detail::move_renamed_keys(document, root, "");
+  if (const YAML::Node stages = detail::get(root, "stages"); stages.IsDefined() && stages.IsSequence())
+    for (size_t i = 0; i < stages.size(); ++i)
+      detail::move_renamed_keys(document, stages[i], detail::index_key("stages", i) + ".");
   if (static_cast<const YAML::Node&>(document.root)["stages"].IsDefined())
     return detail::validate_staged(document, registry);
   return detail::validate_plain(document, registry);

@@ -71,12 +71,6 @@ const TypedSchema<LoopConfig>& loop_section() {
     changeable_on_resume("loop", s.add("log_every_iters", &L::log_every_iters, 50,
                                        "write train meter values to metrics.jsonl every N iterations")
                                      .min(1));
-    s.add("checkpoint_every_iters", &L::checkpoint_every_iters, 0,
-          "also checkpoint every N train iterations; 0 only at epoch end")
-        .min(0);
-    s.add("checkpoint_every_secs", &L::checkpoint_every_secs, 0.0,
-          "also checkpoint every T seconds of wall time (between updates); 0: not by time")
-        .min(0.0);
     s.add("iter_size", &L::iter_size, 1,
           "batches whose gradients are accumulated into one optimizer update (loss scaled by 1/N)")
         .min(1);
@@ -194,7 +188,6 @@ const TypedSchema<StoppingConfig>& stopping_section() {
           "stop after this many epochs without improvement of monitor; 0 never stops early")
         .min(0);
     s.add("min_delta", &S::min_delta, 0.0, "an improvement must exceed this").min(0.0);
-    s.add("keep_best", &S::keep_best, true, "keep checkpoints/best.pt, the epoch with the best monitor value");
     s.add("mode", &S::mode, "auto", "max, min, or auto (min when the meter name contains 'loss')")
         .one_of({"auto", "max", "min"});
     return s;
@@ -207,9 +200,6 @@ const TypedSchema<OutputConfig>& output_section() {
     using O = OutputConfig;
     TypedSchema<O> s;
     s.add("dir", &O::dir, "runs", "folder holding run directories (<dir>/<name>/); relative to the working directory");
-    changeable_on_resume(
-        "output",
-        s.add("keep_checkpoints", &O::keep_checkpoints, 3, "how many recent checkpoints to keep; 0 keeps all").min(0));
     s.add("report", &O::report, true, "write report.html and plots/*.svg in the run directory at the end of a run");
     return s;
   }();
@@ -220,6 +210,15 @@ const TypedSchema<CheckpointConfig>& checkpoint_section() {
   static const TypedSchema<CheckpointConfig> schema = [] {
     using C = CheckpointConfig;
     TypedSchema<C> s;
+    s.add("every_iters", &C::every_iters, 0,
+          "also checkpoint every N train iterations (a multiple of loop.iter_size); 0 only at epoch end")
+        .min(0);
+    s.add("every_secs", &C::every_secs, 0.0,
+          "also checkpoint every T seconds of wall time (between updates); 0: not by time")
+        .min(0.0);
+    changeable_on_resume("checkpoint",
+                         s.add("keep", &C::keep, 3, "how many recent checkpoints to keep; 0 keeps all").min(0));
+    s.add("keep_best", &C::keep_best, true, "keep checkpoints/best.pt, the epoch with the best stopping.monitor value");
     changeable_on_resume("checkpoint",
                          s.add("async", &C::async, true,
                                "the training thread only copies the checkpoint's tensors to host memory and a writer "

@@ -28,11 +28,9 @@ struct LoopConfig {
   int64_t samples_per_class = 0;
   bool pk_with_replacement = false;  ///< a class with fewer than K samples is drawn with replacement
   int64_t log_every_iters = 50;
-  int64_t checkpoint_every_iters = 0;  ///< 0: only at the end of each epoch
-  double checkpoint_every_secs = 0;    ///< also every T seconds of wall time; 0: not by time
-  int64_t iter_size = 1;               ///< batches accumulated per optimizer update
-  double clip_grad_norm = 0;           ///< 0: no clipping by global norm
-  double clip_grad_value = 0;          ///< 0: no clipping by value
+  int64_t iter_size = 1;       ///< batches accumulated per optimizer update
+  double clip_grad_norm = 0;   ///< 0: no clipping by global norm
+  double clip_grad_value = 0;  ///< 0: no clipping by value
   /// "auto" (one per CPU this rank may use, but one: make_loader_options),
   /// or a count as text ("0" decodes on the training thread): decode_thread_count().
   std::string decode_threads = "auto";
@@ -79,7 +77,6 @@ struct StoppingConfig {
   std::string monitor;        ///< early stopping and best.pt follow this meter
   int64_t patience = 0;       ///< epochs without improvement before stopping; 0: never
   double min_delta = 0;       ///< smaller changes are not improvements
-  bool keep_best = true;      ///< checkpoints/best.pt: the best epoch by `monitor`
   std::string mode = "auto";  ///< max | min | auto (min for names with "loss")
 
   /// Whether `meter` is better smaller under `mode`.
@@ -111,14 +108,19 @@ struct PlotSpec {
 
 struct OutputConfig {
   std::string dir = "runs";
-  int64_t keep_checkpoints = 3;  ///< 0: keep all
-  std::vector<PlotSpec> plots;   ///< empty: the default plots (loss, accuracy, learning rate)
-  bool report = true;            ///< report.html and plots/ at the end of a run
+  std::vector<PlotSpec> plots;  ///< empty: the default plots (loss, accuracy, learning rate)
+  bool report = true;           ///< report.html and plots/ at the end of a run
 };
 
-/// `checkpoint:` how checkpoints are written (train/checkpoint_store.h).
+/// `checkpoint:` when checkpoints are written, which are kept and how
+/// (train/checkpoint_store.h, train/builtin_hooks.h). Its keys lived in
+/// loop, stopping and output before: those still read (renamed_keys.h).
 struct CheckpointConfig {
-  bool async = true;  ///< the training thread only snapshots; a writer thread writes
+  int64_t every_iters = 0;  ///< also every N train iterations; 0: at the end of each epoch only
+  double every_secs = 0;    ///< also every T seconds of wall time; 0: not by time
+  int64_t keep = 3;         ///< recent checkpoints kept; 0: all
+  bool keep_best = true;    ///< checkpoints/best.pt: the best epoch by stopping.monitor
+  bool async = true;        ///< the training thread only snapshots; a writer thread writes
 };
 
 /// Learning-rate schedule (train/schedule.h computes the factor from it).

@@ -1,5 +1,7 @@
 #include "config/snapshot.h"
 
+#include "config/renamed_keys.h"
+
 #include <algorithm>
 #include <filesystem>
 
@@ -79,7 +81,8 @@ bool ExperimentSnapshot::added_at_default(const ConfigChange& change) const {
 }
 
 std::vector<ConfigChange> ExperimentSnapshot::changes_from(const nlohmann::ordered_json& recorded) const {
-  std::vector<ConfigChange> changes = config_changes(recorded, resolved_);
+  // Recorded by an older trainyard: its keys under their current names first.
+  std::vector<ConfigChange> changes = config_changes(with_current_keys(recorded), resolved_);
   changes.erase(
       std::remove_if(changes.begin(), changes.end(), [&](const ConfigChange& c) { return added_at_default(c); }),
       changes.end());

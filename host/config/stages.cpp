@@ -11,8 +11,8 @@ namespace {
 
 // What a stage of a multi-stage run may set (the network's architecture and
 // the run's plumbing stay; its weights carry over from stage to stage).
-const std::vector<std::string> kStageKeys = {"name",     "loop", "optimizer", "schedule",
-                                             "stopping", "ema",  "network",   "dataset"};
+const std::vector<std::string> kStageKeys = {"name", "loop",    "optimizer", "schedule",  "stopping",
+                                             "ema",  "network", "dataset",   "checkpoint"};
 const std::vector<std::string> kStageNetworkKeys = {"trainable", "freeze"};
 
 // `over` merged into `base`: maps key by key (recursively), anything else

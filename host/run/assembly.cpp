@@ -26,10 +26,10 @@ std::unique_ptr<EpochLoop> assemble_stage(const Experiment& stage, Context& cont
   BuiltinHookSettings settings;
   settings.log_every_iters = stage.loop.log_every_iters;
   settings.test_every_iters = stage.loop.test_every_iters;
-  settings.checkpoint_every_iters = stage.loop.checkpoint_every_iters;
-  settings.checkpoint_every_secs = stage.loop.checkpoint_every_secs;
+  settings.checkpoint_every_iters = stage.checkpoint.every_iters;
+  settings.checkpoint_every_secs = stage.checkpoint.every_secs;
   settings.stall_timeout_secs = stage.loop.stall_timeout_secs;
-  settings.keep_best = stage.stopping.keep_best;
+  settings.keep_best = stage.checkpoint.keep_best;
   settings.experiment = stage.name;
   settings.monitor = stage.stopping.monitor;
   add_builtin_hooks(loop->hooks(), settings);

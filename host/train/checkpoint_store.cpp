@@ -241,7 +241,7 @@ void CheckpointStore::keep_as_best(const LoopPosition& at) {
 }
 
 std::shared_ptr<CheckpointStore> make_checkpoint_store(const std::string& dir, const Experiment& stage) {
-  return std::make_shared<CheckpointStore>(dir, stage.output.keep_checkpoints, stage.checkpoint.async);
+  return std::make_shared<CheckpointStore>(dir, stage.checkpoint.keep, stage.checkpoint.async);
 }
 
 }  // namespace trainyard::host

@@ -96,7 +96,7 @@ class CheckpointStore {
 };
 
 /// The store of `dir` (RUN_DIR/checkpoints) as a stage's sections ask:
-/// output.keep_checkpoints, checkpoint.async.
+/// checkpoint.keep, checkpoint.async.
 std::shared_ptr<CheckpointStore> make_checkpoint_store(const std::string& dir, const Experiment& stage);
 
 }  // namespace trainyard::host

@@ -185,7 +185,7 @@ TEST(ConfigChanges, TheKeysThatMayChangeOnResumeAreMarkedInTheSchema) {
       {"loop.update_checks_every", true},
       {"loop.stall_timeout_secs", true},
       {"loop.stop_grace_secs", true},
-      {"output.keep_checkpoints", true},
+      {"checkpoint.keep", true},
       {"checkpoint.async", true},
       {"distributed.timeout_secs", true},
       {"stages[1].loop.epochs", true},
@@ -226,7 +226,7 @@ TEST(ConfigChanges, TheKeysThatMayChangeOnResumeAreMarkedInTheSchema) {
                      "may change when a run resumes: epochs, log_every_iters, decode_threads, prefetch_batches, "
                      "update_checks_every, stall_timeout_secs, stop_grace_secs"))
       << loop.out;
-  EXPECT_TRUE(test::contains(test::trainyard("describe checkpoint").out, "may change when a run resumes: async"));
+  EXPECT_TRUE(test::contains(test::trainyard("describe checkpoint").out, "may change when a run resumes: keep, async"));
   EXPECT_FALSE(test::contains(test::trainyard("describe stopping").out, "may change when a run resumes"));
 }
 

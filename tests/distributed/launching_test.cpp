@@ -273,7 +273,7 @@ TEST(Distributed, TorchrunC10dRendezvousAndAnElasticRestartEqualOneProcess) {
   // both, which resume from the checkpoint of iteration 10 and end bit-identical.
   const std::string dir = temp_dir("restart");
   const std::string every =
-      " --set loop.checkpoint_every_iters=5 --set loop.batch_per_device=32 --plugin-dir " + fixture_dir("components");
+      " --set checkpoint.every_iters=5 --set loop.batch_per_device=32 --plugin-dir " + fixture_dir("components");
   ASSERT_EQ(trainyard("run " + dp_experiment("dp") + every + " --output-dir " + dir + "/straight --nproc-per-node 2")
                 .exit_code,
             0);

@@ -5,6 +5,7 @@
 
 #include "config/config_file.h"
 #include "config/experiment.h"
+#include "config/snapshot.h"
 #include "plugins/library_loader.h"
 #include "support/support.h"
 #include "trainyard/error.h"
@@ -69,6 +70,58 @@ TEST(ExperimentConfig, ValidExperimentFillsDefaults) {
   EXPECT_DOUBLE_EQ(option<double>(e.optimizer.options, "lr"), 0.05);
   ASSERT_EQ(e.meters.size(), 2u);
   EXPECT_EQ(option<std::vector<int64_t>>(e.meters[1].options, "k"), (std::vector<int64_t>{1, 2}));
+}
+
+// One `checkpoint:` section. Its keys' old names (loop.checkpoint_every_iters,
+// loop.checkpoint_every_secs, output.keep_checkpoints, stopping.keep_best)
+// still read, in the file, a stage or a --set, with one deprecation line
+// naming where; both names at once are refused; a config recorded with the
+// old names (a run before the move) resumes as unchanged.
+TEST(ExperimentConfig, CheckpointKeysUnderTheirOldNamesReadAsTheNewOnes) {
+  const std::string loop = "loop: {epochs: 2, batch_per_device: 32, log_every_iters: 4}";
+  const std::string old_names =
+      replace(kBase, loop, "loop: {epochs: 2, checkpoint_every_iters: 4, checkpoint_every_secs: 30}") +
+      "output: {keep_checkpoints: 1}\nstopping: {keep_best: false}\n";
+  testing::internal::CaptureStderr();
+  const Experiment old_e = load(old_names);
+  const std::string said = testing::internal::GetCapturedStderr();
+  const Experiment new_e = load(replace(kBase, loop, "loop: {epochs: 2}") +
+                                "checkpoint: {every_iters: 4, every_secs: 30, keep: 1, keep_best: false}\n");
+  EXPECT_EQ(old_e.checkpoint.every_iters, 4);
+  EXPECT_DOUBLE_EQ(old_e.checkpoint.every_secs, 30);
+  EXPECT_EQ(old_e.checkpoint.keep, 1);
+  EXPECT_FALSE(old_e.checkpoint.keep_best);
+  EXPECT_EQ(old_e.resolved(), new_e.resolved());
+  EXPECT_TRUE(contains(said, "exp.yaml:")) << said;
+  EXPECT_TRUE(contains(said, ": loop.checkpoint_every_iters is deprecated: read as checkpoint.every_iters")) << said;
+  EXPECT_TRUE(contains(said, ": stopping.keep_best is deprecated: read as checkpoint.keep_best")) << said;
+
+  // A --set and a stage under the old name.
+  EXPECT_EQ(load(kBase, {"output.keep_checkpoints=7"}).checkpoint.keep, 7);
+  const Experiment staged =
+      load(kBase + "stages:\n  - {name: a}\n  - {name: b, loop: {epochs: 3, checkpoint_every_iters: 8}}\n");
+  ASSERT_EQ(staged.stages.size(), 2u);
+  EXPECT_EQ(staged.stages[0].checkpoint.every_iters, 0);
+  EXPECT_EQ(staged.stages[1].checkpoint.every_iters, 8);
+
+  const std::string both =
+      error_of(replace(kBase, loop, "loop: {checkpoint_every_iters: 4}") + "checkpoint: {every_iters: 8}\n");
+  EXPECT_TRUE(contains(both,
+                       "loop.checkpoint_every_iters: given twice: under its old name and as "
+                       "checkpoint.every_iters"))
+      << both;
+
+  // A config recorded before the move: its old keys compare under the new names.
+  nlohmann::ordered_json recorded = new_e.resolved();
+  recorded["loop"]["checkpoint_every_iters"] = recorded["checkpoint"]["every_iters"];
+  recorded["output"]["keep_checkpoints"] = recorded["checkpoint"]["keep"];
+  recorded["checkpoint"].erase("every_iters");
+  recorded["checkpoint"].erase("keep");
+  EXPECT_TRUE(ExperimentSnapshot(new_e).changes_from(recorded).empty());
+  recorded["output"]["keep_checkpoints"] = 5;  // and a real change is still one
+  const auto changes = ExperimentSnapshot(new_e).changes_from(recorded);
+  ASSERT_EQ(changes.size(), 1u);
+  EXPECT_EQ(changes[0].key, "checkpoint.keep");
 }
 
 TEST(ExperimentConfig, YamlSyntaxErrorNamesFileLineAndColumn) {

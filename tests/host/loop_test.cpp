@@ -570,7 +570,7 @@ TEST(Resume, TwoEpochsEqualOneEpochThenResume) {
 }
 
 TEST(Resume, ResumingFromAnOlderCheckpointDropsTheLaterMetrics) {
-  RunOutput first = run("older", "", "--set loop.epochs=2 --set output.keep_checkpoints=0");
+  RunOutput first = run("older", "", "--set loop.epochs=2 --set checkpoint.keep=0");
   ASSERT_EQ(first.result.exit_code, 0) << first.result.err;
   fs::remove(first.run_dir + "/checkpoints/ckpt-e0002-i00000032.pt");  // as if the run died before it
   RunOutput again = run("older", "", "--set loop.epochs=2", first.dir);

@@ -52,7 +52,7 @@ TEST(Signals, KillNineAtRandomMomentsThenResumeEndsBitIdentical) {
   // write (at 60 epochs the whole run took 2 s and sometimes ended first).
   const std::string exp = long_experiment("kill", "");
   const std::string out = temp_dir("out");
-  const std::string every = " --set loop.checkpoint_every_iters=4 --set loop.epochs=200";
+  const std::string every = " --set checkpoint.every_iters=4 --set loop.epochs=200";
   auto whole = trainyard("run " + exp + " --output-dir " + out + "/whole" + every);
   ASSERT_EQ(whole.exit_code, 0) << whole.err;
   std::mt19937 rng(static_cast<unsigned>(::getpid()));
@@ -111,12 +111,12 @@ TEST(Resume, AStopInsideAnAccumulationWaitsForItsEndAndTheResumeIsExact) {
 
 TEST(Checkpoints, EveryTSecondsBetweenUpdates) {
   const std::string out = temp_dir("out");
-  std::string yaml = synthetic_experiment("timed", "output: {keep_checkpoints: 0}\n");
+  std::string yaml = synthetic_experiment("timed", "checkpoint: {keep: 0}\n");
   yaml.replace(yaml.find("epochs: 2,"), 10,
                "epochs: 1, train_samples_per_epoch: 96000,");  // 3000 iterations, a few seconds
   const std::string exp = temp_dir("exp") + "/timed.yaml";
   write_file(exp, yaml);
-  auto r = trainyard("run " + exp + " --output-dir " + out + " --set loop.checkpoint_every_secs=0.2");
+  auto r = trainyard("run " + exp + " --output-dir " + out + " --set checkpoint.every_secs=0.2");
   ASSERT_EQ(r.exit_code, 0) << r.err;
   int mid_epoch = 0;
   for (const auto& f : fs::directory_iterator(out + "/timed/checkpoints")) {
@@ -328,7 +328,7 @@ TEST(Checkpoints, EvalOfATruncatedCheckpointIsBadInput) {
 }
 
 TEST(Checkpoints, StaleTemporariesAreRemovedAndRotationKeepsTheNewestAndTheBest) {
-  const std::string exp = short_experiment("rot", "stopping: {monitor: test_loss}\noutput: {keep_checkpoints: 2}\n");
+  const std::string exp = short_experiment("rot", "stopping: {monitor: test_loss}\ncheckpoint: {keep: 2}\n");
   const std::string out = temp_dir("out"), dir = out + "/rot/checkpoints";
   ASSERT_EQ(trainyard("run " + exp + " --output-dir " + out + " --set loop.epochs=1").exit_code, 0);
   write_file(dir + "/ckpt-e0009-i00000999.pt.tmp-4242", "half a checkpoint");

@@ -99,7 +99,7 @@ TEST(RunLock, ASecondRunIntoABusyRunDirectoryIsRefusedAndTheFirstKeepsItsMetrics
 
 TEST(RunLock, AKilledHoldersLockIsTakenOverWithAWarningAndTheRunResumes) {
   const std::string out = temp_dir("killed"), run_dir = out + "/fashion_mnist_mlp";
-  const std::string args = demo_args(out, 40) + " --set loop.checkpoint_every_iters=20";
+  const std::string args = demo_args(out, 40) + " --set checkpoint.every_iters=20";
   const CommandResult killed = interrupted(args, run_dir + "/metrics.jsonl", 500, "KILL");
   ASSERT_EQ(killed.exit_code, 137) << killed.err;
   // The kernel released its flock; its record stays behind.

@@ -417,11 +417,11 @@ TEST(Stopping, TargetReachedEndsTheRunAndBestCheckpointIsKept) {
   const std::string run = run_dir_of("target",
                                      "--set loop.epochs=6 --set stopping.target_meter=test_accuracy_top1"
                                      " --set stopping.target=0.95 --set stopping.monitor=test_accuracy_top1"
-                                     " --set output.keep_checkpoints=1");
+                                     " --set checkpoint.keep=1");
   std::string summary = test::read_file(run + "/summary.json");
   EXPECT_TRUE(test::contains(summary, "\"stopped\": \"target reached: test_accuracy_top1 ")) << summary;
   EXPECT_FALSE(test::contains(summary, "\"epochs_completed\": 6")) << summary;
-  // best.pt survives rotation (keep_checkpoints 1) and is a loadable checkpoint.
+  // best.pt survives rotation (checkpoint.keep 1) and is a loadable checkpoint.
   ASSERT_TRUE(fs::exists(run + "/checkpoints/best.pt"));
   EXPECT_NO_THROW(tensor_in(run + "/checkpoints/best.pt", "layers.0.weight"));
 }

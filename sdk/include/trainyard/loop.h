@@ -40,7 +40,7 @@
 ///     at the epoch's end               e + 1    0                        done so far
 ///   checkpoint, before_checkpoint, after_checkpoint
 ///     at the epoch's end               e + 1    0                        done so far
-///     in mid-epoch (checkpoint_every_iters or _secs, a stop request)
+///     in mid-epoch (checkpoint.every_iters or every_secs, a stop request)
 ///                                      e        batches done             done so far
 ///   after_epoch                        e + 1    0                        done so far
 ///   after_run                          done     0 (batches done when a   done so far
