@@ -1,5 +1,7 @@
 #include "run/experiment_file.h"
 
+#include "run/auto_choices.h"
+
 #include <optional>
 #include <set>
 
@@ -9,32 +11,6 @@
 #include "train/precision.h"
 
 namespace trainyard::host {
-
-void resolve_precision(Experiment& e) {
-  std::optional<GpuFacts> gpu;
-  if (e.distributed.num_gpus > 0) {
-    gpu = gpu_facts(e.distributed.first_gpu_id);
-    if (!gpu) gpu = gpu_facts(0);  // one GPU per rank (rank_device picks it)
-  }
-  auto resolve = [&](Experiment& x) {
-    const PrecisionChoice c = choose_precision(x.loop.precision, cpu_facts(), x.distributed.num_gpus > 0, gpu);
-    x.loop.precision_used = c.precision;
-    x.loop.precision_reason = c.reason;
-    x.loop.precision_warning = c.warning;
-  };
-  resolve(e);
-  for (auto& stage : e.stages) resolve(stage);
-}
-
-void announce_precision(const std::vector<const LoopConfig*>& loops) {
-  std::set<std::string> said;  // stages usually agree: each line once
-  for (const LoopConfig* loop : loops) {
-    if (loop->precision == "auto" && said.insert(loop->precision_used + loop->precision_reason).second)
-      log_info("trainyard: loop.precision auto: " + loop->effective_precision() + " (" + loop->precision_reason + ")");
-    if (!loop->precision_warning.empty() && said.insert(loop->precision_warning).second)
-      log_warning("warning: " + loop->precision_warning);
-  }
-}
 
 Experiment load_experiment(const std::string& file, const std::vector<std::string>& sets,
                            const std::vector<std::string>& plugin_dirs, Registry& registry) {

@@ -6,6 +6,7 @@
 #include <torch/utils.h>
 
 #include "run/assembly.h"
+#include "run/auto_choices.h"
 #include "run/experiment_file.h"
 #include "run/runner.h"
 #include "run/session.h"

@@ -17,6 +17,7 @@
 #include "log/log.h"
 #include "report/report.h"
 #include "run/assembly.h"
+#include "run/auto_choices.h"
 #include "run/experiment_file.h"
 #include "run/provenance.h"
 #include "run/rank_checks.h"
@@ -44,20 +45,6 @@ namespace trainyard::host {
 void check_profile_window(const std::string& window) { parse_profile_window(window); }
 
 namespace {
-
-// loop.cudnn_benchmark resolved for this process (auto: on where the input
-// shape is fixed, as PyTorch users set torch.backends.cudnn.benchmark).
-struct CudnnBenchmark {
-  bool on = false;
-  std::string reason;
-};
-CudnnBenchmark cudnn_benchmark_choice(const std::string& setting, const Context& context) {
-  if (!context.device.is_cuda()) return {false, "not a CUDA run: cuDNN is not used"};
-  if (setting != "auto") return {setting == "true", "as written"};
-  if (context.dataset.sample_shape.empty())
-    return {false, "auto: the datasets give no fixed sample shape (the autotuner would time every new shape)"};
-  return {true, "auto: a CUDA run with a fixed sample shape " + shape_text(context.dataset.sample_shape)};
-}
 
 // Runner::train's run: one per call, its session joined as it is made.
 class TrainingRun {
