@@ -27,7 +27,7 @@ fi
 # What the environment's Python says it holds: torch's version (still the one the
 # environment was made for), nvidia-nvjpeg's, and the readers that do not import
 # (the tests' readers; install-deps.sh installs them under their PyPI names).
-readers=(tensorboard mlflow pandas skimage torchvision webdataset pytorch_metric_learning safetensors torch_tb_profiler)
+readers=(tensorboard mlflow pandas skimage torchvision webdataset pytorch_metric_learning safetensors torch_tb_profiler torchmetrics)
 said="$("$TRAINYARD_PYTHON" - "${readers[@]}" <<'EOF' 2>&1
 import importlib.metadata as md, importlib.util as u, sys
 def version(dist):

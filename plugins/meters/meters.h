@@ -13,5 +13,7 @@ trainyard::Schema topk_schema();
 std::shared_ptr<trainyard::Meter> make_topk(const trainyard::Options& options, const trainyard::Context& context);
 trainyard::Schema confusion_schema();
 std::shared_ptr<trainyard::Meter> make_confusion(const trainyard::Options& options, const trainyard::Context& context);
+trainyard::Schema miou_schema();
+std::shared_ptr<trainyard::Meter> make_miou(const trainyard::Options& options, const trainyard::Context& context);
 
 }  // namespace meters

@@ -15,8 +15,12 @@ void register_components(trainyard::Registrar& r) {
               "counts of (true class, predicted class) (reports: mean_class_recall; results: confusion_matrix and "
               "per_class tables, written to RUN_DIR/meters/ at each test)",
               meters::confusion_schema(), meters::make_confusion);
+  r.add_meter("miou",
+              "mean intersection over union over the phase's confusion matrix, dense ([B, C, H, W] against "
+              "[B, H, W]) or not, with ignore_index (reports: miou, pixel_accuracy; results: iou_per_class)",
+              meters::miou_schema(), meters::make_miou);
 }
 
 }  // namespace
 
-TRAINYARD_PLUGIN("meters", "1.1.0", "loss, top-k accuracy and confusion matrix meters", register_components)
+TRAINYARD_PLUGIN("meters", "1.2.0", "loss, top-k accuracy, confusion matrix and mIoU meters", register_components)

@@ -42,7 +42,7 @@ TEST(PluginLoader, LoadsEveryBuiltinPlugin) {
   EXPECT_EQ(r.names(Kind::loss),
             (std::vector<std::string>{"arcface", "contrastive", "cross_entropy", "triplet_margin"}));
   EXPECT_EQ(r.names(Kind::optimizer), (std::vector<std::string>{"adam", "adamw", "rmsprop", "sgd"}));
-  EXPECT_EQ(r.names(Kind::meter), (std::vector<std::string>{"confusion_matrix", "loss", "retrieval", "topk_accuracy"}));
+  EXPECT_EQ(r.names(Kind::meter), (std::vector<std::string>{"confusion_matrix", "loss", "miou", "retrieval", "topk_accuracy"}));
   EXPECT_EQ(r.names(Kind::callback),
             (std::vector<std::string>{"console", "csv_logger", "mlflow_logger", "tensorboard"}));
   EXPECT_EQ(r.names(Kind::additional_override),

@@ -1,0 +1,180 @@
+// Segmentation's loss and meter (issue 51, part) against the references
+// their users compare with: the miou meter against torchmetrics 1.9.0's
+// MulticlassJaccardIndex(average="macro", ignore_index=...), and
+// cross_entropy's ignore_index and class_weights against PyTorch's
+// F.cross_entropy, in value and gradient, on dense [B, C, H, W] logits.
+#include <gtest/gtest.h>
+
+#include <ATen/ATen.h>
+
+#include "plugins/library_loader.h"
+#include "support/support.h"
+#include "trainyard/error.h"
+#include "trainyard/loss.h"
+#include "trainyard/meter.h"
+
+namespace trainyard::host {
+namespace {
+
+template <class T>
+std::shared_ptr<T> build(Kind kind, const std::string& plugin, std::map<std::string, Value> set, int64_t classes) {
+  const Component& c = test::builtin_registry().get(kind, plugin);
+  std::map<std::string, Value> values;
+  for (const auto& spec : c.schema.specs())
+    if (spec.default_value) values[spec.key] = *spec.default_value;
+  for (auto& [k, v] : set) values[k] = v;
+  Context context;
+  context.dataset.num_classes = classes;
+  return std::get<Factory<T>>(c.factory)(Options(values), context);
+}
+
+// The last line the script prints, and the one before it in `before` (when given).
+double python_value(const std::string& script, const std::vector<std::string>& args, double* before = nullptr,
+                    std::string* third_last = nullptr) {
+  const std::string dir = test::temp_dir("reference");
+  test::write_file(dir + "/reference.py", script);
+  std::string command = test::python() + " " + dir + "/reference.py";
+  for (const auto& a : args) command += " " + a;
+  const auto r = test::run_command(command);
+  EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
+  const auto lines = test::nonempty_lines(r.out);
+  if (r.exit_code != 0 || lines.empty()) return NAN;
+  if (before && lines.size() > 1) *before = std::stod(lines[lines.size() - 2]);
+  if (third_last && lines.size() > 2) *third_last = lines[lines.size() - 3];
+  return std::stod(lines.back());
+}
+
+const char* kJaccard = R"(import sys, numpy as np, torch
+from torchmetrics.classification import MulticlassJaccardIndex
+shape = [int(v) for v in sys.argv[3].split(',')]
+logits = torch.tensor(np.loadtxt(sys.argv[1]), dtype=torch.float64).reshape(shape)
+target = torch.tensor(np.loadtxt(sys.argv[2]), dtype=torch.int64).reshape([shape[0]] + shape[2:])
+metric = MulticlassJaccardIndex(num_classes=shape[1], average='macro', ignore_index=int(sys.argv[4]))
+for b in range(shape[0]):  # batch by batch, as the meter sees them
+    metric.update(logits[b:b + 1], target[b:b + 1])
+# compute() casts its (exact, integer) confusion matrix to float32 before
+# dividing: its macro rule applied to that matrix in float64 is what a 1e-9
+# comparison can use (and must agree with compute() to float32's precision).
+confmat = metric.confmat.double()
+ignore = int(sys.argv[4])
+inter = torch.diag(confmat)
+union = confmat.sum(0) + confmat.sum(1) - inter
+iou = torch.where(union != 0, inter / union, torch.zeros((), dtype=torch.float64))
+weights = torch.ones_like(iou)
+if 0 <= ignore < confmat.shape[0]:
+    weights[ignore] = 0.0
+weights[confmat.sum(0) + confmat.sum(1) == 0] = 0.0
+exact = (weights * iou / weights.sum()).sum()
+assert abs(exact.item() - metric.compute().item()) < 1e-6
+print(' '.join(str(int(v)) for v in metric.confmat.reshape(-1).tolist()))
+print(repr(metric.compute().double().item()))
+print(repr(exact.item()))
+)";
+
+TEST(Miou, EqualsTorchmetricsJaccardIndexOverTheWholeSetAndAcrossRanks) {
+  at::manual_seed(3);
+  // 6 images of 9x7, 5 classes: class 4 never occurs nor is predicted (left
+  // out of the mean), class 3 is predicted but never true, 255 is void.
+  const int64_t b = 6, c = 5, h = 9, w = 7;
+  at::Tensor logits = at::randn({b, c, h, w}, at::kDouble);
+  logits.select(1, 4).fill_(-100);
+  at::Tensor target = at::randint(0, 3, {b, h, w}, at::kLong);
+  target.masked_fill_(at::rand({b, h, w}) < 0.15, 255);
+  const std::string dir = test::temp_dir("miou");
+  test::write_matrix(dir + "/logits.txt", logits.reshape({-1}));
+  test::write_matrix(dir + "/target.txt", target.reshape({-1}));
+  double in_float32 = NAN;
+  std::string confmat;
+  const double expected =
+      python_value(kJaccard, {dir + "/logits.txt", dir + "/target.txt", "6,5,9,7", "255"}, &in_float32, &confmat);
+
+  auto whole = build<Meter>(Kind::meter, "miou", {{"ignore_index", int64_t{255}}}, c);
+  auto rank0 = build<Meter>(Kind::meter, "miou", {{"ignore_index", int64_t{255}}}, c);
+  auto rank1 = build<Meter>(Kind::meter, "miou", {{"ignore_index", int64_t{255}}}, c);
+  const at::Tensor loss = at::zeros({});
+  for (int64_t i = 0; i < b; ++i) {
+    Batch batch{at::Tensor(), target.slice(0, i, i + 1), {}};
+    const at::Tensor out = logits.slice(0, i, i + 1);
+    whole->update({batch, out, loss});
+    (i % 2 ? rank1 : rank0)->update({batch, out, loss});
+  }
+  // The same confusion matrix, cell by cell (then nothing out of range).
+  std::string ours;
+  const std::vector<double> cells = whole->accumulators();
+  for (size_t i = 0; i + 1 < cells.size(); ++i) ours += (i ? " " : "") + std::to_string(static_cast<int64_t>(cells[i]));
+  EXPECT_EQ(ours, confmat);
+  EXPECT_EQ(cells.back(), 0);
+  EXPECT_NEAR(whole->values().at("miou"), expected, 1e-9);
+  EXPECT_NEAR(whole->values().at("miou"), in_float32, 1e-6);  // compute() itself, in float32
+  // Two ranks' accumulators summed (the host's reduction) give one process's value.
+  std::vector<double> sum = rank0->accumulators();
+  const std::vector<double> other = rank1->accumulators();
+  for (size_t i = 0; i < sum.size(); ++i) sum[i] += other[i];
+  auto reduced = build<Meter>(Kind::meter, "miou", {{"ignore_index", int64_t{255}}}, c);
+  reduced->set_accumulators(sum);
+  EXPECT_EQ(reduced->values(), whole->values());
+  ASSERT_EQ(whole->results().size(), 1u);
+  EXPECT_EQ(whole->results()[0].rows.size(), 5u);
+  EXPECT_EQ(whole->results()[0].rows[4][1], "");  // class 4: no union, no IoU
+}
+
+TEST(Miou, ALabelOutsideTheClassesAndNotIgnoredIsAnErrorNotAClamp) {
+  auto meter = build<Meter>(Kind::meter, "miou", {{"ignore_index", int64_t{255}}}, 3);
+  const at::Tensor target = at::tensor({0, 1, 7, 255}, at::kLong);
+  const at::Tensor out = at::randn({4, 3});
+  const at::Tensor loss = at::zeros({});
+  meter->update({Batch{at::Tensor(), target, {}}, out, loss});
+  try {
+    meter->values();
+    FAIL() << "a label 7 of 3 classes was accepted";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_TRUE(test::contains(e.what(), "1 target labels were outside 0..2 and not ignore_index 255")) << e.what();
+  }
+  // An output that does not fit the target names both shapes.
+  auto fresh = build<Meter>(Kind::meter, "miou", {}, 3);
+  try {
+    fresh->update({Batch{at::Tensor(), at::zeros({2, 4, 4}, at::kLong), {}}, at::randn({2, 3, 5, 4}), loss});
+    FAIL();
+  } catch (const std::invalid_argument& e) {
+    EXPECT_TRUE(test::contains(e.what(), "got output [2, 3, 5, 4] and target [2, 4, 4]")) << e.what();
+  }
+}
+
+const char* kCrossEntropy = R"(import sys, numpy as np, torch
+import torch.nn.functional as F
+shape = [int(v) for v in sys.argv[3].split(',')]
+logits = torch.tensor(np.loadtxt(sys.argv[1]), dtype=torch.float64).reshape(shape).requires_grad_(True)
+target = torch.tensor(np.loadtxt(sys.argv[2]), dtype=torch.int64).reshape([shape[0]] + shape[2:])
+weight = torch.tensor([float(v) for v in sys.argv[4].split(',')], dtype=torch.float64)
+loss = F.cross_entropy(logits, target, weight=weight, ignore_index=255)
+loss.backward()
+np.savetxt(sys.argv[5], logits.grad.reshape(-1).numpy(), fmt='%.17g')
+print(repr(loss.item()))
+)";
+
+TEST(CrossEntropy, DenseLogitsWithIgnoreIndexAndClassWeightsEqualPyTorch) {
+  at::manual_seed(5);
+  const at::Tensor logits = at::randn({2, 3, 4, 5}, at::kDouble);
+  at::Tensor target = at::randint(0, 3, {2, 4, 5}, at::kLong);
+  target.masked_fill_(at::rand({2, 4, 5}) < 0.2, 255);  // void pixels: no device assert, no contribution
+  const std::string dir = test::temp_dir("ce");
+  test::write_matrix(dir + "/logits.txt", logits.reshape({-1}));
+  test::write_matrix(dir + "/target.txt", target.reshape({-1}));
+  const double expected =
+      python_value(kCrossEntropy, {dir + "/logits.txt", dir + "/target.txt", "2,3,4,5", "0.5,1,2", dir + "/grad.txt"});
+  auto loss = build<Loss>(Kind::loss, "cross_entropy",
+                          {{"ignore_index", int64_t{255}}, {"class_weights", std::vector<double>{0.5, 1, 2}}}, 3);
+  const at::Tensor x = logits.clone().requires_grad_(true);
+  const at::Tensor value = loss->compute(x, Batch{at::Tensor(), target, {}});
+  value.backward();
+  EXPECT_NEAR(value.item<double>(), expected, 1e-12);
+  std::vector<double> grad;
+  for (const auto& line : test::nonempty_lines(test::read_file(dir + "/grad.txt"))) grad.push_back(std::stod(line));
+  EXPECT_LT((x.grad().reshape({-1}) - at::tensor(grad, at::kDouble)).abs().max().item<double>(), 1e-12);
+  // Weights of another count than the classes are refused as the loss is built.
+  EXPECT_THROW(build<Loss>(Kind::loss, "cross_entropy", {{"class_weights", std::vector<double>{1, 2}}}, 3),
+               ConfigError);
+}
+
+}  // namespace
+}  // namespace trainyard::host
