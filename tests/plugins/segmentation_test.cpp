@@ -2,7 +2,8 @@
 // their users compare with: the miou meter against torchmetrics 1.9.0's
 // MulticlassJaccardIndex(average="macro", ignore_index=...), and
 // cross_entropy's ignore_index and class_weights against PyTorch's
-// F.cross_entropy, in value and gradient, on dense [B, C, H, W] logits.
+// F.cross_entropy, in value and gradient, on dense [B, C, H, W] logits; the
+// dice loss against the definition written out in PyTorch.
 #include <gtest/gtest.h>
 
 #include <ATen/ATen.h>
@@ -174,6 +175,58 @@ TEST(CrossEntropy, DenseLogitsWithIgnoreIndexAndClassWeightsEqualPyTorch) {
   // Weights of another count than the classes are refused as the loss is built.
   EXPECT_THROW(build<Loss>(Kind::loss, "cross_entropy", {{"class_weights", std::vector<double>{1, 2}}}, 3),
                ConfigError);
+}
+
+// segmentation_models_pytorch's multiclass DiceLoss (from_logits, dims over
+// the batch and the pixels, classes absent from the targets masked), written
+// out in PyTorch on the same float64 logits.
+const char* kDice = R"(import sys, numpy as np, torch
+import torch.nn.functional as F
+shape = [int(v) for v in sys.argv[3].split(',')]
+logits = torch.tensor(np.loadtxt(sys.argv[1]), dtype=torch.float64).reshape(shape).requires_grad_(True)
+target = torch.tensor(np.loadtxt(sys.argv[2]), dtype=torch.int64).reshape([shape[0]] + shape[2:])
+b, c = shape[0], shape[1]
+p = logits.softmax(1).reshape(b, c, -1)
+t = target.reshape(b, -1)
+keep = (t != 255)
+p = p * keep.unsqueeze(1)
+onehot = F.one_hot((t * keep).long(), c).permute(0, 2, 1) * keep.unsqueeze(1)
+onehot = onehot.double()
+inter = (p * onehot).sum((0, 2))
+card = (p + onehot).sum((0, 2))
+score = (2 * inter) / card.clamp_min(1e-7)
+loss = ((1 - score) * (onehot.sum((0, 2)) > 0)).mean()
+loss.backward()
+np.savetxt(sys.argv[4], logits.grad.reshape(-1).numpy(), fmt='%.17g')
+print(repr(loss.item()))
+)";
+
+TEST(Dice, EqualsTheMulticlassDiceLossInValueAndGradient) {
+  at::manual_seed(7);
+  const at::Tensor logits = at::randn({3, 4, 5, 6}, at::kDouble);
+  at::Tensor target = at::randint(0, 3, {3, 5, 6}, at::kLong);  // class 3 absent: adds 0
+  target.masked_fill_(at::rand({3, 5, 6}) < 0.2, 255);
+  const std::string dir = test::temp_dir("dice");
+  test::write_matrix(dir + "/logits.txt", logits.reshape({-1}));
+  test::write_matrix(dir + "/target.txt", target.reshape({-1}));
+  const double expected = python_value(kDice, {dir + "/logits.txt", dir + "/target.txt", "3,4,5,6", dir + "/grad.txt"});
+  auto loss = build<Loss>(Kind::loss, "dice", {{"ignore_index", int64_t{255}}}, 4);
+  const at::Tensor x = logits.clone().requires_grad_(true);
+  const at::Tensor value = loss->compute(x, Batch{at::Tensor(), target, {}});
+  value.backward();
+  EXPECT_NEAR(value.item<double>(), expected, 1e-12);
+  std::vector<double> grad;
+  for (const auto& line : test::nonempty_lines(test::read_file(dir + "/grad.txt"))) grad.push_back(std::stod(line));
+  EXPECT_LT((x.grad().reshape({-1}) - at::tensor(grad, at::kDouble)).abs().max().item<double>(), 1e-12);
+  // A perfect prediction scores 0; a misfit output names both shapes.
+  const at::Tensor perfect = at::one_hot(target.clamp_max(3), 4).permute({0, 3, 1, 2}).to(at::kDouble) * 1000;
+  EXPECT_NEAR(loss->compute(perfect, Batch{at::Tensor(), target, {}}).item<double>(), 0.0, 1e-9);
+  try {
+    loss->compute(at::randn({3, 4, 6, 5}), Batch{at::Tensor(), target, {}});
+    FAIL();
+  } catch (const std::invalid_argument& e) {
+    EXPECT_TRUE(test::contains(e.what(), "got output [3, 4, 6, 5] and target [3, 5, 6]")) << e.what();
+  }
 }
 
 }  // namespace
