@@ -8,5 +8,7 @@ namespace synthetic {
 
 trainyard::Schema schema();
 std::shared_ptr<trainyard::Dataset> make(const trainyard::Options& options);
+trainyard::Schema shapes_schema();
+std::shared_ptr<trainyard::Dataset> make_shapes(const trainyard::Options& options);
 
 }  // namespace synthetic

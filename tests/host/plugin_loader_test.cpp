@@ -36,9 +36,9 @@ std::string load_error(const std::string& fixture, Registry& registry) {
 TEST(PluginLoader, LoadsEveryBuiltinPlugin) {
   Registry r;
   load_plugin_folders({{test::builtin_plugin_dir(), "built-in"}}, r);
-  EXPECT_EQ(r.names(Kind::dataset),
-            (std::vector<std::string>{"csv", "fashion_mnist", "image_folder", "lmdb", "synthetic", "webdataset"}));
-  EXPECT_EQ(r.names(Kind::network), (std::vector<std::string>{"convnet", "mlp", "resnet", "torchscript"}));
+  EXPECT_EQ(r.names(Kind::dataset), (std::vector<std::string>{"csv", "fashion_mnist", "image_folder", "lmdb",
+                                                              "synthetic", "synthetic_shapes", "webdataset"}));
+  EXPECT_EQ(r.names(Kind::network), (std::vector<std::string>{"convnet", "mlp", "resnet", "torchscript", "unet"}));
   EXPECT_EQ(r.names(Kind::loss),
             (std::vector<std::string>{"arcface", "contrastive", "cross_entropy", "dice", "triplet_margin"}));
   EXPECT_EQ(r.names(Kind::optimizer), (std::vector<std::string>{"adam", "adamw", "rmsprop", "sgd"}));

@@ -9,6 +9,7 @@
 #include <ATen/ATen.h>
 
 #include "plugins/library_loader.h"
+#include "support/data_parallel.h"
 #include "support/support.h"
 #include "trainyard/error.h"
 #include "trainyard/loss.h"
@@ -227,6 +228,42 @@ TEST(Dice, EqualsTheMulticlassDiceLossInValueAndGradient) {
   } catch (const std::invalid_argument& e) {
     EXPECT_TRUE(test::contains(e.what(), "got output [3, 4, 6, 5] and target [3, 5, 6]")) << e.what();
   }
+}
+
+// Segmentation end to end on data with masks: synthetic_shapes' images and
+// masks (void outlines at 255) through the loader, a U-Net, cross_entropy
+// with ignore_index and the miou meter, checkpointed and resumed.
+TEST(Segmentation, AUnetLearnsTheShapesMasksAndAResumedRunIsTheSame) {
+  const std::string exp = test::temp_dir("exp-seg") + "/shapes.yaml", out = test::temp_dir("out-seg");
+  test::write_file(exp,
+                   "name: shapes\n"
+                   "seed: 1\n"
+                   "dataset:\n"
+                   "  train: {plugin: synthetic_shapes, size: 512, shape: [1, 32, 32], void_border: true, seed: 1}\n"
+                   "  test: {plugin: synthetic_shapes, size: 128, shape: [1, 32, 32], void_border: true, seed: 2}\n"
+                   "network: {plugin: unet, depth: 2, width: 8}\n"
+                   "loss: {plugin: cross_entropy, ignore_index: 255}\n"
+                   "optimizer: {plugin: adam, lr: 0.003}\n"
+                   "meters:\n"
+                   "  - plugin: loss\n"
+                   "  - {plugin: miou, ignore_index: 255}\n"
+                   "loop: {epochs: 8, batch_per_device: 32, log_every_iters: 8}\n"
+                   "distributed: {threads_per_process: 1}\n");
+  auto whole = test::trainyard("run " + exp + " --output-dir " + out + "/whole");
+  ASSERT_EQ(whole.exit_code, 0) << whole.err;
+  const auto miou = test::series(out + "/whole/shapes/metrics.jsonl", "test_miou");
+  ASSERT_EQ(miou.size(), 8u);
+  EXPECT_GT(miou.back(), 0.75);  // 4 classes; chance is near 0.25, all background 0.24
+  EXPECT_GT(miou.back(), miou.front() + 0.1);
+  const auto table = test::nonempty_lines(test::read_file(out + "/whole/shapes/meters/iou_per_class-e8.csv"));
+  ASSERT_EQ(table.size(), 5u);
+  EXPECT_EQ(table[0], "class,iou,true,predicted,intersection");
+  // Half, then the rest: the same values, epoch by epoch.
+  auto half = test::trainyard("run " + exp + " --output-dir " + out + "/halves --until-epoch 4");
+  ASSERT_EQ(half.exit_code, 0) << half.err;
+  auto rest = test::trainyard("run " + exp + " --output-dir " + out + "/halves");
+  ASSERT_EQ(rest.exit_code, 0) << rest.err;
+  EXPECT_EQ(test::series(out + "/halves/shapes/metrics.jsonl", "test_miou"), miou);
 }
 
 }  // namespace
