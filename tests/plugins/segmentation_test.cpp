@@ -142,6 +142,34 @@ TEST(Miou, ALabelOutsideTheClassesAndNotIgnoredIsAnErrorNotAClamp) {
   }
 }
 
+// Dense logits [B, C, H, W] and class ids [B, H, W] (ids below `present`,
+// a fifth of them void at 255), written where a reference script reads them.
+struct DenseCase {
+  at::Tensor logits, target;
+  std::string dir;
+};
+DenseCase dense_case(const std::string& name, uint64_t seed, std::vector<int64_t> shape, int64_t present) {
+  at::manual_seed(seed);
+  DenseCase d{at::randn(shape, at::kDouble), at::Tensor(), test::temp_dir(name)};
+  d.target = at::randint(0, present, {shape[0], shape[2], shape[3]}, at::kLong);
+  d.target.masked_fill_(at::rand({shape[0], shape[2], shape[3]}) < 0.2, 255);
+  test::write_matrix(d.dir + "/logits.txt", d.logits.reshape({-1}));
+  test::write_matrix(d.dir + "/target.txt", d.target.reshape({-1}));
+  return d;
+}
+
+// The loss's value and its gradient against the logits equal the reference's
+// (`expected`, and the gradient it wrote to DIR/grad.txt) in float64.
+void expect_value_and_gradient(Loss& loss, const DenseCase& d, double expected) {
+  const at::Tensor x = d.logits.clone().requires_grad_(true);
+  const at::Tensor value = loss.compute(x, Batch{at::Tensor(), d.target, {}});
+  value.backward();
+  EXPECT_NEAR(value.item<double>(), expected, 1e-12);
+  std::vector<double> grad;
+  for (const auto& line : test::nonempty_lines(test::read_file(d.dir + "/grad.txt"))) grad.push_back(std::stod(line));
+  EXPECT_LT((x.grad().reshape({-1}) - at::tensor(grad, at::kDouble)).abs().max().item<double>(), 1e-12);
+}
+
 const char* kCrossEntropy = R"(import sys, numpy as np, torch
 import torch.nn.functional as F
 shape = [int(v) for v in sys.argv[3].split(',')]
@@ -155,24 +183,13 @@ print(repr(loss.item()))
 )";
 
 TEST(CrossEntropy, DenseLogitsWithIgnoreIndexAndClassWeightsEqualPyTorch) {
-  at::manual_seed(5);
-  const at::Tensor logits = at::randn({2, 3, 4, 5}, at::kDouble);
-  at::Tensor target = at::randint(0, 3, {2, 4, 5}, at::kLong);
-  target.masked_fill_(at::rand({2, 4, 5}) < 0.2, 255);  // void pixels: no device assert, no contribution
-  const std::string dir = test::temp_dir("ce");
-  test::write_matrix(dir + "/logits.txt", logits.reshape({-1}));
-  test::write_matrix(dir + "/target.txt", target.reshape({-1}));
-  const double expected =
-      python_value(kCrossEntropy, {dir + "/logits.txt", dir + "/target.txt", "2,3,4,5", "0.5,1,2", dir + "/grad.txt"});
+  // Void pixels: no device assert, no contribution.
+  const DenseCase d = dense_case("ce", 5, {2, 3, 4, 5}, 3);
+  const double expected = python_value(
+      kCrossEntropy, {d.dir + "/logits.txt", d.dir + "/target.txt", "2,3,4,5", "0.5,1,2", d.dir + "/grad.txt"});
   auto loss = build<Loss>(Kind::loss, "cross_entropy",
                           {{"ignore_index", int64_t{255}}, {"class_weights", std::vector<double>{0.5, 1, 2}}}, 3);
-  const at::Tensor x = logits.clone().requires_grad_(true);
-  const at::Tensor value = loss->compute(x, Batch{at::Tensor(), target, {}});
-  value.backward();
-  EXPECT_NEAR(value.item<double>(), expected, 1e-12);
-  std::vector<double> grad;
-  for (const auto& line : test::nonempty_lines(test::read_file(dir + "/grad.txt"))) grad.push_back(std::stod(line));
-  EXPECT_LT((x.grad().reshape({-1}) - at::tensor(grad, at::kDouble)).abs().max().item<double>(), 1e-12);
+  expect_value_and_gradient(*loss, d, expected);
   // Weights of another count than the classes are refused as the loss is built.
   EXPECT_THROW(build<Loss>(Kind::loss, "cross_entropy", {{"class_weights", std::vector<double>{1, 2}}}, 3),
                ConfigError);
@@ -203,22 +220,12 @@ print(repr(loss.item()))
 )";
 
 TEST(Dice, EqualsTheMulticlassDiceLossInValueAndGradient) {
-  at::manual_seed(7);
-  const at::Tensor logits = at::randn({3, 4, 5, 6}, at::kDouble);
-  at::Tensor target = at::randint(0, 3, {3, 5, 6}, at::kLong);  // class 3 absent: adds 0
-  target.masked_fill_(at::rand({3, 5, 6}) < 0.2, 255);
-  const std::string dir = test::temp_dir("dice");
-  test::write_matrix(dir + "/logits.txt", logits.reshape({-1}));
-  test::write_matrix(dir + "/target.txt", target.reshape({-1}));
-  const double expected = python_value(kDice, {dir + "/logits.txt", dir + "/target.txt", "3,4,5,6", dir + "/grad.txt"});
+  const DenseCase d = dense_case("dice", 7, {3, 4, 5, 6}, 3);  // class 3 absent: adds 0
+  const double expected =
+      python_value(kDice, {d.dir + "/logits.txt", d.dir + "/target.txt", "3,4,5,6", d.dir + "/grad.txt"});
   auto loss = build<Loss>(Kind::loss, "dice", {{"ignore_index", int64_t{255}}}, 4);
-  const at::Tensor x = logits.clone().requires_grad_(true);
-  const at::Tensor value = loss->compute(x, Batch{at::Tensor(), target, {}});
-  value.backward();
-  EXPECT_NEAR(value.item<double>(), expected, 1e-12);
-  std::vector<double> grad;
-  for (const auto& line : test::nonempty_lines(test::read_file(dir + "/grad.txt"))) grad.push_back(std::stod(line));
-  EXPECT_LT((x.grad().reshape({-1}) - at::tensor(grad, at::kDouble)).abs().max().item<double>(), 1e-12);
+  expect_value_and_gradient(*loss, d, expected);
+  const at::Tensor& target = d.target;
   // A perfect prediction scores 0; a misfit output names both shapes.
   const at::Tensor perfect = at::one_hot(target.clamp_max(3), 4).permute({0, 3, 1, 2}).to(at::kDouble) * 1000;
   EXPECT_NEAR(loss->compute(perfect, Batch{at::Tensor(), target, {}}).item<double>(), 0.0, 1e-9);
