@@ -11,6 +11,7 @@
 
 #include "formats/metrics.h"
 #include "plugins/library_loader.h"
+#include "support/built_component.h"
 #include "support/support.h"
 #include "trainyard/error.h"
 #include "trainyard/loss.h"
@@ -19,14 +20,7 @@ namespace trainyard::host {
 namespace {
 
 std::shared_ptr<Loss> build(const std::string& plugin, std::map<std::string, Value> set, int64_t classes = 0) {
-  const Component& c = test::builtin_registry().get(Kind::loss, plugin);
-  std::map<std::string, Value> values;
-  for (const auto& spec : c.schema.specs())
-    if (spec.default_value) values[spec.key] = *spec.default_value;
-  for (auto& [k, v] : set) values[k] = v;
-  Context context;
-  context.dataset.num_classes = classes;
-  return std::get<Factory<Loss>>(c.factory)(Options(values), context);
+  return test::build_builtin<Loss>(Kind::loss, plugin, std::move(set), classes);
 }
 
 std::vector<double> numbers(const std::string& text) {

@@ -9,6 +9,7 @@
 #include <ATen/ATen.h>
 
 #include "plugins/library_loader.h"
+#include "support/built_component.h"
 #include "support/data_parallel.h"
 #include "support/support.h"
 #include "trainyard/error.h"
@@ -20,14 +21,7 @@ namespace {
 
 template <class T>
 std::shared_ptr<T> build(Kind kind, const std::string& plugin, std::map<std::string, Value> set, int64_t classes) {
-  const Component& c = test::builtin_registry().get(kind, plugin);
-  std::map<std::string, Value> values;
-  for (const auto& spec : c.schema.specs())
-    if (spec.default_value) values[spec.key] = *spec.default_value;
-  for (auto& [k, v] : set) values[k] = v;
-  Context context;
-  context.dataset.num_classes = classes;
-  return std::get<Factory<T>>(c.factory)(Options(values), context);
+  return test::build_builtin<T>(kind, plugin, std::move(set), classes);
 }
 
 // The last line the script prints, and the one before it in `before` (when given).
