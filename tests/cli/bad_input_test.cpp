@@ -142,7 +142,7 @@ TEST(BadInput, ANameSeveralLibrariesRegisterIsAmbiguousAndItsQualifiedNameRuns) 
                           "loss 'twin' is ambiguous: 2 libraries register it"});
   expect_one_clear_error({"unknown", "run " + exp + plugins + " --set meters.0.plugin=twin_c::confusion_matrix",
                           "meter 'twin_c::confusion_matrix' is not registered (known meters: loss, "
-                          "meters::confusion_matrix, retrieval, topk_accuracy, twin_a::confusion_matrix, "
+                          "meters::confusion_matrix, miou, retrieval, topk_accuracy, twin_a::confusion_matrix, "
                           "twin_b::confusion_matrix); did you mean 'twin_a::confusion_matrix'?"});
   const std::string out = temp_dir("out-clash");
   auto r = trainyard("run " + exp + plugins + " --output-dir " + out +

@@ -259,7 +259,7 @@ TEST(DataConsistency, RealFilesThatDisagreeAreBadInput) {
        "a batch of 1024 samples of shape [1, 16384, 16384] needs 1024 GiB"},
       {"allocation_that_fails",
        experiment("{plugin: synthetic, size: 64, num_classes: 4, shape: [1, 100000, 100000]}", three),
-       "(dataset 'synthetic' from libsynthetic.so 1.0.0): ran out of memory in construction"},
+       "(dataset 'synthetic' from libsynthetic.so 1.1.0): ran out of memory in construction"},
       {"idx_folder_that_is_an_lmdb", experiment("{plugin: fashion_mnist, directory: " + db + "}", three), "idx"},
   };
   for (const auto& [name, yaml, expected] : cases) expect_refused(name, yaml, expected);
