@@ -190,9 +190,8 @@ void move_renamed_keys(const Document& document, const YAML::Node& map, const st
   if (!map.IsMap()) return;
   static std::set<std::string> said;
   for (const RenamedKey& k : renamed_keys()) {
-    const size_t old_dot = k.before.find('.'), new_dot = k.now.find('.');
-    const std::string old_section = k.before.substr(0, old_dot), old_key = k.before.substr(old_dot + 1);
-    const std::string new_section = k.now.substr(0, new_dot), new_key = k.now.substr(new_dot + 1);
+    const auto [old_section, old_key] = section_and_option(k.before);
+    const auto [new_section, new_key] = section_and_option(k.now);
     YAML::Node section = get(map, old_section);
     if (!section.IsDefined() || !section.IsMap()) continue;
     const YAML::Node value = get(section, old_key);

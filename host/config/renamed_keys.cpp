@@ -13,17 +13,18 @@ const std::vector<RenamedKey>& renamed_keys() {
   return keys;
 }
 
-namespace {
-std::pair<std::string, std::string> split(const std::string& dotted) {
+std::pair<std::string, std::string> section_and_option(const std::string& dotted) {
   const size_t dot = dotted.find('.');
   return {dotted.substr(0, dot), dotted.substr(dot + 1)};
 }
 
+namespace {
+
 void move_in(nlohmann::ordered_json& config) {
   if (!config.is_object()) return;
   for (const RenamedKey& k : renamed_keys()) {
-    const auto [old_section, old_key] = split(k.before);
-    const auto [new_section, new_key] = split(k.now);
+    const auto [old_section, old_key] = section_and_option(k.before);
+    const auto [new_section, new_key] = section_and_option(k.now);
     auto section = config.find(old_section);
     if (section == config.end() || !section->is_object() || !section->contains(old_key)) continue;
     nlohmann::ordered_json value = (*section)[old_key];

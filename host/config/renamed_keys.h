@@ -4,6 +4,7 @@
 // and a config recorded with it (a run's config.yaml, a checkpoint's
 // manifest) still resumes: both are read as if written with the new name.
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -17,6 +18,9 @@ struct RenamedKey {
 
 /// Every renamed key, section.option before and now.
 const std::vector<RenamedKey>& renamed_keys();
+
+/// "loop.checkpoint_every_iters" as {"loop", "checkpoint_every_iters"}.
+std::pair<std::string, std::string> section_and_option(const std::string& dotted);
 
 /// `config` (a resolved config, or one stage of `stages:`) with each old
 /// key moved to its new place, in the root and in every stages[i]; a key

@@ -119,13 +119,6 @@ class TopkAccuracy : public trainyard::Meter {
   double count_ = 0;
 };
 
-// Numbers in result tables: integers as such, others with 6 significant digits.
-std::string cell(double x) {
-  char buffer[32];
-  std::snprintf(buffer, sizeof buffer, x == static_cast<double>(static_cast<int64_t>(x)) ? "%.0f" : "%.6g", x);
-  return buffer;
-}
-
 class ConfusionMatrix : public trainyard::Meter {
  public:
   ConfusionMatrix(int64_t num_classes, std::vector<std::string> names)
@@ -225,6 +218,12 @@ const trainyard::TypedSchema<TopkOptions>& topk_typed_schema() {
 }
 
 }  // namespace
+
+std::string cell(double x) {
+  char buffer[32];
+  std::snprintf(buffer, sizeof buffer, x == static_cast<double>(static_cast<int64_t>(x)) ? "%.0f" : "%.6g", x);
+  return buffer;
+}
 
 trainyard::Schema confusion_schema() { return trainyard::Schema(); }
 

@@ -1,11 +1,15 @@
 #pragma once
 #include <memory>
+#include <string>
 
 #include <trainyard/context.h>
 #include <trainyard/meter.h>
 #include <trainyard/options.h>
 
 namespace meters {
+
+/// Numbers in result tables: integers as such, others with 6 significant digits.
+std::string cell(double x);
 
 trainyard::Schema loss_schema();
 std::shared_ptr<trainyard::Meter> make_loss(const trainyard::Options& options);

@@ -32,12 +32,6 @@ const trainyard::TypedSchema<MiouOptions>& miou_typed_schema() {
   return s;
 }
 
-std::string number(double x) {
-  char buffer[32];
-  std::snprintf(buffer, sizeof buffer, x == static_cast<double>(static_cast<int64_t>(x)) ? "%.0f" : "%.6g", x);
-  return buffer;
-}
-
 std::string shape(const at::Tensor& t) {
   std::string s = "[";
   for (int64_t d = 0; d < t.dim(); ++d) s += (d ? ", " : "") + std::to_string(t.size(d));
@@ -94,7 +88,7 @@ class Miou : public trainyard::Meter {
   std::map<std::string, double> values() const override {
     fold();
     if (const double bad = counts_.back(); bad > 0)
-      throw std::invalid_argument(number(bad) + " target labels were outside 0.." + std::to_string(n_ - 1) +
+      throw std::invalid_argument(cell(bad) + " target labels were outside 0.." + std::to_string(n_ - 1) +
                                   " and not ignore_index " + std::to_string(ignore_) +
                                   " (set ignore_index to the mask's void label, or num_classes to cover them)");
     double sum = 0, weights = 0, hits = 0, total = 0;
@@ -114,8 +108,8 @@ class Miou : public trainyard::Meter {
     for (int64_t c = 0; c < n_; ++c) {
       const double inter = at(c, c), truth = row(c), predicted = column(c);
       const double u = truth + predicted - inter;
-      table.rows.push_back({names_[static_cast<size_t>(c)], u > 0 ? number(inter / u) : "", number(truth),
-                            number(predicted), number(inter)});
+      table.rows.push_back(
+          {names_[static_cast<size_t>(c)], u > 0 ? cell(inter / u) : "", cell(truth), cell(predicted), cell(inter)});
     }
     return {table};
   }
