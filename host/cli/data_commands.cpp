@@ -65,7 +65,7 @@ int convert_command(int argc, char** argv) {
     if (form) o.resize_h = std::stoi(m[1]), o.resize_w = std::stoi(m[2]);
     if (!form || o.resize_h < 1 || o.resize_w < 1 || o.resize_h > 16384 || o.resize_w > 16384)
       throw ConfigError("command line: --resize " + resize,
-                        "expected HEIGHTxWIDTH with each from 1 to 16384, e.g. 32x32, got '" + resize + "'", "");
+                        "expected HEIGHTxWIDTH with each from 1 to 16384, e.g. 32x32, got " + quoted_value(resize), "");
   }
   check_output_folder(fs::path(o.output).parent_path().empty() ? "." : fs::path(o.output).parent_path().string(),
                       "command line: --output " + o.output);

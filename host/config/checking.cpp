@@ -49,8 +49,8 @@ struct Checker {
     if (spec.choices.empty()) return;
     for (const auto& c : spec.choices)
       if (c == v) return;
-    fail(document.where(node, key), "'" + v + "' is not a valid choice",
-         "expected one of " + join(spec.choices) + ", got '" + v + "'", did_you_mean(v, spec.choices));
+    fail(document.where(node, key), quoted_value(v) + " is not a valid choice",
+         "expected one of " + join(spec.choices) + ", got " + quoted_value(v), did_you_mean(v, spec.choices));
   }
   [[noreturn]] void wrong(const YAML::Node& node, const std::string& expected) const {
     fail(document.where(node, key), "wrong type", "expected " + expected + ", got " + shown(node),
@@ -154,7 +154,7 @@ Options validate_options(const Document& document, const YAML::Node& map, const 
       if (std::find(known.begin(), known.end(), name) != known.end()) continue;
       std::string hint = closest(name, known);
       fail(document.where(kv.first, child_key(key, name)), "unknown option for " + owner,
-           "expected one of " + join(known) + ", got '" + name + "'",
+           "expected one of " + join(known) + ", got " + quoted_value(name),
            hint.empty() ? "see 'trainyard describe' for the options" : "did you mean '" + hint + "'?");
     }
   std::map<std::string, Value> values;

@@ -71,7 +71,7 @@ struct ComponentReader {
       std::regex check(n.Scalar());
     } catch (const std::regex_error& err) {
       fail(source.where(n, key), "not a valid regular expression",
-           "expected ECMAScript syntax, got '" + n.Scalar() + "'", err.what());
+           "expected ECMAScript syntax, got " + quoted_value(n.Scalar()), err.what());
     }
   }
 
@@ -86,7 +86,7 @@ struct ComponentReader {
       const std::string k = kv.first.Scalar();
       if (k != "train" && k != "test")
         fail(source.where(kv.first, "dataset." + k), "unknown key under dataset",
-             "expected train or test, got '" + k + "'", did_you_mean(k, {"train", "test"}));
+             "expected train or test, got " + quoted_value(k), did_you_mean(k, {"train", "test"}));
     }
     e.train_data =
         component(get(dataset, "train"), "dataset.train", Kind::dataset, {"on_bad_record", "max_bad_fraction"});
@@ -184,7 +184,7 @@ struct ComponentReader {
           spec.weight_decay = std::get<double>(convert(source, number, kv.second, key + ".weight_decay"));
         } else {
           fail(source.where(kv.first, key + "." + k), "unknown key in a parameter group",
-               "expected match, lr_mult or weight_decay, got '" + k + "'",
+               "expected match, lr_mult or weight_decay, got " + quoted_value(k),
                did_you_mean(k, {"match", "lr_mult", "weight_decay"}));
         }
       }

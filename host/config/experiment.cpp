@@ -75,14 +75,14 @@ void read_sections(const Document& source, Experiment& e) {
     int64_t count = -1;
     if (threads != "auto" && (!parse_integer(threads, count) || count < 0 || count > 64))
       fail(source.where(root["loop"]["decode_threads"], "loop.decode_threads"), "not a thread count",
-           "expected auto or an integer from 0 to 64, got '" + threads + "'", "");
+           "expected auto or an integer from 0 to 64, got " + quoted_value(threads), "");
   }
   {
     const std::string& every = e.loop.update_checks_every;
     int64_t count = 0;
     if (every != "auto" && (!parse_integer(every, count) || count < 1 || count > 1000000))
       fail(source.where(root["loop"]["update_checks_every"], "loop.update_checks_every"), "not an update count",
-           "expected auto or an integer from 1 to 1000000, got '" + every + "'", "");
+           "expected auto or an integer from 1 to 1000000, got " + quoted_value(every), "");
   }
   if ((e.loop.classes_per_batch > 0) != (e.loop.samples_per_class > 0))
     fail(source.where(root["loop"][e.loop.classes_per_batch > 0 ? "classes_per_batch" : "samples_per_class"],
@@ -152,7 +152,7 @@ Experiment validate_plain(const Document& src, const Registry& registry) {
     if (std::find(kTopLevelKeys.begin(), kTopLevelKeys.end(), k) == kTopLevelKeys.end()) {
       std::string hint = closest(k, kTopLevelKeys);
       fail(src.where(kv.first, k), "unknown section '" + k + "'",
-           "expected one of " + join(kTopLevelKeys) + ", got '" + k + "'",
+           "expected one of " + join(kTopLevelKeys) + ", got " + quoted_value(k),
            hint.empty() ? "see docs/experiment-yaml.md" : "did you mean '" + hint + "'?");
     }
   }

@@ -141,13 +141,7 @@ Options component_options(const Schema& schema, std::map<std::string, Value> val
   YAML::Node map(YAML::NodeType::Map);
   for (const auto& [k, v] : values) map[k] = value_node(v);
   if (!yaml_flow_map.empty()) {
-    YAML::Node given;
-    try {
-      given = YAML::Load(yaml_flow_map);
-    } catch (const YAML::Exception& err) {
-      throw ConfigError("command line: " + what + ": not valid YAML: " + std::string(err.what()),
-                        "expected a map such as '{mean: [0.286], std: [0.353]}'", "");
-    }
+    const YAML::Node given = detail::parse_yaml_text("command line: " + what, yaml_flow_map);
     if (!given.IsMap())
       throw ConfigError("command line: " + what + ": not a map", "expected a map such as '{mean: [0.286]}'", "");
     for (const auto& kv : given) map[kv.first.Scalar()] = kv.second;

@@ -53,7 +53,7 @@ std::string index_key(const std::string& parent, size_t i) { return parent + "["
 
 std::string shown(const YAML::Node& node) {
   if (!node.IsDefined() || node.IsNull()) return "nothing";
-  if (node.IsScalar()) return "'" + node.Scalar() + "'";
+  if (node.IsScalar()) return quoted_value(node.Scalar());
   if (node.IsSequence()) return "a list";
   return "a map";
 }
@@ -129,20 +129,19 @@ ExperimentSource read_experiment(const std::string& path, const std::vector<std:
                                  : "--set: a key is not UTF-8 text (byte " + byte + ")",
                         "expected UTF-8 text", "write it in UTF-8 (a run's config.yaml must read back)");
     }
-    const std::string origin = "--set " + set;
+    // A pasted value can be long: the origin every message starts with shows it cut.
+    const size_t eq_at = set.find('=');
+    const std::string origin = "--set " + (eq_at == std::string::npos || set.size() <= 120
+                                               ? set
+                                               : set.substr(0, eq_at + 1) + quoted_value(set.substr(eq_at + 1)));
     size_t eq = set.find('=');
     if (eq == std::string::npos || eq == 0)
-      throw ConfigError(origin + ": not KEY=VALUE", "expected e.g. --set optimizer.lr=0.1, got '" + set + "'", "");
-    const std::string dotted = set.substr(0, eq), text = set.substr(eq + 1);
-    YAML::Node value;
-    try {
-      value = YAML::Load(text);
-    } catch (const YAML::Exception& e) {
-      throw ConfigError(origin + ": the value is not valid YAML: " + e.what(), "expected e.g. 0.1, relu or [256, 128]",
+      throw ConfigError(origin + ": not KEY=VALUE", "expected e.g. --set optimizer.lr=0.1, got " + quoted_value(set),
                         "");
-    }
-    if (text.empty() || value.IsNull()) throw ConfigError(origin + ": empty value", "expected a value after '='", "");
-    check_yaml_tree(origin, value);
+    const std::string dotted = set.substr(0, eq), text = set.substr(eq + 1);
+    if (text.empty()) throw ConfigError(origin + ": empty value", "expected a value after '='", "");
+    const YAML::Node value = parse_yaml_text(origin, text);
+    if (value.IsNull()) throw ConfigError(origin + ": empty value", "expected a value after '='", "");
 
     auto segments = split(dotted, '.');
     YAML::Node current = source.root;
@@ -156,7 +155,7 @@ ExperimentSource read_experiment(const std::string& path, const std::vector<std:
         if (!parse_integer(seg, index) || index < 0 || index >= static_cast<int64_t>(current.size()))
           throw ConfigError(origin + ": " + key + " is a list of " + std::to_string(current.size()) + " entries",
                             "expected an index 0.." + std::to_string(static_cast<int64_t>(current.size()) - 1) +
-                                ", got '" + seg + "'",
+                                ", got " + quoted_value(seg),
                             "");
         key = index_key(key, static_cast<size_t>(index));
         if (last) {
@@ -185,7 +184,7 @@ ExperimentSource read_experiment(const std::string& path, const std::vector<std:
         auto keys = key.empty() ? kTopLevelKeys : map_keys(current);
         throw ConfigError(
             origin + ": key '" + here + "' does not exist",
-            "expected one of " + join(keys) + (key.empty() ? "" : " under " + key) + ", got '" + seg + "'",
+            "expected one of " + join(keys) + (key.empty() ? "" : " under " + key) + ", got " + quoted_value(seg),
             did_you_mean(seg, keys));
       }
       key = here;

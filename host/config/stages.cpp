@@ -41,7 +41,7 @@ void check_stage(const Document& src, const YAML::Node& stage, const std::string
     const std::string k = kv.first.Scalar();
     if (std::find(kStageKeys.begin(), kStageKeys.end(), k) == kStageKeys.end())
       fail(src.where(kv.first, key + "." + k), "a stage cannot set '" + k + "'",
-           "expected some of " + join(kStageKeys) + ", got '" + k + "'",
+           "expected some of " + join(kStageKeys) + ", got " + quoted_value(k),
            std::find(kTopLevelKeys.begin(), kTopLevelKeys.end(), k) != kTopLevelKeys.end()
                ? "set '" + k + "' at the top level: it applies to every stage"
                : did_you_mean(k, kStageKeys));
@@ -52,7 +52,7 @@ void check_stage(const Document& src, const YAML::Node& stage, const std::string
       const std::string k = kv.first.Scalar();
       if (std::find(kStageNetworkKeys.begin(), kStageNetworkKeys.end(), k) == kStageNetworkKeys.end())
         fail(src.where(kv.first, key + ".network." + k), "a stage cannot change the network's '" + k + "'",
-             "expected only trainable or freeze (the weights carry over from stage to stage), got '" + k + "'",
+             "expected only trainable or freeze (the weights carry over from stage to stage), got " + quoted_value(k),
              "set network options at the top level");
     }
   }

@@ -4,11 +4,14 @@
 // before anything else looks at it. yaml-cpp accepts duplicate keys and
 // shares aliased nodes, so a later walk would otherwise see the first key of
 // a duplicate pair and expand a billion-laughs file without bound.
+#include <algorithm>
 #include <cstdint>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
+
+#include <yaml-cpp/depthguard.h>
 
 #include "config/detail/document.h"
 #include "trainyard/error.h"
@@ -121,6 +124,58 @@ struct Walk {
   }
 };
 
+// YAML 1.1 merge keys: `test: {<<: *train, split: test}` takes every key of
+// the aliased map that the map does not set itself (a list of maps: the
+// earlier ones first). yaml-cpp reads `<<` as a plain key, which would reach
+// the schema as an unknown option or be silently ignored.
+struct Merges {
+  const std::string& path;
+  size_t nodes = 0;
+
+  void apply(YAML::Node node, size_t depth) {
+    if (++nodes > kMaxYamlNodes || depth > kMaxYamlDepth) return;  // the walk that follows names the bound
+    if (node.IsSequence()) {
+      for (size_t i = 0; i < node.size(); ++i) apply(node[i], depth + 1);
+      return;
+    }
+    if (!node.IsMap()) return;
+    std::vector<YAML::Node> sources;
+    YAML::Mark merge_mark;
+    bool merges = false;
+    for (const auto& kv : node) {
+      if (!kv.first.IsScalar() || kv.first.Scalar() != "<<" || kv.first.Tag() == "!") continue;
+      merges = true;
+      merge_mark = kv.first.Mark();
+      const YAML::Node& from = kv.second;
+      if (from.IsMap()) {
+        sources.push_back(from);
+      } else if (from.IsSequence() &&
+                 std::all_of(from.begin(), from.end(), [](const YAML::Node& n) { return n.IsMap(); })) {
+        for (const auto& n : from) sources.push_back(n);
+      } else {
+        throw ConfigError(mark_of(path, kv.first.Mark()) + ": a merge key (<<) with " + shown(from),
+                          "expected a map or a list of maps after <<:, usually an alias such as <<: *defaults "
+                          "(with &defaults on the map to copy)",
+                          "");
+      }
+    }
+    if (merges) {
+      std::vector<std::string> own;
+      for (const auto& kv : node)
+        if (kv.first.Scalar() != "<<") own.push_back(kv.first.Scalar());
+      node.remove("<<");
+      for (const auto& from : sources)
+        for (const auto& kv : from) {
+          const std::string key = kv.first.Scalar();
+          if (std::find(own.begin(), own.end(), key) != own.end()) continue;
+          own.push_back(key);
+          node[key] = kv.second;
+        }
+    }
+    for (auto kv : node) apply(kv.second, depth + 1);
+  }
+};
+
 // The flow depth ([ and { outside quotes and comments) before yaml-cpp
 // parses: its recursive parser gives "bad file" or overflows the stack on a
 // file of thousands of nested brackets.
@@ -157,6 +212,27 @@ void check_flow_depth(const std::string& path, const std::string& text) {
 
 void check_yaml_tree(const std::string& origin, const YAML::Node& root) { Walk{origin}.visit(root, "", 0); }
 
+YAML::Node parse_yaml_text(const std::string& origin, const std::string& text) {
+  check_flow_depth(origin, text);
+  YAML::Node root;
+  try {
+    root = YAML::Load(text);
+  } catch (const YAML::DeepRecursion& e) {
+    // Block nesting ("- - - - x", or indentation) past yaml-cpp's own limit,
+    // which it reports as "bad file".
+    throw ConfigError(mark_of(origin, e.mark) + ": nested deeper than " + std::to_string(kMaxYamlDepth) + " levels",
+                      "expected at most " + std::to_string(kMaxYamlDepth) + " levels of maps and lists", "");
+  } catch (const YAML::ParserException& e) {
+    throw ConfigError(mark_of(origin, e.mark) + ": YAML syntax error: " + e.msg, "expected valid YAML",
+                      "fix the line shown");
+  } catch (const YAML::Exception& e) {
+    throw ConfigError(origin + ": cannot read: " + e.what(), "expected a readable YAML file", "");
+  }
+  Merges{origin}.apply(root, 0);
+  check_yaml_tree(origin, root);
+  return root;
+}
+
 std::string byte_text(unsigned char byte) {
   char text[8];
   std::snprintf(text, sizeof text, "0x%02x", static_cast<unsigned>(byte));
@@ -187,22 +263,22 @@ YAML::Node load_yaml_file(const std::string& path, const std::string& what) {
     throw ConfigError(path + ": " + std::to_string(size) + " bytes",
                       "expected " + what + " of at most " + std::to_string(kMaxYamlBytes) + " bytes", "check the path");
   std::ifstream in(path, std::ios::binary);
+  if (!in) throw ConfigError(path + ": cannot read " + what, "expected a readable file", "check its permissions");
   std::ostringstream buffer;
-  if (!in || !(buffer << in.rdbuf()))
-    throw ConfigError(path + ": cannot read " + what, "expected a readable file", "check its permissions");
+  buffer << in.rdbuf();  // sets failbit on an empty file: told apart below, not as unreadable
+  if (in.bad())
+    throw ConfigError(path + ": cannot read " + what, "expected a readable file", "check the disk and the file");
   const std::string text = buffer.str();
+  if (text.find_first_not_of(" \t\r\n") == std::string::npos)
+    throw ConfigError(path + ": the " + what + " is empty" + (text.empty() ? "" : " (only blank lines)"),
+                      "expected YAML with name:, dataset:, network:, ...",
+                      "see experiments/ or docs/experiment-yaml.md for a complete one");
   check_text(path, text);
-  check_flow_depth(path, text);
-  YAML::Node root;
-  try {
-    root = YAML::Load(text);
-  } catch (const YAML::ParserException& e) {
-    throw ConfigError(mark_of(path, e.mark) + ": YAML syntax error: " + e.msg, "expected valid YAML",
-                      "fix the line shown");
-  } catch (const YAML::Exception& e) {
-    throw ConfigError(path + ": cannot read: " + e.what(), "expected a readable YAML file", "");
-  }
-  check_yaml_tree(path, root);
+  YAML::Node root = parse_yaml_text(path, text);
+  if (root.IsNull())
+    throw ConfigError(path + ": the " + what + " is empty (only comments)",
+                      "expected YAML with name:, dataset:, network:, ...",
+                      "see experiments/ or docs/experiment-yaml.md for a complete one");
   return root;
 }
 

@@ -160,6 +160,13 @@ Communicator::Communicator(const World& world, std::chrono::milliseconds timeout
                       "'s tensors staged through host memory (test setting "
                       "TRAINYARD_TEST_SHARED_GPU=1, in place of NCCL), flags over a second Gloo group";
       }
+      // A group can come up on one rank and not on another (each advertised
+      // an address only it can reach, and a stray connection satisfied one
+      // side): one small reduction now, in this try, makes every rank fail
+      // here with the interface advice instead of one of them failing later
+      // at its first exchange, blaming a rank that is only unreachable.
+      std::vector<at::Tensor> probe{at::zeros({1})};
+      impl_->control->allreduce(probe)->wait();
     } catch (const std::exception& e) {
       // Every rank reached the store, but not each other at the addresses
       // they advertised through it.

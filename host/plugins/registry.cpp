@@ -124,16 +124,16 @@ const Component& Registry::get(Kind kind, const std::string& name) const {
       choices.push_back(c->qualified_name());
       from.push_back(c->qualified_name() + " from " + c->library->path);
     }
-    throw ConfigError(std::string(kind_name(kind)) + " '" + name + "' is ambiguous: " + std::to_string(found.size()) +
-                          " libraries register it (" + join(from) + ")",
-                      "expected a name that one library registers, or LIBRARY::NAME, got '" + name + "'",
+    throw ConfigError(std::string(kind_name(kind)) + " " + quoted_value(name) + " is ambiguous: " +
+                          std::to_string(found.size()) + " libraries register it (" + join(from) + ")",
+                      "expected a name that one library registers, or LIBRARY::NAME, got " + quoted_value(name),
                       "write one of " + join(choices));
   }
   auto known = names(kind);
   std::string hint = closest(name, known);
   throw ConfigError(
-      std::string(kind_name(kind)) + " '" + name + "' is not registered (known " + kind_plural(kind) + ": " +
-      join(known) + ")" +
+      std::string(kind_name(kind)) + " " + quoted_value(name) + " is not registered (known " + kind_plural(kind) +
+      ": " + join(known) + ")" +
       (hint.empty() ? "; check the plugin folders with 'trainyard plugins'" : "; did you mean '" + hint + "'?"));
 }
 

@@ -236,30 +236,57 @@ CatalogInfo read_catalog_info(const std::string& dir) {
     throw ConfigError("command line: " + dir + ": no such folder", "expected a catalog written by trainyard embed", "");
   if (!fs::is_regular_file(file))
     throw ConfigError(dir + ": no catalog.json", "expected a catalog folder written by trainyard embed", "");
+  // Each field checked by name: a damaged or hand-edited file is told what
+  // is wrong where, never with the JSON library's own exception text.
+  const std::string expected = "expected the catalog.json trainyard embed writes";
+  const std::string again = "embed the catalog again (trainyard embed)";
   nlohmann::ordered_json j;
   try {
-    j = read_json_file(file);
-  } catch (const std::exception& err) {
-    throw ConfigError(file + ": " + err.what(), "expected the JSON trainyard embed writes", "");
+    j = nlohmann::ordered_json::parse(read_whole_file(file));
+  } catch (const nlohmann::json::parse_error& err) {
+    throw ConfigError(file + ": not valid JSON (damaged or cut short at byte " + std::to_string(err.byte) + ")",
+                      expected, again);
   }
+  if (!j.is_object()) throw ConfigError(file + ": not a JSON object", expected, again);
+  auto field = [&](const char* key, bool (nlohmann::ordered_json::*is)() const noexcept,
+                   const char* kind) -> const nlohmann::ordered_json& {
+    const auto it = j.find(key);
+    if (it == j.end()) throw ConfigError(file + ": no \"" + std::string(key) + "\"", expected, again);
+    if (!((*it).*is)()) throw ConfigError(file + ": \"" + std::string(key) + "\" is not " + kind, expected, again);
+    return *it;
+  };
+  auto strings = [&](const char* key) {
+    std::vector<std::string> out;
+    for (const auto& v : field(key, &nlohmann::ordered_json::is_array, "a list")) {
+      if (!v.is_string())
+        throw ConfigError(file + ": \"" + std::string(key) + "\" holds a value that is not a string", expected, again);
+      out.push_back(v.get<std::string>());
+    }
+    return out;
+  };
+  if (field("format", &nlohmann::ordered_json::is_string, "a string") != kFormat)
+    throw ConfigError(file + ": \"format\" is not \"" + std::string(kFormat) + "\"", expected, again);
+  const int64_t version = field("format_version", &nlohmann::ordered_json::is_number_integer, "an integer");
+  if (version > kFormatVersion)
+    throw ConfigError(file + ": format_version " + std::to_string(version) + " is newer than this trainyard's " +
+                          std::to_string(kFormatVersion),
+                      "expected a catalog this version reads", "search with the trainyard that embedded it");
   CatalogInfo c;
   c.dir = dir;
-  try {
-    if (j.value("format", "") != kFormat) throw std::runtime_error("format is not " + std::string(kFormat));
-    if (j.at("format_version").get<int>() > kFormatVersion)
-      throw std::runtime_error("format_version " + std::to_string(j.at("format_version").get<int>()) +
-                               " is newer than this trainyard's " + std::to_string(kFormatVersion));
-    c.items = j.at("items").get<int64_t>();
-    c.embedding_size = j.at("embedding_size").get<int64_t>();
-    c.source = j.at("source").get<std::string>();
-    c.input_options = j.value("input_options", "");
-    c.experiment_file = j.at("experiment").get<std::string>();
-    c.sets = j.at("sets").get<std::vector<std::string>>();
-    c.plugin_dirs = j.at("plugin_dirs").get<std::vector<std::string>>();
-    c.checkpoint = j.at("checkpoint").get<std::string>();
-  } catch (const std::exception& err) {
-    throw ConfigError(file + ": " + err.what(), "expected the catalog.json trainyard embed writes", "");
-  }
+  c.items = field("items", &nlohmann::ordered_json::is_number_integer, "an integer");
+  c.embedding_size = field("embedding_size", &nlohmann::ordered_json::is_number_integer, "an integer");
+  if (c.items < 0 || c.embedding_size < 1)
+    throw ConfigError(file + ": " + std::to_string(c.items) + " items of size " + std::to_string(c.embedding_size),
+                      expected, again);
+  if (c.items == 0)
+    throw ConfigError(dir + ": the catalog holds no items", "expected a catalog of at least one item to search",
+                      "embed a split or --input that has samples");
+  c.source = field("source", &nlohmann::ordered_json::is_string, "a string").get<std::string>();
+  if (const auto it = j.find("input_options"); it != j.end() && it->is_string()) c.input_options = *it;
+  c.experiment_file = field("experiment", &nlohmann::ordered_json::is_string, "a string").get<std::string>();
+  c.sets = strings("sets");
+  c.plugin_dirs = strings("plugin_dirs");
+  c.checkpoint = field("checkpoint", &nlohmann::ordered_json::is_string, "a string").get<std::string>();
   if (fs::path(c.source).is_absolute()) c.input = c.source;
   return c;
 }

@@ -97,17 +97,31 @@ size_t Runner::export_network(const ExportRequest& request) const {
     if (network_tensor(p.key())) tensors.emplace_back(p.key(), p.value().detach().cpu());
   for (const auto& b : network.named_buffers())
     if (network_tensor(b.key())) tensors.emplace_back(b.key(), b.value().detach().cpu());
+  // The output is the user's choice: a write that fails there (a full disk,
+  // a read-only mount, a file made immutable meanwhile) is bad input naming
+  // it, exit 2; the temporary file is gone and what was there is untouched.
+  auto written = [&](const std::function<void()>& write) {
+    try {
+      write();
+    } catch (const ConfigError&) {
+      throw;
+    } catch (const std::exception& err) {
+      throw ConfigError("command line: --output " + request.output + ": cannot write it (" + err.what() + ")",
+                        "expected a file this user can write, on a file system with room for it",
+                        "choose another path");
+    }
+    return tensors.size();
+  };
   if (request.format == "safetensors") {
     // "format": "pt" is what Hugging Face's loaders expect of a PyTorch model's file.
-    write_file_atomic(request.output, safetensors_file(tensors, {{"format", "pt"},
-                                                                 {"network", network_config.plugin},
-                                                                 {"trainyard", TRAINYARD_VERSION}}));
-    return tensors.size();
+    return written([&] {
+      write_file_atomic(request.output, safetensors_file(tensors, {{"format", "pt"},
+                                                                   {"network", network_config.plugin},
+                                                                   {"trainyard", TRAINYARD_VERSION}}));
+    });
   }
-  if (request.format == "state_dict") {
-    write_file_atomic(request.output, pytorch_state_dict(tensors));
-    return tensors.size();
-  }
+  if (request.format == "state_dict")
+    return written([&] { write_file_atomic(request.output, pytorch_state_dict(tensors)); });
   // The module the network was built from, its tensors replaced by name.
   torch::jit::Module script = torch::jit::load(scripted->script_path(), c10::Device(c10::kCPU));
   size_t copied = 0;
@@ -122,7 +136,7 @@ size_t Runner::export_network(const ExportRequest& request) const {
   };
   for (const auto& p : script.named_parameters()) copy_into(p.name, p.value);
   for (const auto& b : script.named_buffers()) copy_into(b.name, b.value);
-  replace_file_atomic(request.output, [&](const std::string& tmp) { script.save(tmp); });
+  written([&] { replace_file_atomic(request.output, [&](const std::string& tmp) { script.save(tmp); }); });
   return copied;
 }
 

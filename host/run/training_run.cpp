@@ -249,6 +249,7 @@ RunOutcome TrainingRun::train_stages(std::unique_ptr<EpochLoop>& loop) {
                << (threads.how == "set" ? "loop.decode_threads" : threads.how) << ")" << sampling_note(e_.loop) << "\n";
   }
   if (!start_.checkpoint.empty()) {
+    record_whole_checkpoint(start_.checkpoint);
     auto at = loop->position_state();
     InfoLine() << "trainyard: resuming from " << start_.checkpoint << " (epoch " << at.epoch << " done, iteration "
                << at.iteration

@@ -60,6 +60,25 @@ SpaceAxis parse_space(const std::string& argument) {
   if (axis.kind == SpaceAxis::Kind::integer && (axis.low != std::floor(axis.low) || axis.high != std::floor(axis.high)))
     throw ConfigError("command line: --space " + argument + ": int needs whole bounds", "expected e.g. int(16,256)",
                       "");
+  // Integers are drawn in a double: beyond 2^53 not every one exists, and
+  // the conversion to int64 overflows past 2^63.
+  constexpr double kLargestWhole = 9007199254740992.0;  // 2^53
+  if (axis.kind == SpaceAxis::Kind::integer &&
+      (std::fabs(axis.low) > kLargestWhole || std::fabs(axis.high) > kLargestWhole))
+    throw ConfigError("command line: --space " + argument + ": a bound beyond 2^53",
+                      "expected whole bounds from -9007199254740992 to 9007199254740992", "");
+  if (!std::isfinite(axis.high - axis.low))
+    throw ConfigError("command line: --space " + argument + ": the range HIGH - LOW is not a finite number",
+                      "expected bounds whose difference is finite", "");
+  // Drawn values are written with 4 significant digits (the value the trial
+  // runs with and its run's name): a range narrower than that would give
+  // every trial the same value, outside the range as often as not.
+  if ((axis.kind == SpaceAxis::Kind::uniform || axis.kind == SpaceAxis::Kind::loguniform) &&
+      four_digits(axis.low) == four_digits(axis.high))
+    throw ConfigError(
+        "command line: --space " + argument + ": LOW and HIGH are the same number to 4 significant digits (" +
+            four_digits(axis.low) + "), the precision trials are written with",
+        "expected bounds that differ in their first 4 significant digits", "set the key itself with --set");
   return axis;
 }
 

@@ -1,6 +1,7 @@
 #include "sweep/sweep.h"
 
 #include <algorithm>
+#include <cmath>
 #include <filesystem>
 #include <set>
 
@@ -9,6 +10,7 @@
 #include "trainyard/error.h"
 #include "util/csv.h"
 #include "util/json.h"
+#include "util/text.h"
 
 namespace fs = std::filesystem;
 
@@ -106,6 +108,9 @@ bool read_summary(const std::string& run_dir, int64_t total_epochs, std::map<std
 
 namespace {
 
+// A CSV cell for a value: JSON's digits, and nan, inf or -inf as such (JSON's null would read as a missing value).
+std::string table_number(double v) { return std::isfinite(v) ? json_number(v) : readable_number(v); }
+
 std::vector<std::string> metric_columns(const std::vector<SweepResult>& results) {
   std::set<std::string> keys;
   for (const auto& r : results)
@@ -116,7 +121,12 @@ std::vector<std::string> metric_columns(const std::vector<SweepResult>& results)
 }  // namespace
 
 std::vector<SweepResult> ranked(std::vector<SweepResult> results, const Ranking& ranking) {
-  auto has = [&](const SweepResult& r) { return !ranking.metric.empty() && r.metrics.count(ranking.metric) > 0; };
+  // A NaN would break the sort's ordering (and drop or misplace rows): only finite values rank.
+  auto has = [&](const SweepResult& r) {
+    if (ranking.metric.empty()) return false;
+    const auto it = r.metrics.find(ranking.metric);
+    return it != r.metrics.end() && std::isfinite(it->second);
+  };
   std::stable_sort(results.begin(), results.end(), [&](const SweepResult& a, const SweepResult& b) {
     if (has(a) != has(b)) return has(a);
     if (!has(a)) return false;
@@ -124,7 +134,13 @@ std::vector<SweepResult> ranked(std::vector<SweepResult> results, const Ranking&
     const double va = a.metrics.at(ranking.metric), vb = b.metrics.at(ranking.metric);
     return ranking.maximize ? va > vb : va < vb;
   });
-  for (size_t i = 0; i < results.size(); ++i) results[i].rank = has(results[i]) ? static_cast<int64_t>(i) + 1 : 0;
+  for (size_t i = 0; i < results.size(); ++i) {
+    SweepResult& r = results[i];
+    r.rank = has(r) ? static_cast<int64_t>(i) + 1 : 0;
+    const auto it = r.metrics.find(ranking.metric);
+    r.note =
+        !r.rank && it != r.metrics.end() ? ranking.metric + " is " + readable_number(it->second) + ": not ranked" : "";
+  }
   return results;
 }
 
@@ -138,8 +154,9 @@ std::string sweep_csv(const std::vector<std::string>& keys, const std::vector<Sw
     out += (r.rank ? std::to_string(r.rank) : std::string()) + "," + csv_cell(r.point.name) + "," + csv_cell(r.status) +
            "," + std::to_string(r.epochs);
     for (const auto& [_, v] : r.point.values) out += "," + csv_cell(v);
-    for (const auto& m : metrics) out += "," + (r.metrics.count(m) ? json_number(r.metrics.at(m)) : std::string());
-    out += "," + json_number(r.wall_s) + "," + csv_cell(r.error) + "\n";
+    for (const auto& m : metrics) out += "," + (r.metrics.count(m) ? table_number(r.metrics.at(m)) : std::string());
+    const std::string error = r.error + (r.error.empty() || r.note.empty() ? "" : "; ") + r.note;
+    out += "," + json_number(r.wall_s) + "," + csv_cell(error) + "\n";
   }
   return out;
 }
@@ -159,7 +176,8 @@ std::string sweep_markdown(const std::vector<std::string>& keys, const std::vect
   out += "\n";
   for (const auto& r : results) {
     out += "| " + (r.rank ? std::to_string(r.rank) : std::string()) + " | " + cell(r.point.name) + " | " +
-           cell(r.status + (r.error.empty() ? "" : ": " + r.error)) + " | " + std::to_string(r.epochs) + " |";
+           cell(r.status + (r.error.empty() ? "" : ": " + r.error) + (r.note.empty() ? "" : " (" + r.note + ")")) +
+           " | " + std::to_string(r.epochs) + " |";
     for (const auto& [_, v] : r.point.values) out += " " + cell(v) + " |";
     for (const auto& m : metrics) {
       char buf[32] = "";

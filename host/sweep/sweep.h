@@ -45,7 +45,8 @@ struct SweepResult {
   std::map<std::string, double> metrics;  ///< from its summary.json
   int64_t epochs = 0;                     ///< epochs its run directory holds
   double wall_s = 0;                      ///< this sweep's processes for it, together
-  int64_t rank = 0;                       ///< 1 for the best; 0 without a ranking metric or value
+  int64_t rank = 0;                       ///< 1 for the best; 0 without a ranking metric or a finite value
+  std::string note;                       ///< why a run with the value is not ranked ("test_loss is nan")
 };
 
 /// How runs are ranked: by `metric` ("" none), best first (greater when
@@ -55,7 +56,9 @@ struct Ranking {
   std::string metric;
   bool maximize = true;
 };
-/// Sets each result's rank and returns them best first (unranked last, in their order).
+/// Sets each result's rank and returns them best first (unranked last, in
+/// their order). A NaN or infinite value is not ranked: its row stays, with
+/// `note` saying so, and the value itself is written in the table.
 std::vector<SweepResult> ranked(std::vector<SweepResult> results, const Ranking& ranking);
 
 /// The metrics and whether the run is complete, from RUN_DIR/summary.json.

@@ -111,13 +111,22 @@ std::vector<SweepPoint> points_of(const SweepRequest& request, const Experiment&
                       "");
   if (request.space.empty() && request.trials > 0)
     throw ConfigError("command line: --trials without --space", "expected --space KEY=DIST(...) to draw from", "");
+  // A key named twice would be set twice per point, the second value winning.
+  auto once = [&keys](const std::string& flag, const std::string& key) {
+    if (std::find(keys.begin(), keys.end(), key) != keys.end())
+      throw ConfigError("command line: " + flag + " " + key + " given twice",
+                        "expected each key once (its values in one " + flag + ")",
+                        flag == "--grid" ? "list every value after one =, e.g. --grid optimizer.lr=0.1,0.01"
+                                         : "keep one distribution for it");
+    keys.push_back(key);
+  };
   if (!request.grid.empty()) {
     std::vector<GridAxis> axes;
-    for (const auto& g : request.grid) axes.push_back(parse_grid(g)), keys.push_back(axes.back().key);
+    for (const auto& g : request.grid) axes.push_back(parse_grid(g)), once("--grid", axes.back().key);
     return expand_grid(base.name, axes);
   }
   std::vector<SpaceAxis> axes;
-  for (const auto& s : request.space) axes.push_back(parse_space(s)), keys.push_back(axes.back().key);
+  for (const auto& s : request.space) axes.push_back(parse_space(s)), once("--space", axes.back().key);
   return sample_space(base.name, axes, request.trials, request.seed);
 }
 
@@ -129,6 +138,33 @@ Ranking ranking_of(const SweepRequest& request, const Experiment& base) {
   if (r.metric != base.stopping.monitor) direction.mode = "auto";
   r.maximize = !direction.minimizes(r.metric);
   return r;
+}
+
+// The ranking value is checked before any trial trains, against what a
+// trial reports: successive halving reads a test event's value at each rung,
+// a sweep's table the last values of summary.json (the meters' train_ and
+// test_ values). A name the run logs elsewhere (lr) would train every trial
+// and then rank nothing.
+void check_ranking_metric(const SweepRequest& request, const Experiment& base, const Registry& registry,
+                          const Ranking& ranking) {
+  const std::string where =
+      request.metric.empty() ? base.where("stopping.monitor") : "command line: --metric " + ranking.metric;
+  if (request.halving && !base.test_data.component)
+    throw ConfigError(where + ": --halving ranks trials by a test value at each rung, and " + request.experiment +
+                          " has no dataset.test",
+                      "expected an experiment with a test split",
+                      "add dataset.test: {plugin: ...}, or sweep without --halving");
+  std::vector<std::string> reported;
+  for (const auto& name : Runner(base, registry).value_names())
+    if (name.rfind("test_", 0) == 0 || (!request.halving && name.rfind("train_", 0) == 0)) reported.push_back(name);
+  if (std::binary_search(reported.begin(), reported.end(), ranking.metric)) return;
+  const std::string hint = did_you_mean(ranking.metric, reported);
+  throw ConfigError(where + ": no value '" + ranking.metric + "' in what a trial reports" +
+                        (request.halving ? " at a rung (its test values)" : " (its summary.json)"),
+                    "expected one of " + join(reported),
+                    !hint.empty()      ? hint
+                    : reported.empty() ? ""
+                                       : "e.g. --metric " + reported.front());
 }
 
 // The value of `metric` in the test event at the end of epoch `epoch`, from a run's metrics.jsonl.
@@ -149,6 +185,7 @@ SweepOutcome run_sweep(const SweepRequest& request) {
   std::vector<std::string> keys;
   const std::vector<PlannedPoint> points = plan(request, base, points_of(request, base, keys));
   const Ranking ranking = ranking_of(request, base);
+  if (!ranking.metric.empty()) check_ranking_metric(request, base, registry, ranking);
   std::unique_ptr<Halving> halving;
   if (request.halving) {
     if (ranking.metric.empty())
@@ -168,17 +205,6 @@ SweepOutcome run_sweep(const SweepRequest& request) {
       if (p.total_epochs != base.loop.epochs)
         throw ConfigError("sweep point " + p.point.name + ": --halving with loop.epochs varied",
                           "expected every trial to train loop.epochs " + std::to_string(base.loop.epochs), "");
-    // The name is checked before any trial trains: a misspelt one would
-    // train every trial's first rung and then rank nothing.
-    const std::vector<std::string> names = Runner(base, registry).value_names();
-    if (!std::binary_search(names.begin(), names.end(), ranking.metric)) {
-      const std::string hint = did_you_mean(ranking.metric, names);
-      throw ConfigError(
-          (request.metric.empty() ? base.where("stopping.monitor") : "command line: --metric " + ranking.metric) +
-              ": no value '" + ranking.metric + "' in the runs of " + request.experiment,
-          "expected one of the run's values (" + join(names) + ")",
-          hint.empty() ? "e.g. --metric test_accuracy_top1 or test_loss" : hint);
-    }
     // Trials start in an order drawn from --seed: a grid lists its values sorted.
     halving = std::make_unique<Halving>(request.min_epochs, base.loop.epochs, request.reduction, ranking.maximize,
                                         points.size(), seeded_order(points.size(), request.seed));
@@ -217,7 +243,7 @@ SweepOutcome run_sweep(const SweepRequest& request) {
     ++reported;
     std::string tested;
     for (const auto& [k, v] : r.metrics)
-      if (k.rfind("test_", 0) == 0) tested += " " + k + "=" + json_number(v);
+      if (k.rfind("test_", 0) == 0) tested += " " + k + "=" + (std::isfinite(v) ? json_number(v) : readable_number(v));
     std::cout << "sweep: [" << reported << "] " << r.point.name << ": " << r.status
               << (r.error.empty() ? "" : " (" + r.error + ")") << tested << "\n"
               << std::flush;

@@ -8,6 +8,7 @@
 #include "train/cuda_graph.h"
 #include "train/epoch_loop.h"
 #include "train/guard.h"
+#include "train/output_fit.h"
 #include "train/profiler.h"
 
 namespace trainyard::host {
@@ -45,7 +46,7 @@ void install_captured_train_step(EpochLoop& loop, int64_t profile_skip) {
     {
       RECORD_USER_SCOPE(trace_scope::forward);
       t.output = loop.forward(batch);
-      t.loss = guarded(*parts.loss.config, "compute", [&] { return parts.loss.object->compute(t.output, batch); });
+      t.loss = checked_loss(parts, t.output, batch, "training");
     }
     RECORD_USER_SCOPE(trace_scope::backward);
     guarded(*parts.network.config, "backward", [&] { t.loss.backward(); });

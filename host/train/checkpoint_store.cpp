@@ -15,6 +15,7 @@
 #include "util/background_worker.h"
 #include "util/clock.h"
 #include "util/files.h"
+#include "util/process.h"
 
 namespace fs = std::filesystem;
 
@@ -148,6 +149,7 @@ void CheckpointStore::write(const std::string& path, const std::function<void()>
     } catch (const Error&) {}
     throw Error(std::string("checkpoint not written: ") + err.what() + "; " + older);
   }
+  record_whole_checkpoint(path);  // what an abrupt end from now on names
   prune_checkpoints(dir_, keep_);
 }
 

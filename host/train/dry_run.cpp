@@ -14,6 +14,7 @@
 #include "train/complexity.h"
 #include "train/guard.h"
 #include "train/loader_settings.h"
+#include "train/output_fit.h"
 #include "util/text.h"
 
 namespace trainyard::host {
@@ -52,7 +53,7 @@ std::string dry_run_report(const Experiment& e, Components& c, const Context& co
   at::Tensor output = forward(*batch);
   const double forward_ms = ms_since(t0);
   t0 = Clock::now();
-  at::Tensor loss = guarded(*c.loss.config, "compute", [&] { return c.loss.object->compute(output, *batch); });
+  at::Tensor loss = checked_loss(c, output, *batch, "training");
   const double loss_ms = ms_since(t0);
   t0 = Clock::now();
   guarded(*c.network.config, "backward", [&] { loss.backward(); });

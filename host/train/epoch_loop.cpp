@@ -9,6 +9,7 @@
 #include "distributed/gradient_reducer.h"
 #include "train/guard.h"
 #include "train/nonfinite.h"
+#include "train/output_fit.h"
 #include "train/overrides.h"
 #include "train/profiler.h"
 #include "train/schedule.h"
@@ -124,7 +125,7 @@ StepResult EpochLoop::default_train_step(const Batch& batch) {
   {
     RECORD_USER_SCOPE(trace_scope::forward);  // the network and the loss
     output = forward(batch);
-    loss = guarded(*c_.loss.config, "compute", [&] { return c_.loss.object->compute(output, batch); });
+    loss = checked_loss(c_, output, batch, "training");
   }
   {
     RECORD_USER_SCOPE(trace_scope::backward);

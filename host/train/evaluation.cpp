@@ -8,6 +8,7 @@
 #include "train/guard.h"
 #include "train/loader_settings.h"
 #include "train/meter_results.h"
+#include "train/output_fit.h"
 #include "train/precision.h"
 
 namespace trainyard::host {
@@ -74,7 +75,7 @@ MeterValues Evaluator::test_pass(const std::function<void(int64_t done, int64_t 
       std::optional<Batch> batch = guarded(*c_.test_data.config, "get_batch", batches);
       if (!batch) break;
       at::Tensor output = forward(*batch);
-      at::Tensor loss = guarded(*c_.loss.config, "compute", [&] { return c_.loss.object->compute(output, *batch); });
+      at::Tensor loss = checked_loss(c_, output, *batch, "test");
       for (auto& m : c_.test_meters) guarded(*m.config, "update", [&] { m.object->update({*batch, output, loss}); });
       if (after_batch) after_batch(done, total);
     }

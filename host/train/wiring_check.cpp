@@ -8,6 +8,7 @@
 #include "data/loader.h"
 #include "train/guard.h"
 #include "train/meter_results.h"
+#include "train/output_fit.h"
 #include "util/shape.h"
 #include "util/text.h"
 
@@ -101,18 +102,8 @@ void check_split(Components& c, const Experiment& e, const Context& context, con
     output = on_probe_batch("input " + shape_text(batch->input.sizes()),
                             [&] { return guarded(*c.network.config, "forward", [&] { return net.forward(*batch); }); });
   }
-  if (!output.defined())
-    misfit(*c.network.config, "forward returned an undefined tensor" + for_batch, "expected a tensor of outputs");
-  if (!at::isFloatingType(output.scalar_type()))
-    misfit(*c.network.config,
-           "forward returned " + std::string(c10::toString(output.scalar_type())) + " values" + for_batch,
-           "expected floating-point outputs");
-  if (output.device() != context.device)
-    misfit(*c.network.config, "forward returned a tensor on " + output.device().str() + for_batch,
-           "expected it on " + context.device.str() + ", where the batch is");
-  if (output.dim() == 0 || output.size(0) != rows)
-    misfit(*c.network.config, "forward returned " + shape_text(output.sizes()) + for_batch,
-           "expected one row per sample: " + std::to_string(rows) + " rows");
+  if (const auto bad = output_misfit(output, rows, context.device))
+    misfit(*c.network.config, bad->what + for_batch, bad->expected);
   // A metric-learning loss (SDK 1.3's EmbeddingLoss) takes one embedding per sample, of any size.
   const bool embeddings = c.loss.facets.embedding_loss != nullptr;
   // A network that says what its rows are (SDK 1.4's NetworkOutputs) must give what the loss takes:

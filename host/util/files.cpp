@@ -1,6 +1,8 @@
 #include "util/files.h"
 
 #include <fcntl.h>
+#include <linux/fs.h>
+#include <sys/ioctl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -130,6 +132,21 @@ void check_output_file(const std::string& path, const std::string& origin) {
             }() +
             ")",
         "expected a new file or one that may be replaced", "choose another path, or chmod u+w it first");
+  if (exists) {
+    // chattr +i (immutable) or +a (append only): the mode allows writing and
+    // even root's rename over it fails (EPERM) after all the work is done.
+    const int fd = ::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_NOFOLLOW | O_CLOEXEC);
+    int flags = 0;
+    if (fd >= 0) {
+      if (::ioctl(fd, FS_IOC_GETFLAGS, &flags) != 0) flags = 0;  // a file system without attributes
+      ::close(fd);
+    }
+    if (flags & (FS_IMMUTABLE_FL | FS_APPEND_FL))
+      throw ConfigError(origin + ": the file is " + (flags & FS_IMMUTABLE_FL ? "immutable" : "append-only") +
+                            " (chattr +" + (flags & FS_IMMUTABLE_FL ? "i" : "a") + ")",
+                        "expected a new file or one that may be replaced",
+                        "choose another path, or remove the attribute (chattr -i -a) first");
+  }
   check_output_folder(folder, origin);
 }
 

@@ -6,6 +6,7 @@
 #include <signal.h>
 #include <string.h>
 #include <sys/syscall.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -84,6 +85,33 @@ void say_number(int64_t value) {
   for (int i = 0; i < n; ++i) text[i] = digits[n - 1 - i];
   text[n] = '\0';
   say(text);
+}
+
+// The last whole checkpoint: two buffers, the one `g_whole_current` names
+// complete; a new path is written into the other and then named.
+char g_whole[2][4096];
+volatile sig_atomic_t g_whole_current = -1;
+
+void say_whole_checkpoint() {
+  const int current = g_whole_current;
+  if (current < 0) {
+    say("; no checkpoint was written: run the same command to start again from the beginning");
+    return;
+  }
+  say("; the last checkpoint written, ");
+  say(g_whole[current]);
+  say(", is whole: run the same command to resume from it");
+}
+
+// Seconds since the last sign of progress (a component's call began there),
+// to a tenth: "12.3".
+void say_seconds_since(int64_t steady_ns) {
+  struct timespec now {};
+  clock_gettime(CLOCK_MONOTONIC, &now);  // steady_clock's clock, and async-signal-safe
+  const int64_t tenths = (static_cast<int64_t>(now.tv_sec) * 1000000000 + now.tv_nsec - steady_ns) / 100000000;
+  say_number(tenths / 10);
+  say(".");
+  say_number(tenths % 10);
 }
 
 // "callback 'hang' (callback) from libx.so in after_epoch, at epoch 1,
@@ -176,7 +204,8 @@ void on_stop_signal(int signo) {
     // the loop from its boundary), free the run directory, die of SIGINT.
     say("\nerror: second SIGINT: aborted without a checkpoint while running ");
     say_what_runs();
-    say("; the last checkpoint written is whole: run the same command to resume from it (exit code 130)\n");
+    say_whole_checkpoint();
+    say(" (exit code 130)\n");
     release_abort_lock();
     signal(SIGINT, SIG_DFL);
     raise(SIGINT);
@@ -184,8 +213,17 @@ void on_stop_signal(int signo) {
   }
   if (g_stop_signal == 0) {
     g_stop_signal = signo;
-    say("\ntrainyard: stop signal received: finishing this iteration, writing a checkpoint, then exiting "
-        "(resumable); SIGINT again aborts at once\n");
+    // Said now, not at the boundary: a scheduler may kill the process before
+    // the loop gets there, and then this line is what the log says of it.
+    say("\ntrainyard: ");
+    say(sigabbrev_np(signo) ? "SIG" : "a stop signal");
+    say(sigabbrev_np(signo));
+    say(" received while running ");
+    say_what_runs();
+    say(" (for ");
+    say_seconds_since(watched_progress().beat_ns.load(std::memory_order_relaxed));
+    say(" s): finishing this iteration, writing a checkpoint, then exiting (resumable); SIGINT again aborts at "
+        "once\n");
   }
 }
 
@@ -230,6 +268,20 @@ void install_stop_signals(const std::vector<std::string>& names) {
 }
 
 int stop_signal_received() { return g_stop_signal; }
+
+void record_whole_checkpoint(const std::string& path) {
+  if (path.size() >= sizeof g_whole[0]) return;
+  const int next = g_whole_current == 0 ? 1 : 0;
+  memcpy(g_whole[next], path.c_str(), path.size() + 1);
+  g_whole_current = next;
+}
+
+std::string whole_checkpoint_clause() {
+  const int current = g_whole_current;
+  return current < 0 ? "; no checkpoint was written: run the same command to start again from the beginning"
+                     : std::string("; the last checkpoint written, ") + g_whole[current] +
+                           ", is whole: run the same command to resume from it";
+}
 
 void install_startup_stop_signals(const std::vector<std::string>& names) {
   install_for(names, on_startup_stop_signal, 0);

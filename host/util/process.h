@@ -19,8 +19,11 @@ constexpr int kExitStalled = 5;
 /// The stop signals a run accepts, by name (loop.stop_signals).
 const std::vector<std::string>& stop_signal_names();
 /// SIGINT, SIGTERM, SIGUSR1, ... (those named) only set a flag, read at the
-/// next iteration boundary; a second SIGINT aborts at once with an error
-/// line naming what ran, releases the run lock and dies of SIGINT (exit 130).
+/// next iteration boundary; the acknowledgement names the signal and what
+/// runs at that moment (component and event, epoch, iteration, for how long),
+/// so that a log cut short by a scheduler's kill still says what held the
+/// loop. A second SIGINT aborts at once with an error line naming what ran
+/// and the whole checkpoint, releases the run lock and dies of SIGINT (exit 130).
 void install_stop_signals(const std::vector<std::string>& names);
 /// Until the loop begins: the stop signals named end the process at once
 /// (exit kExitStoppedResumable, one line saying nothing was written), since
@@ -47,6 +50,14 @@ void set_abort_lock_path(const std::string& path);
 void release_abort_lock();
 /// The first stop signal received, or 0.
 int stop_signal_received();
+/// The checkpoint a rerun of the same command resumes from: recorded when a
+/// checkpoint is whole (renamed into place) and when a run resumes from one,
+/// so that an abrupt end (a second SIGINT, the stall watchdog) names it, or
+/// says that none was written. Kept in fixed buffers: a signal handler reads it.
+void record_whole_checkpoint(const std::string& path);
+/// "; the last checkpoint written, PATH, is whole: run the same command to
+/// resume from it" or "; no checkpoint was written: ...": the end of those lines.
+std::string whole_checkpoint_clause();
 /// "SIGTERM".
 std::string signal_name(int signo);
 

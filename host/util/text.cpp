@@ -63,4 +63,13 @@ std::string count_of(int64_t count, const std::string& singular, const std::stri
   return std::to_string(count) + " " + (count == 1 ? singular : plural.empty() ? singular + "s" : plural);
 }
 
+std::string quoted_value(const std::string& value, size_t limit) {
+  if (value.size() <= limit) return "'" + value + "'";
+  size_t cut = limit * 3 / 4;
+  while (cut > 0 && (static_cast<unsigned char>(value[cut]) & 0xC0) == 0x80) --cut;  // not inside a character
+  std::string text = "'";
+  text.append(value, 0, cut);
+  return text + "...' (" + std::to_string(value.size()) + " bytes)";
+}
+
 }  // namespace trainyard::host

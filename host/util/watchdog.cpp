@@ -88,11 +88,11 @@ void StallWatchdog::fire(const std::string& why) {
     traces = "; stack traces of every thread in " + options_.traces_path;
   }
   // The next run finds the run directory free; the last checkpoint written
-  // is whole (checkpoints are renamed into place only once complete).
+  // is whole (checkpoints are renamed into place only once complete), and
+  // the line names it.
   release_abort_lock();
-  std::cerr << "error: stalled: " << why << "; running: " << running << traces
-            << "; the last checkpoint written is whole: run the same command to resume from it (exit code "
-            << kExitStalled << ")" << std::endl;
+  std::cerr << "error: stalled: " << why << "; running: " << running << traces << whole_checkpoint_clause()
+            << " (exit code " << kExitStalled << ")" << std::endl;
   std::cout.flush();
   _exit(kExitStalled);
 }

@@ -232,8 +232,19 @@ class Shards : public ImageDataset {
       throw DataError("urls: '" + pattern + "': " + std::to_string(paths_.size()) + " shards hold no samples",
                       "members " + tar::image_member_names() + " with KEY.cls or KEY.json", "");
     int64_t classes = o.num_classes;
-    int64_t top = 0;
-    for (const auto& s : samples_) top = std::max(top, s.label);
+    const Sample* top_sample = &samples_.front();
+    for (const auto& s : samples_)
+      if (s.label > top_sample->label) top_sample = &s;
+    const int64_t top = top_sample->label;
+    // The class count taken from the largest label sizes the network's head
+    // and the meters' tables: one damaged .cls ("3000000000") must not become
+    // a layer of three billion outputs. A larger count is given explicitly.
+    constexpr int64_t kLargestDerivedCount = 1000000;
+    if (classes == 0 && top >= kLargestDerivedCount)
+      throw DataError("num_classes: 0 counts the classes as the largest label + 1, and " + paths_[top_sample->shard] +
+                          ", member " + top_sample->member + " has label " + std::to_string(top),
+                      "expected labels below " + std::to_string(kLargestDerivedCount) + " when num_classes is 0",
+                      "check that member's label; with that many classes, set num_classes to their number");
     if (classes == 0) classes = top + 1;
     if (top >= classes)
       throw ConfigError(

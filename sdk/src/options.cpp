@@ -11,6 +11,15 @@
 #pragma GCC diagnostic ignored "-Wdeprecated-declarations"
 
 namespace trainyard {
+namespace {
+// A value as a message shows it, a long one cut (as the host's quoted_value()).
+std::string quoted_value(const std::string& value) {
+  if (value.size() <= 80) return "'" + value + "'";
+  size_t cut = 60;
+  while (cut > 0 && (static_cast<unsigned char>(value[cut]) & 0xC0) == 0x80) --cut;
+  return "'" + value.substr(0, cut) + "...' (" + std::to_string(value.size()) + " bytes)";
+}
+}  // namespace
 
 const char* type_name(OptionType type) {
   switch (type) {
@@ -179,7 +188,7 @@ double Extra::get_number(const std::string& key, double fallback) const {
   char* end = nullptr;
   double v = std::strtod(it->second.c_str(), &end);
   if (it->second.empty() || *end != '\0')
-    throw ConfigError("extra." + key + " is not a number", "expected a number, got '" + it->second + "'", "");
+    throw ConfigError("extra." + key + " is not a number", "expected a number, got " + quoted_value(it->second), "");
   return v;
 }
 
@@ -189,7 +198,8 @@ int64_t Extra::get_integer(const std::string& key, int64_t fallback) const {
   char* end = nullptr;
   long long v = std::strtoll(it->second.c_str(), &end, 10);
   if (it->second.empty() || *end != '\0')
-    throw ConfigError("extra." + key + " is not an integer", "expected an integer, got '" + it->second + "'", "");
+    throw ConfigError("extra." + key + " is not an integer", "expected an integer, got " + quoted_value(it->second),
+                      "");
   return v;
 }
 
@@ -198,7 +208,8 @@ bool Extra::get_bool(const std::string& key, bool fallback) const {
   if (it == values_.end()) return fallback;
   if (it->second == "true") return true;
   if (it->second == "false") return false;
-  throw ConfigError("extra." + key + " is not a boolean", "expected true or false, got '" + it->second + "'", "");
+  throw ConfigError("extra." + key + " is not a boolean", "expected true or false, got " + quoted_value(it->second),
+                    "");
 }
 
 }  // namespace trainyard

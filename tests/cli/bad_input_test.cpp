@@ -1,6 +1,7 @@
 // The bad-input corpus: every case gives one clear "error:" line and exit 2,
 // and writes nothing (a damaged record, found while training: no checkpoint).
 #include <gtest/gtest.h>
+#include <yaml-cpp/yaml.h>
 
 #include <filesystem>
 #include <map>
@@ -57,6 +58,59 @@ TEST(BadInput, EveryExperimentInTheCorpusIsOneClearErrorAndExitTwo) {
   EXPECT_GE(cases, 20);
 }
 
+TEST(BadInput, ALongValueIsCutInTheErrorLine) {
+  // Was: a 40 KB value echoed whole ("got 'xxxx...'" of 40,000 characters).
+  const std::string valid = read_file(source_dir() + "/tests/bad_inputs/valid_experiment.yaml");
+  const std::string long_value(40000, 'x');
+  for (const auto& [where, yaml] : std::vector<std::pair<std::string, std::string>>{
+           {"loop.epochs", std::string(valid).replace(valid.find("epochs: 1"), 9, "epochs: " + long_value)},
+           {"network.plugin", std::string(valid).replace(valid.find("plugin: mlp"), 11, "plugin: " + long_value)}}) {
+    const std::string exp = temp_dir("long-" + where) + "/long.yaml";
+    write_file(exp, yaml);
+    auto r = trainyard("validate " + exp);
+    EXPECT_EQ(r.exit_code, 2) << where;
+    EXPECT_EQ(nonempty_lines(r.err).size(), 1u) << where;
+    EXPECT_LT(r.err.size(), 1000u) << where << ": " << r.err.substr(0, 300);
+    EXPECT_TRUE(contains(r.err, where + ": ")) << r.err.substr(0, 300);
+    EXPECT_TRUE(contains(r.err, "'" + std::string(60, 'x') + "...' (40000 bytes)")) << r.err.substr(0, 300);
+  }
+  // A value given with --set, checked by a plugin's schema: cut the same way.
+  auto r = trainyard("validate " + source_dir() +
+                     "/tests/bad_inputs/valid_experiment.yaml --set network.activation=" + long_value);
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_LT(r.err.size(), 1000u) << r.err.substr(0, 300);
+  EXPECT_TRUE(contains(r.err, "(40000 bytes) is not a valid choice")) << r.err.substr(0, 300);
+}
+
+TEST(BadInput, MergeKeysCopyTheAliasedMapAndTheMapsOwnKeysWin) {
+  // YAML 1.1's <<: was read as an unknown option, or silently ignored.
+  const std::string exp = temp_dir("merge") + "/merge.yaml", out = temp_dir("merge-out");
+  write_file(exp,
+             "name: merge\n"
+             "dataset:\n"
+             "  train: &data {plugin: synthetic, size: 64, num_classes: 4, shape: [1, 4, 4], seed: 1}\n"
+             "  test: {<<: *data, size: 32, seed: 2}\n"
+             "network: {plugin: mlp, hidden_sizes: [8]}\n"
+             "loss: {plugin: cross_entropy}\n"
+             "optimizer: &sgd {plugin: sgd, lr: 0.1}\n"
+             "stages:\n"
+             "  - {name: warm, loop: {epochs: 1, batch_per_device: 16}}\n"
+             "  - name: main\n"
+             "    loop: {<<: [{epochs: 1}, {epochs: 5, batch_per_device: 16}]}\n");
+  auto r = trainyard("run " + exp + " --output-dir " + out);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const YAML::Node config = YAML::LoadFile(out + "/merge/config.yaml");
+  const YAML::Node test = config["dataset"]["test"];
+  EXPECT_EQ(test["plugin"].as<std::string>(), "synthetic");
+  EXPECT_EQ(test["size"].as<int>(), 32);  // its own keys win
+  EXPECT_EQ(test["seed"].as<int>(), 2);
+  EXPECT_EQ(test["num_classes"].as<int>(), 4);  // the rest from the alias
+  EXPECT_FALSE(test["<<"].IsDefined());
+  // A list of maps: the earlier one wins.
+  EXPECT_EQ(config["stages"][1]["loop"]["epochs"].as<int>(), 1);
+  EXPECT_EQ(config["stages"][1]["loop"]["batch_per_device"].as<int>(), 16);
+}
+
 TEST(BadInput, EveryCommandLineInTheCorpusIsOneClearErrorAndExitTwo) {
   // tests/bad_inputs/command_lines.txt: flags checked like their YAML twins,
   // output folders that cannot be written, an experiment that is a folder.
@@ -86,7 +140,7 @@ TEST(BadInput, EveryCommandLineInTheCorpusIsOneClearErrorAndExitTwo) {
     if (line.empty() || line[0] == '#') continue;
     const size_t a = line.find(" | "), b = line.find(" | ", a + 3);
     ASSERT_NE(b, std::string::npos) << line;
-    const std::string name = trim(line.substr(0, a)), expected = trim(line.substr(a + 3, b - a - 3));
+    const std::string name = trim(line.substr(0, a)), expected = expand(trim(line.substr(a + 3, b - a - 3)), "");
     const std::string out = temp_dir("cl-" + name);
     auto r = trainyard(expand(line.substr(b + 3), out));
     EXPECT_EQ(r.exit_code, 2) << name << ": " << r.err;

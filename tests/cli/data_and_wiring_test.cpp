@@ -104,6 +104,34 @@ TEST(Wiring, ComponentsThatDoNotFitAreNamedWithTheirShapes) {
   EXPECT_GE(cases.size(), 13u);
 }
 
+TEST(Wiring, ANetworkThatMisfitsOnlyInTrainingIsNamedWithBothShapesNotTheLoss) {
+  // Was: "loss 'cross_entropy' ... failed in compute: Expected input
+  // batch_size (8) to match target batch_size (16)", and "tensor does not
+  // have a device": the wiring check runs in eval mode and saw a fitting output.
+  const std::string base =
+      with(fitting_experiment(), "network: {plugin: misfit}", "network: {plugin: misfit, how: HOW}");
+  for (const auto& [how, expected] : std::vector<std::pair<std::string, std::string>>{
+           {"half_batch_in_training",
+            "network 'misfit' from libmisbehaving.so 1.0.0): forward returned [8, 4] for a training batch of 16 "
+            "samples, input [16, 1, 4, 4], target [16]; expected one row per sample: 16 rows"},
+           {"undefined_in_training",
+            "network 'misfit' from libmisbehaving.so 1.0.0): forward returned an undefined tensor"},
+           {"integers_in_training", "network 'misfit' from libmisbehaving.so 1.0.0): forward returned Long values"},
+           {"on_meta_in_training",
+            "network 'misfit' from libmisbehaving.so 1.0.0): forward returned a tensor on meta for a training "
+            "batch"}}) {
+    const std::string exp = temp_dir("exp-" + how) + "/fit.yaml", out = temp_dir("out-" + how);
+    std::string yaml = base;
+    yaml.replace(yaml.find("HOW"), 3, how);
+    write_file(exp, yaml);
+    auto r = trainyard("run " + exp + " --output-dir " + out);
+    EXPECT_EQ(r.exit_code, 2) << how << ": " << r.err;
+    EXPECT_EQ(nonempty_lines(r.err).size(), 1u) << how << ": " << r.err;
+    EXPECT_TRUE(contains(r.err, expected)) << how << ": " << r.err;
+    EXPECT_FALSE(contains(r.err, "loss 'cross_entropy'")) << how << ": the loss is blamed: " << r.err;
+  }
+}
+
 TEST(DataConsistency, ABadLabelFoundDuringTrainingIsBadInputAndNoCheckpointIsWritten) {
   // Sample 10 is not among the few the wiring check reads: the loader's
   // batch contract finds it in the first epoch.

@@ -2,6 +2,7 @@
 // the equivalent nn.Module, a TorchScript network comes back as TorchScript,
 // and either gives eval's test accuracy on the same images.
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <filesystem>
 
@@ -77,6 +78,30 @@ TEST(Export, AnOutputThatCannotOrMustNotBeWrittenIsOneErrorLine) {
   fs::permissions(dir + "/locked.pt", fs::perms(0444));
   expect_export_refused(run, dir + "/locked.pt", "the file is write-protected (mode 0444)");
   EXPECT_EQ(read_file(dir + "/locked.pt"), "keep");
+  // An immutable file (chattr +i): refused before any work, exit 2 naming it (was exit 1 after the export).
+  write_file(dir + "/immutable.pt", "keep");
+  if (run_command("chattr +i " + dir + "/immutable.pt").exit_code == 0) {
+    expect_export_refused(run, dir + "/immutable.pt", "the file is immutable (chattr +i)");
+    run_command("chattr -i " + dir + "/immutable.pt");
+    EXPECT_EQ(read_file(dir + "/immutable.pt"), "keep");
+  }
+  // A write that fails once the export is under way (a full disk: a 16 KB
+  // tmpfs in a mount namespace of its own): exit 2 naming the path, nothing left there.
+  if (::geteuid() == 0) {
+    fs::create_directories(dir + "/full");
+    const std::string full = "unshare -m sh -c 'mount -t tmpfs -o size=16k tmpfs " + dir + "/full";
+    if (run_command(full + "'").exit_code == 0) {
+      // Filled first, so that the first block of the file fails.
+      auto r = run_command(full + " && { head -c 65536 /dev/zero >" + dir + "/full/filler 2>/dev/null; " +
+                           trainyard_binary() + " export " + run + " --format state_dict --output " + dir +
+                           "/full/m.pt; echo EXIT=$?; ls -A " + dir + "/full; }'");
+      EXPECT_TRUE(contains(r.out, "EXIT=2")) << r.out << r.err;
+      EXPECT_EQ(nonempty_lines(r.err).size(), 1u) << r.err;
+      EXPECT_TRUE(contains(r.err, "error: command line: --output " + dir + "/full/m.pt: cannot write it (")) << r.err;
+      EXPECT_TRUE(contains(r.err, "No space left on device")) << r.err;
+      EXPECT_EQ(nonempty_lines(r.out).size(), 2u) << "left behind: " << r.out;  // EXIT=2 and the filler alone
+    }
+  }
   // Never a FIFO or a link replaced by a regular file (was exit 0).
   ASSERT_EQ(run_command("mkfifo " + dir + "/fifo").exit_code, 0);
   expect_export_refused(run, dir + "/fifo", "is a FIFO, not a regular file");

@@ -157,9 +157,8 @@ TEST(Sweep, AMisspeltHalvingMetricIsRefusedBeforeAnyTrialTrains) {
   EXPECT_EQ(r.exit_code, 2) << r.out << r.err;
   EXPECT_EQ(test::nonempty_lines(r.err).size(), 1u) << r.err;
   EXPECT_TRUE(test::contains(r.err,
-                             "error: command line: --metric test_acuracy_top1: no value 'test_acuracy_top1' in the "
-                             "runs of " +
-                                 exp + "; expected one of the run's values ("))
+                             "error: command line: --metric test_acuracy_top1: no value 'test_acuracy_top1' in what "
+                             "a trial reports at a rung (its test values); expected one of test_accuracy_top1, "))
       << r.err;
   EXPECT_TRUE(test::contains(r.err, "did you mean 'test_accuracy_top1'?")) << r.err;
   EXPECT_TRUE(fs::is_empty(out)) << "a trial started: " << r.out;

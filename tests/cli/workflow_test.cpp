@@ -2,6 +2,7 @@
 #include <gtest/gtest.h>
 
 #include <filesystem>
+#include <limits>
 #include <map>
 #include <regex>
 
@@ -53,6 +54,34 @@ TEST(Sweep, GridParsingExpansionAndNames) {
   EXPECT_THROW(parse_grid("optimizer.lr"), ConfigError);
   EXPECT_THROW(parse_grid("optimizer.lr=0.1,,0.2"), ConfigError);
   EXPECT_THROW(parse_grid("optimizer.lr=0.1,0.1"), ConfigError);
+}
+
+TEST(Sweep, ATrialWhoseValueIsNanKeepsItsRowMarkedAndUnranked) {
+  // Was: a NaN broke the sort's ordering; its row could vanish from the table or take a rank.
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  std::vector<SweepResult> results(4);
+  const std::vector<double> losses = {0.5, nan, 0.25, std::numeric_limits<double>::infinity()};
+  for (size_t i = 0; i < results.size(); ++i) {
+    results[i].point = {"t" + std::to_string(i), {{"optimizer.lr", std::to_string(i)}}};
+    results[i].status = "finished";
+    results[i].epochs = 2;
+    results[i].metrics = {{"test_loss", losses[i]}};
+  }
+  const auto table = ranked(results, {"test_loss", /*maximize=*/false});
+  ASSERT_EQ(table.size(), 4u);
+  EXPECT_EQ(table[0].point.name, "t2");
+  EXPECT_EQ(table[0].rank, 1);
+  EXPECT_EQ(table[1].point.name, "t0");
+  EXPECT_EQ(table[1].rank, 2);
+  EXPECT_EQ(table[2].point.name, "t1");  // unranked, in their order
+  EXPECT_EQ(table[2].rank, 0);
+  EXPECT_EQ(table[2].note, "test_loss is nan: not ranked");
+  EXPECT_EQ(table[3].note, "test_loss is inf: not ranked");
+  const std::string csv = sweep_csv({"optimizer.lr"}, table), md = sweep_markdown({"optimizer.lr"}, table);
+  EXPECT_TRUE(test::contains(csv, ",t1,finished,2,1,nan,")) << csv;
+  EXPECT_TRUE(test::contains(csv, "test_loss is nan: not ranked\n")) << csv;
+  EXPECT_TRUE(test::contains(md, "| finished (test_loss is nan: not ranked) |")) << md;
+  EXPECT_EQ(test::nonempty_lines(csv).size(), 5u) << csv;
 }
 
 TEST(Sweep, RunsEveryPointSkipsFinishedResumesUnfinishedAndRecordsFailures) {

@@ -428,6 +428,22 @@ TEST(WebDatasetBounds, MetadataMembersAreIgnoredAsDocumented) {
   EXPECT_TRUE(test::contains(r.out, "dataset webdataset (1 train")) << r.out;
 }
 
+TEST(WebDatasetBounds, ALabelInTheBillionsIsRefusedWhenNumClassesIsCountedFromTheLabels) {
+  // Was: num_classes 0 took 3000000001 classes from one damaged .cls, and the
+  // network's head was sized from it.
+  const std::string dir = test::temp_dir("huge-label");
+  test::write_file(dir + "/huge.tar", tar_member("0000.jpg", small_jpeg(1)) + tar_member("0000.cls", "1") +
+                                          tar_member("0001.jpg", small_jpeg(2)) + tar_member("0001.cls", "3000000000") +
+                                          kTarEnd);
+  expect_one_error(validate(dir, dir + "/huge.tar"),
+                   "num_classes: 0 counts the classes as the largest label + 1, and " + dir +
+                       "/huge.tar, member 0001.jpg has label 3000000000; expected labels below 1000000 when "
+                       "num_classes is 0");
+  // Given explicitly, the count is the user's: the label is then out of its range, as before.
+  expect_one_error(validate(dir, dir + "/huge.tar", ", num_classes: 10"),
+                   "num_classes: 10, but the shards hold label 3000000000");
+}
+
 // Whether process `pid` has ended, waiting for it at most 30 s (a zombie has ended).
 bool process_ends(const std::string& pid) {
   for (int i = 0; i < 3000; ++i) {

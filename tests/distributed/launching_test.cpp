@@ -129,10 +129,12 @@ TEST(Distributed, GlooTakesTheRouteToRankZeroOrTheNamedInterface) {
   }
   // Both ranks on their loopback (what the host name resolves to, and what
   // Gloo took before): each advertises 127.0.0.1, which is not the other's.
+  // The timeout also bounds the wait for the second rank to start (slower in
+  // its namespace under a loaded CI): 8 s, not less.
   {
     const int port = free_port() + 3;
     const std::string args =
-        " run " + exp + " --output-dir " + temp_dir("loopback") + " --set distributed.timeout_secs=3";
+        " run " + exp + " --output-dir " + temp_dir("loopback") + " --set distributed.timeout_secs=8";
     auto results =
         run_ranks({"GLOO_SOCKET_IFNAME=lo " + rank_env(0, port, master) + trainyard_binary() + args,
                    net.inside() + "GLOO_SOCKET_IFNAME=lo " + rank_env(1, port, master) + trainyard_binary() + args});

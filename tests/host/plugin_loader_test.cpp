@@ -230,6 +230,33 @@ TEST_F(InsecurePlugins, AnotherUsersLibraryOrAGroupWritableFolderIsRefused) {
   EXPECT_EQ(refusal(), "");
 }
 
+TEST_F(InsecurePlugins, ALinkChainThroughAWritableFolderIsFollowedAndRefused) {
+  // Was: a link whose target's own folder is safe loaded, though the path to
+  // it passed through a folder anyone could write (and so swap what lies beyond).
+  const std::string base = test::temp_dir("insecure-chain");
+  const std::string open_folder = base + "/open", safe = open_folder + "/safe";
+  fs::create_directories(safe);
+  fs::permissions(safe, fs::perms(0755));
+  fs::rename(library_, safe + "/libtest_components.so");
+  fs::permissions(open_folder, fs::perms(0777));  // not sticky: anyone may rename safe/
+  // plugins/libtest_components.so -> hop -> open/safe/libtest_components.so: two links.
+  fs::create_symlink(safe + "/libtest_components.so", base + "/hop");
+  fs::create_symlink(base + "/hop", library_);
+  std::string err = refusal();
+  EXPECT_TRUE(contains(err, library_ + ": refusing to load this plugin library: the folder " + open_folder +
+                                " it passes through is writable by others (mode 0777, owner root)"))
+      << err;
+  // A sticky folder (as /tmp) is passed through safely: only the entry's owner could change it.
+  fs::permissions(open_folder, fs::perms(01777));
+  EXPECT_EQ(refusal(), "");
+  // A link on the way that is someone else's is refused, wherever it points.
+  if (::geteuid() == 0) {
+    ASSERT_EQ(::lchown((base + "/hop").c_str(), 65534, 65534), 0);
+    err = refusal();
+    EXPECT_TRUE(contains(err, "the link " + base + "/hop it passes through is owned by nobody, not by root")) << err;
+  }
+}
+
 TEST_F(InsecurePlugins, ALibraryForAnotherMachineNamesBothElfMachines) {
 #if !defined(__x86_64__)
   GTEST_SKIP() << "the expected text names x86-64 as this host's machine";

@@ -415,6 +415,15 @@ TEST(Watchdog, AStopSignalIntoAHungCallbackEndsTheRunAfterTheGrace) {
   EXPECT_EQ(r.exit_code, 5) << r.err;
   EXPECT_TRUE(contains(r.err, "SIGTERM received, but the loop did not reach a boundary within 2 s")) << r.err;
   EXPECT_TRUE(contains(r.err, "callback 'hang'")) << r.err;
+  // The acknowledgement itself names what runs (a scheduler's kill may come before the grace ends).
+  EXPECT_TRUE(contains(r.err, "trainyard: SIGTERM received while running callback 'hang'")) << r.err;
+  EXPECT_TRUE(contains(r.err, "in after_epoch, at epoch 1, iteration 16 (for ")) << r.err;
+  // The epoch's checkpoint comes after after_epoch: none exists, and the line says so.
+  EXPECT_EQ(latest_checkpoint(out + "/deaf"), "");
+  EXPECT_TRUE(contains(r.err,
+                       "; no checkpoint was written: run the same command to start again from the beginning "
+                       "(exit code 5)"))
+      << r.err;
 }
 
 TEST(Watchdog, SigtermIntoAHungIterationIsNamedWithinTheDefaultGraceAndTheLockIsFreed) {
@@ -439,15 +448,22 @@ TEST(Watchdog, SigtermIntoAHungIterationIsNamedWithinTheDefaultGraceAndTheLockIs
   EXPECT_TRUE(contains(error, "stack traces of every thread in " + out + "/deaf_iter/stall-rank0.txt")) << error;
   EXPECT_TRUE(contains(read_file(out + "/deaf_iter/stall-rank0.txt"), "libmisbehaving.so"));
   EXPECT_FALSE(fs::exists(out + "/deaf_iter.lock")) << "the next run would have to take the lock over";
+  // In the first epoch no checkpoint exists: the lines say so instead of calling one whole.
+  EXPECT_TRUE(contains(error, "; no checkpoint was written: run the same command to start again from the beginning"))
+      << error;
+  EXPECT_TRUE(contains(r.err, "trainyard: SIGTERM received while running callback 'hang'")) << r.err;
+  EXPECT_TRUE(contains(r.err, "in after_train_iter, at epoch 1, iteration 5 (for ")) << r.err;
 }
 
-TEST(Watchdog, ASecondSigintNamesWhatHangsAndFreesTheLock) {
-  const std::string dir = temp_dir("second-sigint"), marker = dir + "/hanging";
+// A run whose callback hangs after iteration `at`, sent SIGINT, then SIGINT
+// again once the first was acknowledged (an event, not a delay): its stderr
+// and exit code. `out`: the output folder.
+std::pair<std::string, int> interrupted_twice(const std::string& name, int at, const std::string& out) {
+  const std::string dir = temp_dir("second-sigint-" + name), marker = dir + "/hanging";
   const std::string exp = misbehaving_experiment(
-      "impatient", "callbacks: [{plugin: hang, hook: after_train_iter, at: 3, marker: " + marker + "}]\n",
+      name,
+      "callbacks: [{plugin: hang, hook: after_train_iter, at: " + std::to_string(at) + ", marker: " + marker + "}]\n",
       "loop: {epochs: 2, batch_per_device: 32}");
-  const std::string out = temp_dir("out");
-  // The second SIGINT once the first was acknowledged (an event, not a delay).
   write_file(dir + "/run.sh", trainyard_binary() + " run " + exp + " --output-dir " + out + " >" + dir + "/out 2>" +
                                   dir +
                                   "/err &\npid=$!\n"
@@ -455,17 +471,44 @@ TEST(Watchdog, ASecondSigintNamesWhatHangsAndFreesTheLock) {
                                   marker +
                                   " ] && break; sleep 0.02; done\n"
                                   "kill -INT $pid\n"
-                                  "for i in $(seq 15000); do grep -q 'stop signal received' " +
+                                  "for i in $(seq 15000); do grep -q 'SIGINT received while running' " +
                                   dir + "/out " + dir +
                                   "/err && break; sleep 0.02; done\n"
                                   "kill -INT $pid\nwait $pid\necho $? >" +
                                   dir + "/rc\n");
   run_command("bash " + dir + "/run.sh");
-  EXPECT_EQ(std::stoi(read_file(dir + "/rc")), 130);
-  const std::string err = read_file(dir + "/err");
+  return {read_file(dir + "/err"), std::stoi(read_file(dir + "/rc"))};
+}
+
+TEST(Watchdog, ASecondSigintNamesWhatHangsAndFreesTheLock) {
+  const std::string out = temp_dir("out");
+  const auto [err, code] = interrupted_twice("impatient", 3, out);
+  EXPECT_EQ(code, 130);
   EXPECT_TRUE(contains(err, "error: second SIGINT: aborted without a checkpoint while running callback 'hang'")) << err;
   EXPECT_TRUE(contains(err, "in after_train_iter, at epoch 1, iteration 3")) << err;
+  // The first SIGINT's acknowledgement already named it, and for how long it had run.
+  EXPECT_TRUE(contains(err, "trainyard: SIGINT received while running callback 'hang'")) << err;
+  EXPECT_TRUE(contains(err, "in after_train_iter, at epoch 1, iteration 3 (for ")) << err;
+  // In the first epoch there is no checkpoint to call whole.
+  EXPECT_TRUE(contains(err,
+                       "; no checkpoint was written: run the same command to start again from the beginning "
+                       "(exit code 130)"))
+      << err;
+  EXPECT_FALSE(contains(err, "is whole")) << err;
   EXPECT_FALSE(fs::exists(out + "/impatient.lock"));
+}
+
+TEST(Watchdog, ASecondSigintAfterACheckpointNamesTheCheckpointThatIsWhole) {
+  // 16 iterations an epoch: iteration 20 is in epoch 2, after epoch 1's checkpoint.
+  const std::string out = temp_dir("out");
+  const auto [err, code] = interrupted_twice("later", 20, out);
+  EXPECT_EQ(code, 130);
+  const std::string checkpoint = latest_checkpoint(out + "/later");
+  ASSERT_FALSE(checkpoint.empty()) << err;
+  EXPECT_TRUE(contains(err, "in after_train_iter, at epoch 2, iteration 20")) << err;
+  EXPECT_TRUE(contains(err, "; the last checkpoint written, " + checkpoint +
+                                ", is whole: run the same command to resume from it (exit code 130)"))
+      << err;
 }
 
 TEST(Watchdog, AStopSignalAsTheProcessStartsIsAnsweredWithOneLine) {

@@ -36,9 +36,14 @@ inline constexpr size_t kMaxYamlDepth = 32;
 /// binary, too large, indented with tabs, has a duplicate key, expands
 /// (through aliases) past kMaxYamlNodes, or nests past kMaxYamlDepth.
 YAML::Node load_yaml_file(const std::string& path, const std::string& what);
-/// The tree checks of load_yaml_file on a parsed value (a --set value);
+/// The tree checks of load_yaml_file on a parsed value;
 /// `origin` starts each message.
 void check_yaml_tree(const std::string& origin, const YAML::Node& root);
+/// YAML text from anywhere (a file's, a --set value, a flag's map) parsed as
+/// load_yaml_file parses a file: nesting bounded before and during the parse
+/// (one line naming where), merge keys (<<: *defaults) applied, then the
+/// tree checks (duplicate keys with both lines, aliases bounded).
+YAML::Node parse_yaml_text(const std::string& origin, const std::string& text);
 /// The offset of the first byte of `text` that is not part of well-formed
 /// UTF-8 (no overlong forms, surrogates or code points past U+10FFFF), or
 /// std::string::npos. Every key and value is UTF-8 text: config.yaml and

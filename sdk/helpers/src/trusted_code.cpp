@@ -56,6 +56,72 @@ std::string check_one(const fs::path& path, const std::string& named) {
   return named + " is " + text + " (mode " + mode_text(s.st_mode) + ", owner " + user_name(s.st_uid) + ")";
 }
 
+// A sticky folder: only its owner matters (root's /tmp is fine, a stranger's is not).
+std::string owner_only(const fs::path& folder, const struct stat& s) {
+  const uid_t me = ::geteuid();
+  if (s.st_uid == me || s.st_uid == 0) return "";
+  return "the folder " + folder.string() + " it passes through is owned by " + user_name(s.st_uid) + " (mode " +
+         mode_text(s.st_mode) + ")";
+}
+
+// A folder the path passes through on its way (an ancestor, or one a link
+// leads through): safe when only you or root can change which entries it
+// holds. A sticky folder (/tmp, mode 1777) is safe to pass through: no one
+// may rename or remove an entry there that is not theirs, and the entry's own
+// owner is checked next.
+std::string check_passed(const fs::path& folder) {
+  struct stat s {};
+  if (::stat(folder.c_str(), &s) != 0) return "";
+  if (s.st_mode & S_ISVTX) return owner_only(folder, s);
+  return check_one(folder, "the folder " + folder.string() + " it passes through");
+}
+
+// The whole path resolved as the kernel resolves it, component by component
+// from the root, following every symbolic link (up to 40, as the kernel):
+// each folder passed through, and each link and its owner, checked as sudo
+// and ssh check the files they trust.
+std::string check_every_step(const fs::path& given) {
+  std::error_code ec;
+  const fs::path absolute = fs::absolute(given, ec);
+  if (ec) return "";
+  std::vector<std::string> todo;  // the components still to walk, the next one last
+  auto push_front = [&todo](const fs::path& p) {
+    std::vector<std::string> parts;
+    for (const auto& part : p.relative_path()) parts.push_back(part.string());
+    todo.insert(todo.end(), parts.rbegin(), parts.rend());
+  };
+  push_front(absolute);
+  fs::path at = "/";
+  int links = 0;
+  while (!todo.empty()) {
+    if (std::string why = check_passed(at); !why.empty()) return why;
+    const std::string name = todo.back();
+    todo.pop_back();
+    if (name.empty() || name == ".") continue;
+    if (name == "..") {
+      at = at.parent_path();
+      continue;
+    }
+    const fs::path next = at / name;
+    struct stat s {};
+    if (::lstat(next.c_str(), &s) != 0) return "";  // what does not exist is reported by whoever opens it
+    if (!S_ISLNK(s.st_mode)) {
+      at = next;
+      continue;
+    }
+    if (++links > 40) return "its path passes through more than 40 symbolic links";
+    const uid_t me = ::geteuid();
+    if (s.st_uid != me && s.st_uid != 0)
+      return "the link " + next.string() + " it passes through is owned by " + user_name(s.st_uid) + ", not by " +
+             (me == 0 ? "root" : user_name(me) + " or root");
+    const fs::path target = fs::read_symlink(next, ec);
+    if (ec) return "";
+    if (target.is_absolute()) at = "/";
+    push_front(target);
+  }
+  return "";
+}
+
 }  // namespace
 
 std::string untrusted_because(const std::string& path) {
@@ -72,7 +138,7 @@ std::string untrusted_because(const std::string& path) {
   }
   for (const auto& [p, named] : checked)
     if (std::string why = check_one(p, named); !why.empty()) return why;
-  return "";
+  return check_every_step(given);
 }
 
 bool insecure_code_allowed() {

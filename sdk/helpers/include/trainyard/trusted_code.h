@@ -22,8 +22,11 @@ namespace trainyard {
 /// Why someone other than you or root could change `path` or its folder:
 /// "it is writable by others (mode 0666, owner alice)", "its folder plugins
 /// is writable by its group (mode 0775, owner root)"; "" when nobody can.
-/// Follows symbolic links (checks the link's folder, the target and the
-/// target's folder).
+/// Then the whole path as the kernel resolves it, as sudo and ssh check the
+/// files they trust: every folder it passes through from the root (a sticky
+/// one such as /tmp only by its owner), and every symbolic link on the way,
+/// followed wherever it leads and owned by you or root ("the folder /srv it
+/// passes through is writable by others (mode 0777, owner root)").
 std::string untrusted_because(const std::string& path);
 
 /// True when TRAINYARD_ALLOW_INSECURE_PLUGINS is 1 (or --allow-insecure-plugins was given).
