@@ -86,14 +86,51 @@ at::Tensor stack_channels(const std::vector<SourceImage>& images, const Transfor
   return parts.size() == 1 ? parts[0] : at::cat(parts, 0);
 }
 
+// The size an image is stored at: its pixels', its JPEG or PNG header's, else decoded.
+cv::Size stored_size(const SourceImage& image) {
+  if (!image.pixels.empty()) return image.pixels.size();
+  const auto* p = reinterpret_cast<const unsigned char*>(image.bytes.data());
+  if (const auto jpeg = read_jpeg_header(p, image.bytes.size())) return jpeg->size;
+  if (image.bytes.size() >= 24 && std::equal(p + 1, p + 4, "PNG") && std::equal(p + 12, p + 16, "IHDR")) {
+    const auto be32 = [&](size_t at) { return int((p[at] << 24) | (p[at + 1] << 16) | (p[at + 2] << 8) | p[at + 3]); };
+    return {be32(16), be32(20)};
+  }
+  return decode_image(image.bytes.data(), image.bytes.size(), image.what).size();
+}
+
 }  // namespace
+
+at::Tensor ImageDataset::target_of(const LoadedSample& s, uint64_t seed) const {
+  if (transforms_.target == "mask" && s.targets.empty())
+    throw trainyard::BadRecord((s.inputs.empty() ? std::string("a sample") : s.inputs[0].what) +
+                               ": target: mask, and the sample has no target image to read as its mask (convert "
+                               "image and mask folders with trainyard convert --from parallel --input IMAGES "
+                               "--target MASKS)");
+  if (s.targets.empty()) return s.label;
+  if (transforms_.target != "mask") return stack_channels(s.targets, target_transforms_, seed);
+  if (s.targets.size() != 1)
+    throw trainyard::BadRecord(s.targets[1].what + ": a second target image; target: mask takes one mask a sample");
+  const SourceImage& source = s.targets[0];
+  const cv::Mat mask =
+      source.pixels.empty() ? decode_image(source.bytes.data(), source.bytes.size(), source.what) : source.pixels;
+  check_size(mask.size(), source);
+  // The mask follows the input's geometry: it must cover the same pixels.
+  const cv::Size input = stored_size(s.inputs.at(0));
+  if (mask.size() != input)
+    throw trainyard::BadRecord(source.what + ": a mask of " + std::to_string(mask.rows) + "x" +
+                               std::to_string(mask.cols) + " for an image of " + std::to_string(input.height) + "x" +
+                               std::to_string(input.width) + "; a mask has its image's size");
+  try {
+    return apply_mask_transforms(mask, transforms_, seed, transforms_.ignore_index);
+  } catch (const trainyard::BadRecord& e) {
+    throw trainyard::BadRecord(source.what + ": " + e.what());
+  }
+}
 
 trainyard::Example ImageDataset::get_seeded(int64_t index, uint64_t seed) const {
   LoadedSample s = load(index);
   at::Tensor input = stack_channels(s.inputs, transforms_, seed);
-  at::Tensor target = s.label;
-  if (!s.targets.empty()) target = stack_channels(s.targets, target_transforms_, seed);
-  return {input, target};
+  return {input, target_of(s, seed)};
 }
 
 trainyard::DatasetInfo ImageDataset::info() const { return info_; }
@@ -253,9 +290,7 @@ trainyard::Batch ImageDataset::decode_batch_on_gpu(const std::vector<int64_t>& i
   gpu_decoded_ += static_cast<int64_t>(n) - on_cpu;
   std::vector<at::Tensor> targets;
   targets.reserve(n);
-  for (size_t k = 0; k < n; ++k)
-    targets.push_back(samples[k].targets.empty() ? samples[k].label
-                                                 : stack_channels(samples[k].targets, target_transforms_, seeds[k]));
+  for (size_t k = 0; k < n; ++k) targets.push_back(target_of(samples[k], seeds[k]));
   return {input, at::stack(targets), indices};
 }
 
@@ -280,6 +315,12 @@ void ImageDataset::describe(int64_t num_classes, std::vector<std::string> class_
   info_.size = size();
   info_.num_classes = num_classes;
   info_.class_names = std::move(class_names);
+  if (transforms_.target == "mask") {
+    // The masks' classes are the option's: counting them would read every mask.
+    info_.num_classes = transforms_.mask_classes;
+    info_.class_names.clear();
+    for (int64_t c = 0; c < transforms_.mask_classes; ++c) info_.class_names.push_back(std::to_string(c));
+  }
   if (size() > 0) {
     try {
       const trainyard::Example first = get_seeded(0, 0);  // alive while its sizes are read

@@ -88,6 +88,8 @@ class ImageDataset : public trainyard::Dataset {
     t.output = "float";  // image targets stay float: the host normalizes inputs only
     return t;
   }
+  /// A sample's target: its label, its target images (target: image), or its mask (target: mask).
+  at::Tensor target_of(const LoadedSample& sample, uint64_t seed) const;
   /// Why `sample` goes through the CPU path, or nothing with `job` filled.
   std::optional<std::string> plan_gpu_job(const LoadedSample& sample, uint64_t seed, cv::Size out, GpuJob& job) const;
   void note_cpu_decode(const std::string& what, const std::string& why) const;

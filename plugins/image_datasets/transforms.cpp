@@ -25,6 +25,14 @@ TransformOptions checked_transforms(const TransformOptions& options) {
   if (t.mean.size() != t.std.size())
     throw ConfigError("mean has " + std::to_string(t.mean.size()) + " values and std " + std::to_string(t.std.size()),
                       "expected one per channel in both", "");
+  if (t.target == "mask" && t.mask_classes < 1)
+    throw ConfigError("target: mask needs mask_classes", "expected mask_classes: N, the classes the masks hold", "");
+  if (t.target == "mask" && t.ignore_index < t.mask_classes)
+    throw ConfigError("ignore_index " + std::to_string(t.ignore_index) + " is one of the " +
+                          std::to_string(t.mask_classes) + " mask classes",
+                      "expected an ignore_index of mask_classes or more (255 by default)", "");
+  if (t.target == "image" && t.mask_classes > 0)
+    throw ConfigError("mask_classes without target: mask", "expected target: mask for masks", "");
   if (t.decode == "gpu")
     if (const auto why = gpu_decode_refuses(t))
       throw ConfigError(
@@ -230,6 +238,46 @@ cv::Rect decode_region(cv::Size full, const TransformOptions& t, uint64_t seed) 
   return whole;
 }
 
+std::optional<cv::Mat> draw_affine(cv::Size size, const TransformOptions& t, Draws& draws) {
+  if (t.rotate_degrees <= 0 && t.translate <= 0) return std::nullopt;
+  const double angle = t.rotate_degrees > 0 ? draws.uniform(-t.rotate_degrees, t.rotate_degrees) : 0;
+  const double dx = t.translate > 0 ? draws.uniform(-t.translate, t.translate) * size.width : 0;
+  const double dy = t.translate > 0 ? draws.uniform(-t.translate, t.translate) * size.height : 0;
+  cv::Mat affine = cv::getRotationMatrix2D(cv::Point2f(size.width / 2.0f, size.height / 2.0f), angle, 1.0);
+  affine.at<double>(0, 2) += dx;
+  affine.at<double>(1, 2) += dy;
+  return affine;
+}
+
+at::Tensor apply_mask_transforms(const cv::Mat& mask, const TransformOptions& t, uint64_t seed, int64_t ignore_value) {
+  if (mask.channels() != 1 || mask.depth() != CV_8U)
+    throw trainyard::BadRecord("a mask has one 8-bit channel of class ids (a grey PNG), this image has " +
+                               std::to_string(mask.channels()) + " channel" + (mask.channels() == 1 ? "" : "s") +
+                               (mask.depth() == CV_8U ? "" : " of more than 8 bits"));
+  // The image's draws, in the image's order: the same seed gives the same geometry.
+  Draws draws(seed);
+  const Geometry g = draw_geometry(mask.size(), t, draws);
+  // Nearest neighbour everywhere (OpenCV's exact variant, as PIL's and
+  // torchvision's nearest-exact): a class id is never mixed with another.
+  const auto nearest = [](const cv::Mat& m, cv::Size size) {
+    if (m.size() == size) return m;
+    cv::Mat out;
+    cv::resize(m, out, size, 0, 0, cv::INTER_NEAREST_EXACT);
+    return out;
+  };
+  cv::Mat m = nearest(mask, g.resized);
+  if (t.crop != "none") m = nearest(m(g.crop), g.out);
+  m = m.clone();  // the flips work in place, never on the caller's pixels
+  if (g.hflip) cv::flip(m, m, 1);
+  if (g.vflip) cv::flip(m, m, 0);
+  cv::Mat ids;
+  m.convertTo(ids, CV_32S);  // room for an ignore value above 255
+  if (const auto affine = draw_affine(ids.size(), t, draws))
+    cv::warpAffine(ids, ids, *affine, ids.size(), cv::INTER_NEAREST, cv::BORDER_CONSTANT,
+                   cv::Scalar::all(static_cast<double>(ignore_value)));
+  return at::from_blob(ids.data, {ids.rows, ids.cols}, at::kInt).to(at::kLong);
+}
+
 at::Tensor apply_transforms(const cv::Mat& decoded, const TransformOptions& t, uint64_t seed, cv::Size full,
                             int reduction) {
   Draws draws(seed);
@@ -263,15 +311,8 @@ at::Tensor apply_transforms(const cv::Mat& decoded, const TransformOptions& t, u
     cv::cvtColor(m, m, cv::COLOR_GRAY2RGB);
   if (g.hflip) cv::flip(m, m, 1);
   if (g.vflip) cv::flip(m, m, 0);
-  if (t.rotate_degrees > 0 || t.translate > 0) {
-    double angle = t.rotate_degrees > 0 ? draws.uniform(-t.rotate_degrees, t.rotate_degrees) : 0;
-    double dx = t.translate > 0 ? draws.uniform(-t.translate, t.translate) * m.cols : 0;
-    double dy = t.translate > 0 ? draws.uniform(-t.translate, t.translate) * m.rows : 0;
-    cv::Mat affine = cv::getRotationMatrix2D(cv::Point2f(m.cols / 2.0f, m.rows / 2.0f), angle, 1.0);
-    affine.at<double>(0, 2) += dx;
-    affine.at<double>(1, 2) += dy;
-    cv::warpAffine(m, m, affine, m.size(), cv::INTER_LINEAR, cv::BORDER_REFLECT_101);
-  }
+  if (const auto affine = draw_affine(m.size(), t, draws))
+    cv::warpAffine(m, m, *affine, m.size(), cv::INTER_LINEAR, cv::BORDER_REFLECT_101);
 
   if (t.brightness == 0 && t.contrast == 0 && t.saturation == 0 && t.lighting == 0) return to_tensor(m, t);
   cv::Mat f;

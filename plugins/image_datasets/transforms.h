@@ -36,6 +36,12 @@ struct TransformOptions {
   /// the run's GPU: gpu_decode.h), auto (the GPU where the run is on one and
   /// has few CPUs per GPU; choose_decoder says which and why).
   std::string decode = "cpu";
+  /// What a sample's target images are (an LMDB of `convert --from parallel`):
+  /// image (transformed as the input, float) or mask (class ids:
+  /// apply_mask_transforms, int64 {H, W}).
+  std::string target = "image";
+  int64_t ignore_index = 255;  ///< target: mask: the id of pixels a rotation or translation brings in
+  int64_t mask_classes = 0;    ///< target: mask: the classes the masks hold (ids 0 to mask_classes - 1)
 };
 
 /// Declares the transform options in the schema of a dataset whose options
@@ -83,6 +89,19 @@ void add_transform_options(trainyard::TypedSchema<T>& s) {
         "resizes and flips there too; other files and what nvJPEG refuses go through the CPU path), or auto (gpu "
         "when the run is on a GPU with fewer than 16 CPUs per GPU and the transforms allow it; the log says which)")
       .one_of({"cpu", "gpu", "auto"});
+  s.add("target", in_t(&O::target), "image",
+        "what a sample's target images are (an LMDB converted with --from parallel --target DIR): image (the "
+        "input's transforms, float) or mask (class ids in one 8-bit channel, a grey PNG: the input's resize, crop, "
+        "flips, rotation and translation, nearest neighbour, nothing else; int64 [H, W])")
+      .one_of({"image", "mask"});
+  s.add("ignore_index", in_t(&O::ignore_index), 255,
+        "target: mask: the id of pixels a rotation or translation brings in from outside the image (give the loss "
+        "and meters the same ignore_index)")
+      .range(0, 65535);
+  s.add("mask_classes", in_t(&O::mask_classes), 0,
+        "target: mask: how many classes the masks hold (ids 0 to mask_classes - 1, besides ignore_index); the "
+        "dataset's class count")
+      .range(0, 65535);
 }
 /// Why `decode: gpu` cannot apply these transforms (the GPU path crops,
 /// resizes and flips into uint8 pixels, nothing else), or nothing.
@@ -116,6 +135,21 @@ struct Geometry {
 /// flips. A center or random crop larger than the (resized) image is a
 /// BadRecord. Rotations, translations and colour draws follow on `draws`.
 Geometry draw_geometry(cv::Size full, const TransformOptions& options, Draws& draws);
+
+/// The rotation and translation that follow the flips, as a 2x3 affine
+/// matrix on an image of `size`; nothing when the options have neither. Drawn
+/// after draw_geometry, in this order (angle, then x, then y).
+std::optional<cv::Mat> draw_affine(cv::Size size, const TransformOptions& options, Draws& draws);
+
+/// A segmentation mask (one 8-bit channel of class ids, its image's size)
+/// given the geometry its image gets for the same seed: the same resize,
+/// crop, flips, rotation and translation, sampled nearest-neighbour so that
+/// no id is mixed with another, `ignore_value` where the rotation or
+/// translation brings in pixels from outside the image, and nothing else (no
+/// colour, no normalization, no reduced decode). Returns int64 {H, W}. A
+/// mask that is not one 8-bit channel is a BadRecord.
+at::Tensor apply_mask_transforms(const cv::Mat& mask, const TransformOptions& options, uint64_t seed,
+                                 int64_t ignore_value);
 
 /// Applies the transforms to an 8-bit image as OpenCV decoded it (HWC, BGR or
 /// gray) and returns a tensor {C, H, W} in RGB order: uint8 pixels when

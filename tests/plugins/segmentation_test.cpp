@@ -7,12 +7,16 @@
 #include <gtest/gtest.h>
 
 #include <ATen/ATen.h>
+#include <opencv2/core.hpp>
+
+#include <random>
 
 #include "plugins/library_loader.h"
 #include "support/built_component.h"
 #include "support/data_parallel.h"
 #include "support/support.h"
 #include "trainyard/error.h"
+#include "trainyard/image_codec.h"
 #include "trainyard/loss.h"
 #include "trainyard/meter.h"
 
@@ -265,6 +269,86 @@ TEST(Segmentation, AUnetLearnsTheShapesMasksAndAResumedRunIsTheSame) {
   auto rest = test::trainyard("run " + exp + " --output-dir " + out + "/halves");
   ASSERT_EQ(rest.exit_code, 0) << rest.err;
   EXPECT_EQ(test::series(out + "/halves/shapes/metrics.jsonl", "test_miou"), miou);
+}
+
+// Photographs and their masks as files (JPEG and grey PNG), converted to an
+// LMDB by `convert --from parallel`, read with target: mask: the masks get
+// the photographs' geometry (random_resized crops, flips, rotations) as class
+// ids, the U-Net trains on them, and a mask of another size is one error line.
+void write_scene(const std::string& dir, int count, int rows, int cols, uint64_t seed) {
+  std::mt19937_64 draw(seed);
+  for (int i = 0; i < count; ++i) {
+    cv::Mat photo(rows, cols, CV_8UC3, cv::Scalar(40, 40, 40)), mask(rows, cols, CV_8UC1, cv::Scalar(0));
+    // A bright rectangle (class 1) and a blue disc (class 2) at drawn places.
+    const int x = int(draw() % (cols / 2)), y = int(draw() % (rows / 2)), w = 8 + int(draw() % 10);
+    photo(cv::Rect(x, y, w, w)).setTo(cv::Scalar(220, 220, 220));
+    mask(cv::Rect(x, y, w, w)).setTo(1);
+    const int cx = cols / 2 + int(draw() % (cols / 3)), cy = rows / 2 + int(draw() % (rows / 3));
+    for (int r = 0; r < rows; ++r)
+      for (int c = 0; c < cols; ++c)
+        if ((r - cy) * (r - cy) + (c - cx) * (c - cx) <= 36)
+          photo.at<cv::Vec3b>(r, c) = {200, 60, 30}, mask.at<uint8_t>(r, c) = 2;
+    const std::string name = "s" + std::to_string(i);
+    test::write_file(dir + "/photos/" + name + ".png", image_codec::encode_png(photo));
+    test::write_file(dir + "/masks/" + name + ".png", image_codec::encode_png(mask));
+  }
+}
+
+TEST(Segmentation, MasksConvertedBesideTheirPhotographsFollowTheirGeometryAndTrain) {
+  const std::string dir = test::temp_dir("scene");
+  write_scene(dir + "/train", 48, 40, 48, 1);
+  write_scene(dir + "/test", 16, 40, 48, 2);
+  for (const char* split : {"train", "test"}) {
+    auto r = test::trainyard(std::string("convert --from parallel --input ") + dir + "/" + split + "/photos --target " +
+                             dir + "/" + split + "/masks --output " + dir + "/" + split + ".lmdb --quiet");
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+  }
+  const std::string data =
+      "mask_classes: 3, crop: random_resized, crop_size: [32, 32], scale: [0.5, 1.0], hflip: 0.5, rotate_degrees: 15";
+  const std::string exp = dir + "/scene.yaml";
+  test::write_file(exp, "name: scene\nseed: 3\ndataset:\n  train: {plugin: lmdb, path: " + dir +
+                            "/train.lmdb, target: mask, " + data +
+                            "}\n"
+                            "  test: {plugin: lmdb, path: " +
+                            dir +
+                            "/test.lmdb, target: mask, mask_classes: 3, crop: center, crop_size: [32, 32]}\n"
+                            "network: {plugin: unet, depth: 2, width: 8}\n"
+                            "loss: {plugin: cross_entropy, ignore_index: 255}\n"
+                            "optimizer: {plugin: adam, lr: 0.005}\n"
+                            "meters: [{plugin: loss}, {plugin: miou, ignore_index: 255}]\n"
+                            "loop: {epochs: 3, batch_per_device: 8}\n"
+                            "distributed: {threads_per_process: 1}\n");
+  auto r = test::trainyard("run " + exp + " --output-dir " + dir + "/runs");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto miou = test::series(dir + "/runs/scene/metrics.jsonl", "test_miou");
+  ASSERT_EQ(miou.size(), 3u);
+  EXPECT_GT(miou.back(), 0.34) << "above the all-background mIoU (about 0.3)";
+  // A mask of another size than its photograph: one line naming the record.
+  cv::Mat small(20, 24, CV_8UC1, cv::Scalar(0));
+  test::write_file(dir + "/train/masks/s0.png", image_codec::encode_png(small));
+  ASSERT_EQ(test::trainyard("convert --from parallel --input " + dir + "/train/photos --target " + dir +
+                            "/train/masks --output " + dir + "/bad.lmdb --quiet")
+                .exit_code,
+            0);
+  r = test::trainyard("validate " + exp + " --set dataset.train.path=" + dir + "/bad.lmdb");
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  EXPECT_EQ(test::nonempty_lines(r.err).size(), 1u) << r.err;
+  EXPECT_TRUE(test::contains(r.err,
+                             "record 0000000000 image 1 (png): a mask of 20x24 for an image of 40x48; a mask "
+                             "has its image's size"))
+      << r.err;
+  // Records without a target image (a folder of classes): target: mask says what to convert.
+  test::write_file(dir + "/plain/a/s0.png", test::read_file(dir + "/train/photos/s1.png"));
+  ASSERT_EQ(test::trainyard("convert --from folder --input " + dir + "/plain --output " + dir + "/plain.lmdb --quiet")
+                .exit_code,
+            0);
+  r = test::trainyard("validate " + exp + " --set dataset.train.path=" + dir + "/plain.lmdb");
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  EXPECT_EQ(test::nonempty_lines(r.err).size(), 1u) << r.err;
+  EXPECT_TRUE(test::contains(r.err,
+                             ": target: mask, and the sample has no target image to read as its mask (convert "
+                             "image and mask folders with trainyard convert --from parallel"))
+      << r.err;
 }
 
 }  // namespace
