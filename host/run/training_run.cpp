@@ -228,6 +228,7 @@ RunOutcome TrainingRun::train_stages(std::unique_ptr<EpochLoop>& loop) {
       (fs::path(run_dir_.path()) /
        (context.rank == 0 ? std::string("trainyard.log") : "trainyard-rank" + std::to_string(context.rank) + ".log"))
           .string());
+  if (context.rank != 0) checkpoints_are_rank_zeros();  // its abrupt-end lines say so
   if (world.distributed())
     InfoLine() << "trainyard: rank " << world.rank << " of " << world.world_size << " (launched by "
                << world.launched_by << "; " << comm->transport() << ")\n";

@@ -91,8 +91,15 @@ void say_number(int64_t value) {
 // complete; a new path is written into the other and then named.
 char g_whole[2][4096];
 volatile sig_atomic_t g_whole_current = -1;
+volatile sig_atomic_t g_checkpoints_elsewhere = 0;
+constexpr const char* kCheckpointsElsewhere =
+    "; rank 0 writes the checkpoints: run the same command to resume from the last one it completed";
 
 void say_whole_checkpoint() {
+  if (g_checkpoints_elsewhere) {
+    say(kCheckpointsElsewhere);
+    return;
+  }
   const int current = g_whole_current;
   if (current < 0) {
     say("; no checkpoint was written: run the same command to start again from the beginning");
@@ -220,9 +227,12 @@ void on_stop_signal(int signo) {
     say(sigabbrev_np(signo));
     say(" received while running ");
     say_what_runs();
-    say(" (for ");
-    say_seconds_since(watched_progress().beat_ns.load(std::memory_order_relaxed));
-    say(" s): finishing this iteration, writing a checkpoint, then exiting (resumable); SIGINT again aborts at "
+    if (const int64_t beat = watched_progress().beat_ns.load(std::memory_order_relaxed); beat != 0) {
+      say(" (for ");
+      say_seconds_since(beat);
+      say(" s)");
+    }
+    say(": finishing this iteration, writing a checkpoint, then exiting (resumable); SIGINT again aborts at "
         "once\n");
   }
 }
@@ -276,7 +286,10 @@ void record_whole_checkpoint(const std::string& path) {
   g_whole_current = next;
 }
 
+void checkpoints_are_rank_zeros() { g_checkpoints_elsewhere = 1; }
+
 std::string whole_checkpoint_clause() {
+  if (g_checkpoints_elsewhere) return kCheckpointsElsewhere;
   const int current = g_whole_current;
   return current < 0 ? "; no checkpoint was written: run the same command to start again from the beginning"
                      : std::string("; the last checkpoint written, ") + g_whole[current] +

@@ -58,6 +58,9 @@ void record_whole_checkpoint(const std::string& path);
 /// "; the last checkpoint written, PATH, is whole: run the same command to
 /// resume from it" or "; no checkpoint was written: ...": the end of those lines.
 std::string whole_checkpoint_clause();
+/// On a rank other than 0: the checkpoints are rank 0's, and this rank never
+/// learns when one is whole; its abrupt-end lines say so instead of naming one.
+void checkpoints_are_rank_zeros();
 /// "SIGTERM".
 std::string signal_name(int signo);
 

@@ -103,6 +103,31 @@ TEST(Distributed, SigtermToOneRankStopsBothAtTheSameIterationWithACheckpoint) {
   EXPECT_TRUE(found) << "no checkpoint at iteration " << stopped_at[0];
 }
 
+TEST(Distributed, AStallOnEveryRankNamesRankZerosWholeCheckpointAndSendsTheOthersToIt) {
+  // Only rank 0 writes checkpoints: the other ranks' stall lines must not
+  // claim that none was written (they never learn when one is whole).
+  std::string yaml =
+      read_file(experiment("stall", "plugin_dirs: [" + fixture_dir("misbehaving") +
+                                        "]\ncallbacks: [{plugin: hang, hook: after_train_iter, at: 14}]\n"));
+  const std::string loop = "loop: {epochs: 1, batch_per_device: 64, log_every_iters: 4}";
+  yaml.replace(yaml.find(loop), loop.size(),
+               "loop: {epochs: 2, batch_per_device: 64, log_every_iters: 4, stall_timeout_secs: 3}");
+  const std::string exp = temp_dir("exp-stall-ranks") + "/stall.yaml", out = temp_dir("out");
+  write_file(exp, yaml);
+  const auto results = launch_by_environment(exp + " --output-dir " + out, 2);
+  // 10 iterations an epoch on two ranks: iteration 14 is in epoch 2, after epoch 1's checkpoint.
+  const std::string checkpoint = latest_checkpoint(out + "/stall");
+  ASSERT_FALSE(checkpoint.empty()) << results[0].err;
+  EXPECT_EQ(results[0].exit_code, 5) << results[0].err;
+  EXPECT_TRUE(contains(results[0].err, "; the last checkpoint written, " + checkpoint + ", is whole"))
+      << results[0].err;
+  EXPECT_EQ(results[1].exit_code, 5) << results[1].err;
+  EXPECT_TRUE(contains(results[1].err, "error: stalled: no progress for ")) << results[1].err;
+  EXPECT_TRUE(contains(
+      results[1].err, "; rank 0 writes the checkpoints: run the same command to resume from the last one it completed"))
+      << results[1].err;
+}
+
 TEST(Distributed, TwoNodesByHandOnOneMachine) {
   Reference single;
   const std::string out = temp_dir("nodes"), dir = temp_dir("node-logs");
