@@ -118,9 +118,9 @@ ExperimentSource read_experiment(const std::string& path, const std::vector<std:
                       "see docs/experiment-yaml.md");
 
   for (const auto& set : sets) {
+    const size_t eq = set.find('=');
     // Checked first: the message must not carry the bytes, and a run's config.yaml must read back.
     if (const size_t bad = first_invalid_utf8(set); bad != std::string::npos) {
-      const size_t eq = set.find('=');
       const std::string key = set.substr(0, eq);
       const bool in_value = eq != std::string::npos && bad > eq && first_invalid_utf8(key) == std::string::npos;
       const std::string byte = byte_text(static_cast<unsigned char>(set[bad]));
@@ -130,18 +130,16 @@ ExperimentSource read_experiment(const std::string& path, const std::vector<std:
                         "expected UTF-8 text", "write it in UTF-8 (a run's config.yaml must read back)");
     }
     // A pasted value can be long: the origin every message starts with shows it cut.
-    const size_t eq_at = set.find('=');
-    const std::string origin = "--set " + (eq_at == std::string::npos || set.size() <= 120
-                                               ? set
-                                               : set.substr(0, eq_at + 1) + quoted_value(set.substr(eq_at + 1)));
-    size_t eq = set.find('=');
+    const std::string origin =
+        "--set " +
+        (eq == std::string::npos || set.size() <= 120 ? set : set.substr(0, eq + 1) + quoted_value(set.substr(eq + 1)));
     if (eq == std::string::npos || eq == 0)
       throw ConfigError(origin + ": not KEY=VALUE", "expected e.g. --set optimizer.lr=0.1, got " + quoted_value(set),
                         "");
     const std::string dotted = set.substr(0, eq), text = set.substr(eq + 1);
-    if (text.empty()) throw ConfigError(origin + ": empty value", "expected a value after '='", "");
     const YAML::Node value = parse_yaml_text(origin, text);
-    if (value.IsNull()) throw ConfigError(origin + ": empty value", "expected a value after '='", "");
+    if (value.IsNull())  // nothing after '=', or only blanks
+      throw ConfigError(origin + ": empty value", "expected a value after '='", "");
 
     auto segments = split(dotted, '.');
     YAML::Node current = source.root;

@@ -140,12 +140,10 @@ struct Merges {
     }
     if (!node.IsMap()) return;
     std::vector<YAML::Node> sources;
-    YAML::Mark merge_mark;
     bool merges = false;
     for (const auto& kv : node) {
       if (!kv.first.IsScalar() || kv.first.Scalar() != "<<" || kv.first.Tag() == "!") continue;
       merges = true;
-      merge_mark = kv.first.Mark();
       const YAML::Node& from = kv.second;
       if (from.IsMap()) {
         sources.push_back(from);
@@ -269,16 +267,17 @@ YAML::Node load_yaml_file(const std::string& path, const std::string& what) {
   if (in.bad())
     throw ConfigError(path + ": cannot read " + what, "expected a readable file", "check the disk and the file");
   const std::string text = buffer.str();
-  if (text.find_first_not_of(" \t\r\n") == std::string::npos)
-    throw ConfigError(path + ": the " + what + " is empty" + (text.empty() ? "" : " (only blank lines)"),
-                      "expected YAML with name:, dataset:, network:, ...",
-                      "see experiments/ or docs/experiment-yaml.md for a complete one");
   check_text(path, text);
   YAML::Node root = parse_yaml_text(path, text);
-  if (root.IsNull())
-    throw ConfigError(path + ": the " + what + " is empty (only comments)",
+  if (root.IsNull()) {  // no document: 0 bytes, blank lines, or comments only
+    const bool blank = text.find_first_not_of(" \t\r\n") == std::string::npos;
+    throw ConfigError(path + ": the " + what + " is empty" +
+                          (text.empty() ? ""
+                           : blank      ? " (only blank lines)"
+                                        : " (only comments)"),
                       "expected YAML with name:, dataset:, network:, ...",
                       "see experiments/ or docs/experiment-yaml.md for a complete one");
+  }
   return root;
 }
 

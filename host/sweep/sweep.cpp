@@ -106,10 +106,9 @@ bool read_summary(const std::string& run_dir, int64_t total_epochs, std::map<std
   return summary->epochs_completed >= total_epochs || summary->stopped_by_criterion();
 }
 
-namespace {
-
-// A CSV cell for a value: JSON's digits, and nan, inf or -inf as such (JSON's null would read as a missing value).
 std::string table_number(double v) { return std::isfinite(v) ? json_number(v) : readable_number(v); }
+
+namespace {
 
 std::vector<std::string> metric_columns(const std::vector<SweepResult>& results) {
   std::set<std::string> keys;

@@ -61,6 +61,10 @@ struct Ranking {
 /// `note` saying so, and the value itself is written in the table.
 std::vector<SweepResult> ranked(std::vector<SweepResult> results, const Ranking& ranking);
 
+/// A result's value as the table and the progress lines write it: JSON's
+/// digits, and nan, inf or -inf as such (JSON's null would read as missing).
+std::string table_number(double value);
+
 /// The metrics and whether the run is complete, from RUN_DIR/summary.json.
 /// `total_epochs` is what a complete run trains (all stages).
 bool read_summary(const std::string& run_dir, int64_t total_epochs, std::map<std::string, double>& metrics,

@@ -26,7 +26,6 @@
 #include "sweep/space.h"
 #include "trainyard/error.h"
 #include "util/files.h"
-#include "util/json.h"
 #include "util/text.h"
 
 namespace fs = std::filesystem;
@@ -243,7 +242,7 @@ SweepOutcome run_sweep(const SweepRequest& request) {
     ++reported;
     std::string tested;
     for (const auto& [k, v] : r.metrics)
-      if (k.rfind("test_", 0) == 0) tested += " " + k + "=" + (std::isfinite(v) ? json_number(v) : readable_number(v));
+      if (k.rfind("test_", 0) == 0) tested += " " + k + "=" + table_number(v);
     std::cout << "sweep: [" << reported << "] " << r.point.name << ": " << r.status
               << (r.error.empty() ? "" : " (" + r.error + ")") << tested << "\n"
               << std::flush;

@@ -92,22 +92,24 @@ void say_number(int64_t value) {
 char g_whole[2][4096];
 volatile sig_atomic_t g_whole_current = -1;
 volatile sig_atomic_t g_checkpoints_elsewhere = 0;
+// The clause's texts, for the signal handler (say_whole_checkpoint) and the
+// watchdog (whole_checkpoint_clause) alike.
 constexpr const char* kCheckpointsElsewhere =
     "; rank 0 writes the checkpoints: run the same command to resume from the last one it completed";
+constexpr const char* kNoCheckpoint =
+    "; no checkpoint was written: run the same command to start again from the beginning";
+constexpr const char* kWholeBefore = "; the last checkpoint written, ";
+constexpr const char* kWholeAfter = ", is whole: run the same command to resume from it";
 
 void say_whole_checkpoint() {
-  if (g_checkpoints_elsewhere) {
-    say(kCheckpointsElsewhere);
-    return;
-  }
   const int current = g_whole_current;
-  if (current < 0) {
-    say("; no checkpoint was written: run the same command to start again from the beginning");
+  if (g_checkpoints_elsewhere || current < 0) {
+    say(g_checkpoints_elsewhere ? kCheckpointsElsewhere : kNoCheckpoint);
     return;
   }
-  say("; the last checkpoint written, ");
+  say(kWholeBefore);
   say(g_whole[current]);
-  say(", is whole: run the same command to resume from it");
+  say(kWholeAfter);
 }
 
 // Seconds since the last sign of progress (a component's call began there),
@@ -289,11 +291,9 @@ void record_whole_checkpoint(const std::string& path) {
 void checkpoints_are_rank_zeros() { g_checkpoints_elsewhere = 1; }
 
 std::string whole_checkpoint_clause() {
-  if (g_checkpoints_elsewhere) return kCheckpointsElsewhere;
   const int current = g_whole_current;
-  return current < 0 ? "; no checkpoint was written: run the same command to start again from the beginning"
-                     : std::string("; the last checkpoint written, ") + g_whole[current] +
-                           ", is whole: run the same command to resume from it";
+  if (g_checkpoints_elsewhere || current < 0) return g_checkpoints_elsewhere ? kCheckpointsElsewhere : kNoCheckpoint;
+  return kWholeBefore + std::string(g_whole[current]) + kWholeAfter;
 }
 
 void install_startup_stop_signals(const std::vector<std::string>& names) {

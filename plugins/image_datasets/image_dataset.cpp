@@ -7,6 +7,8 @@
 #include <cstdlib>
 #include <fstream>
 #include <optional>
+#include <tuple>
+#include <utility>
 
 #include <ATen/ATen.h>
 #include <trainyard/error.h>
@@ -18,6 +20,22 @@ namespace image_datasets {
 
 namespace {
 
+bool is_png(const void* data, size_t size) {
+  static const unsigned char signature[8] = {0x89, 'P', 'N', 'G', 0x0D, 0x0A, 0x1A, 0x0A};
+  return size >= 8 && std::equal(std::begin(signature), std::end(signature), static_cast<const unsigned char*>(data));
+}
+
+// A PNG's width and height from its IHDR chunk (each up to 2^32), or nothing
+// for bytes that are not a PNG or too short to hold one.
+std::optional<std::pair<uint64_t, uint64_t>> png_size(const void* data, size_t size) {
+  const auto* p = static_cast<const unsigned char*>(data);
+  if (!is_png(data, size) || size < 24 || !std::equal(p + 12, p + 16, "IHDR")) return std::nullopt;
+  const auto be32 = [&](size_t at) {
+    return (uint64_t(p[at]) << 24) | (p[at + 1] << 16) | (p[at + 2] << 8) | p[at + 3];
+  };
+  return std::make_pair(be32(16), be32(20));
+}
+
 // Damage OpenCV would decode silently (libjpeg fills a cut JPEG with grey and
 // only warns) or report without a reason.
 void check_encoded(const void* data, size_t size, const std::string& what) {
@@ -28,20 +46,15 @@ void check_encoded(const void* data, size_t size, const std::string& what) {
                                " bytes, no end-of-image marker after its last scan)");
   // A PNG ends with its IEND chunk. Cut short, libpng would print its own line
   // on stderr beside ours: said here instead, before decoding.
-  static const unsigned char png_signature[8] = {0x89, 'P', 'N', 'G', 0x0D, 0x0A, 0x1A, 0x0A};
   static const unsigned char iend[4] = {'I', 'E', 'N', 'D'};
-  const bool png = size >= 8 && std::equal(std::begin(png_signature), std::end(png_signature), p);
-  if (png && std::find_end(p, p + size, std::begin(iend), std::end(iend)) == p + size)
+  if (is_png(data, size) && std::find_end(p, p + size, std::begin(iend), std::end(iend)) == p + size)
     throw trainyard::BadRecord(what + ": truncated PNG (" + std::to_string(size) + " bytes, no IEND chunk)");
   // The frame a header claims, checked before a decoder allocates it: a
   // 763-byte JPEG may claim 65500x65500 (12.9 GB of pixels).
   cv::Size claimed;
   if (const auto jpeg = read_jpeg_header(data, size)) claimed = jpeg->size;
-  const auto be32 = [&](size_t at) {
-    return (uint64_t(p[at]) << 24) | (p[at + 1] << 16) | (p[at + 2] << 8) | p[at + 3];
-  };
   uint64_t width = uint64_t(claimed.width), height = uint64_t(claimed.height);
-  if (png && size >= 24 && std::equal(p + 12, p + 16, "IHDR")) width = be32(16), height = be32(20);
+  if (const auto png = png_size(data, size)) std::tie(width, height) = *png;
   if (width * height > kMaxImagePixels)  // each at most 2^32: no overflow
     throw trainyard::BadRecord(what + ": its header claims " + std::to_string(height) + "x" + std::to_string(width) +
                                " pixels (" + std::to_string(width * height) + "), expected at most " +
@@ -89,25 +102,23 @@ at::Tensor stack_channels(const std::vector<SourceImage>& images, const Transfor
 // The size an image is stored at: its pixels', its JPEG or PNG header's, else decoded.
 cv::Size stored_size(const SourceImage& image) {
   if (!image.pixels.empty()) return image.pixels.size();
-  const auto* p = reinterpret_cast<const unsigned char*>(image.bytes.data());
-  if (const auto jpeg = read_jpeg_header(p, image.bytes.size())) return jpeg->size;
-  if (image.bytes.size() >= 24 && std::equal(p + 1, p + 4, "PNG") && std::equal(p + 12, p + 16, "IHDR")) {
-    const auto be32 = [&](size_t at) { return int((p[at] << 24) | (p[at + 1] << 16) | (p[at + 2] << 8) | p[at + 3]); };
-    return {be32(16), be32(20)};
-  }
+  if (const auto jpeg = read_jpeg_header(image.bytes.data(), image.bytes.size())) return jpeg->size;
+  // The input was decoded before its mask, so its header's sizes passed check_encoded's bound.
+  if (const auto png = png_size(image.bytes.data(), image.bytes.size()))
+    return {static_cast<int>(png->first), static_cast<int>(png->second)};
   return decode_image(image.bytes.data(), image.bytes.size(), image.what).size();
 }
 
 }  // namespace
 
 at::Tensor ImageDataset::target_of(const LoadedSample& s, uint64_t seed) const {
-  if (transforms_.target == "mask" && s.targets.empty())
+  if (transforms_.target != "mask")
+    return s.targets.empty() ? s.label : stack_channels(s.targets, target_transforms_, seed);
+  if (s.targets.empty())
     throw trainyard::BadRecord((s.inputs.empty() ? std::string("a sample") : s.inputs[0].what) +
                                ": target: mask, and the sample has no target image to read as its mask (convert "
                                "image and mask folders with trainyard convert --from parallel --input IMAGES "
                                "--target MASKS)");
-  if (s.targets.empty()) return s.label;
-  if (transforms_.target != "mask") return stack_channels(s.targets, target_transforms_, seed);
   if (s.targets.size() != 1)
     throw trainyard::BadRecord(s.targets[1].what + ": a second target image; target: mask takes one mask a sample");
   const SourceImage& source = s.targets[0];

@@ -293,13 +293,6 @@ test::CommandResult validate(const std::string& dir, const std::string& urls, co
                            shard_experiment(dir, urls, "{epochs: 1}", more));
 }
 
-void expect_one_error(const test::CommandResult& r, const std::string& part) {
-  EXPECT_EQ(r.exit_code, 2) << r.err;
-  EXPECT_EQ(test::nonempty_lines(r.err).size(), 1u) << r.err;
-  EXPECT_EQ(r.err.rfind("error: ", 0), 0u) << r.err;
-  EXPECT_TRUE(test::contains(r.err, part)) << "expected '" << part << "' in: " << r.err;
-}
-
 TEST(WebDatasetBounds, ASizeFieldThatWrapsOrIsNotOctalIsNamedAtItsOffsetBeforeAnythingIsAllocated) {
   const std::string dir = test::temp_dir("tar-sizes");
   // Base-256 2^64 - 512: header + size wraps to the header itself (it was re-indexed forever).
@@ -307,26 +300,27 @@ TEST(WebDatasetBounds, ASizeFieldThatWrapsOrIsNotOctalIsNamedAtItsOffsetBeforeAn
                     field = std::to_string(first.size() + 124);
   const std::string wraps = dir + "/wraps.tar";
   test::write_file(wraps, first + tar_member("0001.jpg", small_jpeg(9), base256(~uint64_t{0} - 511)) + kTarEnd);
-  expect_one_error(validate(dir, wraps), "shard " + wraps + ": the size field of the header at byte " + at + " (byte " +
-                                             field + ") says " + std::to_string(~uint64_t{0} - 511) +
-                                             " bytes, and only ");
+  test::expect_one_error_line(validate(dir, wraps), "shard " + wraps + ": the size field of the header at byte " + at +
+                                                        " (byte " + field + ") says " +
+                                                        std::to_string(~uint64_t{0} - 511) + " bytes, and only ");
   // A base-256 size past the end, and a negative one.
   const std::string big = dir + "/big.tar";
   test::write_file(big,
                    tar_sample(0, 1) + tar_member("0001.jpg", small_jpeg(9), base256(uint64_t{64} << 30)) + kTarEnd);
-  expect_one_error(validate(dir, big), "(byte " + field + ") says 68719476736 bytes, and only ");
+  test::expect_one_error_line(validate(dir, big), "(byte " + field + ") says 68719476736 bytes, and only ");
   const std::string negative = dir + "/negative.tar";
   test::write_file(negative,
                    tar_sample(0, 1) + tar_member("0001.jpg", small_jpeg(9), std::string(12, char(0xff))) + kTarEnd);
-  expect_one_error(validate(dir, negative), "(byte " + field + ") is a negative or oversized base-256 number");
+  test::expect_one_error_line(validate(dir, negative),
+                              "(byte " + field + ") is a negative or oversized base-256 number");
   // Not octal: it was read as another size, and the next header was blamed for a wrong checksum.
   const std::string typo = dir + "/typo.tar";
   test::write_file(typo, tar_sample(0, 1) + tar_member("0001.jpg", small_jpeg(9), std::string("0000000g750\0", 12)) +
                              tar_member("0001.cls", "2") + kTarEnd);
-  expect_one_error(validate(dir, typo), "shard " + typo + ": the size field of the header at byte " + at + " (byte " +
-                                            field +
-                                            ") is "
-                                            "'0000000g750.'; expected octal digits");
+  test::expect_one_error_line(validate(dir, typo), "shard " + typo + ": the size field of the header at byte " + at +
+                                                       " (byte " + field +
+                                                       ") is "
+                                                       "'0000000g750.'; expected octal digits");
 }
 
 TEST(WebDatasetBounds, APipeMemberIsReadAsItArrivesAndBoundedByTheMemberLimit) {
@@ -335,15 +329,15 @@ TEST(WebDatasetBounds, APipeMemberIsReadAsItArrivesAndBoundedByTheMemberLimit) {
   // A 9 KB stream that declares a 200 MB image (it allocated the declared size first).
   const std::string claims = dir + "/claims.tar";
   test::write_file(claims, tar_member("0000.jpg", std::string(8192, 'x'), "01372000000") + kTarEnd);
-  expect_one_error(validate(dir, "pipe:cat " + claims, more),
-                   "shard pipe:cat " + claims + ": the stream ends inside a member, '0000.jpg' at byte 0 (");
+  test::expect_one_error_line(validate(dir, "pipe:cat " + claims, more),
+                              "shard pipe:cat " + claims + ": the stream ends inside a member, '0000.jpg' at byte 0 (");
   // Over the limit: refused before any byte of it is read.
   const std::string huge = dir + "/huge.tar";
   test::write_file(huge, tar_member("0000.jpg", small_jpeg(1), base256(uint64_t{64} << 30)) + kTarEnd);
-  expect_one_error(validate(dir, "pipe:cat " + huge, more),
-                   "shard pipe:cat " + huge +
-                       ": the member '0000.jpg' at byte 0 says 68719476736 bytes; expected at "
-                       "most 268435456 bytes per image (256 MiB) read from a stream");
+  test::expect_one_error_line(validate(dir, "pipe:cat " + huge, more),
+                              "shard pipe:cat " + huge +
+                                  ": the member '0000.jpg' at byte 0 says 68719476736 bytes; expected at "
+                                  "most 268435456 bytes per image (256 MiB) read from a stream");
 }
 
 TEST(WebDatasetBounds, BracePatternsAreBoundedBeforeAnyNameIsMade) {
@@ -358,7 +352,8 @@ TEST(WebDatasetBounds, BracePatternsAreBoundedBeforeAnyNameIsMade) {
   EXPECT_THROW(expand_braces("s-{0..99999999999999999999}.tar"), trainyard::ConfigError);
   EXPECT_EQ(expand_braces("s-{0..999}-{0..999}.tar").size(), 1000000u);
   const std::string dir = test::temp_dir("brace-limit");
-  expect_one_error(validate(dir, dir + "/s-{0000..9999}-{0000..9999}.tar"), "expands to more than 1000000 names");
+  test::expect_one_error_line(validate(dir, dir + "/s-{0000..9999}-{0000..9999}.tar"),
+                              "expands to more than 1000000 names");
 }
 
 TEST(WebDatasetBounds, AJpegWhoseHeaderClaimsTooManyPixelsIsABadRecordThatSkipSkips) {
@@ -374,9 +369,10 @@ TEST(WebDatasetBounds, AJpegWhoseHeaderClaimsTooManyPixelsIsABadRecordThatSkipSk
   test::write_file(dir + "/bomb.tar", shard);
   const std::string loop = "{epochs: 1, batch_per_device: 5}";
   auto r = test::trainyard("run " + shard_experiment(dir, dir + "/bomb.tar", loop) + " --output-dir " + dir + "/a");
-  expect_one_error(r, dir +
-                          "/bomb.tar: 0024.jpg: its header claims 65500x65500 pixels (4290250000), expected at most "
-                          "178956970 (Pillow's decompression-bomb limit)");
+  test::expect_one_error_line(
+      r, dir +
+             "/bomb.tar: 0024.jpg: its header claims 65500x65500 pixels (4290250000), expected at most "
+             "178956970 (Pillow's decompression-bomb limit)");
   std::string yaml = test::read_file(shard_experiment(dir, dir + "/bomb.tar", loop));
   yaml.replace(yaml.find("{plugin: webdataset"), 19, "{plugin: webdataset, on_bad_record: skip");
   test::write_file(dir + "/skip.yaml", yaml);
@@ -396,15 +392,17 @@ TEST(WebDatasetBounds, ADuplicateMemberInASampleIsRefusedNamingShardKeyAndOffset
   const size_t sample = tar_sample(0, 1).size(), image = tar_member("0001.jpg", small_jpeg(1)).size();
   const std::string second_image = std::to_string(sample + image),
                     second_label = std::to_string(sample + image + 512 + 512);
-  expect_one_error(validate(dir, images),
-                   "shard " + images + ", sample '0001': a second member '0001.jpg' at byte " + second_image);
-  expect_one_error(validate(dir, labels),
-                   "shard " + labels + ", sample '0001': a second member '0001.cls' at byte " + second_label);
+  test::expect_one_error_line(
+      validate(dir, images), "shard " + images + ", sample '0001': a second member '0001.jpg' at byte " + second_image);
+  test::expect_one_error_line(
+      validate(dir, labels), "shard " + labels + ", sample '0001': a second member '0001.cls' at byte " + second_label);
   const std::string more = ", size: 20, num_classes: 10";
-  expect_one_error(validate(dir, "pipe:cat " + images, more),
-                   "shard pipe:cat " + images + ", sample '0001': a second member '0001.jpg' at byte " + second_image);
-  expect_one_error(validate(dir, "pipe:cat " + labels, more),
-                   "shard pipe:cat " + labels + ", sample '0001': a second member '0001.cls' at byte " + second_label);
+  test::expect_one_error_line(
+      validate(dir, "pipe:cat " + images, more),
+      "shard pipe:cat " + images + ", sample '0001': a second member '0001.jpg' at byte " + second_image);
+  test::expect_one_error_line(
+      validate(dir, "pipe:cat " + labels, more),
+      "shard pipe:cat " + labels + ", sample '0001': a second member '0001.cls' at byte " + second_label);
 }
 
 TEST(WebDatasetBounds, MetadataMembersAreIgnoredAsDocumented) {
@@ -435,13 +433,13 @@ TEST(WebDatasetBounds, ALabelInTheBillionsIsRefusedWhenNumClassesIsCountedFromTh
   test::write_file(dir + "/huge.tar", tar_member("0000.jpg", small_jpeg(1)) + tar_member("0000.cls", "1") +
                                           tar_member("0001.jpg", small_jpeg(2)) + tar_member("0001.cls", "3000000000") +
                                           kTarEnd);
-  expect_one_error(validate(dir, dir + "/huge.tar"),
-                   "num_classes: 0 counts the classes as the largest label + 1, and " + dir +
-                       "/huge.tar, member 0001.jpg has label 3000000000; expected labels below 1000000 when "
-                       "num_classes is 0");
+  test::expect_one_error_line(validate(dir, dir + "/huge.tar"),
+                              "num_classes: 0 counts the classes as the largest label + 1, and " + dir +
+                                  "/huge.tar, member 0001.jpg has label 3000000000; expected labels below 1000000 when "
+                                  "num_classes is 0");
   // Given explicitly, the count is the user's: the label is then out of its range, as before.
-  expect_one_error(validate(dir, dir + "/huge.tar", ", num_classes: 10"),
-                   "num_classes: 10, but the shards hold label 3000000000");
+  test::expect_one_error_line(validate(dir, dir + "/huge.tar", ", num_classes: 10"),
+                              "num_classes: 10, but the shards hold label 3000000000");
 }
 
 // Whether process `pid` has ended, waiting for it at most 30 s (a zombie has ended).
@@ -462,8 +460,8 @@ TEST(WebDatasetBounds, APipeThatNeverWritesIsTimedOutAtStartUpAndEndedWithTheRun
   // The command's own child writes its pid; the command then waits, writing nothing.
   const std::string command = "pipe:sleep 1000 & echo $! > " + dir + "/pid; wait";
   auto r = validate(dir, command, ", size: 20, num_classes: 10, start_timeout: 0.5");
-  expect_one_error(r,
-                   "shard " + command + ": no complete sample within start_timeout 0.5 s of starting (0 bytes read)");
+  test::expect_one_error_line(
+      r, "shard " + command + ": no complete sample within start_timeout 0.5 s of starting (0 bytes read)");
   EXPECT_TRUE(process_ends(test::read_file(dir + "/pid").substr(0, test::read_file(dir + "/pid").find('\n'))));
 
   // SIGTERM while it waits (the default timeout, 60 s): the command ends with the run.

@@ -108,6 +108,13 @@ CommandResult run_command(const std::string& command) {
   return r;
 }
 
+void expect_one_error_line(const CommandResult& r, const std::string& part) {
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  EXPECT_EQ(nonempty_lines(r.err).size(), 1u) << r.err;
+  EXPECT_EQ(r.err.rfind("error: ", 0), 0u) << r.err;
+  EXPECT_TRUE(contains(r.err, part)) << "expected '" << part << "' in: " << r.err;
+}
+
 std::vector<std::string> nonempty_lines(const std::string& text) {
   std::vector<std::string> lines;
   std::string cur;

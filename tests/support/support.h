@@ -17,6 +17,9 @@ struct CommandResult {
 CommandResult run_command(const std::string& command);
 /// `trainyard ARGS` with the test components' folder available via --plugin-dir where asked.
 CommandResult trainyard(const std::string& args);
+/// `r` answered bad input as trainyard must: exit 2 and one stderr line,
+/// "error: ..." holding `part`.
+void expect_one_error_line(const CommandResult& r, const std::string& part);
 /// The lines of `text` that are not empty (stderr's lines, for "exactly one error line").
 std::vector<std::string> nonempty_lines(const std::string& text);
 /// The same with environment settings first ("NAME=VALUE NAME2=VALUE2").

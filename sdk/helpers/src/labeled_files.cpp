@@ -86,21 +86,16 @@ LabeledFiles read_path_label_csv(const std::string& file) {
   }
   // Numeric labels are class indices, and the classes are 0..largest: a
   // damaged label in the billions must not make billions of class names.
-  constexpr int64_t kLargestLabel = 999999;
+  // They are digits only (checked above): 6 of them are at most 999999.
+  constexpr size_t kLabelDigits = 6;
   int64_t max_label = -1;
   for (const auto& r : rows) {
-    int64_t label = 0;
-    if (numeric) {
-      const bool small = r.second.size() <= 6;  // digits only (checked above): at most 999999
-      label = small ? std::stoll(r.second) : kLargestLabel + 1;
-      if (!small || label > kLargestLabel)
-        throw DataError(file + ": the row for " + r.first + " has label " +
-                            (r.second.size() > 24 ? r.second.substr(0, 20) + "..." : r.second),
-                        "expected numeric labels from 0 to " + std::to_string(kLargestLabel) + " (class indices)",
-                        "check that row; class names as labels are counted instead");
-    } else {
-      label = index[r.second];
-    }
+    if (numeric && r.second.size() > kLabelDigits)
+      throw DataError(file + ": the row for " + r.first + " has label " +
+                          (r.second.size() > 24 ? r.second.substr(0, 20) + "..." : r.second),
+                      "expected numeric labels from 0 to 999999 (class indices)",
+                      "check that row; class names as labels are counted instead");
+    const int64_t label = numeric ? std::stoll(r.second) : index[r.second];
     max_label = std::max(max_label, label);
     out.paths.push_back(r.first);
     out.labels.push_back(label);
