@@ -114,11 +114,12 @@ Source read_source(const ConvertOptions& o) {
       Item item;
       item.id = name;
       for (const auto& d : dirs) {
-        fs::path p = fs::path(d) / name;
-        if (!fs::exists(p))
+        // The same name, or the same stem (a photograph's mask: a.jpg, a.png).
+        std::string p = file_beside(d, name);
+        if (p.empty())
           throw ConfigError("convert: '" + name + "' is in " + dirs[0] + " but not in " + d,
-                            "expected the same file names in every parallel folder", "");
-        item.files.push_back(p.string());
+                            "expected each file's name or stem in every parallel folder", "");
+        item.files.push_back(std::move(p));
       }
       s.items.push_back(std::move(item));
     }
@@ -135,10 +136,32 @@ Source read_source(const ConvertOptions& o) {
 
 namespace {
 
-EncodedImage encode(const cv::Mat& image, const ConvertOptions& o, const std::string& what) {
+// A target image may be a mask of class ids (target: mask): resized by
+// nearest neighbour, stored as a PNG of its own depth whatever --encoding
+// says, so that no id is mixed with another or lost to JPEG or 8 bits.
+enum class Role { input, target };
+
+EncodedImage encode(const cv::Mat& image, const ConvertOptions& o, const std::string& what, Role role = Role::input) {
   cv::Mat m = image;
+  const bool lossless = role == Role::target;
   if (o.resize_h > 0 && (m.rows != o.resize_h || m.cols != o.resize_w))
-    cv::resize(m, m, cv::Size(o.resize_w, o.resize_h), 0, 0, m.rows > o.resize_h ? cv::INTER_AREA : cv::INTER_LINEAR);
+    cv::resize(m, m, cv::Size(o.resize_w, o.resize_h), 0, 0,
+               lossless              ? cv::INTER_NEAREST_EXACT
+               : m.rows > o.resize_h ? cv::INTER_AREA
+                                     : cv::INTER_LINEAR);
+  if (lossless) {
+    EncodedImage e;
+    e.encoding = ImageEncoding::png;
+    e.rows = static_cast<uint32_t>(m.rows);
+    e.cols = static_cast<uint32_t>(m.cols);
+    e.channels = static_cast<uint8_t>(m.channels());
+    try {
+      e.bytes = image_codec::encode_png(m);
+    } catch (const image_codec::Error& failure) {
+      throw Error("convert: cannot encode " + what + " as png: " + failure.what());
+    }
+    return e;
+  }
   EncodedImage e;
   e.rows = uint32_t(m.rows);
   e.cols = uint32_t(m.cols);
@@ -163,8 +186,9 @@ std::string read_bytes(const std::string& path) {
   return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
 }
 
-// The image in a file's bytes, as a record stores it: 8-bit, BGR or gray.
-cv::Mat decode_file(const std::string& bytes, const std::string& path) {
+// The image in a file's bytes, as a record stores it: 8-bit (a target:
+// its own depth), BGR or gray.
+cv::Mat decode_file(const std::string& bytes, const std::string& path, Role role = Role::input) {
   cv::Mat m;
   try {
     m = image_codec::decode(bytes.data(), bytes.size());
@@ -173,11 +197,12 @@ cv::Mat decode_file(const std::string& bytes, const std::string& path) {
                       "expected a JPEG, PNG, BMP, TIFF, WebP or PNM file", "remove or fix the file");
   }
   if (m.channels() == 4) cv::cvtColor(m, m, cv::COLOR_BGRA2BGR);
-  if (m.depth() != CV_8U) m.convertTo(m, CV_8U, m.depth() == CV_16U ? 1.0 / 257 : 1.0);
+  const bool keep_depth = role == Role::target && m.depth() == CV_16U;
+  if (m.depth() != CV_8U && !keep_depth) m.convertTo(m, CV_8U, m.depth() == CV_16U ? 1.0 / 257 : 1.0);
   return m;
 }
 
-cv::Mat load(const std::string& path) { return decode_file(read_bytes(path), path); }
+cv::Mat load(const std::string& path, Role role) { return decode_file(read_bytes(path), path, role); }
 
 // --encoding keep: the file's own bytes (a JPEG stays the JPEG it was: no
 // second lossy encode, and the reader can decode it at reduced scale).
@@ -213,7 +238,11 @@ std::vector<EncodedImage> encode_images(const Source& s, const Item& item, const
               const_cast<uint8_t*>(&s.idx_pixels[size_t(item.idx_index) * size_t(s.idx_rows * s.idx_cols)]));
     images.push_back(encode(m, o, "sample " + item.id));
   } else {
-    for (const auto& f : item.files) images.push_back(o.encoding == "keep" ? keep_file(f, o) : encode(load(f), o, f));
+    for (size_t i = 0; i < item.files.size(); ++i) {
+      const std::string& f = item.files[i];
+      const Role role = static_cast<int64_t>(i) < s.input_images ? Role::input : Role::target;
+      images.push_back(o.encoding == "keep" ? keep_file(f, o) : encode(load(f, role), o, f, role));
+    }
   }
   return images;
 }

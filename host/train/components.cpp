@@ -153,8 +153,11 @@ void build_optimizer(const ComponentConfig& spec, Network& network, Optimizer& p
   }
 }
 
-// The test split must be what the network trained on: the same sample shape
-// and classes (an empty test split is as wrong as an empty training split).
+// The test split must be what the network trained on: the same classes and
+// channels (an empty test split is as wrong as an empty training split).
+// Height and width may differ (a fully convolutional network segments a
+// whole test image it trained on crops of): the wiring check runs a test
+// batch through the network, and one that takes a single size fails there.
 void check_splits_agree(const Experiment& e, const DatasetInfo& train, const Dataset& test_data) {
   DatasetInfo test = guarded(e.test_data, "info", [&] { return test_data.info(); });
   const int64_t size = guarded(e.test_data, "size", [&] { return test_data.size(); });
@@ -165,11 +168,13 @@ void check_splits_agree(const Experiment& e, const DatasetInfo& train, const Dat
     throw ConfigError(e.test_data.where + ": the test dataset has " + std::to_string(test.num_classes) +
                           " classes, the training dataset " + std::to_string(train.num_classes),
                       "expected the same classes in both splits", "check that both splits come from one dataset");
-  if (!train.sample_shape.empty() && !test.sample_shape.empty() && train.sample_shape != test.sample_shape)
+  const auto& a = train.sample_shape;
+  const auto& b = test.sample_shape;
+  if (!a.empty() && !b.empty() && (a.size() != b.size() || (a.size() > 1 && a[0] != b[0])))
     throw ConfigError(e.test_data.where + ": test samples of shape " + shape_text(test.sample_shape) +
                           ", training samples " + shape_text(train.sample_shape),
-                      "expected one sample shape in both splits (the network sees both)",
-                      "give both splits the same load_size and crop_size");
+                      "expected samples of one rank and channel count in both splits (the network sees both)",
+                      "give both splits the same color (and load_size and crop_size for a network of one size)");
 }
 
 // A batch that cannot fit in this machine's memory is bad input, found now

@@ -38,12 +38,14 @@ struct ModeGuard {
 // A LibTorch error on the check's batch ("mat1 and mat2 shapes cannot be
 // multiplied") is the components not fitting: bad input, with the shapes.
 template <class F>
-auto on_probe_batch(const std::string& shapes, F&& f) -> decltype(f()) {
+auto on_probe_batch(const std::string& shapes, F&& f,
+                    const std::string& hint = "check the network's sizes against the dataset's samples")
+    -> decltype(f()) {
   try {
     return f();
   } catch (const ComponentFailure& failure) {
     throw ConfigError(std::string(failure.what()) + " (on the wiring check's batch: " + shapes + ")",
-                      "components that fit one another", "check the network's sizes against the dataset's samples");
+                      "components that fit one another", hint);
   }
 }
 
@@ -99,8 +101,16 @@ void check_split(Components& c, const Experiment& e, const Context& context, con
     ModeGuard modes(net);
     net.eval();  // no batch-norm statistics or dropout draws change
     at::NoGradGuard no_grad;
-    output = on_probe_batch("input " + shape_text(batch->input.sizes()),
-                            [&] { return guarded(*c.network.config, "forward", [&] { return net.forward(*batch); }); });
+    // Test samples of another height and width than training's (check_splits_agree lets them by).
+    const auto& trained = info.sample_shape;
+    const bool other_size = !trained.empty() && batch->input[0].sizes().vec() != trained;
+    output = on_probe_batch(
+        "input " + shape_text(batch->input.sizes()),
+        [&] { return guarded(*c.network.config, "forward", [&] { return net.forward(*batch); }); },
+        other_size ? "the " + std::string(split) + " samples are " + shape_text(batch->input[0].sizes()) +
+                         ", the training samples " + shape_text(trained) +
+                         ": give both splits the same load_size and crop_size for a network of one input size"
+                   : "check the network's sizes against the dataset's samples");
   }
   if (const auto bad = output_misfit(output, rows, context.device))
     misfit(*c.network.config, bad->what + for_batch, bad->expected);

@@ -109,6 +109,24 @@ cv::Size stored_size(const SourceImage& image) {
   return decode_image(image.bytes.data(), image.bytes.size(), image.what).size();
 }
 
+// Every pixel of a mask a class id below mask_classes or the ignore value:
+// the loss would index past its classes with any other, the meters count it.
+void check_mask_ids(const cv::Mat& mask, const std::string& what, const TransformOptions& t) {
+  if (mask.channels() != 1 || (mask.depth() != CV_8U && mask.depth() != CV_16U)) return;  // refused by the transforms
+  cv::Mat ids;
+  mask.convertTo(ids, CV_32S);
+  for (int r = 0; r < ids.rows; ++r) {
+    const int32_t* row = ids.ptr<int32_t>(r);
+    for (int c = 0; c < ids.cols; ++c)
+      if (row[c] >= t.mask_classes && row[c] != t.ignore_index)
+        throw trainyard::BadRecord(what + ": class id " + std::to_string(row[c]) + " at row " + std::to_string(r) +
+                                   ", column " + std::to_string(c) + "; expected ids 0 to " +
+                                   std::to_string(t.mask_classes - 1) +
+                                   " (mask_classes: " + std::to_string(t.mask_classes) + ") or ignore_index " +
+                                   std::to_string(t.ignore_index));
+  }
+}
+
 }  // namespace
 
 at::Tensor ImageDataset::target_of(const LoadedSample& s, uint64_t seed) const {
@@ -122,9 +140,12 @@ at::Tensor ImageDataset::target_of(const LoadedSample& s, uint64_t seed) const {
   if (s.targets.size() != 1)
     throw trainyard::BadRecord(s.targets[1].what + ": a second target image; target: mask takes one mask a sample");
   const SourceImage& source = s.targets[0];
-  const cv::Mat mask =
-      source.pixels.empty() ? decode_image(source.bytes.data(), source.bytes.size(), source.what) : source.pixels;
+  // Class ids as stored: a 16-bit mask's ids are not scaled to 8 bits.
+  const cv::Mat mask = source.pixels.empty()
+                           ? decode_image(source.bytes.data(), source.bytes.size(), source.what, /*keep_depth=*/true)
+                           : source.pixels;
   check_size(mask.size(), source);
+  check_mask_ids(mask, source.what, transforms_);
   // The mask follows the input's geometry: it must cover the same pixels.
   const cv::Size input = stored_size(s.inputs.at(0));
   if (mask.size() != input)
@@ -377,7 +398,7 @@ namespace {
 
 }  // namespace
 
-cv::Mat decode_image(const void* data, size_t size, const std::string& what) {
+cv::Mat decode_image(const void* data, size_t size, const std::string& what, bool keep_depth) {
   check_encoded(data, size, what);
   if (trainyard::image_codec::sniff(data, size) == trainyard::image_codec::Format::unknown)
     not_an_image(data, size, what);
@@ -387,7 +408,7 @@ cv::Mat decode_image(const void* data, size_t size, const std::string& what) {
   } catch (const trainyard::image_codec::Error& e) {
     throw trainyard::BadRecord(what + ": cannot decode image: " + e.what());
   }
-  if (image.depth() != CV_8U) image.convertTo(image, CV_8U, image.depth() == CV_16U ? 1.0 / 257 : 1.0);
+  if (image.depth() != CV_8U && !keep_depth) image.convertTo(image, CV_8U, image.depth() == CV_16U ? 1.0 / 257 : 1.0);
   return image;
 }
 
@@ -425,13 +446,6 @@ std::optional<JpegHeader> read_jpeg_header(const void* data, size_t size) {
     at += 2 + length;
   }
   return std::nullopt;
-}
-
-trainyard::TypedSchema<PathDatasetOptions> path_dataset_schema(const std::string& key, const std::string& description) {
-  trainyard::TypedSchema<PathDatasetOptions> s;
-  s.require_path(key, &PathDatasetOptions::path, description);
-  add_transform_options(s);
-  return s;
 }
 
 }  // namespace image_datasets

@@ -111,8 +111,10 @@ constexpr int kAutoGpuDecodeBelowCpusPerGpu = 16;
 /// frame is allocated (a BadRecord above it); the codecs' own limit.
 constexpr uint64_t kMaxImagePixels = trainyard::image_codec::kMaxPixels;
 
-/// Decodes an encoded image (PNG, JPEG, ...) as stored; throws BadRecord.
-cv::Mat decode_image(const void* data, size_t size, const std::string& what);
+/// Decodes an encoded image (PNG, JPEG, ...) with its channels as stored, in
+/// 8 bits (16-bit images scaled by 1/257) or, with `keep_depth` (masks of
+/// class ids), as stored; throws BadRecord.
+cv::Mat decode_image(const void* data, size_t size, const std::string& what, bool keep_depth = false);
 /// Reads a file's bytes; throws BadRecord naming the file.
 std::string read_file_bytes(const std::string& path);
 
@@ -134,7 +136,13 @@ struct PathDatasetOptions : TransformOptions {
   std::string path;  ///< absolute: the host resolves it against the experiment file's folder
 };
 /// Their schema: `key`, a required path option bound to `path`, then the transform options.
-trainyard::TypedSchema<PathDatasetOptions> path_dataset_schema(const std::string& key, const std::string& description);
+template <class T = PathDatasetOptions>
+trainyard::TypedSchema<T> path_dataset_schema(const std::string& key, const std::string& description) {
+  trainyard::TypedSchema<T> s;
+  s.require_path(key, &T::path, description);
+  add_transform_options(s);
+  return s;
+}
 
 /// webdataset's options: local shards use urls and num_classes, pipe: streams all.
 struct WebDatasetOptions : TransformOptions {

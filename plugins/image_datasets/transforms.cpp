@@ -250,10 +250,11 @@ std::optional<cv::Mat> draw_affine(cv::Size size, const TransformOptions& t, Dra
 }
 
 at::Tensor apply_mask_transforms(const cv::Mat& mask, const TransformOptions& t, uint64_t seed, int64_t ignore_value) {
-  if (mask.channels() != 1 || mask.depth() != CV_8U)
-    throw trainyard::BadRecord("a mask has one 8-bit channel of class ids (a grey PNG), this image has " +
+  const bool integer_ids = mask.depth() == CV_8U || mask.depth() == CV_16U;
+  if (mask.channels() != 1 || !integer_ids)
+    throw trainyard::BadRecord("a mask has one 8- or 16-bit channel of class ids (a grey PNG), this image has " +
                                std::to_string(mask.channels()) + " channel" + (mask.channels() == 1 ? "" : "s") +
-                               (mask.depth() == CV_8U ? "" : " of more than 8 bits"));
+                               (integer_ids ? "" : " of another depth"));
   // The image's draws, in the image's order: the same seed gives the same geometry.
   Draws draws(seed);
   const Geometry g = draw_geometry(mask.size(), t, draws);

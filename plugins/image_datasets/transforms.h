@@ -90,9 +90,10 @@ void add_transform_options(trainyard::TypedSchema<T>& s) {
         "when the run is on a GPU with fewer than 16 CPUs per GPU and the transforms allow it; the log says which)")
       .one_of({"cpu", "gpu", "auto"});
   s.add("target", in_t(&O::target), "image",
-        "what a sample's target images are (an LMDB converted with --from parallel --target DIR): image (the "
-        "input's transforms, float) or mask (class ids in one 8-bit channel, a grey PNG: the input's resize, crop, "
-        "flips, rotation and translation, nearest neighbour, nothing else; int64 [H, W])")
+        "what a sample's target is: image (an LMDB converted with --from parallel --target DIR: the input's "
+        "transforms, float) or mask (class ids in one 8- or 16-bit channel, a grey PNG: the input's resize, crop, "
+        "flips, rotation and translation, nearest neighbour, nothing else; int64 [H, W]). Masks come from an LMDB "
+        "converted with --from parallel --target MASKS, image_folder's masks folder or csv's image,mask lines")
       .one_of({"image", "mask"});
   s.add("ignore_index", in_t(&O::ignore_index), 255,
         "target: mask: the id of pixels a rotation or translation brings in from outside the image (give the loss "
@@ -141,13 +142,13 @@ Geometry draw_geometry(cv::Size full, const TransformOptions& options, Draws& dr
 /// after draw_geometry, in this order (angle, then x, then y).
 std::optional<cv::Mat> draw_affine(cv::Size size, const TransformOptions& options, Draws& draws);
 
-/// A segmentation mask (one 8-bit channel of class ids, its image's size)
+/// A segmentation mask (one 8- or 16-bit channel of class ids, its image's size)
 /// given the geometry its image gets for the same seed: the same resize,
 /// crop, flips, rotation and translation, sampled nearest-neighbour so that
 /// no id is mixed with another, `ignore_value` where the rotation or
 /// translation brings in pixels from outside the image, and nothing else (no
 /// colour, no normalization, no reduced decode). Returns int64 {H, W}. A
-/// mask that is not one 8-bit channel is a BadRecord.
+/// mask that is not one 8- or 16-bit channel is a BadRecord.
 at::Tensor apply_mask_transforms(const cv::Mat& mask, const TransformOptions& options, uint64_t seed,
                                  int64_t ignore_value);
 

@@ -98,7 +98,12 @@ TEST(Wiring, ComponentsThatDoNotFitAreNamedWithTheirShapes) {
       {"test_has_other_shape",
        with(base, "test: {plugin: misfit_data}",
             "test: {plugin: synthetic, size: 32, num_classes: 4, shape: [1, 5, 5]}"),
-       "test samples of shape [1, 5, 5], training samples [1, 4, 4]"},
+       "the test samples are [1, 5, 5], the training samples [1, 4, 4]"},
+      {"test_has_other_channels",
+       with(base, "test: {plugin: misfit_data}",
+            "test: {plugin: synthetic, size: 32, num_classes: 4, shape: [2, 4, 4]}"),
+       "test samples of shape [2, 4, 4], training samples [1, 4, 4]; expected samples of one rank and channel count "
+       "in both splits"},
   };
   for (const auto& [name, yaml, expected] : cases) expect_refused(name, yaml, expected);
   EXPECT_GE(cases.size(), 13u);
@@ -272,7 +277,7 @@ TEST(DataConsistency, RealFilesThatDisagreeAreBadInput) {
        "the test dataset has 2 classes, the training dataset 3"},
       {"splits_with_other_shapes",
        experiment(three, "{plugin: image_folder, root: " + dir + "/three, load_size: [6, 6]}"),
-       "test samples of shape [1, 6, 6], training samples [1, 8, 8]"},
+       "the test samples are [1, 6, 6], the training samples [1, 8, 8]"},
       {"empty_class_folders", experiment("{plugin: image_folder, root: " + dir + "/empty}", three), "holds no images"},
       {"metadata_counts_more_records",
        experiment("{plugin: lmdb, path: " + db + "}", "{plugin: lmdb, path: " + db + "}"),

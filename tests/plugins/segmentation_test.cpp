@@ -9,6 +9,8 @@
 #include <ATen/ATen.h>
 #include <opencv2/core.hpp>
 
+#include <filesystem>
+#include <functional>
 #include <random>
 
 #include "plugins/library_loader.h"
@@ -17,11 +19,14 @@
 #include "support/support.h"
 #include "trainyard/error.h"
 #include "trainyard/image_codec.h"
+#include "trainyard/labeled_files.h"
 #include "trainyard/loss.h"
 #include "trainyard/meter.h"
 
 namespace trainyard::host {
 namespace {
+
+namespace fs = std::filesystem;
 
 template <class T>
 std::shared_ptr<T> build(Kind kind, const std::string& plugin, std::map<std::string, Value> set, int64_t classes) {
@@ -275,7 +280,7 @@ TEST(Segmentation, AUnetLearnsTheShapesMasksAndAResumedRunIsTheSame) {
 // LMDB by `convert --from parallel`, read with target: mask: the masks get
 // the photographs' geometry (random_resized crops, flips, rotations) as class
 // ids, the U-Net trains on them, and a mask of another size is one error line.
-void write_scene(const std::string& dir, int count, int rows, int cols, uint64_t seed) {
+void write_scene(const std::string& dir, int count, int rows, int cols, uint64_t seed, bool jpeg_photos = false) {
   std::mt19937_64 draw(seed);
   for (int i = 0; i < count; ++i) {
     cv::Mat photo(rows, cols, CV_8UC3, cv::Scalar(40, 40, 40)), mask(rows, cols, CV_8UC1, cv::Scalar(0));
@@ -289,7 +294,8 @@ void write_scene(const std::string& dir, int count, int rows, int cols, uint64_t
         if ((r - cy) * (r - cy) + (c - cx) * (c - cx) <= 36)
           photo.at<cv::Vec3b>(r, c) = {200, 60, 30}, mask.at<uint8_t>(r, c) = 2;
     const std::string name = "s" + std::to_string(i);
-    test::write_file(dir + "/photos/" + name + ".png", image_codec::encode_png(photo));
+    test::write_file(dir + "/photos/" + name + (jpeg_photos ? ".jpg" : ".png"),
+                     jpeg_photos ? image_codec::encode_jpeg(photo, 95) : image_codec::encode_png(photo));
     test::write_file(dir + "/masks/" + name + ".png", image_codec::encode_png(mask));
   }
 }
@@ -342,6 +348,102 @@ TEST(Segmentation, MasksConvertedBesideTheirPhotographsFollowTheirGeometryAndTra
       test::trainyard("validate " + exp + " --set dataset.train.path=" + dir + "/plain.lmdb"),
       ": target: mask, and the sample has no target image to read as its mask (convert image and mask folders with "
       "trainyard convert --from parallel");
+}
+
+// One experiment on the scene, its data given as `train` and `test` (YAML
+// mappings); training on 32x32 crops, testing on whole 40x48 photographs.
+std::string scene_experiment(const std::string& dir, const std::string& name, const std::string& train,
+                             const std::string& test_split) {
+  const std::string exp = dir + "/" + name + ".yaml";
+  const std::string masks = "target: mask, mask_classes: 3";
+  test::write_file(exp, "name: " + name + "\nseed: 3\ndataset:\n  train: {" + train + ", " + masks +
+                            ", crop: random, crop_size: [32, 32], hflip: 0.5, rotate_degrees: 15}\n"
+                            "  test: {" +
+                            test_split + ", " + masks +
+                            "}\n"
+                            "network: {plugin: unet, depth: 2, width: 8}\n"
+                            "loss: {plugin: cross_entropy, ignore_index: 255}\n"
+                            "optimizer: {plugin: adam, lr: 0.005}\n"
+                            "meters: [{plugin: loss}, {plugin: miou, ignore_index: 255}]\n"
+                            "loop: {epochs: 2, batch_per_device: 8}\n"
+                            "distributed: {threads_per_process: 1}\n");
+  return exp;
+}
+
+TEST(Segmentation, MasksBesideImagesInFoldersCsvAndLmdbAreTheSameSamples) {
+  // JPEG photographs with PNG masks of their stem (s0.jpg, s0.png): an
+  // image_folder with a masks folder, a CSV of image,mask lines and an LMDB
+  // converted from the same files (--encoding keep) give the same samples,
+  // so the same run to the last bit; the test split is whole photographs,
+  // of another size than the training crops (a U-Net takes both).
+  const std::string dir = test::temp_dir("mask-sources");
+  for (const char* split : {"train", "test"}) {
+    const std::string d = dir + "/" + split;
+    write_scene(d, std::string(split) == "train" ? 24 : 8, 40, 48, split[1], /*jpeg_photos=*/true);
+    std::string csv = "image,mask\n";  // in the folder's order (s0, s1, s10, ...): the same samples, same indices
+    for (const auto& photo : sorted_image_files(d + "/photos"))
+      csv += "photos/" + photo + ",masks/" + fs::path(photo).stem().string() + ".png\n";
+    test::write_file(d + "/pairs.csv", csv);
+    auto r = test::trainyard("convert --from parallel --input " + d + "/photos --target " + d + "/masks --output " + d +
+                             ".lmdb --encoding keep --quiet");
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+  }
+  const auto folder = [&](const char* split) {
+    return "plugin: image_folder, root: " + dir + "/" + split + "/photos, masks: " + dir + "/" + split + "/masks";
+  };
+  const auto csv = [&](const char* split) { return "plugin: csv, file: " + dir + "/" + split + "/pairs.csv"; };
+  const auto lmdb = [&](const char* split) { return "plugin: lmdb, path: " + dir + "/" + split + ".lmdb"; };
+  std::vector<std::vector<double>> runs;
+  for (const auto& [name, source] : std::vector<std::pair<std::string, std::function<std::string(const char*)>>>{
+           {"folder", folder}, {"csv", csv}, {"lmdb", lmdb}}) {
+    auto r = test::trainyard("run " + scene_experiment(dir, name, source("train"), source("test")) + " --output-dir " +
+                             dir + "/runs");
+    ASSERT_EQ(r.exit_code, 0) << name << "\n" << r.err;
+    runs.push_back(test::series(dir + "/runs/" + name + "/metrics.jsonl", "test_miou"));
+    ASSERT_EQ(runs.back().size(), 2u) << name;
+  }
+  EXPECT_EQ(runs[0], runs[1]) << "image_folder and csv";
+  EXPECT_EQ(runs[0], runs[2]) << "image_folder and lmdb";
+
+  // Converted with JPEG and a resize, masks stay exact: PNG, nearest neighbour (every id checked on reading).
+  ASSERT_EQ(test::trainyard("convert --from parallel --input " + dir + "/train/photos --target " + dir +
+                            "/train/masks --output " + dir + "/resized.lmdb --encoding jpeg --resize 20x24 --quiet")
+                .exit_code,
+            0);
+  auto r = test::trainyard("validate " + scene_experiment(dir, "resized", lmdb("train"), lmdb("test")) +
+                           " --set dataset.train.path=" + dir +
+                           "/resized.lmdb --set dataset.train.crop_size=[16,16] --set dataset.test.crop=center "
+                           "--set dataset.test.crop_size=[16,16]");
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+
+  // A 16-bit mask keeps its ids (none scaled to 8 bits): 300 is out of range, named with its place
+  // (sample 0: among those the wiring check reads).
+  cv::Mat wide(40, 48, CV_16UC1, cv::Scalar(0));
+  wide.at<uint16_t>(5, 7) = 300;
+  test::write_file(dir + "/train/masks/s0.png", image_codec::encode_png(wide));
+  const std::string exp = scene_experiment(dir, "wide", folder("train"), folder("test"));
+  test::expect_one_error_line(test::trainyard("validate " + exp),
+                              dir +
+                                  "/train/masks/s0.png: class id 300 at row 5, column 7; expected ids 0 to 2 "
+                                  "(mask_classes: 3) or ignore_index 255");
+  fs::remove(dir + "/train/masks/s0.png");
+  test::expect_one_error_line(
+      test::trainyard("validate " + exp),
+      "'s0.jpg' is in " + dir + "/train/photos but nothing of its name or stem is in " + dir + "/train/masks");
+  const std::string no_masks = "plugin: image_folder, root: " + dir + "/train/photos";
+  test::expect_one_error_line(
+      test::trainyard("validate " + scene_experiment(dir, "no_masks", no_masks, folder("test"))),
+      "target: mask without masks");
+  test::write_file(dir + "/train/masks/s0.png", test::read_file(dir + "/train/masks/s2.png"));
+  test::write_file(dir + "/train/masks/s1.bmp", "not read");
+  test::expect_one_error_line(test::trainyard("validate " + exp),
+                              "'s1.jpg' has two files of its stem in " + dir + "/train/masks: " + dir +
+                                  "/train/masks/s1.bmp and " + dir + "/train/masks/s1.png");
+  fs::remove(dir + "/train/masks/s1.bmp");
+  test::write_file(dir + "/train/pairs.csv", "image,mask\nphotos/s0.jpg,masks/s0.png,extra\n");
+  test::expect_one_error_line(
+      test::trainyard("validate " + scene_experiment(dir, "bad_csv", csv("train"), csv("test"))),
+      dir + "/train/pairs.csv:2: 'photos/s0.jpg,masks/s0.png,extra'");
 }
 
 }  // namespace

@@ -219,15 +219,16 @@ TEST(MaskTransforms, WithoutRotationOrTranslationNothingIsIgnoredAndTheSeedDecid
   EXPECT_TRUE(apply_mask_transforms(mask, o, 3, 1000).eq(1000).any().item<bool>());
 }
 
-TEST(MaskTransforms, AMaskThatIsNotOneByteChannelIsABadRecord) {
+TEST(MaskTransforms, AMaskThatIsNotOneIntegerChannelIsABadRecord) {
   const cv::Mat colour(8, 8, CV_8UC3, cv::Scalar::all(1));
   try {
     apply_mask_transforms(colour, TransformOptions{}, 0, 255);
     FAIL() << "a 3-channel mask was taken";
   } catch (const trainyard::BadRecord& e) {
-    EXPECT_NE(std::string(e.what()).find("a mask has one 8-bit channel of class ids (a grey PNG), this image has 3 "
-                                         "channels"),
-              std::string::npos)
+    EXPECT_NE(
+        std::string(e.what()).find("a mask has one 8- or 16-bit channel of class ids (a grey PNG), this image has 3 "
+                                   "channels"),
+        std::string::npos)
         << e.what();
   }
 }

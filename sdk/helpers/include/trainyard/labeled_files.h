@@ -39,4 +39,28 @@ LabeledFiles list_class_folders(const std::string& root);
 /// read, a line has no comma, or there are no rows.
 LabeledFiles read_path_label_csv(const std::string& file);
 
+/// Images, each with a second image of the same sample (its mask): the
+/// `image_folder` and `csv` datasets with target: mask, and `trainyard convert
+/// --from parallel`, pair files by these rules.
+struct PairedFiles {
+  std::vector<std::string> inputs;
+  std::vector<std::string> targets;  ///< targets[i] belongs to inputs[i]
+};
+
+/// The file in `folder` that goes with the image named `name`: the file of
+/// that name, else the one image file with its stem (a.jpg's mask a.png).
+/// Empty when there is none; throws DataError naming both when two files
+/// have the stem and neither has the name.
+std::string file_beside(const std::string& folder, const std::string& name);
+
+/// The images directly in `inputs` (sorted by name), each with its file in
+/// `targets` (file_beside). Throws DataError naming the first image with no
+/// partner, or an empty `inputs`.
+PairedFiles pair_image_folders(const std::string& inputs, const std::string& targets);
+
+/// "image,target" lines (paths relative to the CSV's folder; a first line
+/// "image,mask" or "path,mask" is a header). Throws DataError naming the
+/// file and line of a row without exactly one comma, or a file of no rows.
+PairedFiles read_path_pair_csv(const std::string& file);
+
 }  // namespace trainyard
