@@ -86,7 +86,7 @@ LoadedModel Runner::load_model(const std::string& checkpoint, const std::string&
 
 InputSet open_input(const LoadedModel& m, const Registry& registry, const std::string& input,
                     const std::vector<std::string>& files_given, const std::string& input_options,
-                    const std::string& command, const std::string& origin) {
+                    const std::string& command, const std::string& origin, bool any_image_size) {
   const Experiment& e = *m.stage;
   const bool is_lmdb = files_given.empty() && (fs::is_regular_file(input) || fs::exists(fs::path(input) / "data.mdb"));
   const std::string plugin = is_lmdb ? "lmdb" : "csv";
@@ -169,7 +169,10 @@ InputSet open_input(const LoadedModel& m, const Registry& registry, const std::s
   const DatasetInfo trained = m.context.dataset, given = set.dataset->info();
   if (set.dataset->size() == 0)
     throw ConfigError("command line: " + origin + ": no samples", "expected at least one sample", "");
-  if (!trained.sample_shape.empty() && !given.sample_shape.empty() && trained.sample_shape != given.sample_shape)
+  const auto& a = trained.sample_shape;
+  const auto& b = given.sample_shape;
+  const bool fits = any_image_size ? a.size() == b.size() && (a.empty() || a[0] == b[0]) : a == b;
+  if (!a.empty() && !b.empty() && !fits)
     throw ConfigError("command line: " + origin + ": samples of shape " + shape_text(given.sample_shape),
                       "expected the shape the network was trained on, " + shape_text(trained.sample_shape),
                       command == "search"
@@ -178,6 +181,7 @@ InputSet open_input(const LoadedModel& m, const Registry& registry, const std::s
                           : "pass --input-options load_size/crop_size to match the training set's");
   if (is_lmdb)
     for (int64_t i = 0; i < set.dataset->size(); ++i) set.sources.push_back("lmdb:" + std::to_string(i));
+  set.preprocessing = validated.values();
   set.loader.batch_size = e.loop.test_batch_per_device > 0 ? e.loop.test_batch_per_device : e.loop.batch_per_device;
   set.loader.device = context.device;
   // The input's own dataset (csv or lmdb), not the split's: its record, once, as it is built.

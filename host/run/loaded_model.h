@@ -46,15 +46,18 @@ struct InputSet {
   std::vector<std::string> sources;  ///< per sample: its file, or "lmdb:INDEX"
   bool labeled = false;              ///< an LMDB's labels are known; files' are not
   LoaderOptions loader;              ///< batches as the test pass makes them
+  /// The input dataset's options: the evaluation split's preprocessing with --input-options over it.
+  std::map<std::string, Value> preprocessing;
 };
 
 /// `command` ("predict") and `origin` ("--input DIR", "--query") name the input in errors.
 /// `files`: explicit image files (for `search --query`); otherwise `input` is
 /// an LMDB or a folder searched recursively. Refuses inputs of another sample
-/// shape than the network's, naming both.
+/// shape than the network's, naming both; with `any_image_size` (a network
+/// that scores every pixel), only of another rank or channel count.
 /// The input is prepared as `m`'s stage prepares its evaluation split.
 InputSet open_input(const LoadedModel& m, const Registry& registry, const std::string& input,
                     const std::vector<std::string>& files, const std::string& input_options, const std::string& command,
-                    const std::string& origin);
+                    const std::string& origin, bool any_image_size = false);
 
 }  // namespace trainyard::host

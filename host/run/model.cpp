@@ -13,6 +13,7 @@
 #include "formats/safetensors.h"
 #include "formats/state_dict.h"
 #include "run/assembly.h"
+#include "run/dense_predict.h"
 #include "run/loaded_model.h"
 #include "run/runner.h"
 #include "train/checkpoint_store.h"
@@ -142,8 +143,10 @@ size_t Runner::export_network(const ExportRequest& request) const {
 
 int64_t Runner::predict(const PredictRequest& request) const {
   LoadedModel m = load_model(request.checkpoint);
+  const bool dense = scores_pixels(m);  // a mask per image, at any image size
   InputSet input =
-      open_input(m, registry_, request.input, {}, request.input_options, "predict", "--input " + request.input);
+      open_input(m, registry_, request.input, {}, request.input_options, "predict", "--input " + request.input, dense);
+  if (dense) return predict_masks(m, input, request);
   const auto& dataset = input.dataset;
   std::vector<int64_t> order(static_cast<size_t>(dataset->size()));
   std::iota(order.begin(), order.end(), 0);
