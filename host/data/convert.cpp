@@ -144,7 +144,9 @@ std::string shard_name(int64_t shard) {
 
 // Writes records[order] as tar shards of o.shard_size samples under `dir`:
 // KEY.jpg|png (the image as encoded for an LMDB record) and KEY.cls (the
-// class index as text), KEY being the sample's position, zero-padded.
+// class index as text), or, for parallel folders of images and masks,
+// KEY.mask.png (the target, lossless); KEY is the sample's position,
+// zero-padded.
 std::string write_shards(const std::string& dir, const Source& s, const std::vector<size_t>& order,
                          const ConvertOptions& o, Progress& progress, int64_t& done) {
   fs::create_directories(dir);
@@ -152,10 +154,12 @@ std::string write_shards(const std::string& dir, const Source& s, const std::vec
   int64_t shard = -1;
   for (size_t r = 0; r < order.size(); ++r) {
     const Item& item = s.items[order[r]];
-    if (item.label < 0 || (item.idx_index < 0 && item.files.size() != 1))
-      throw ConfigError("convert --to webdataset: sample " + item.id + " is not one image with a class",
-                        "a folder, csv or idx source", "write an LMDB (--to lmdb) for parallel folders");
-    const EncodedImage image = std::move(encode_images(s, item, o).front());
+    const bool with_mask = item.label < 0 && s.input_images == 1 && item.files.size() == 2;
+    if (!with_mask && (item.label < 0 || (item.idx_index < 0 && item.files.size() != 1)))
+      throw ConfigError("convert --to webdataset: sample " + item.id + " is not one image with a class or a mask",
+                        "a folder, csv or idx source, or parallel folders of one --input and one --target",
+                        "write an LMDB (--to lmdb) for more parallel folders");
+    std::vector<EncodedImage> images = encode_images(s, item, o);
     if (int64_t(r) / o.shard_size != shard) {
       shard = int64_t(r) / o.shard_size;
       if (out.is_open()) end_tar(out);
@@ -164,9 +168,13 @@ std::string write_shards(const std::string& dir, const Source& s, const std::vec
     }
     char key[32];
     std::snprintf(key, sizeof key, "%09zu", r);
+    const EncodedImage& image = images.front();
     const auto format = image.encoding == ImageEncoding::png ? image_codec::Format::png : image_codec::Format::jpeg;
     write_tar_member(out, std::string(key) + "." + image_codec::extension_of(format), image.bytes);
-    write_tar_member(out, std::string(key) + ".cls", std::to_string(item.label));
+    if (with_mask)
+      write_tar_member(out, std::string(key) + ".mask.png", images.back().bytes);  // a target: always PNG
+    else
+      write_tar_member(out, std::string(key) + ".cls", std::to_string(item.label));
     progress.update(++done);
   }
   end_tar(out);

@@ -241,7 +241,10 @@ std::vector<EncodedImage> encode_images(const Source& s, const Item& item, const
     for (size_t i = 0; i < item.files.size(); ++i) {
       const std::string& f = item.files[i];
       const Role role = static_cast<int64_t>(i) < s.input_images ? Role::input : Role::target;
-      images.push_back(o.encoding == "keep" ? keep_file(f, o) : encode(load(f, role), o, f, role));
+      EncodedImage image = o.encoding == "keep" ? keep_file(f, o) : encode(load(f, role), o, f, role);
+      // A target kept as a JPEG would be a lossy mask: such a file is stored as a PNG instead.
+      if (role == Role::target && image.encoding != ImageEncoding::png) image = encode(load(f, role), o, f, role);
+      images.push_back(std::move(image));
     }
   }
   return images;

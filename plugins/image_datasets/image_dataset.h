@@ -153,6 +153,7 @@ struct WebDatasetOptions : TransformOptions {
   bool shuffle_shards = false;
   int64_t read_ahead = 0;
   double start_timeout = 0;  ///< pipe: seconds to wait for the first sample at start-up
+  std::string mask_member;   ///< target: mask: the extension of each sample's mask member ("mask.png": KEY.mask.png)
 };
 
 trainyard::Schema lmdb_schema();

@@ -174,7 +174,9 @@ struct Sample {
   uint32_t shard = 0;
   uint64_t offset = 0, size = 0;  ///< the image member's bytes
   int64_t label = -1;
-  std::string member;  ///< its path in the shard: named in errors
+  std::string member;                       ///< its path in the shard: named in errors
+  uint64_t mask_offset = 0, mask_size = 0;  ///< target: mask: the mask member's bytes
+  std::string mask;                         ///< target: mask: the mask member's path
 };
 
 constexpr size_t kMaxOpenShards = 64;
@@ -223,14 +225,19 @@ class OpenShards {
 
 class Shards : public ImageDataset {
  public:
-  explicit Shards(const WebDatasetOptions& o) : ImageDataset(checked_transforms(o)) {
+  explicit Shards(const WebDatasetOptions& o)
+      : ImageDataset(checked_transforms(o)), mask_member_(o.target == "mask" ? o.mask_member : "") {
     const std::string pattern = o.urls;
     paths_ = expand_braces(pattern);
     files_ = std::make_unique<OpenShards>(paths_);
     for (size_t s = 0; s < paths_.size(); ++s) index_shard(s);
     if (samples_.empty())
       throw DataError("urls: '" + pattern + "': " + std::to_string(paths_.size()) + " shards hold no samples",
-                      "members " + tar::image_member_names() + " with KEY.cls or KEY.json", "");
+                      "members " + tar::image_member_names() + " with " + sample_members(), "");
+    if (!mask_member_.empty()) {  // the classes are mask_classes (describe)
+      describe(0, {}, "urls '" + pattern + "'");
+      return;
+    }
     int64_t classes = o.num_classes;
     const Sample* top_sample = &samples_.front();
     for (const auto& s : samples_)
@@ -265,11 +272,26 @@ class Shards : public ImageDataset {
       throw BadRecord(image.what + ": cannot read " + std::to_string(s.size) + " bytes");
     LoadedSample out;
     out.inputs.push_back(std::move(image));
-    out.label = at::scalar_tensor(s.label, at::kLong);
+    if (!s.mask.empty()) {
+      SourceImage mask;
+      mask.what = paths_[s.shard] + ": " + s.mask;
+      mask.bytes.resize(s.mask_size);
+      if (pread(file->fd, mask.bytes.data(), s.mask_size, static_cast<off_t>(s.mask_offset)) !=
+          static_cast<ssize_t>(s.mask_size))
+        throw BadRecord(mask.what + ": cannot read " + std::to_string(s.mask_size) + " bytes");
+      out.targets.push_back(std::move(mask));
+    } else {
+      out.label = at::scalar_tensor(s.label, at::kLong);
+    }
     return out;
   }
 
  private:
+  // What a sample holds besides its image: a class, or its mask.
+  std::string sample_members() const {
+    return mask_member_.empty() ? "KEY.cls or KEY.json" : "KEY." + mask_member_ + " (mask_member)";
+  }
+
   void index_shard(size_t s) {
     const std::string& path = paths_[s];
     const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
@@ -287,7 +309,7 @@ class Shards : public ImageDataset {
       const std::string where = "shard " + path + ", sample '" + key + "'";
       Sample sample;
       sample.shard = static_cast<uint32_t>(s);
-      const Member *image = nullptr, *cls = nullptr, *json = nullptr;
+      const Member *image = nullptr, *cls = nullptr, *json = nullptr, *mask = nullptr;
       std::vector<std::string> extensions;
       for (; i < members.size() && tar::key_and_extension(members[i].path).first == key; ++i) {
         const auto& m = members[i];
@@ -297,7 +319,9 @@ class Shards : public ImageDataset {
                           "expected one member per key and extension (the webdataset package refuses duplicates too)",
                           "rewrite the shard with unique keys");
         extensions.push_back(ext);
-        if (!image && tar::is_image_extension(ext))
+        if (!mask_member_.empty() && ext == mask_member_)  // first: "png" may name a mask beside a JPEG
+          mask = &m;
+        else if (!image && tar::is_image_extension(ext))
           image = &m;
         else if (ext == "cls")
           cls = &m;
@@ -309,14 +333,22 @@ class Shards : public ImageDataset {
         sample.label = read_label(fd, *cls, path, "cls");
       else if (json)
         sample.label = read_label(fd, *json, path, "json");
-      if (!image && sample.label < 0) continue;  // e.g. a __meta__ member: not a sample
+      const bool masks = !mask_member_.empty();
+      if (!image && !mask && sample.label < 0) continue;  // e.g. a __meta__ member: not a sample
       if (!image) throw DataError(where + " has no image member", tar::image_member_names(), "");
-      if (sample.label < 0) throw DataError(where + " has no label member", "KEY.cls or KEY.json with \"label\"", "");
-      if (image->size > tar::kMaxMemberBytes)
-        throw DataError(where + ": the image member '" + image->path + "' at byte " + std::to_string(image->header) +
-                            " has " + std::to_string(image->size) + " bytes",
-                        "expected at most " + std::to_string(tar::kMaxMemberBytes) + " bytes (256 MiB) per image", "");
+      if (masks && !mask)
+        throw DataError(where + " has no mask member", "expected KEY." + mask_member_ + " (target: mask, mask_member)",
+                        "check mask_member against the shard's member names");
+      if (!masks && sample.label < 0)
+        throw DataError(where + " has no label member", "KEY.cls or KEY.json with \"label\"", "");
+      for (const Member* m : {image, mask})
+        if (m && m->size > tar::kMaxMemberBytes)
+          throw DataError(where + ": the image member '" + m->path + "' at byte " + std::to_string(m->header) +
+                              " has " + std::to_string(m->size) + " bytes",
+                          "expected at most " + std::to_string(tar::kMaxMemberBytes) + " bytes (256 MiB) per image",
+                          "");
       sample.offset = image->offset, sample.size = image->size, sample.member = image->path;
+      if (mask) sample.mask_offset = mask->offset, sample.mask_size = mask->size, sample.mask = mask->path;
       samples_.push_back(sample);
     }
   }
@@ -328,6 +360,7 @@ class Shards : public ImageDataset {
     return tar::parse_label(text, ext, "shard " + shard + ", member " + m.path);
   }
 
+  std::string mask_member_;  ///< target: mask: the mask members' extension; empty: samples have classes
   std::vector<std::string> paths_;
   std::unique_ptr<OpenShards> files_;
   std::vector<Sample> samples_;
@@ -359,6 +392,9 @@ const trainyard::TypedSchema<WebDatasetOptions>& webdataset_typed_schema() {
           "pipe: only: seconds to wait at start-up for the first sample (the command that has not written it is "
           "named and ended)")
         .above(0);
+    t.add("mask_member", &O::mask_member, "mask.png",
+          "target: mask: the extension of each sample's mask member, a grey PNG of class ids (KEY.mask.png, as "
+          "trainyard convert --from parallel --to webdataset writes it; KEY.seg.png: seg.png)");
     add_transform_options(t);
     return t;
   }();

@@ -206,6 +206,7 @@ class StreamedShards : public ImageDataset {
         read_ahead_(static_cast<size_t>(o.read_ahead)),
         shuffle_shards_(o.shuffle_shards),
         classes_(o.num_classes),
+        mask_member_(o.target == "mask" ? o.mask_member : ""),
         start_timeout_(o.start_timeout) {
     const std::string pattern = o.urls;
     for (const auto& url : expand_braces(pattern)) {
@@ -218,7 +219,7 @@ class StreamedShards : public ImageDataset {
       throw ConfigError("urls: '" + pattern + "' streams shards, and size is not set",
                         "size: the samples of one epoch over all ranks (a stream does not say its length)",
                         "set size to the number of samples in the shards");
-    if (classes_ <= 0)
+    if (classes_ <= 0 && mask_member_.empty())
       throw ConfigError("urls: '" + pattern + "' streams shards, and num_classes is not set",
                         "num_classes: the number of classes (a stream cannot be scanned for the largest label)", "");
     if (static_cast<int>(commands_.size()) < world_)
@@ -297,7 +298,10 @@ class StreamedShards : public ImageDataset {
     const Record& r = taken_.at(index);
     LoadedSample out;
     out.inputs.push_back(SourceImage{r.bytes, {}, r.what, {}});
-    out.label = at::scalar_tensor(r.label, at::kLong);
+    if (mask_member_.empty())
+      out.label = at::scalar_tensor(r.label, at::kLong);
+    else
+      out.targets.push_back(SourceImage{r.mask, {}, r.mask_what, {}});
     return out;
   }
 
@@ -306,6 +310,7 @@ class StreamedShards : public ImageDataset {
     std::string bytes;  ///< the image member
     std::string what;   ///< "shard pipe:CMD: KEY.jpg": named in errors
     int64_t label = 0;
+    std::string mask, mask_what;  ///< target: mask: the mask member, and its name
   };
 
   // Moves position `index` from the reader's window to taken_, waiting for
@@ -440,24 +445,29 @@ class StreamedShards : public ImageDataset {
     const std::string shard = source.name();
     std::string key, long_name;
     Record current;
-    bool image = false, labelled = false;
+    bool image = false, labelled = false, masked = false;
     std::vector<std::string> extensions;  // of the current key's members: a second one is refused
     std::exception_ptr json_error;        // a KEY.json that is no label: an error only without KEY.cls
     bool cls_label = false;               // the label came from KEY.cls: a KEY.json beside it is metadata
     auto flush = [&]() {
       if (json_error && !cls_label) std::rethrow_exception(json_error);
       json_error = nullptr;
-      if (key.empty() || (!image && !labelled)) return true;  // nothing, or a __meta__-like member
+      if (key.empty() || (!image && !labelled && !masked)) return true;  // nothing, or a __meta__-like member
       const std::string where = shard + ", sample '" + key + "'";
       if (!image) throw DataError(where + " has no image member", tar::image_member_names(), "");
-      if (!labelled) throw DataError(where + " has no label member", "KEY.cls or KEY.json with \"label\"", "");
-      if (current.label >= classes_)
+      const bool masks = !mask_member_.empty();
+      if (masks && !masked)
+        throw DataError(where + " has no mask member", "expected KEY." + mask_member_ + " (target: mask, mask_member)",
+                        "check mask_member against the shard's member names");
+      if (!masks && !labelled)
+        throw DataError(where + " has no label member", "KEY.cls or KEY.json with \"label\"", "");
+      if (!masks && current.label >= classes_)
         throw DataError(where + " has label " + std::to_string(current.label),
                         "labels 0.." + std::to_string(classes_ - 1) + " (num_classes " + std::to_string(classes_) + ")",
                         "");
       Record done = std::move(current);
       current = Record{};
-      image = labelled = false;
+      image = labelled = masked = false;
       return sample(std::move(done));
     };
     char h[tar::kBlock];
@@ -502,7 +512,12 @@ class StreamedShards : public ImageDataset {
               "expected one member per key and extension (the webdataset package refuses duplicates too)",
               "rewrite the shard with unique keys");
         extensions.push_back(ext);
-        if (!image && tar::is_image_extension(ext)) {
+        if (!mask_member_.empty() && ext == mask_member_) {  // first: "png" may name a mask beside a JPEG
+          bounded(tar::kMaxMemberBytes, "image (256 MiB)");
+          source.read_member(current.mask, size, member);
+          current.mask_what = shard + ": " + path;
+          masked = true;
+        } else if (!image && tar::is_image_extension(ext)) {
           bounded(tar::kMaxMemberBytes, "image (256 MiB)");
           source.read_member(current.bytes, size, member);
           current.what = shard + ": " + path;
@@ -541,6 +556,7 @@ class StreamedShards : public ImageDataset {
   const size_t buffer_, read_ahead_;
   const bool shuffle_shards_;
   const int64_t classes_;
+  const std::string mask_member_;  ///< target: mask: the mask members' extension; empty: samples have classes
   const double start_timeout_;
   std::vector<std::string> commands_;
 

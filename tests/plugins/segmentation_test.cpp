@@ -370,7 +370,7 @@ std::string scene_experiment(const std::string& dir, const std::string& name, co
   return exp;
 }
 
-TEST(Segmentation, MasksBesideImagesInFoldersCsvAndLmdbAreTheSameSamples) {
+TEST(Segmentation, MasksBesideImagesInFoldersCsvLmdbAndShardsAreTheSameSamples) {
   // JPEG photographs with PNG masks of their stem (s0.jpg, s0.png): an
   // image_folder with a masks folder, a CSV of image,mask lines and an LMDB
   // converted from the same files (--encoding keep) give the same samples,
@@ -387,15 +387,21 @@ TEST(Segmentation, MasksBesideImagesInFoldersCsvAndLmdbAreTheSameSamples) {
     auto r = test::trainyard("convert --from parallel --input " + d + "/photos --target " + d + "/masks --output " + d +
                              ".lmdb --encoding keep --quiet");
     ASSERT_EQ(r.exit_code, 0) << r.err;
+    r = test::trainyard("convert --from parallel --input " + d + "/photos --target " + d + "/masks --output " + d +
+                        ".shards --to webdataset --encoding keep --quiet");
+    ASSERT_EQ(r.exit_code, 0) << r.err;
   }
   const auto folder = [&](const char* split) {
     return "plugin: image_folder, root: " + dir + "/" + split + "/photos, masks: " + dir + "/" + split + "/masks";
   };
   const auto csv = [&](const char* split) { return "plugin: csv, file: " + dir + "/" + split + "/pairs.csv"; };
   const auto lmdb = [&](const char* split) { return "plugin: lmdb, path: " + dir + "/" + split + ".lmdb"; };
+  const auto shards = [&](const char* split) {
+    return "plugin: webdataset, urls: " + dir + "/" + split + ".shards/shard-000000.tar";
+  };
   std::vector<std::vector<double>> runs;
   for (const auto& [name, source] : std::vector<std::pair<std::string, std::function<std::string(const char*)>>>{
-           {"folder", folder}, {"csv", csv}, {"lmdb", lmdb}}) {
+           {"folder", folder}, {"csv", csv}, {"lmdb", lmdb}, {"webdataset", shards}}) {
     auto r = test::trainyard("run " + scene_experiment(dir, name, source("train"), source("test")) + " --output-dir " +
                              dir + "/runs");
     ASSERT_EQ(r.exit_code, 0) << name << "\n" << r.err;
@@ -404,6 +410,17 @@ TEST(Segmentation, MasksBesideImagesInFoldersCsvAndLmdbAreTheSameSamples) {
   }
   EXPECT_EQ(runs[0], runs[1]) << "image_folder and csv";
   EXPECT_EQ(runs[0], runs[2]) << "image_folder and lmdb";
+  EXPECT_EQ(runs[0], runs[3]) << "image_folder and webdataset (KEY.jpg, KEY.mask.png)";
+  // Streamed shards read the same members; a mask_member the shards lack is named.
+  const auto streamed = [&](const char* split) {
+    return "plugin: webdataset, urls: 'pipe:cat " + dir + "/" + split +
+           ".shards/shard-000000.tar', size: 8, shuffle_buffer: 0";
+  };
+  const std::string piped = scene_experiment(dir, "streamed", streamed("train"), streamed("test"));
+  EXPECT_EQ(test::trainyard("validate " + piped).exit_code, 0);
+  test::expect_one_error_line(
+      test::trainyard("validate " + piped + " --set dataset.train.mask_member=seg.png"),
+      "sample '000000000' has no mask member; expected KEY.seg.png (target: mask, mask_member)");
 
   // Converted with JPEG and a resize, masks stay exact: PNG, nearest neighbour (every id checked on reading).
   ASSERT_EQ(test::trainyard("convert --from parallel --input " + dir + "/train/photos --target " + dir +
