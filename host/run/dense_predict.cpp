@@ -114,7 +114,16 @@ int64_t predict_masks(const LoadedModel& m, InputSet& input, const PredictReques
   const int64_t classes = m.context.dataset.num_classes;
   const bool wide = classes > 255;  // 8-bit ids up to 254, 255 for pixels outside the crop
   const int unknown = wide ? 65535 : 255;
+  // Each image's mask: its path below the input folder, with .png (a.jpg and a.png would share one).
   const fs::path root = fs::absolute(request.input);
+  std::vector<std::string> names;
+  std::map<std::string, std::string> taken;
+  for (const auto& source : input.sources) {
+    names.push_back((fs::path("masks") / fs::relative(source, root).replace_extension(".png")).string());
+    if (const auto [at, fresh] = taken.emplace(names.back(), source); !fresh)
+      throw ConfigError("predict: " + at->second + " and " + source + " would both write " + names.back(),
+                        "expected images whose names differ by more than their extension", "move one of them");
+  }
   std::vector<int64_t> order(static_cast<size_t>(input.dataset->size()));
   for (size_t i = 0; i < order.size(); ++i) order[i] = static_cast<int64_t>(i);
   input.loader.batch_size = 1;  // images of any size: one at a time
@@ -134,7 +143,7 @@ int64_t predict_masks(const LoadedModel& m, InputSet& input, const PredictReques
     const int64_t sample = batch->indices[0];
     const std::string& source = input.sources[static_cast<size_t>(sample)];
     const cv::Mat original = mask_at_original_size(mask, stored_size(source), geometry, unknown);
-    const fs::path name = fs::path("masks") / fs::relative(source, root).replace_extension(".png");
+    const fs::path name = names[static_cast<size_t>(sample)];
     fs::create_directories((partial / name).parent_path());
     write_file_atomic((partial / name).string(), image_codec::encode_png(original));
     csv += csv_row(

@@ -343,7 +343,8 @@ TEST(Cli, EveryShippedExperimentAndRecipeValidates) {
   const std::vector<std::pair<std::string, std::string>> made_data = {
       {"fashion_mnist_lmdb", "/data/fashion_mnist_lmdb/train/data.mdb"},
       {"photo-set", "/data/photo-set/val"},
-      {"nuclei-set", "/data/nuclei-set/test"}};
+      {"nuclei-set", "/data/nuclei-set/test"},
+      {"scene-set", "/data/scene-set/test"}};
   int checked = 0;
   for (const std::string& folder : {root, root + "/recipes"})
     for (const auto& f : fs::directory_iterator(folder)) {

@@ -547,6 +547,13 @@ TEST(Segmentation, PredictWritesEachMaskAtItsImageSizeAsTheTestPassScoresIt) {
                                               "/test/photos --output " + dir + "/whole"),
                               "predict: --output " + dir + "/whole exists");
   EXPECT_FALSE(fs::exists(dir + "/from_lmdb"));
+  // Two images of one stem would write one mask: refused before any is written.
+  fs::copy_file(dir + "/test/masks/s1.png", dir + "/test/photos/s0.png");
+  test::expect_one_error_line(
+      test::trainyard("predict " + exp + " --output-dir " + dir + "/runs --input " + dir + "/test/photos --output " +
+                      dir + "/clash"),
+      dir + "/test/photos/s0.jpg and " + dir + "/test/photos/s0.png would both write masks/s0.png");
+  EXPECT_FALSE(fs::exists(dir + "/clash"));
 }
 
 }  // namespace
