@@ -16,6 +16,7 @@
 #include "run/dense_predict.h"
 #include "run/loaded_model.h"
 #include "run/runner.h"
+#include "run/task_metadata.h"
 #include "train/checkpoint_store.h"
 #include "train/guard.h"
 #include "trainyard/error.h"
@@ -113,16 +114,32 @@ size_t Runner::export_network(const ExportRequest& request) const {
     }
     return tensors.size();
   };
+  // The task, classes and preprocessing, beside the weights (and, for safetensors, in its metadata too).
+  const std::string task = json_text(task_metadata(m));
+  const auto with_task = [&](const std::function<void()>& write_weights) {
+    return written([&] {
+      const std::string beside = request.output + ".json";
+      write_file_atomic(beside, task + "\n");
+      try {
+        write_weights();
+      } catch (...) {
+        std::error_code ec;
+        fs::remove(beside, ec);  // no metadata for weights that were not written
+        throw;
+      }
+    });
+  };
   if (request.format == "safetensors") {
     // "format": "pt" is what Hugging Face's loaders expect of a PyTorch model's file.
-    return written([&] {
+    return with_task([&] {
       write_file_atomic(request.output, safetensors_file(tensors, {{"format", "pt"},
                                                                    {"network", network_config.plugin},
-                                                                   {"trainyard", TRAINYARD_VERSION}}));
+                                                                   {"trainyard", TRAINYARD_VERSION},
+                                                                   {"task", task}}));
     });
   }
   if (request.format == "state_dict")
-    return written([&] { write_file_atomic(request.output, pytorch_state_dict(tensors)); });
+    return with_task([&] { write_file_atomic(request.output, pytorch_state_dict(tensors)); });
   // The module the network was built from, its tensors replaced by name.
   torch::jit::Module script = torch::jit::load(scripted->script_path(), c10::Device(c10::kCPU));
   size_t copied = 0;
@@ -137,7 +154,7 @@ size_t Runner::export_network(const ExportRequest& request) const {
   };
   for (const auto& p : script.named_parameters()) copy_into(p.name, p.value);
   for (const auto& b : script.named_buffers()) copy_into(b.name, b.value);
-  written([&] { replace_file_atomic(request.output, [&](const std::string& tmp) { script.save(tmp); }); });
+  with_task([&] { replace_file_atomic(request.output, [&](const std::string& tmp) { script.save(tmp); }); });
   return copied;
 }
 

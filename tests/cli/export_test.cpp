@@ -185,6 +185,12 @@ TEST(Export, AStateDictLoadsIntoTheEquivalentModuleAndGivesEvalsAccuracy) {
                        "layers.4.bias"))
       << st;
   EXPECT_TRUE(contains(st, "'format': 'pt'")) << st;
+  EXPECT_TRUE(contains(st, "'task': '{\"trainyard\"")) << st;
+  // Beside the weights: the task, its classes and how an image becomes an input.
+  const std::string meta = read_file(dir + "/mlp.safetensors.json");
+  for (const char* part : {"\"task\": \"classification\"", "\"network\": \"mlp\"", "\"sample_shape\": [1, 28, 28]",
+                           "\"mean\": [", "\"output\": \"[B, C] class scores"})
+    EXPECT_TRUE(contains(meta, part)) << part << "\n" << meta;
   EXPECT_TRUE(contains(st, accuracy_text(top1))) << st << "eval: " << top1;
 
   // A network not built from TorchScript cannot be written as TorchScript: said, nothing written.

@@ -554,6 +554,15 @@ TEST(Segmentation, PredictWritesEachMaskAtItsImageSizeAsTheTestPassScoresIt) {
                       dir + "/clash"),
       dir + "/test/photos/s0.jpg and " + dir + "/test/photos/s0.png would both write masks/s0.png");
   EXPECT_FALSE(fs::exists(dir + "/clash"));
+
+  // export writes the task beside the weights: segmentation, the classes,
+  // the loss's ignore_index, the shape trained on and the test split's preprocessing.
+  r = test::trainyard("export " + dir + "/runs/scene --format safetensors --output " + dir + "/unet.safetensors");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const std::string meta = test::read_file(dir + "/unet.safetensors.json");
+  for (const char* part : {"\"task\": \"segmentation\"", "\"classes\": [\"0\", \"1\", \"2\"]", "\"ignore_index\": 255",
+                           "\"sample_shape\": [3, 32, 32]", "\"crop\": \"none\""})
+    EXPECT_TRUE(test::contains(meta, part)) << part << "\n" << meta;
 }
 
 }  // namespace
