@@ -350,8 +350,10 @@ void ImageDataset::describe(int64_t num_classes, std::vector<std::string> class_
   if (transforms_.target == "mask") {
     // The masks' classes are the option's: counting them would read every mask.
     info_.num_classes = transforms_.mask_classes;
-    info_.class_names.clear();
-    for (int64_t c = 0; c < transforms_.mask_classes; ++c) info_.class_names.push_back(std::to_string(c));
+    if (static_cast<int64_t>(info_.class_names.size()) != transforms_.mask_classes) {  // coco names its classes
+      info_.class_names.clear();
+      for (int64_t c = 0; c < transforms_.mask_classes; ++c) info_.class_names.push_back(std::to_string(c));
+    }
   }
   if (size() > 0) {
     try {

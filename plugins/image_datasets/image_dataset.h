@@ -173,5 +173,8 @@ std::vector<std::string> expand_braces(const std::string& pattern);
 constexpr uint64_t kMaxShardNames = 1'000'000;
 trainyard::Schema csv_schema();
 std::shared_ptr<trainyard::Dataset> make_csv(const trainyard::Options& options);
+trainyard::Schema coco_schema();
+/// A COCO instances JSON and its images: target: mask only (coco_dataset.cpp).
+std::shared_ptr<trainyard::Dataset> make_coco(const trainyard::Options& options);
 
 }  // namespace image_datasets

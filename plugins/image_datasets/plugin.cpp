@@ -1,5 +1,6 @@
 // image_datasets: images from LMDB (trainyard's record format), from class
-// folders, from WebDataset tar shards, or from a CSV, all with the same transforms.
+// folders, from WebDataset tar shards, from a CSV, or with COCO annotations,
+// all with the same transforms.
 #include <trainyard/plugin.h>
 #include <opencv2/core/utility.hpp>
 
@@ -38,10 +39,14 @@ void register_components(trainyard::Registrar& r) {
                 });
   r.add_dataset("csv", "image files listed in a CSV of path,label lines", image_datasets::csv_schema(),
                 factory(image_datasets::make_csv));
+  r.add_dataset("coco",
+                "images with COCO instances annotations (JSON): with target: mask, each image's polygons and RLE "
+                "regions as one mask of class ids, crowd regions ignored",
+                image_datasets::coco_schema(), factory(image_datasets::make_coco));
 }
 
 }  // namespace
 
-TRAINYARD_PLUGIN("image_datasets", "1.2.0",
-                 "LMDB, image-folder, WebDataset-shard and CSV image datasets with OpenCV transforms",
+TRAINYARD_PLUGIN("image_datasets", "1.3.0",
+                 "LMDB, image-folder, WebDataset-shard, CSV and COCO image datasets with OpenCV transforms",
                  register_components)

@@ -36,7 +36,7 @@ std::string load_error(const std::string& fixture, Registry& registry) {
 TEST(PluginLoader, LoadsEveryBuiltinPlugin) {
   Registry r;
   load_plugin_folders({{test::builtin_plugin_dir(), "built-in"}}, r);
-  EXPECT_EQ(r.names(Kind::dataset), (std::vector<std::string>{"csv", "fashion_mnist", "image_folder", "lmdb",
+  EXPECT_EQ(r.names(Kind::dataset), (std::vector<std::string>{"coco", "csv", "fashion_mnist", "image_folder", "lmdb",
                                                               "synthetic", "synthetic_shapes", "webdataset"}));
   EXPECT_EQ(r.names(Kind::network), (std::vector<std::string>{"convnet", "mlp", "resnet", "torchscript", "unet"}));
   EXPECT_EQ(r.names(Kind::loss),

@@ -9,6 +9,7 @@
 #include <ATen/ATen.h>
 #include <opencv2/core.hpp>
 
+#include <cstdlib>
 #include <filesystem>
 #include <functional>
 #include <random>
@@ -17,6 +18,7 @@
 #include "support/built_component.h"
 #include "support/data_parallel.h"
 #include "support/support.h"
+#include "trainyard/dataset.h"
 #include "trainyard/error.h"
 #include "trainyard/image_codec.h"
 #include "trainyard/labeled_files.h"
@@ -563,6 +565,85 @@ TEST(Segmentation, PredictWritesEachMaskAtItsImageSizeAsTheTestPassScoresIt) {
   for (const char* part : {"\"task\": \"segmentation\"", "\"classes\": [\"0\", \"1\", \"2\"]", "\"ignore_index\": 255",
                            "\"sample_shape\": [3, 32, 32]", "\"crop\": \"none\""})
     EXPECT_TRUE(test::contains(meta, part)) << part << "\n" << meta;
+}
+
+TEST(Coco, InstancesJsonGivesTheSceneSetsOwnMasks) {
+  // The scene set's generator writes each scene's exact mask (PNG) and its
+  // COCO instances JSON (boxes, RLE per visible item, categories 1-10):
+  // the coco dataset rasterizes the JSON into the same class ids, pixel for
+  // pixel, and a U-Net experiment on it validates.
+  const std::string dir = test::temp_dir("coco");
+  const int scenes = 12;
+  ASSERT_EQ(std::system((test::python() + " " + test::source_dir() + "/scripts/data/make_scene_set.py " + dir +
+                         "/set --train " + std::to_string(scenes) + " --test 4 --size 64 > /dev/null")
+                            .c_str()),
+            0);
+  auto data = build<Dataset>(Kind::dataset, "coco",
+                             {{"annotations", dir + "/set/train/instances.json"}, {"target", std::string("mask")}}, 0);
+  ASSERT_EQ(data->size(), scenes);
+  EXPECT_EQ(data->info().num_classes, 11);
+  EXPECT_EQ(data->info().class_names.at(1), "t-shirt");
+  for (int64_t i = 0; i < scenes; ++i) {
+    char name[16];
+    std::snprintf(name, sizeof name, "%06lld", static_cast<long long>(i));
+    const std::string bytes = test::read_file(dir + "/set/train/masks/" + name + ".png");
+    const cv::Mat truth = image_codec::decode(bytes.data(), bytes.size());
+    const at::Tensor mask = data->get(i).target;
+    ASSERT_EQ(mask.sizes(), (std::vector<int64_t>{64, 64}));
+    const at::Tensor expected = at::from_blob(truth.data, {truth.rows, truth.cols}, at::kByte).to(at::kLong);
+    EXPECT_TRUE(at::equal(mask, expected)) << "scene " << name;
+  }
+
+  // Polygons: a pixel is the polygon's where its centre is inside, as COCO's
+  // areas count (an 8x8 square); a crowd region is the ignore value over any instance.
+  const std::string one = dir + "/one";
+  fs::create_directories(one);
+  test::write_file(one + "/a.png", image_codec::encode_png(cv::Mat(16, 16, CV_8UC3, cv::Scalar::all(90))));
+  const auto json = [&](const std::string& annotations) {
+    test::write_file(one + "/coco.json",
+                     "{\"images\": [{\"id\": 7, \"file_name\": \"a.png\", \"height\": 16, \"width\": 16}], "
+                     "\"categories\": [{\"id\": 3, \"name\": \"cat\"}, {\"id\": 9, \"name\": \"dog\"}], "
+                     "\"annotations\": [" +
+                         annotations + "]}");
+    return one + "/coco.json";
+  };
+  const std::string square =
+      "{\"id\": 1, \"image_id\": 7, \"category_id\": 9, \"segmentation\": [[2, 2, 10, 2, 10, 10, 2, 10]]}";
+  const std::string crowd =
+      "{\"id\": 2, \"image_id\": 7, \"category_id\": 3, \"iscrowd\": 1, "
+      "\"segmentation\": {\"counts\": [36, 4, 216], \"size\": [16, 16]}}";
+  auto small = build<Dataset>(Kind::dataset, "coco",
+                              {{"annotations", json(square + ", " + crowd)}, {"target", std::string("mask")}}, 0);
+  const at::Tensor m = small->get(0).target;
+  EXPECT_EQ((m == 2).sum().item<int64_t>(), 64 - 4) << "dog: 8x8 pixels, 4 of them under the crowd";
+  EXPECT_EQ(m[4][2].item<int64_t>(), 255) << "row 4 of column 2: the RLE runs down the columns";
+  EXPECT_EQ(m[2][4].item<int64_t>(), 2) << "row 2 of column 4: not the crowd's";
+  EXPECT_EQ(m[1][1].item<int64_t>(), 0);
+  EXPECT_EQ(m[9][9].item<int64_t>(), 2);
+  EXPECT_EQ(m[10][10].item<int64_t>(), 0);
+
+  // Bad input: one line naming the file and the id.
+  const std::string exp = dir + "/coco.yaml";
+  const auto validate = [&](const std::string& file) {
+    test::write_file(exp, "name: coco\ndataset:\n  train: {plugin: coco, annotations: " + file +
+                              ", target: mask}\nnetwork: {plugin: unet, depth: 2, width: 4}\n"
+                              "loss: {plugin: cross_entropy, ignore_index: 255}\noptimizer: {plugin: adam}\n"
+                              "loop: {epochs: 1, batch_per_device: 1}\n");
+    return test::trainyard("validate " + exp);
+  };
+  const auto fine = validate(json(square + ", " + crowd));
+  EXPECT_EQ(fine.exit_code, 0) << fine.err;
+  test::expect_one_error_line(validate(json("{\"id\": 4, \"image_id\": 7, \"category_id\": 9, "
+                                            "\"segmentation\": [[1, 1, 5, 5]]}")),
+                              one +
+                                  "/coco.json: annotation 4: a polygon of 4 values; expected x, y pairs of 3 points "
+                                  "or more");
+  test::expect_one_error_line(validate(json(square + ", " + square)), one + "/coco.json: annotation 1 appears twice");
+  test::expect_one_error_line(
+      validate(json("{\"id\": 5, \"image_id\": 8, \"category_id\": 9, \"segmentation\": [[1, 1, 5, 5, 1, 5]]}")),
+      one + "/coco.json: annotation 5 names image 8; expected an id of the images list");
+  fs::remove(one + "/a.png");
+  test::expect_one_error_line(validate(json(square)), one + "/coco.json: image 7: " + one + "/a.png does not exist");
 }
 
 }  // namespace

@@ -1,0 +1,299 @@
+// coco: a folder of images with COCO instances annotations (the JSON of
+// cocodataset.org that detection and segmentation toolkits read and write).
+// With target: mask each image's annotations become one mask of class ids:
+// category ids in sorted order are classes 1 to K, 0 is the background,
+// crowd regions (iscrowd: 1) are ignore_index. Boxes for detection are not
+// read yet (issue 51).
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <set>
+
+#include <trainyard/error.h>
+#include <nlohmann/json.hpp>
+
+#include "image_dataset.h"
+
+namespace fs = std::filesystem;
+
+namespace image_datasets {
+namespace {
+
+using trainyard::BadRecord;
+using trainyard::ConfigError;
+using trainyard::DataError;
+using Json = nlohmann::json;
+
+struct CocoOptions : TransformOptions {
+  std::string annotations;  ///< the instances JSON
+  std::string images;       ///< the folder its file_names are relative to; empty: the JSON's folder
+};
+
+// One annotation's region, as the JSON gives it.
+struct Region {
+  int64_t id = 0;
+  int64_t class_id = 0;                       ///< 1..K, or the ignore value for a crowd region
+  std::vector<std::vector<double>> polygons;  ///< x, y pairs in pixels
+  std::vector<uint32_t> counts;               ///< uncompressed RLE, column-major, zeros first
+};
+
+struct CocoImage {
+  int64_t id = 0;
+  std::string path;
+  int rows = 0, cols = 0;
+  std::vector<Region> regions;  ///< in the file's order; crowd regions painted last
+};
+
+// "FILE: annotation ID" or "FILE: image ID": how errors name what they found.
+std::string at(const std::string& file, const char* what, int64_t id) {
+  return file + ": " + what + " " + std::to_string(id);
+}
+
+int64_t integer(const Json& object, const char* key, const std::string& where) {
+  const auto it = object.find(key);
+  if (it == object.end() || !it->is_number_integer())
+    throw DataError(where + ": '" + key + "' is " + (it == object.end() ? "missing" : it->dump()),
+                    "expected an integer", "");
+  return it->get<int64_t>();
+}
+
+Region read_region(const Json& a, const std::string& file, int64_t id, int rows, int cols) {
+  Region r;
+  r.id = id;
+  const std::string where = at(file, "annotation", id);
+  const auto segmentation = a.find("segmentation");
+  if (segmentation == a.end()) throw DataError(where + " has no segmentation", "expected polygons or an RLE", "");
+  if (segmentation->is_array()) {
+    for (const Json& polygon : *segmentation) {
+      if (!polygon.is_array() || polygon.size() < 6 || polygon.size() % 2 != 0)
+        throw DataError(where + ": a polygon of " + std::to_string(polygon.is_array() ? polygon.size() : 0) + " values",
+                        "expected x, y pairs of 3 points or more (6 values or more, an even count)", "");
+      std::vector<double> xy;
+      for (const Json& v : polygon) {
+        if (!v.is_number() || !std::isfinite(v.get<double>()))
+          throw DataError(where + ": a polygon holds " + v.dump(), "expected finite numbers", "");
+        xy.push_back(v.get<double>());
+      }
+      r.polygons.push_back(std::move(xy));
+    }
+    return r;
+  }
+  const auto counts = segmentation->find("counts");
+  const auto size = segmentation->find("size");
+  if (!segmentation->is_object() || counts == segmentation->end() || size == segmentation->end())
+    throw DataError(where + ": segmentation " + segmentation->dump().substr(0, 60),
+                    "expected polygons ([[x, y, ...]]) or an RLE ({counts, size})", "");
+  if (counts->is_string())
+    throw DataError(where + " holds a compressed RLE (counts as a string)",
+                    "expected polygons or an uncompressed RLE (counts as a list); compressed RLE is not read yet",
+                    "convert it with pycocotools' mask.decode and write the counts as a list");
+  if (!size->is_array() || size->size() != 2 || (*size)[0] != rows || (*size)[1] != cols)
+    throw DataError(
+        where + ": an RLE of size " + size->dump(),
+        "expected its image's [height, width], [" + std::to_string(rows) + ", " + std::to_string(cols) + "]", "");
+  uint64_t total = 0;
+  for (const Json& c : *counts) {
+    if (!c.is_number_unsigned())
+      throw DataError(where + ": an RLE count " + c.dump(), "expected counts of 0 or more", "");
+    r.counts.push_back(c.get<uint32_t>());
+    total += r.counts.back();
+  }
+  if (total != uint64_t(rows) * uint64_t(cols))
+    throw DataError(where + ": RLE counts that add up to " + std::to_string(total),
+                    "expected height x width = " + std::to_string(uint64_t(rows) * uint64_t(cols)), "");
+  return r;
+}
+
+// Fills a polygon (x, y pairs) into `mask` with `id`: a pixel is the
+// polygon's where its centre lies inside (even-odd rule, a centre on the
+// right or lower edge outside), so [2, 2, 10, 2, 10, 10, 2, 10] covers
+// 8x8 pixels, the area COCO counts for it.
+void fill_polygon(const std::vector<double>& xy, uint16_t id, cv::Mat& mask) {
+  const size_t n = xy.size() / 2;
+  double top = xy[1], bottom = xy[1];
+  for (size_t i = 1; i < n; ++i) top = std::min(top, xy[2 * i + 1]), bottom = std::max(bottom, xy[2 * i + 1]);
+  const int first = static_cast<int>(std::clamp(std::floor(top), 0.0, double(mask.rows)));
+  const int last = static_cast<int>(std::clamp(std::ceil(bottom), 0.0, double(mask.rows)));
+  std::vector<double> crossings;
+  for (int y = first; y < last; ++y) {
+    const double centre = y + 0.5;
+    crossings.clear();
+    for (size_t i = 0; i < n; ++i) {
+      const double x0 = xy[2 * i], y0 = xy[2 * i + 1];
+      const double x1 = xy[2 * ((i + 1) % n)], y1 = xy[2 * ((i + 1) % n) + 1];
+      if ((y0 <= centre) != (y1 <= centre)) crossings.push_back(x0 + (centre - y0) * (x1 - x0) / (y1 - y0));
+    }
+    std::sort(crossings.begin(), crossings.end());
+    // Centres x + 0.5 in [enter, leave): columns ceil(enter - 0.5) to ceil(leave - 0.5) - 1.
+    const auto column = [&](double x) {
+      return static_cast<int>(std::ceil(std::clamp(x - 0.5, -1.0, double(mask.cols))));
+    };
+    for (size_t k = 0; k + 1 < crossings.size(); k += 2)
+      for (int x = std::max(0, column(crossings[k])); x < std::min(mask.cols, column(crossings[k + 1])); ++x)
+        mask.at<uint16_t>(y, x) = id;
+  }
+}
+
+// Paints region `r` into `mask` (16-bit) with value `id`.
+void paint(const Region& r, int id, cv::Mat& mask) {
+  for (const auto& xy : r.polygons) fill_polygon(xy, static_cast<uint16_t>(id), mask);
+  // Uncompressed RLE: alternating runs of 0 and 1 down the columns.
+  uint64_t position = 0;
+  bool on = false;
+  for (const uint32_t run : r.counts) {
+    if (on)
+      for (uint64_t p = position; p < position + run; ++p)
+        mask.at<uint16_t>(static_cast<int>(p % uint64_t(mask.rows)), static_cast<int>(p / uint64_t(mask.rows))) =
+            static_cast<uint16_t>(id);
+    position += run;
+    on = !on;
+  }
+}
+
+class Coco : public ImageDataset {
+ public:
+  Coco(TransformOptions transforms, std::vector<CocoImage> images, std::vector<std::string> class_names,
+       const std::string& source)
+      : ImageDataset(std::move(transforms)), images_(std::move(images)) {
+    describe(static_cast<int64_t>(class_names.size()), std::move(class_names), source);
+  }
+  int64_t size() const override { return static_cast<int64_t>(images_.size()); }
+
+ protected:
+  LoadedSample load(int64_t index) const override {
+    const CocoImage& image = images_.at(static_cast<size_t>(index));
+    LoadedSample s;
+    s.inputs.push_back(SourceImage{read_file_bytes(image.path), {}, image.path, {}});
+    // 16 bits: room for any class count and the ignore value; class ids as stored.
+    cv::Mat mask(image.rows, image.cols, CV_16UC1, cv::Scalar(0));
+    for (const Region& r : image.regions) paint(r, static_cast<int>(r.class_id), mask);
+    s.targets.push_back(SourceImage{{}, mask, image.path + " (its COCO annotations)", {}});
+    return s;
+  }
+
+ private:
+  std::vector<CocoImage> images_;
+};
+
+const trainyard::TypedSchema<CocoOptions>& coco_typed_schema() {
+  static const auto s = [] {
+    using O = CocoOptions;
+    trainyard::TypedSchema<O> t;
+    t.require_path("annotations", &O::annotations,
+                   "COCO instances JSON (images, annotations, categories); relative to the experiment file");
+    t.add_path("images", &O::images, "",
+               "folder the images' file_name entries are relative to (default: the JSON's folder)");
+    add_transform_options(t);
+    return t;
+  }();
+  return s;
+}
+
+}  // namespace
+
+trainyard::Schema coco_schema() { return coco_typed_schema().schema(); }
+
+namespace {
+
+std::shared_ptr<trainyard::Dataset> read_coco(CocoOptions o) {
+  const std::string& file = o.annotations;
+  if (o.target != "mask")
+    throw ConfigError("coco reads masks so far: target: " + o.target,
+                      "expected target: mask (boxes for detection are not read yet)", "add target: mask");
+  std::ifstream in(file);
+  if (!in)
+    throw ConfigError("annotations '" + file + "' cannot be read", "expected a COCO instances JSON", "check the path");
+  Json json;
+  try {
+    json = Json::parse(in);
+  } catch (const Json::parse_error& e) {
+    throw DataError(file + ": not JSON (" + std::string(e.what()) + ")", "expected a COCO instances JSON", "");
+  }
+  for (const char* key : {"images", "annotations", "categories"})
+    if (!json.is_object() || !json.contains(key) || !json[key].is_array())
+      throw DataError(file + ": no '" + key + "' list",
+                      "expected a COCO instances JSON (images, annotations, categories)", "");
+  // Categories, in id order, are classes 1..K.
+  std::map<int64_t, std::string> categories;
+  for (const Json& c : json["categories"]) {
+    const int64_t id = integer(c, "id", file + ": a category");
+    if (!categories.emplace(id, c.value("name", std::to_string(id))).second)
+      throw DataError(at(file, "category", id) + " appears twice", "expected unique category ids", "");
+  }
+  std::vector<std::string> names{"background"};
+  std::map<int64_t, int64_t> class_of;
+  for (const auto& [id, name] : categories) {
+    class_of[id] = static_cast<int64_t>(names.size());
+    names.push_back(name);
+  }
+  const int64_t classes = static_cast<int64_t>(names.size());
+  if (o.mask_classes == 0) o.mask_classes = classes;
+  if (o.mask_classes != classes)
+    throw ConfigError("mask_classes: " + std::to_string(o.mask_classes) + ", and " + file + " has " +
+                          std::to_string(classes - 1) + " categories",
+                      "expected the categories + 1 (the background), " + std::to_string(classes), "drop mask_classes");
+  TransformOptions transforms = checked_transforms(o);
+  const fs::path root = o.images.empty() ? fs::path(file).parent_path() : fs::path(o.images);
+  std::vector<CocoImage> images;
+  std::map<int64_t, size_t> index_of;
+  for (const Json& i : json["images"]) {
+    CocoImage image;
+    image.id = integer(i, "id", file + ": an image");
+    const std::string where = at(file, "image", image.id);
+    if (index_of.count(image.id)) throw DataError(where + " appears twice", "expected unique image ids", "");
+    if (!i.contains("file_name") || !i["file_name"].is_string())
+      throw DataError(where + " has no file_name", "expected the image's path", "");
+    image.path = (root / i["file_name"].get<std::string>()).string();
+    if (!fs::is_regular_file(image.path))
+      throw DataError(where + ": " + image.path + " does not exist", "expected the image file", "check images:");
+    image.rows = static_cast<int>(integer(i, "height", where));
+    image.cols = static_cast<int>(integer(i, "width", where));
+    if (image.rows < 1 || image.cols < 1 || uint64_t(image.rows) * uint64_t(image.cols) > kMaxImagePixels)
+      throw DataError(
+          where + ": " + std::to_string(image.rows) + "x" + std::to_string(image.cols),
+          "expected a height and width of 1 or more, at most " + std::to_string(kMaxImagePixels) + " pixels", "");
+    index_of[image.id] = images.size();
+    images.push_back(std::move(image));
+  }
+  if (images.empty()) throw DataError(file + " lists no images", "expected images", "");
+  std::set<int64_t> annotation_ids;
+  std::vector<std::vector<Region>> crowds(images.size());
+  for (const Json& a : json["annotations"]) {
+    const int64_t id = integer(a, "id", file + ": an annotation");
+    const std::string where = at(file, "annotation", id);
+    if (!annotation_ids.insert(id).second)
+      throw DataError(where + " appears twice", "expected unique annotation ids", "");
+    const auto image = index_of.find(integer(a, "image_id", where));
+    if (image == index_of.end())
+      throw DataError(where + " names image " + std::to_string(integer(a, "image_id", where)),
+                      "expected an id of the images list", "");
+    const auto category = class_of.find(integer(a, "category_id", where));
+    if (category == class_of.end())
+      throw DataError(where + " names category " + std::to_string(integer(a, "category_id", where)),
+                      "expected an id of the categories list", "");
+    CocoImage& owner = images[image->second];
+    Region r = read_region(a, file, id, owner.rows, owner.cols);
+    const bool crowd = a.value("iscrowd", 0) != 0;
+    r.class_id = crowd ? o.ignore_index : category->second;
+    (crowd ? crowds[image->second] : owner.regions).push_back(std::move(r));
+  }
+  for (size_t i = 0; i < images.size(); ++i)  // crowd regions last: ignored even where an instance overlaps
+    for (auto& r : crowds[i]) images[i].regions.push_back(std::move(r));
+  return std::make_shared<Coco>(std::move(transforms), std::move(images), std::move(names),
+                                "annotations '" + file + "'");
+}
+
+}  // namespace
+
+std::shared_ptr<trainyard::Dataset> make_coco(const trainyard::Options& options) {
+  const CocoOptions o = coco_typed_schema().bind(options);
+  try {
+    return read_coco(o);
+  } catch (const Json::exception& e) {  // a value of another type than COCO's ("iscrowd": "no")
+    throw DataError(o.annotations + ": " + e.what(), "expected a COCO instances JSON", "");
+  }
+}
+
+}  // namespace image_datasets
