@@ -248,12 +248,17 @@ std::shared_ptr<trainyard::Dataset> read_coco(CocoOptions o) {
     image.path = (root / i["file_name"].get<std::string>()).string();
     if (!fs::is_regular_file(image.path))
       throw DataError(where + ": " + image.path + " does not exist", "expected the image file", "check images:");
-    image.rows = static_cast<int>(integer(i, "height", where));
-    image.cols = static_cast<int>(integer(i, "width", where));
-    if (image.rows < 1 || image.cols < 1 || uint64_t(image.rows) * uint64_t(image.cols) > kMaxImagePixels)
-      throw DataError(
-          where + ": " + std::to_string(image.rows) + "x" + std::to_string(image.cols),
-          "expected a height and width of 1 or more, at most " + std::to_string(kMaxImagePixels) + " pixels", "");
+    // Checked as read, before narrowing: a damaged 4294967312 must not become 16.
+    const int64_t rows = integer(i, "height", where), cols = integer(i, "width", where);
+    constexpr int64_t kLongestSide = 1 << 20;
+    if (rows < 1 || cols < 1 || rows > kLongestSide || cols > kLongestSide ||
+        uint64_t(rows) * uint64_t(cols) > kMaxImagePixels)
+      throw DataError(where + ": " + std::to_string(rows) + "x" + std::to_string(cols),
+                      "expected a height and width from 1 to " + std::to_string(kLongestSide) + ", at most " +
+                          std::to_string(kMaxImagePixels) + " pixels",
+                      "");
+    image.rows = static_cast<int>(rows);
+    image.cols = static_cast<int>(cols);
     index_of[image.id] = images.size();
     images.push_back(std::move(image));
   }

@@ -642,6 +642,12 @@ TEST(Coco, InstancesJsonGivesTheSceneSetsOwnMasks) {
   test::expect_one_error_line(
       validate(json("{\"id\": 5, \"image_id\": 8, \"category_id\": 9, \"segmentation\": [[1, 1, 5, 5, 1, 5]]}")),
       one + "/coco.json: annotation 5 names image 8; expected an id of the images list");
+  std::string huge = test::read_file(json(square));
+  huge.replace(huge.find("\"height\": 16"), 12, "\"height\": 4294967312");
+  test::write_file(one + "/coco.json", huge);
+  test::expect_one_error_line(
+      validate(one + "/coco.json"),
+      one + "/coco.json: image 7: 4294967312x16; expected a height and width from 1 to 1048576");
   fs::remove(one + "/a.png");
   test::expect_one_error_line(validate(json(square)), one + "/coco.json: image 7: " + one + "/a.png does not exist");
 }
