@@ -142,42 +142,30 @@ namespace {
 enum class Role { input, target };
 
 EncodedImage encode(const cv::Mat& image, const ConvertOptions& o, const std::string& what, Role role = Role::input) {
+  const bool target = role == Role::target;
+  const std::string encoding = target ? "png" : o.encoding;
   cv::Mat m = image;
-  const bool lossless = role == Role::target;
   if (o.resize_h > 0 && (m.rows != o.resize_h || m.cols != o.resize_w))
     cv::resize(m, m, cv::Size(o.resize_w, o.resize_h), 0, 0,
-               lossless              ? cv::INTER_NEAREST_EXACT
+               target                ? cv::INTER_NEAREST_EXACT
                : m.rows > o.resize_h ? cv::INTER_AREA
                                      : cv::INTER_LINEAR);
-  if (lossless) {
-    EncodedImage e;
-    e.encoding = ImageEncoding::png;
-    e.rows = static_cast<uint32_t>(m.rows);
-    e.cols = static_cast<uint32_t>(m.cols);
-    e.channels = static_cast<uint8_t>(m.channels());
-    try {
-      e.bytes = image_codec::encode_png(m);
-    } catch (const image_codec::Error& failure) {
-      throw Error("convert: cannot encode " + what + " as png: " + failure.what());
-    }
-    return e;
-  }
   EncodedImage e;
   e.rows = uint32_t(m.rows);
   e.cols = uint32_t(m.cols);
   e.channels = uint8_t(m.channels());
-  if (o.encoding == "raw") {
+  if (encoding == "raw") {
     e.encoding = ImageEncoding::raw;
     cv::Mat c = m.isContinuous() ? m : m.clone();
     e.bytes.assign(reinterpret_cast<const char*>(c.data), c.total() * c.elemSize());
     return e;
   }
   try {
-    e.bytes = o.encoding == "png" ? image_codec::encode_png(m) : image_codec::encode_jpeg(m, o.quality);
+    e.bytes = encoding == "png" ? image_codec::encode_png(m) : image_codec::encode_jpeg(m, o.quality);
   } catch (const image_codec::Error& failure) {
-    throw Error("convert: cannot encode " + what + " as " + o.encoding + ": " + failure.what());
+    throw Error("convert: cannot encode " + what + " as " + encoding + ": " + failure.what());
   }
-  e.encoding = o.encoding == "png" ? ImageEncoding::png : ImageEncoding::jpeg;
+  e.encoding = encoding == "png" ? ImageEncoding::png : ImageEncoding::jpeg;
   return e;
 }
 

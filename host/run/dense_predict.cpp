@@ -4,7 +4,6 @@
 
 #include <cmath>
 #include <filesystem>
-#include <fstream>
 
 #include <ATen/ATen.h>
 #include <opencv2/imgproc.hpp>
@@ -31,8 +30,7 @@ T value_or(const std::map<std::string, Value>& values, const std::string& key, T
 
 // The size of an image decoded from `path` (its stored size: what the dataset resized and cropped).
 cv::Size stored_size(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  const std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const std::string bytes = read_whole_file(path);
   try {
     return image_codec::decode(bytes.data(), bytes.size()).size();
   } catch (const image_codec::Error& e) {
