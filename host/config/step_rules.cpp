@@ -40,6 +40,9 @@ std::optional<CudaGraphRefusal> cuda_graph_refusal(const CudaGraphFacts& run) {
   if (run.fixed_sample_shape == false)
     return CudaGraphRefusal{"the datasets give no fixed sample shape",
                             "expected datasets with load_size/crop_size" + with};
+  if (run.sample_fields)
+    return CudaGraphRefusal{"the training samples carry fields (boxes, ...) of a size that changes from batch to batch",
+                            "expected a dataset without fields" + with};
   if (run.train_step_overridden)
     return CudaGraphRefusal{"an additional_override replaces the train_step stage",
                             "expected no override of train_step" + with};

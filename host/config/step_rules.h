@@ -40,6 +40,7 @@ struct CudaGraphFacts {
   std::optional<std::string> checks_read_every_update;
   std::optional<bool> fixed_sample_shape;  ///< the datasets declare one sample shape
   bool train_step_overridden = false;      ///< an additional_override replaces the train_step stage
+  bool sample_fields = false;              ///< the training samples carry fields (SDK 1.5: boxes, ...)
 };
 
 /// Why a step cannot be captured: what is wrong and what was expected, for

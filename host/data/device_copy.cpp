@@ -62,6 +62,11 @@ void pin(Batch& batch) {
     if (t->device().is_cpu() && !t->is_pinned()) *t = t->pin_memory();
 }
 
+void pin(Fields& fields) {
+  for (auto& [name, field] : fields)
+    if (field.values.device().is_cpu() && !field.values.is_pinned()) field.values = field.values.pin_memory();
+}
+
 void off_the_training_stream(const at::Tensor& on, const std::function<void()>& work) {
   if (!on.defined() || !on.is_cuda()) return work();
   c10::cuda::CUDAGuard device_guard(on.device());
@@ -79,6 +84,7 @@ void DeviceCopy::start(Batch) {}
 bool DeviceCopy::pending() const { return false; }
 Batch DeviceCopy::take() { throw Error("DeviceCopy::take: built without CUDA"); }
 void pin(Batch&) {}
+void pin(Fields&) {}
 #endif
 
 DeviceCopy::~DeviceCopy() = default;

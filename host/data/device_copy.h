@@ -8,6 +8,7 @@
 #include <c10/core/Device.h>
 
 #include "trainyard/batch.h"
+#include "trainyard/fields.h"
 
 namespace trainyard::host {
 
@@ -41,6 +42,8 @@ class DeviceCopy {
 /// Pins a host batch's tensors (page-locked memory makes the copy
 /// asynchronous); tensors already on a device stay as they are.
 void pin(Batch& batch);
+/// Pins a host batch's field values (not ragged counts: they stay on the CPU).
+void pin(Fields& fields);
 
 /// Runs `work` with a stream of LibTorch's pool current where `on` is a CUDA
 /// tensor (elsewhere as it is): a decode thread that reads a batch already on

@@ -69,7 +69,7 @@ namespace {
 // What every batch must be, whichever dataset made it: one row per index
 // asked for, the shape the dataset's info declares, class labels within its
 // classes. Cheap: shapes, plus a min and max of a 1-d label vector.
-void check_batch(const Batch& batch, const std::vector<int64_t>& ids, const DatasetInfo& info) {
+void check_batch(const Batch& batch, const std::vector<int64_t>& ids, const DatasetInfo& info, bool box_labels) {
   const auto rows = static_cast<int64_t>(ids.size());
   if (!batch.input.defined() || !batch.target.defined())
     throw ConfigError(
@@ -84,7 +84,9 @@ void check_batch(const Batch& batch, const std::vector<int64_t>& ids, const Data
         "samples of shape " + shape_text(batch.input.sizes().slice(1)) + " (sample " + std::to_string(ids[0]) + " on)",
         "expected the shape the dataset's info declares, " + shape_text(info.sample_shape),
         "give the dataset load_size (and crop_size) so that every image has that size");
-  if (info.num_classes <= 0 || batch.target.dim() != 1 || at::isFloatingType(batch.target.scalar_type())) return;
+  // With boxes the classes are the box labels' (checked with the fields), not the target's.
+  if (info.num_classes <= 0 || box_labels || batch.target.dim() != 1 || at::isFloatingType(batch.target.scalar_type()))
+    return;
   std::optional<LabelOutOfRange> bad;
   off_the_training_stream(batch.target, [&] { bad = first_label_out_of_range(batch.target, info.num_classes); });
   if (bad)
@@ -95,11 +97,26 @@ void check_batch(const Batch& batch, const std::vector<int64_t>& ids, const Data
                       "check the labels, or the dataset's class count");
 }
 
+// A sample's fields at fault (a bad record); the batch's as a whole (the
+// dataset's error: ConfigError).
+std::optional<std::string> sample_field_problem(const FieldBatch& b, const std::vector<int64_t>& ids,
+                                                const DatasetInfo& info, size_t* position) {
+  const auto p = first_field_problem(b.fields, b.batch.input, static_cast<int64_t>(ids.size()), info);
+  if (!p) return std::nullopt;
+  if (p->position < 0)
+    throw ConfigError("get_batch_with_fields returned " + p->what + " (sample " + std::to_string(ids[0]) + " on)",
+                      "expected fields as trainyard/fields.h describes them", "");
+  *position = static_cast<size_t>(p->position);
+  return p->what;
+}
+
 // One batch: decode its samples, each with its own seed (a dataset that
-// augments uses it), collate. A bad record makes it retry sample by sample.
-// An empty optional means every sample was a skipped bad record.
-std::optional<Batch> assemble_unchecked(const Dataset& dataset, const std::vector<int64_t>& ids, int64_t epoch,
-                                        const LoaderOptions& options, LoaderStats* stats, int64_t epoch_samples) {
+// augments uses it), collate. A bad record (or, for a dataset with fields, a
+// sample whose fields are at fault) makes it retry sample by sample. An empty
+// optional means every sample was a skipped bad record.
+std::optional<FieldBatch> assemble_unchecked(const Dataset& dataset, const std::vector<int64_t>& ids, int64_t epoch,
+                                             const LoaderOptions& options, LoaderStats* stats, int64_t epoch_samples,
+                                             const DatasetInfo& info) {
   auto bad = [&](int64_t index, const BadRecord& e) {
     const std::string what = "sample " + std::to_string(index) + ": " + e.what();
     if (!options.skip_bad_records) throw ConfigError(what, "expected a readable record", options.bad_record_hint);
@@ -120,15 +137,42 @@ std::optional<Batch> assemble_unchecked(const Dataset& dataset, const std::vecto
   seeds.reserve(ids.size());
   for (int64_t i : ids) seeds.push_back(sample_seed(options.seed, epoch, i));
   try {
-    Batch batch = dataset.get_batch(ids, seeds);
+    FieldBatch made = options.fields ? options.fields->get_batch_with_fields(ids, seeds)
+                                     : FieldBatch{dataset.get_batch(ids, seeds), {}};
+    Batch& batch = made.batch;
     if (batch.indices.empty()) batch.indices = ids;
     if (batch.indices != ids)
       throw ConfigError("get_batch returned a batch of " + std::to_string(batch.indices.size()) + " indices for the " +
                             std::to_string(ids.size()) + " asked for (sample " + std::to_string(ids[0]) + " on)",
                         "expected Batch::indices to be the indices asked for, in order", "");
-    return batch;
+    size_t at = 0;
+    const auto problem = options.fields ? sample_field_problem(made, ids, info, &at) : std::nullopt;
+    if (!problem) return made;
+    if (!options.skip_bad_records)
+      throw ConfigError("sample " + std::to_string(ids[at]) + ": " + *problem, "expected a readable record",
+                        options.bad_record_hint);
+    // Skip that one (and find any other) sample by sample.
   } catch (const BadRecord&) {
     // Find the bad ones sample by sample.
+  }
+  if (options.fields) {
+    std::vector<FieldExample> samples;
+    std::vector<int64_t> kept;
+    for (size_t k = 0; k < ids.size(); ++k) {
+      const int64_t i = ids[k];
+      try {
+        FieldExample e = options.fields->get_with_fields(i, seeds[k]);
+        // One sample's fields, checked as a batch of one.
+        size_t at = 0;
+        if (const auto problem = sample_field_problem(collate({e}, {i}), {i}, info, &at)) throw BadRecord(*problem);
+        samples.push_back(std::move(e));
+        kept.push_back(i);
+      } catch (const BadRecord& e) {
+        bad(i, e);
+      }
+    }
+    if (kept.empty()) return std::nullopt;
+    return collate(std::move(samples), std::move(kept));
   }
   std::vector<at::Tensor> inputs, targets;
   std::vector<int64_t> kept;
@@ -145,15 +189,15 @@ std::optional<Batch> assemble_unchecked(const Dataset& dataset, const std::vecto
   }
   if (kept.empty()) return std::nullopt;
   at::Tensor input = stack_samples(inputs, kept, "input"), target = stack_samples(targets, kept, "target");
-  return Batch{std::move(input), std::move(target), std::move(kept)};
+  return FieldBatch{Batch{std::move(input), std::move(target), std::move(kept)}, {}};
 }
 
-std::optional<Batch> assemble(const Dataset& dataset, const std::vector<int64_t>& ids, int64_t epoch,
-                              const LoaderOptions& options, LoaderStats* stats, const DatasetInfo& info,
-                              int64_t epoch_samples) {
-  std::optional<Batch> batch;
+std::optional<FieldBatch> assemble(const Dataset& dataset, const std::vector<int64_t>& ids, int64_t epoch,
+                                   const LoaderOptions& options, LoaderStats* stats, const DatasetInfo& info,
+                                   int64_t epoch_samples) {
+  std::optional<FieldBatch> batch;
   try {
-    batch = assemble_unchecked(dataset, ids, epoch, options, stats, epoch_samples);
+    batch = assemble_unchecked(dataset, ids, epoch, options, stats, epoch_samples, info);
   } catch (const std::bad_alloc&) {
     throw ConfigError(
         "a batch of " + std::to_string(ids.size()) + " samples (sample " + std::to_string(ids[0]) +
@@ -162,7 +206,7 @@ std::optional<Batch> assemble(const Dataset& dataset, const std::vector<int64_t>
             (info.sample_shape.empty() ? "" : " (the dataset declares " + shape_text(info.sample_shape) + ")"),
         "check the dataset's image sizes (load_size, crop_size) and loop.batch_per_device");
   }
-  if (batch) check_batch(*batch, batch->indices, info);
+  if (batch) check_batch(batch->batch, batch->batch.indices, info, batch->fields.count(field_name::box_labels) != 0);
   return batch;
 }
 
@@ -196,43 +240,59 @@ class Pipeline {
   }
 
   std::optional<Batch> next() {
-    if (!copy_) return finish(next_on_host());
-    // To a GPU: the copy of the following batch is started before this one
-    // is handed out, so it overlaps this batch's step.
-    if (!copy_->pending()) {
-      auto first = next_on_host();
-      if (!first) return std::nullopt;
-      copy_->start(std::move(*first));
+    std::optional<FieldBatch> out;
+    if (!copy_) {
+      out = finish(next_on_host());
+    } else {
+      // To a GPU: the copy of the following batch is started before this one
+      // is handed out, so it overlaps this batch's step. Its fields (small)
+      // wait beside it and go in finish(), after the copy's stream.
+      if (!copy_->pending()) {
+        auto first = next_on_host();
+        if (!first) return std::nullopt;
+        start_copy(std::move(*first));
+      }
+      FieldBatch ready{copy_->take(), std::move(copying_fields_)};
+      if (auto following = next_on_host()) start_copy(std::move(*following));
+      out = finish(std::move(ready));
     }
-    Batch ready = copy_->take();
-    if (auto following = next_on_host()) copy_->start(std::move(*following));
-    return finish(std::move(ready));
+    if (!out) return std::nullopt;
+    if (options_.fields_beside) options_.fields_beside->hand_out(out->batch, std::move(out->fields));
+    return std::move(out->batch);
   }
 
  private:
   struct Result {
-    std::optional<Batch> batch;
+    std::optional<FieldBatch> batch;
     std::exception_ptr error;
   };
 
+  void start_copy(FieldBatch batch) {
+    copying_fields_ = std::move(batch.fields);
+    copy_->start(std::move(batch.batch));
+  }
+
   // Memory format and device for a batch the copier did not move, then
   // 8-bit pixels to float on the device (after the copy: a quarter of the bytes).
-  std::optional<Batch> finish(std::optional<Batch> batch) {
-    if (!batch) return batch;
+  std::optional<FieldBatch> finish(std::optional<FieldBatch> made) {
+    if (!made) return made;
+    Batch* batch = &made->batch;
     if (options_.channels_last && batch->input.dim() == 4)  // to(): see the weights in train/components.cpp
       batch->input = batch->input.to(batch->input.options(), false, false, at::MemoryFormat::ChannelsLast);
     if (batch->input.device() != options_.device) {
       batch->input = batch->input.to(options_.device, /*non_blocking=*/true);
       batch->target = batch->target.to(options_.device, /*non_blocking=*/true);
     }
+    for (auto& [name, field] : made->fields)
+      if (field.values.device() != options_.device) field.values = field.values.to(options_.device, true);
     if (options_.normalization && batch->input.scalar_type() == at::kByte)
       batch->input = normalize_pixels(batch->input, *options_.normalization);
-    return batch;
+    return made;
   }
 
-  std::optional<Batch> next_on_host() {
+  std::optional<FieldBatch> next_on_host() {
     while (next_take_ < total_) {
-      std::optional<Batch> batch;
+      std::optional<FieldBatch> batch;
       if (workers_.empty()) {
         batch = produce(next_take_);
       } else {
@@ -256,13 +316,13 @@ class Pipeline {
   }
 
   // On a decode thread: the batch, pinned when it goes to a GPU.
-  std::optional<Batch> produce(int64_t b) {
+  std::optional<FieldBatch> produce(int64_t b) {
     const size_t start = static_cast<size_t>(b * options_.batch_size);
     const size_t end = std::min(order_.size(), start + static_cast<size_t>(options_.batch_size));
     std::vector<int64_t> ids(order_.begin() + static_cast<std::ptrdiff_t>(start),
                              order_.begin() + static_cast<std::ptrdiff_t>(end));
     auto batch = assemble(dataset_, ids, epoch_, options_, stats_.get(), info_, static_cast<int64_t>(order_.size()));
-    if (batch && copy_) pin(*batch);
+    if (batch && copy_) pin(batch->batch), pin(batch->fields);
     return batch;
   }
 
@@ -305,6 +365,7 @@ class Pipeline {
   std::map<int64_t, Result> ready_;
   bool stopping_ = false;
   std::unique_ptr<DeviceCopy> copy_;  ///< CUDA devices only
+  Fields copying_fields_;             ///< the fields of the batch copy_ holds
   std::vector<std::thread> workers_;
 };
 

@@ -14,6 +14,7 @@
 
 #include <c10/core/Device.h>
 
+#include "data/batch_fields.h"
 #include "data/sampler.h"
 #include "trainyard/dataset.h"
 #include "trainyard/loop.h"
@@ -53,6 +54,13 @@ struct LoaderOptions {
   /// given are only counted, this rank's positions 0..n-1 are asked for, and
   /// begin_pass(epoch, first position) comes first.
   bool streamed = false;
+  /// The dataset's FieldDataset (SDK 1.5): batches are read with their
+  /// fields, which are checked (a sample at fault is a bad record), pinned
+  /// and moved to `device` with the batch (ragged counts stay on the CPU).
+  const FieldDataset* fields = nullptr;
+  /// Where each handed-out batch's fields are kept for its consumer (empty
+  /// for a dataset without fields).
+  std::shared_ptr<FieldsBeside> fields_beside = std::make_shared<FieldsBeside>();
 };
 
 struct LoaderStats {

@@ -14,6 +14,7 @@ Facets facets_of(const Component* component, const Dataset& object) {
   f.input_normalization = has(component, SdkFeature::input_normalization);
   f.streamed = has(component, SdkFeature::streamed_data);
   f.all_labels = dynamic_cast<const AllLabels*>(&object);
+  f.field_dataset = dynamic_cast<const FieldDataset*>(&object);
   return f;
 }
 
@@ -29,12 +30,14 @@ Facets facets_of(const Component*, Loss& object) {
   f.embedding_loss = dynamic_cast<const EmbeddingLoss*>(&object);
   f.loss_values = dynamic_cast<LossValues*>(&object);
   f.loss_parameters = dynamic_cast<LossParameters*>(&object);
+  f.field_loss = dynamic_cast<FieldLoss*>(&object);
   return f;
 }
 
 Facets facets_of(const Component*, Meter& object) {
   Facets f;
   f.sample_meter = dynamic_cast<SampleMeter*>(&object);
+  f.field_meter = dynamic_cast<FieldMeter*>(&object);
   return f;
 }
 

@@ -5,6 +5,7 @@
 #include "plugins/registry.h"
 #include "trainyard/callback.h"
 #include "trainyard/dataset.h"
+#include "trainyard/fields.h"
 #include "trainyard/loss.h"
 #include "trainyard/meter.h"
 #include "trainyard/network.h"
@@ -16,8 +17,8 @@ namespace trainyard::host {
 /// One built component's optional parts. The functions SDK 1.1 and 1.2
 /// appended to Callback and Dataset are true only when the component's
 /// library has them (LibraryInfo::supports: an older plugin's vtable ends
-/// before them, so the host must not call them); the interfaces SDK 1.3 and
-/// 1.4 added point into the object when it implements them and are null
+/// before them, so the host must not call them); the interfaces SDK 1.3 to
+/// 1.5 added point into the object when it implements them and are null
 /// otherwise (they live as long as the object). A field of another kind
 /// stays false or null. Code after building reads this record; it neither
 /// asks for SDK features nor casts (docs/architecture.md, "The entry point
@@ -37,6 +38,9 @@ struct Facets {
   LossValues* loss_values = nullptr;                ///< values a loss reports (SDK 1.4)
   LossParameters* loss_parameters = nullptr;        ///< a loss's own parameters (SDK 1.4)
   SampleMeter* sample_meter = nullptr;              ///< a meter of one row per sample (SDK 1.4)
+  const FieldDataset* field_dataset = nullptr;      ///< a dataset whose samples carry fields (SDK 1.5)
+  FieldLoss* field_loss = nullptr;                  ///< a loss that reads fields (SDK 1.5)
+  FieldMeter* field_meter = nullptr;                ///< a meter that reads fields (SDK 1.5)
   /// The torch optimizer an optimizer built, where it can skip a step on the
   /// device (SDK 1.4): set by with_built_optimizer().
   SkippableStep* skippable_step = nullptr;

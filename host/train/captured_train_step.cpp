@@ -32,6 +32,7 @@ void install_captured_train_step(EpochLoop& loop, int64_t profile_skip) {
   run.iter_size = loop.iter_size();
   run.checks_read_every_update = loop.updater().why_checks_read_every_update();
   run.fixed_sample_shape = !context.dataset.sample_shape.empty();
+  run.sample_fields = c.train_data.facets.field_dataset != nullptr;
   for (const auto& o : c.overrides)
     for (const auto& stage : o.object->replaces()) run.train_step_overridden |= stage == "train_step";
   if (const auto refusal = cuda_graph_refusal(run))
@@ -46,7 +47,7 @@ void install_captured_train_step(EpochLoop& loop, int64_t profile_skip) {
     {
       RECORD_USER_SCOPE(trace_scope::forward);
       t.output = loop.forward(batch);
-      t.loss = checked_loss(parts, t.output, batch, "training");
+      t.loss = checked_loss(parts, t.output, batch, Fields{}, "training");  // no fields: refused above
     }
     RECORD_USER_SCOPE(trace_scope::backward);
     guarded(*parts.network.config, "backward", [&] { t.loss.backward(); });

@@ -34,11 +34,10 @@ std::string dry_run_report(const Experiment& e, Components& c, const Context& co
   const auto sampler = make_sampler(e.loop, e.where("loop.classes_per_batch"), c.train_data, context);
   sampler->reset(0, e.seed);
   auto stats = std::make_shared<LoaderStats>();
-  BatchStream train = guarded(*c.train_data.config, "get_batch", [&] {
-    return batch_stream(*c.train_data.object, *sampler,
-                        make_loader_options(e.loop, e.seed, e.network, c.train_data, sampler->batch_size(), context),
-                        stats);
-  });
+  const LoaderOptions train_options =
+      make_loader_options(e.loop, e.seed, e.network, c.train_data, sampler->batch_size(), context);
+  BatchStream train = guarded(*c.train_data.config, "get_batch",
+                              [&] { return batch_stream(*c.train_data.object, *sampler, train_options, stats); });
   std::optional<Batch> batch = guarded(*c.train_data.config, "get_batch", train);
   const double data_ms = ms_since(t0);
   if (!batch) throw Error("dry run: the training set gives no batch");
@@ -53,7 +52,7 @@ std::string dry_run_report(const Experiment& e, Components& c, const Context& co
   at::Tensor output = forward(*batch);
   const double forward_ms = ms_since(t0);
   t0 = Clock::now();
-  at::Tensor loss = checked_loss(c, output, *batch, "training");
+  at::Tensor loss = checked_loss(c, output, *batch, train_options.fields_beside->of(*batch), "training");
   const double loss_ms = ms_since(t0);
   t0 = Clock::now();
   guarded(*c.network.config, "backward", [&] { loss.backward(); });

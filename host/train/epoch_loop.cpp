@@ -106,8 +106,9 @@ bool EpochLoop::default_should_continue() {
 BatchStream EpochLoop::default_train_batches(int64_t epoch) {
   BatchStream inner = guarded(*c_.train_data.config, "get_batch", [&] {
     sampler_->restore({epoch, at_.position, seed_});  // the loop's position is the sampler's state
-    return batch_stream(*c_.train_data.object, *sampler_, loader_options(c_.train_data, sampler_->batch_size()),
-                        train_stats_);
+    LoaderOptions options = loader_options(c_.train_data, sampler_->batch_size());
+    train_fields_ = options.fields_beside;
+    return batch_stream(*c_.train_data.object, *sampler_, options, train_stats_);
   });
   const ComponentConfig& who = *c_.train_data.config;
   return [inner, &who] { return guarded(who, "get_batch", inner); };
@@ -125,7 +126,7 @@ StepResult EpochLoop::default_train_step(const Batch& batch) {
   {
     RECORD_USER_SCOPE(trace_scope::forward);  // the network and the loss
     output = forward(batch);
-    loss = checked_loss(c_, output, batch, "training");
+    loss = checked_loss(c_, output, batch, train_fields_->of(batch), "training");
   }
   {
     RECORD_USER_SCOPE(trace_scope::backward);
@@ -198,7 +199,7 @@ void EpochLoop::default_epoch(int64_t epoch) {
     StepResult result = stages_.train_step(*batch);
     ++at_.position, ++at_.iteration;
     for (auto& m : c_.train_meters)
-      guarded(*m.config, "update", [&] { m.object->update({result.batch, result.output, result.loss}); });
+      update_meter(m, {result.batch, result.output, result.loss}, train_fields_->of(result.batch));
     // The users' callbacks, then the periodic train log, test and checkpoint (add_builtin_hooks()).
     hooks_.each([&](HostHook& h) { h.after_train_iter(*this, result); });
   }

@@ -203,6 +203,8 @@ class EpochLoop final : public LoopState {
   Communicator* comm_ = nullptr;
   std::shared_ptr<GradientReducer> reducer_;
   std::shared_ptr<LoaderStats> train_stats_ = std::make_shared<LoaderStats>();
+  /// The fields of the training batch handed out last (SDK 1.5): train_step and the train meters read them.
+  std::shared_ptr<FieldsBeside> train_fields_ = std::make_shared<FieldsBeside>();
   const std::string no_name_;
 };
 

@@ -66,8 +66,10 @@ MeterValues Evaluator::test_pass(const std::function<void(int64_t done, int64_t 
     for (int64_t i = context_.rank; i < count; i += context_.world_size) order.push_back(i);
     const int64_t batch_size = settings_.batch_size;
     // Test samples are decoded as in epoch 0: the same pass every time.
+    const LoaderOptions options = settings_.loader(batch_size);
+    const std::shared_ptr<FieldsBeside> fields = options.fields_beside;
     BatchStream batches = guarded(*c_.test_data.config, "get_batch", [&] {
-      return batch_stream(*c_.test_data.object, std::move(order), 0, 0, settings_.loader(batch_size), stats_);
+      return batch_stream(*c_.test_data.object, std::move(order), 0, 0, options, stats_);
     });
     const int64_t total =
         ((count - context_.rank + context_.world_size - 1) / context_.world_size + batch_size - 1) / batch_size;
@@ -75,8 +77,8 @@ MeterValues Evaluator::test_pass(const std::function<void(int64_t done, int64_t 
       std::optional<Batch> batch = guarded(*c_.test_data.config, "get_batch", batches);
       if (!batch) break;
       at::Tensor output = forward(*batch);
-      at::Tensor loss = checked_loss(c_, output, *batch, "test");
-      for (auto& m : c_.test_meters) guarded(*m.config, "update", [&] { m.object->update({*batch, output, loss}); });
+      at::Tensor loss = checked_loss(c_, output, *batch, fields->of(*batch), "test");
+      for (auto& m : c_.test_meters) update_meter(m, {*batch, output, loss}, fields->of(*batch));
       if (after_batch) after_batch(done, total);
     }
   }

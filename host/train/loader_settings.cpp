@@ -112,6 +112,7 @@ LoaderOptions make_loader_options(const LoopConfig& loop, uint64_t seed, const C
   o.owner = data.crash_label.empty() ? nullptr : data.crash_label.c_str();
   o.normalization = input_normalization(data, *built.object, built.facets);
   o.streamed = dataset_streamed(data, *built.object, built.facets);
+  o.fields = built.facets.field_dataset;
   return o;
 }
 

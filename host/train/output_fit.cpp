@@ -22,7 +22,8 @@ std::optional<OutputMisfit> output_misfit(const at::Tensor& output, int64_t rows
   return std::nullopt;
 }
 
-at::Tensor checked_loss(const Components& c, const at::Tensor& output, const Batch& batch, const char* split) {
+at::Tensor checked_loss(const Components& c, const at::Tensor& output, const Batch& batch, const Fields& fields,
+                        const char* split) {
   // The batch's rows and device as the loss sees them: the target's, else the input's.
   const at::Tensor& reference = batch.target.defined() ? batch.target : batch.input;
   const int64_t rows = reference.defined() && reference.dim() > 0 ? reference.size(0) : batch.size();
@@ -36,7 +37,15 @@ at::Tensor checked_loss(const Components& c, const at::Tensor& output, const Bat
         net.where + " (" + component_label(net) + "): " + misfit->what + batch_text,
         misfit->expected + " (the loss, " + c.loss.config->plugin + ", compares them with the target)", "");
   }
+  if (FieldLoss* with_fields = c.loss.facets.field_loss)
+    return guarded(*c.loss.config, "compute", [&] { return with_fields->compute_with_fields(output, batch, fields); });
   return guarded(*c.loss.config, "compute", [&] { return c.loss.object->compute(output, batch); });
+}
+
+void update_meter(const Built<Meter>& m, const MeterInput& input, const Fields& fields) {
+  if (FieldMeter* with_fields = m.facets.field_meter)
+    return guarded(*m.config, "update", [&] { with_fields->update_with_fields(input, fields); });
+  guarded(*m.config, "update", [&] { m.object->update(input); });
 }
 
 }  // namespace trainyard::host

@@ -9,11 +9,12 @@
 
 #include <ATen/core/Tensor.h>
 
+#include "train/components.h"
 #include "trainyard/batch.h"
+#include "trainyard/fields.h"
+#include "trainyard/meter.h"
 
 namespace trainyard::host {
-
-struct Components;
 
 struct OutputMisfit {
   std::string what;      ///< "forward returned [8, 10]"
@@ -28,7 +29,13 @@ std::optional<OutputMisfit> output_misfit(const at::Tensor& output, int64_t rows
 /// The loss of `output` for `batch`, the output checked first (a misfit is a
 /// ConfigError naming the network's entry, the output's shape and the
 /// batch's). Used by every step that computes a loss: training, the test
-/// pass, the captured step and the dry run.
-at::Tensor checked_loss(const Components& c, const at::Tensor& output, const Batch& batch, const char* split);
+/// pass, the captured step and the dry run. A loss that reads fields (SDK
+/// 1.5 FieldLoss) gets the batch's `fields`.
+at::Tensor checked_loss(const Components& c, const at::Tensor& output, const Batch& batch, const Fields& fields,
+                        const char* split);
+
+/// Updates meter `m` with a batch: through FieldMeter (SDK 1.5) with the
+/// batch's `fields` where the meter reads fields, else Meter::update.
+void update_meter(const Built<Meter>& m, const MeterInput& input, const Fields& fields);
 
 }  // namespace trainyard::host

@@ -82,10 +82,13 @@ void check_split(Components& c, const Experiment& e, const Context& context, con
   options.max_bad_fraction = 1.0;  // a probe of a few samples says nothing about the epoch's share
   options.normalization = input_normalization(*data.config, *data.object, data.facets);
   options.streamed = dataset_streamed(*data.config, *data.object, data.facets);  // then the first n positions
+  options.fields = data.facets.field_dataset;
   check_all_labels(data, context.dataset.num_classes);
   BatchStream stream = batch_stream(*data.object, ids, 0, 0, options);
   std::optional<Batch> batch = guarded(*data.config, "get_batch", stream);
   if (!batch) return;  // every sample a skipped bad record: training will say so
+  Fields fields = options.fields_beside->of(*batch);
+  for (auto& [name, field] : fields) field.values = field.values.to(context.device);
   batch->input = batch->input.to(context.device);
   batch->target = batch->target.to(context.device);
   if (e.network.memory_format == "channels_last" && batch->input.dim() == 4)
@@ -135,7 +138,9 @@ void check_split(Components& c, const Experiment& e, const Context& context, con
            "expected one embedding per sample, [" + std::to_string(rows) + ", size], for loss '" +
                c.loss.config->plugin + "', which compares embeddings");
   // Classification: one score per class for each sample (or per pixel).
-  const bool class_targets = info.num_classes > 0 && !at::isFloatingType(batch->target.scalar_type()) && !embeddings;
+  // (With boxes, the classes are the box labels': a detector's output is its own.)
+  const bool class_targets = info.num_classes > 0 && !at::isFloatingType(batch->target.scalar_type()) && !embeddings &&
+                             !fields.count(field_name::box_labels);
   if (class_targets && (output.dim() < 2 || output.size(1) != info.num_classes)) {
     std::string expected = "[" + std::to_string(rows) + ", " + std::to_string(info.num_classes);
     for (int64_t d = 1; d < batch->target.dim(); ++d) expected += ", " + std::to_string(batch->target.size(d));
@@ -147,9 +152,8 @@ void check_split(Components& c, const Experiment& e, const Context& context, con
   at::Tensor loss;
   {
     at::NoGradGuard no_grad;
-    loss = on_probe_batch(
-        "output " + shape_text(output.sizes()) + ", target " + shape_text(batch->target.sizes()),
-        [&] { return guarded(*c.loss.config, "compute", [&] { return c.loss.object->compute(output, *batch); }); });
+    loss = on_probe_batch("output " + shape_text(output.sizes()) + ", target " + shape_text(batch->target.sizes()),
+                          [&] { return checked_loss(c, output, *batch, fields, split); });
   }
   if (!loss.defined() || loss.numel() != 1 || !at::isFloatingType(loss.scalar_type()))
     misfit(*c.loss.config,
@@ -162,7 +166,7 @@ void check_split(Components& c, const Experiment& e, const Context& context, con
   const char* meter_phase = std::string(split) == "test" ? "test" : "train";
   for (const auto& m : meters) {
     const MeterState before = meter_state(m);
-    guarded(*m.config, "update", [&] { m.object->update({*batch, output, loss}); });
+    update_meter(m, {*batch, output, loss}, fields);
     const auto values = guarded(*m.config, "values", [&] { return m.object->values(); });
     for (const auto& [name, value] : values) value_names.push_back(std::string(meter_phase) + "_" + name);
     set_meter_state(m, before);

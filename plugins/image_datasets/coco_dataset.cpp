@@ -2,16 +2,22 @@
 // cocodataset.org that detection and segmentation toolkits read and write).
 // With target: mask each image's annotations become one mask of class ids:
 // category ids in sorted order are classes 1 to K, 0 is the background,
-// crowd regions (iscrowd: 1) are ignore_index. Boxes for detection are not
-// read yet (issue 51).
+// crowd regions (iscrowd: 1) are ignore_index. With target: boxes each
+// sample carries its boxes as SDK 1.5 fields (trainyard/fields.h): classes 0
+// to K-1, the crowd flag, following the sample's geometry. Either way the
+// sample's original size, geometry and image id are fields too.
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <optional>
 #include <set>
 
+#include <ATen/ATen.h>
 #include <trainyard/error.h>
+#include <trainyard/fields.h>
 #include <nlohmann/json.hpp>
 
 #include "image_dataset.h"
@@ -27,14 +33,21 @@ using trainyard::DataError;
 using Json = nlohmann::json;
 
 struct CocoOptions : TransformOptions {
-  std::string annotations;  ///< the instances JSON
-  std::string images;       ///< the folder its file_names are relative to; empty: the JSON's folder
+  std::string annotations;        ///< the instances JSON
+  std::string images;             ///< the folder its file_names are relative to; empty: the JSON's folder
+  double min_box_visible = 0.25;  ///< target: boxes: a box keeps at least this share of its area after a crop
+  double min_box_size = 1;        ///< target: boxes: ... and this width and height in the sample's pixels
 };
+
+using Box = std::array<double, 4>;  ///< x1, y1, x2, y2 in the original image's pixels
 
 // One annotation's region, as the JSON gives it.
 struct Region {
   int64_t id = 0;
-  int64_t class_id = 0;                       ///< 1..K, or the ignore value for a crowd region
+  int64_t class_id = 0;  ///< 1..K, or the ignore value for a crowd region
+  int64_t category = 0;  ///< 0..K-1: the category's place in id order
+  bool crowd = false;
+  std::optional<Box> box;                     ///< the bbox, where given
   std::vector<std::vector<double>> polygons;  ///< x, y pairs in pixels
   std::vector<uint32_t> counts;               ///< uncompressed RLE, column-major, zeros first
 };
@@ -44,6 +57,7 @@ struct CocoImage {
   std::string path;
   int rows = 0, cols = 0;
   std::vector<Region> regions;  ///< in the file's order; crowd regions painted last
+  std::string bad;              ///< why a sample of this image is a bad record (a box outside it); empty: fine
 };
 
 // "FILE: annotation ID" or "FILE: image ID": how errors name what they found.
@@ -152,20 +166,50 @@ void paint(const Region& r, int id, cv::Mat& mask) {
   }
 }
 
-class Coco : public ImageDataset {
+// at::Tensor of a 2x3 double matrix.
+at::Tensor matrix_tensor(const cv::Matx23d& m) {
+  return at::tensor(std::vector<double>(m.val, m.val + 6), at::kDouble).view({2, 3});
+}
+
+class Coco : public ImageDataset, public trainyard::FieldDataset {
  public:
-  Coco(TransformOptions transforms, std::vector<CocoImage> images, std::vector<std::string> class_names,
-       const std::string& source)
-      : ImageDataset(std::move(transforms)), images_(std::move(images)) {
-    describe(static_cast<int64_t>(class_names.size()), std::move(class_names), source);
+  Coco(const CocoOptions& options, TransformOptions transforms, std::vector<CocoImage> images,
+       std::vector<std::string> class_names, const std::string& source)
+      : ImageDataset(std::move(transforms)),
+        images_(std::move(images)),
+        min_box_visible_(options.min_box_visible),
+        min_box_size_(options.min_box_size) {
+    const auto classes = static_cast<int64_t>(class_names.size());  // before the names are moved
+    describe(classes, std::move(class_names), source);
   }
   int64_t size() const override { return static_cast<int64_t>(images_.size()); }
+
+  trainyard::FieldExample get_with_fields(int64_t index, uint64_t seed) const override {
+    trainyard::Fields fields = fields_of(index, seed);  // first: a bad box needs no decode
+    return {get_seeded(index, seed), std::move(fields)};
+  }
+  /// The batch as get_batch makes it (on a GPU with decode: gpu), the fields beside it.
+  trainyard::FieldBatch get_batch_with_fields(const std::vector<int64_t>& indices,
+                                              const std::vector<uint64_t>& seeds) const override {
+    std::vector<trainyard::Fields> fields;
+    fields.reserve(indices.size());
+    for (size_t k = 0; k < indices.size(); ++k) fields.push_back(fields_of(indices[k], seeds[k]));
+    return {get_batch(indices, seeds), trainyard::collate_fields(fields, indices)};
+  }
 
  protected:
   LoadedSample load(int64_t index) const override {
     const CocoImage& image = images_.at(static_cast<size_t>(index));
+    if (!image.bad.empty()) throw BadRecord(image.bad);
     LoadedSample s;
-    s.inputs.push_back(SourceImage{read_file_bytes(image.path), {}, image.path, {}});
+    // The JSON's size: the boxes' geometry is drawn on it, so the file must have it.
+    s.inputs.push_back(SourceImage{read_file_bytes(image.path), {}, image.path, cv::Size(image.cols, image.rows)});
+    if (transforms().target == "boxes") {
+      int64_t boxes = 0;
+      for (const Region& r : image.regions) boxes += !r.crowd;
+      s.label = at::scalar_tensor(boxes, at::kLong);
+      return s;
+    }
     // 16 bits: room for any class count and the ignore value; class ids as stored.
     cv::Mat mask(image.rows, image.cols, CV_16UC1, cv::Scalar(0));
     for (const Region& r : image.regions) paint(r, static_cast<int>(r.class_id), mask);
@@ -174,8 +218,70 @@ class Coco : public ImageDataset {
   }
 
  private:
+  // The sample's fields: its image's size, id and geometry, and with
+  // target: boxes its boxes through that geometry.
+  trainyard::Fields fields_of(int64_t index, uint64_t seed) const {
+    namespace name = trainyard::field_name;
+    const CocoImage& image = images_.at(static_cast<size_t>(index));
+    if (!image.bad.empty()) throw BadRecord(image.bad);
+    const SampleAffine geometry = sample_affine(cv::Size(image.cols, image.rows), transforms(), seed);
+    trainyard::Fields f;
+    f[name::original_size] = trainyard::meta(at::tensor({int64_t{image.rows}, int64_t{image.cols}}, at::kLong));
+    f[name::input_from_original] = trainyard::meta(matrix_tensor(geometry.affine));
+    f[name::image_id] = trainyard::meta(at::scalar_tensor(image.id, at::kLong));
+    if (transforms().target != "boxes") return f;
+    std::vector<Box> boxes;
+    std::vector<const Region*> owners;
+    for (const Region& r : image.regions)
+      if (r.box) boxes.push_back(*r.box), owners.push_back(&r);
+    std::vector<size_t> kept;
+    const std::vector<Box> out = transform_boxes(boxes, geometry, min_box_visible_, min_box_size_, kept);
+    std::vector<float> xyxy;
+    std::vector<int64_t> labels, crowd;
+    for (size_t k = 0; k < out.size(); ++k) {
+      for (const double v : out[k]) xyxy.push_back(static_cast<float>(v));
+      labels.push_back(owners[kept[k]]->category);
+      crowd.push_back(owners[kept[k]]->crowd ? 1 : 0);
+    }
+    const auto n = static_cast<int64_t>(out.size());
+    f[name::boxes] = trainyard::ragged(at::tensor(xyxy, at::kFloat).view({n, 4}));
+    f[name::box_labels] = trainyard::ragged(at::tensor(labels, at::kLong));
+    f[name::box_crowd] = trainyard::ragged(at::tensor(crowd, at::kLong));
+    return f;
+  }
+
   std::vector<CocoImage> images_;
+  double min_box_visible_, min_box_size_;
 };
+
+// An annotation's bbox [x, y, width, height] as x1, y1, x2, y2; a box that
+// is not finite, not positive in size or reaches outside its image gives the
+// image's bad-record reason instead.
+std::optional<Box> read_box(const Json& a, const std::string& where, const CocoImage& image, std::string& bad) {
+  const auto bbox = a.find("bbox");
+  if (bbox == a.end()) return std::nullopt;
+  const auto text = bbox->dump().substr(0, 80);
+  if (!bbox->is_array() || bbox->size() != 4 ||
+      !std::all_of(bbox->begin(), bbox->end(), [](const Json& v) { return v.is_number(); })) {
+    if (bad.empty()) bad = where + ": bbox " + text + ", expected [x, y, width, height]";
+    return std::nullopt;
+  }
+  const double x = (*bbox)[0].get<double>(), y = (*bbox)[1].get<double>();
+  const double w = (*bbox)[2].get<double>(), h = (*bbox)[3].get<double>();
+  // Half a pixel of slack: COCO's own boxes round to 2 decimals past the border.
+  constexpr double kSlack = 0.5;
+  const bool finite = std::isfinite(x) && std::isfinite(y) && std::isfinite(w) && std::isfinite(h);
+  if (!finite || w <= 0 || h <= 0 || x < -kSlack || y < -kSlack || x + w > image.cols + kSlack ||
+      y + h > image.rows + kSlack) {
+    if (bad.empty())
+      bad = where + ": bbox " + text + ", expected a finite [x, y, width, height] with width and height above 0 " +
+            "inside image " + std::to_string(image.id) + "'s " + std::to_string(image.rows) + "x" +
+            std::to_string(image.cols);
+    return std::nullopt;
+  }
+  return Box{std::max(0.0, x), std::max(0.0, y), std::min<double>(image.cols, x + w),
+             std::min<double>(image.rows, y + h)};
+}
 
 const trainyard::TypedSchema<CocoOptions>& coco_typed_schema() {
   static const auto s = [] {
@@ -185,7 +291,13 @@ const trainyard::TypedSchema<CocoOptions>& coco_typed_schema() {
                    "COCO instances JSON (images, annotations, categories); relative to the experiment file");
     t.add_path("images", &O::images, "",
                "folder the images' file_name entries are relative to (default: the JSON's folder)");
-    add_transform_options(t);
+    t.add("min_box_visible", &O::min_box_visible, 0.25,
+          "target: boxes: a box a crop or rotation cuts is kept when at least this share of its area is left")
+        .range(0.0, 1.0);
+    t.add("min_box_size", &O::min_box_size, 1.0,
+          "target: boxes: a kept box is at least this many pixels wide and high in the sample")
+        .min(0.0);
+    add_transform_options(t, /*boxes=*/true);
     return t;
   }();
   return s;
@@ -199,9 +311,10 @@ namespace {
 
 std::shared_ptr<trainyard::Dataset> read_coco(CocoOptions o) {
   const std::string& file = o.annotations;
-  if (o.target != "mask")
-    throw ConfigError("coco reads masks so far: target: " + o.target,
-                      "expected target: mask (boxes for detection are not read yet)", "add target: mask");
+  if (o.target == "image")
+    throw ConfigError("coco with target: image (the default)", "expected target: mask or target: boxes",
+                      "add target: mask (segmentation) or target: boxes (detection)");
+  const bool boxes = o.target == "boxes";
   std::ifstream in(file);
   if (!in)
     throw ConfigError("annotations '" + file + "' cannot be read", "expected a COCO instances JSON", "check the path");
@@ -229,8 +342,11 @@ std::shared_ptr<trainyard::Dataset> read_coco(CocoOptions o) {
     names.push_back(name);
   }
   const int64_t classes = static_cast<int64_t>(names.size());
-  if (o.mask_classes == 0) o.mask_classes = classes;
-  if (o.mask_classes != classes)
+  if (o.mask_classes == 0 && !boxes) o.mask_classes = classes;
+  if (boxes && o.mask_classes != 0)
+    throw ConfigError("mask_classes with target: boxes", "expected mask_classes with target: mask only",
+                      "drop mask_classes");
+  if (!boxes && o.mask_classes != classes)
     throw ConfigError("mask_classes: " + std::to_string(o.mask_classes) + ", and " + file + " has " +
                           std::to_string(classes - 1) + " categories",
                       "expected the categories + 1 (the background), " + std::to_string(classes), "drop mask_classes");
@@ -279,14 +395,23 @@ std::shared_ptr<trainyard::Dataset> read_coco(CocoOptions o) {
       throw DataError(where + " names category " + std::to_string(integer(a, "category_id", where)),
                       "expected an id of the categories list", "");
     CocoImage& owner = images[image->second];
-    Region r = read_region(a, file, id, owner.rows, owner.cols);
-    const bool crowd = a.value("iscrowd", 0) != 0;
-    r.class_id = crowd ? o.ignore_index : category->second;
-    (crowd ? crowds[image->second] : owner.regions).push_back(std::move(r));
+    // Boxes need no segmentation (and masks no bbox): each target reads its own.
+    Region r = boxes ? Region{} : read_region(a, file, id, owner.rows, owner.cols);
+    r.id = id;
+    r.crowd = a.value("iscrowd", 0) != 0;
+    r.class_id = r.crowd ? o.ignore_index : category->second;
+    r.category = category->second - 1;
+    if (boxes) {
+      r.box = read_box(a, where, owner, owner.bad);
+      if (!r.box && owner.bad.empty())
+        throw DataError(where + " has no bbox", "expected [x, y, width, height] for target: boxes", "");
+    }
+    (r.crowd ? crowds[image->second] : owner.regions).push_back(std::move(r));
   }
   for (size_t i = 0; i < images.size(); ++i)  // crowd regions last: ignored even where an instance overlaps
     for (auto& r : crowds[i]) images[i].regions.push_back(std::move(r));
-  return std::make_shared<Coco>(std::move(transforms), std::move(images), std::move(names),
+  if (boxes) names.erase(names.begin());  // boxes' classes are the categories alone: 0 to K-1
+  return std::make_shared<Coco>(o, std::move(transforms), std::move(images), std::move(names),
                                 "annotations '" + file + "'");
 }
 

@@ -76,6 +76,7 @@ class ImageDataset : public trainyard::Dataset {
   /// unreadable sample 0 is a DataError naming `source` ("database 'db'").
   void describe(int64_t num_classes, std::vector<std::string> class_names, const std::string& source);
   bool decodes_on_gpu() const { return decoder_ != nullptr; }
+  const TransformOptions& transforms() const { return transforms_; }
   /// The GPU path for samples already loadable with load(): every JPEG it
   /// takes decoded by decoder_, the rest (other formats, CMYK, several images
   /// per sample, what nvJPEG refuses) through the CPU path into their rows,

@@ -47,6 +47,6 @@ void register_components(trainyard::Registrar& r) {
 
 }  // namespace
 
-TRAINYARD_PLUGIN("image_datasets", "1.3.0",
+TRAINYARD_PLUGIN("image_datasets", "1.4.0",
                  "LMDB, image-folder, WebDataset-shard, CSV and COCO image datasets with OpenCV transforms",
                  register_components)

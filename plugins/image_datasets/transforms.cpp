@@ -249,6 +249,71 @@ std::optional<cv::Mat> draw_affine(cv::Size size, const TransformOptions& t, Dra
   return affine;
 }
 
+namespace {
+cv::Matx23d top_rows(const cv::Matx33d& m) { return {m(0, 0), m(0, 1), m(0, 2), m(1, 0), m(1, 1), m(1, 2)}; }
+cv::Matx33d with_last_row(const cv::Matx23d& m) {
+  return {m(0, 0), m(0, 1), m(0, 2), m(1, 0), m(1, 1), m(1, 2), 0, 0, 1};
+}
+
+// A box's four corners through `a`: their bounds.
+std::array<double, 4> corners_through(const std::array<double, 4>& box, const cv::Matx23d& a) {
+  double lo_x = INFINITY, lo_y = INFINITY, hi_x = -INFINITY, hi_y = -INFINITY;
+  for (const double x : {box[0], box[2]})
+    for (const double y : {box[1], box[3]}) {
+      const double px = a(0, 0) * x + a(0, 1) * y + a(0, 2), py = a(1, 0) * x + a(1, 1) * y + a(1, 2);
+      lo_x = std::min(lo_x, px), hi_x = std::max(hi_x, px), lo_y = std::min(lo_y, py), hi_y = std::max(hi_y, py);
+    }
+  return {lo_x, lo_y, hi_x, hi_y};
+}
+
+std::array<double, 4> clipped(const std::array<double, 4>& b, cv::Size out) {
+  const double w = out.width, h = out.height;
+  return {std::clamp(b[0], 0.0, w), std::clamp(b[1], 0.0, h), std::clamp(b[2], 0.0, w), std::clamp(b[3], 0.0, h)};
+}
+}  // namespace
+
+SampleAffine sample_affine(cv::Size full, const TransformOptions& t, uint64_t seed) {
+  Draws draws(seed);  // the image's draws, in the image's order
+  const Geometry g = draw_geometry(full, t, draws);
+  // Resize and crop scale and shift pixel edges exactly (OpenCV's resize
+  // maps pixel centres as (x + 0.5) * scale - 0.5, which is edges scaled).
+  const double sx = double(g.resized.width) / full.width * g.out.width / g.crop.width;
+  const double sy = double(g.resized.height) / full.height * g.out.height / g.crop.height;
+  const double ox = g.crop.x * double(g.out.width) / g.crop.width;
+  const double oy = g.crop.y * double(g.out.height) / g.crop.height;
+  cv::Matx33d m(sx, 0, -ox, 0, sy, -oy, 0, 0, 1);
+  if (g.hflip) m = cv::Matx33d(-1, 0, g.out.width, 0, 1, 0, 0, 0, 1) * m;
+  if (g.vflip) m = cv::Matx33d(1, 0, 0, 0, -1, g.out.height, 0, 0, 1) * m;
+  SampleAffine result{top_rows(m), top_rows(m), std::nullopt, g.out};
+  if (const auto affine = draw_affine(g.out, t, draws)) {
+    // warpAffine's matrix maps pixel centres (a centre on integers): edges
+    // are centres + 0.5, so p' = A (p - 0.5) + b + 0.5.
+    const cv::Matx23d a(*affine);
+    const double bx = a(0, 2) + 0.5 - 0.5 * (a(0, 0) + a(0, 1));
+    const double by = a(1, 2) + 0.5 - 0.5 * (a(1, 0) + a(1, 1));
+    result.motion = cv::Matx23d(a(0, 0), a(0, 1), bx, a(1, 0), a(1, 1), by);
+    result.affine = top_rows(with_last_row(*result.motion) * m);
+  }
+  return result;
+}
+
+std::vector<std::array<double, 4>> transform_boxes(const std::vector<std::array<double, 4>>& boxes,
+                                                   const SampleAffine& geometry, double min_visible, double min_size,
+                                                   std::vector<size_t>& kept) {
+  std::vector<std::array<double, 4>> result;
+  kept.clear();
+  for (size_t k = 0; k < boxes.size(); ++k) {
+    const std::array<double, 4> whole = corners_through(boxes[k], geometry.affine);
+    std::array<double, 4> b = clipped(corners_through(boxes[k], geometry.crop_stage), geometry.out);
+    if (geometry.motion) b = clipped(corners_through(b, *geometry.motion), geometry.out);
+    const double w = b[2] - b[0], h = b[3] - b[1];
+    if (w < min_size || h < min_size || w * h < min_visible * (whole[2] - whole[0]) * (whole[3] - whole[1])) continue;
+    result.push_back(b);
+    kept.push_back(k);
+  }
+  return result;
+}
+
 at::Tensor apply_mask_transforms(const cv::Mat& mask, const TransformOptions& t, uint64_t seed, int64_t ignore_value) {
   const bool integer_ids = mask.depth() == CV_8U || mask.depth() == CV_16U;
   if (mask.channels() != 1 || !integer_ids)

@@ -1,6 +1,7 @@
 #pragma once
 // Image transforms done with OpenCV, configured from YAML and seeded per
 // sample: the same (options, seed, image) always gives the same tensor.
+#include <array>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -46,8 +47,9 @@ struct TransformOptions {
 
 /// Declares the transform options in the schema of a dataset whose options
 /// struct T derives from TransformOptions: bind() fills them with the rest.
+/// `boxes`: the dataset also reads boxes (coco), so `target` may be boxes.
 template <class T>
-void add_transform_options(trainyard::TypedSchema<T>& s) {
+void add_transform_options(trainyard::TypedSchema<T>& s, bool boxes = false) {
   static_assert(std::is_base_of_v<TransformOptions, T>, "a dataset's options derive from TransformOptions");
   // A TransformOptions field as a field of T (the schema binds T's fields).
   const auto in_t = []<class F>(F TransformOptions::*field) -> F T::* { return field; };
@@ -93,8 +95,11 @@ void add_transform_options(trainyard::TypedSchema<T>& s) {
         "what a sample's target is: image (an LMDB converted with --from parallel --target DIR: the input's "
         "transforms, float) or mask (class ids in one 8- or 16-bit channel, a grey PNG: the input's resize, crop, "
         "flips, rotation and translation, nearest neighbour, nothing else; int64 [H, W]). Masks come from an LMDB "
-        "converted with --from parallel --target MASKS, image_folder's masks folder or csv's image,mask lines")
-      .one_of({"image", "mask"});
+        "converted with --from parallel --target MASKS, image_folder's masks folder or csv's image,mask lines" +
+            std::string(boxes ? "; coco: mask or boxes (the target is then the image's count of boxes, and the "
+                                "boxes, their labels and the geometry are the sample's fields)"
+                              : ""))
+      .one_of(boxes ? std::vector<std::string>{"mask", "boxes", "image"} : std::vector<std::string>{"image", "mask"});
   s.add("ignore_index", in_t(&O::ignore_index), 255,
         "target: mask: the id of pixels a rotation or translation brings in from outside the image (give the loss "
         "and meters the same ignore_index)")
@@ -141,6 +146,32 @@ Geometry draw_geometry(cv::Size full, const TransformOptions& options, Draws& dr
 /// matrix on an image of `size`; nothing when the options have neither. Drawn
 /// after draw_geometry, in this order (angle, then x, then y).
 std::optional<cv::Mat> draw_affine(cv::Size size, const TransformOptions& options, Draws& draws);
+
+/// The sample's whole geometry for `seed` as one affine map: a point (x, y)
+/// of the original image of `full` size to the sample's, both in pixel-edge
+/// coordinates (trainyard/fields.h: pixel (i, j) spans [j, j + 1) x [i, i + 1)):
+/// the resize, the crop (and a random_resized crop's resize), the flips, then
+/// the rotation and translation, as apply_transforms moves the pixels.
+/// It has two stages, as the pixels do: the crop stage (resize, crop, flips)
+/// cuts away what lies outside the crop, then the motion (rotation and
+/// translation) moves what is left and brings in a border.
+struct SampleAffine {
+  cv::Matx23d affine;                 ///< the whole map: motion * crop_stage
+  cv::Matx23d crop_stage;             ///< resize, crop, flips
+  std::optional<cv::Matx23d> motion;  ///< rotation and translation, when drawn
+  cv::Size out;                       ///< the sample's size
+};
+SampleAffine sample_affine(cv::Size full, const TransformOptions& options, uint64_t seed);
+
+/// Boxes (x1, y1, x2, y2 rows, original pixels) into a sample, stage by
+/// stage: each box's four corners mapped through the crop stage, their
+/// bounds clipped to the sample (the crop keeps nothing outside it), then
+/// through the motion, clipped again. A box is dropped when less than
+/// `min_visible` of its area mapped without clipping is left, or its width
+/// or height is under `min_size` pixels: `kept` says which boxes stay, in order.
+std::vector<std::array<double, 4>> transform_boxes(const std::vector<std::array<double, 4>>& boxes,
+                                                   const SampleAffine& geometry, double min_visible, double min_size,
+                                                   std::vector<size_t>& kept);
 
 /// A segmentation mask (one 8- or 16-bit channel of class ids, its image's size)
 /// given the geometry its image gets for the same seed: the same resize,

@@ -272,7 +272,7 @@ TEST(BadInput, DataErrorsFoundWhileADatasetIsBuiltAreBadInputToo) {
     const std::string exp = experiment_with_record(
         record + "-first", good, 0, read_file(source_dir() + "/tests/bad_inputs/records/" + record + ".bin"), &db);
     expect_one_clear_error({record, "run " + exp,
-                            "(dataset 'lmdb' from libimage_datasets.so 1.3.0): database '" + db +
+                            "(dataset 'lmdb' from libimage_datasets.so 1.4.0): database '" + db +
                                 "': the first sample, read to learn the input shape, is unreadable: " + expected});
   }
 }

@@ -259,7 +259,7 @@ TEST(LmdbDataset, DamagedRecordsAndUndecodableImagesAreNamedOrSkipped) {
   const std::string out = test::temp_dir("out");
   auto r = test::trainyard("run " + exp + " --output-dir " + out + " --set loop.decode_threads=2");
   EXPECT_EQ(r.exit_code, 2);
-  EXPECT_TRUE(contains(r.err, "dataset.train (dataset 'lmdb' from libimage_datasets.so 1.3.0): sample ")) << r.err;
+  EXPECT_TRUE(contains(r.err, "dataset.train (dataset 'lmdb' from libimage_datasets.so 1.4.0): sample ")) << r.err;
   EXPECT_TRUE(contains(r.err, "set on_bad_record: skip")) << r.err;
   r = test::trainyard("run " + exp + " --output-dir " + out + " --set dataset.train.on_bad_record=skip --fresh");
   ASSERT_EQ(r.exit_code, 0) << r.err;

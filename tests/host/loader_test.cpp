@@ -7,7 +7,9 @@
 #include <ATen/Parallel.h>
 #include <map>
 #include <mutex>
+#include <numeric>
 #include <set>
+#include <sstream>
 #include <thread>
 
 #include "data/loader.h"
@@ -335,6 +337,111 @@ TEST(Loader, NormalizationStatisticsForAnotherChannelCountAreANamedError) {
   } catch (const ConfigError& e) {
     EXPECT_NE(std::string(e.what()).find("1 means and 1 stds for inputs of 3 channels"), std::string::npos) << e.what();
   }
+}
+
+}  // namespace
+}  // namespace trainyard::host
+
+namespace trainyard::host {
+namespace {
+
+// Sample i carries i % 3 boxes drawn from its seed, their labels and its
+// original size (SDK 1.5 fields); `broken` samples have a box with x2 < x1.
+class Boxes : public Dataset, public FieldDataset {
+ public:
+  explicit Boxes(int64_t n, std::set<int64_t> broken = {}) : n_(n), broken_(std::move(broken)) {}
+  int64_t size() const override { return n_; }
+  Example get(int64_t i) const override { return get_seeded(i, 0); }
+  Example get_seeded(int64_t i, uint64_t seed) const override { return get_with_fields(i, seed).example; }
+  DatasetInfo info() const override { return {n_, 4, {3, 8, 8}, {}}; }
+  FieldExample get_with_fields(int64_t i, uint64_t seed) const override {
+    const int64_t n = i % 3;
+    FieldExample e{{at::full({3, 8, 8}, float(i)), at::scalar_tensor(n, at::kLong)}, {}};
+    const double x = static_cast<double>(seed % 4);
+    std::vector<float> xyxy;
+    for (int64_t k = 0; k < n; ++k) xyxy.insert(xyxy.end(), {float(x), float(k), float(x + 2), float(k + 3)});
+    if (broken_.count(i) && n > 0) std::swap(xyxy[0], xyxy[2]);
+    e.fields[field_name::boxes] = ragged(at::tensor(xyxy, at::kFloat).view({n, 4}));
+    e.fields[field_name::box_labels] = ragged(at::full({n}, (i + 1) % 4, at::kLong));
+    e.fields[field_name::original_size] = meta(at::tensor(std::vector<int64_t>{16 + i, 20}, at::kLong));
+    return e;
+  }
+
+ private:
+  int64_t n_;
+  std::set<int64_t> broken_;
+};
+
+// A batch and its fields as one row of numbers per sample, for comparing passes.
+std::vector<std::string> read_with_fields(const Dataset& data, const std::vector<int64_t>& indices, int64_t first,
+                                          LoaderOptions o) {
+  o.fields = dynamic_cast<const FieldDataset*>(&data);
+  BatchStream stream = batch_stream(data, indices, 3, first, o);
+  std::vector<std::string> rows;
+  while (auto b = stream()) {
+    const Fields& f = o.fields_beside->of(*b);
+    const Field& boxes = f.at(field_name::boxes);
+    EXPECT_EQ(boxes.counts.sum().item<int64_t>(), boxes.values.size(0));
+    for (int64_t k = 0; k < b->size(); ++k) {
+      std::ostringstream row;
+      row << b->indices[static_cast<size_t>(k)] << ":" << sample_values(boxes, k).sum().item<double>() << ","
+          << sample_values(f.at(field_name::box_labels), k).sum().item<int64_t>() << ","
+          << sample_values(f.at(field_name::original_size), k)[0].item<int64_t>();
+      rows.push_back(row.str());
+    }
+  }
+  return rows;
+}
+
+TEST(LoaderFields, FieldsTravelWithTheirSamplesForAnyThreadsAndFromAnyPosition) {
+  const Boxes data(40);
+  std::vector<int64_t> indices(40);
+  std::iota(indices.begin(), indices.end(), 0);
+  std::reverse(indices.begin(), indices.end());
+  const auto whole = read_with_fields(data, indices, 0, options(0));
+  ASSERT_EQ(whole.size(), 40u);
+  EXPECT_EQ(whole[0].substr(0, 3), "39:");
+  EXPECT_EQ(read_with_fields(data, indices, 0, options(3)), whole);
+  // Resumed at batch 2 (of 8): the same samples with the same fields as the uninterrupted pass.
+  const auto resumed = read_with_fields(data, indices, 2, options(2));
+  EXPECT_EQ(resumed, std::vector<std::string>(whole.begin() + 16, whole.end()));
+  // A batch the loader did not hand out (an override's own) has no fields.
+  LoaderOptions o = options(0);
+  o.fields = &data;
+  BatchStream stream = batch_stream(data, indices, 0, 0, o);
+  const Batch handed = *stream();
+  EXPECT_EQ(o.fields_beside->of(handed).size(), 3u);
+  const Batch own{handed.input.clone(), handed.target, handed.indices};
+  EXPECT_TRUE(o.fields_beside->of(own).empty());
+}
+
+TEST(LoaderFields, ABoxWithX2BelowX1IsABadRecordUnderThePolicy) {
+  const Boxes data(16, {4});
+  std::vector<int64_t> indices(16);
+  std::iota(indices.begin(), indices.end(), 0);
+  LoaderOptions o = options(0);
+  o.fields = &data;
+  try {
+    BatchStream stream = batch_stream(data, indices, 0, 0, o);
+    while (stream()) {}
+    FAIL() << "a box with x2 < x1 passed";
+  } catch (const ConfigError& e) {
+    const std::string what = e.what();
+    EXPECT_NE(what.find("sample 4: box 0 is ("), std::string::npos) << what;
+    EXPECT_NE(what.find("; expected finite (x1, y1, x2, y2) with x1 < x2 and y1 < y2 inside the input's 8x8"),
+              std::string::npos)
+        << what;
+  }
+  o.skip_bad_records = true;
+  auto stats = std::make_shared<LoaderStats>();
+  BatchStream stream = batch_stream(data, indices, 0, 0, o, stats);
+  int64_t samples = 0;
+  while (auto b = stream()) {
+    samples += b->size();
+    EXPECT_EQ(o.fields_beside->of(*b).at(field_name::boxes).counts.size(0), b->size());
+  }
+  EXPECT_EQ(samples, 15);
+  EXPECT_EQ(stats->bad_records.load(), 1);
 }
 
 }  // namespace

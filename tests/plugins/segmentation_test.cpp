@@ -20,10 +20,12 @@
 #include "support/support.h"
 #include "trainyard/dataset.h"
 #include "trainyard/error.h"
+#include "trainyard/fields.h"
 #include "trainyard/image_codec.h"
 #include "trainyard/labeled_files.h"
 #include "trainyard/loss.h"
 #include "trainyard/meter.h"
+#include "transforms.h"
 
 namespace trainyard::host {
 namespace {
@@ -565,6 +567,106 @@ TEST(Segmentation, PredictWritesEachMaskAtItsImageSizeAsTheTestPassScoresIt) {
   for (const char* part : {"\"task\": \"segmentation\"", "\"classes\": [\"0\", \"1\", \"2\"]", "\"ignore_index\": 255",
                            "\"sample_shape\": [3, 32, 32]", "\"crop\": \"none\""})
     EXPECT_TRUE(test::contains(meta, part)) << part << "\n" << meta;
+}
+
+TEST(Coco, BoxesFollowEachSampleAsFieldsWithItsGeometry) {
+  // target: boxes: each visible item's box (the bounds of its pixels in the
+  // scene set) comes through the sample's crop and flips as a field; the
+  // item's pixels in the instance PNG, moved as masks move, have the same
+  // bounds to the pixel.
+  const std::string dir = test::temp_dir("coco-boxes");
+  ASSERT_EQ(std::system((test::python() + " " + test::source_dir() + "/scripts/data/make_scene_set.py " + dir +
+                         "/set --train 8 --test 2 --size 64 > /dev/null")
+                            .c_str()),
+            0);
+  std::map<std::string, Value> set{{"annotations", dir + "/set/train/instances.json"},
+                                   {"target", std::string("boxes")},
+                                   {"crop", std::string("random")},
+                                   {"crop_size", std::vector<int64_t>{56, 52}},
+                                   {"hflip", 0.5},
+                                   {"vflip", 0.5},
+                                   {"min_box_visible", 0.0},
+                                   {"min_box_size", 0.0}};
+  auto data = build<Dataset>(Kind::dataset, "coco", set, 0);
+  EXPECT_EQ(data->info().num_classes, 10);  // the categories; no background class for boxes
+  EXPECT_EQ(data->info().class_names.at(0), "t-shirt");
+  const auto* fields = dynamic_cast<const FieldDataset*>(data.get());
+  ASSERT_NE(fields, nullptr);
+  image_datasets::TransformOptions moves;
+  moves.crop = "random", moves.crop_size = {56, 52}, moves.hflip = 0.5, moves.vflip = 0.5;
+  int64_t compared = 0;
+  for (int64_t i = 0; i < 8; ++i)
+    for (uint64_t seed : {3u, 17u, 40u, 77u, 91u}) {
+      const FieldExample e = fields->get_with_fields(i, seed);
+      ASSERT_EQ(e.example.input.sizes(), (at::IntArrayRef{3, 56, 52}));
+      EXPECT_TRUE(at::equal(e.example.input, data->get_seeded(i, seed).input));
+      EXPECT_EQ(e.fields.at(field_name::image_id).values.item<int64_t>(), i + 1);
+      EXPECT_TRUE(at::equal(e.fields.at(field_name::original_size).values, at::tensor({64, 64}, at::kLong)));
+      const at::Tensor boxes = e.fields.at(field_name::boxes).values;
+      EXPECT_EQ(e.fields.at(field_name::box_labels).values.size(0), boxes.size(0));
+      EXPECT_EQ(e.example.target.item<int64_t>(), boxes.size(0));  // nothing dropped (min_box_visible 0)
+      // The geometry field maps the original image to the sample, as the boxes went.
+      const image_datasets::SampleAffine g = image_datasets::sample_affine(cv::Size(64, 64), moves, seed);
+      const at::Tensor a = e.fields.at(field_name::input_from_original).values;
+      for (int r = 0; r < 2; ++r)
+        for (int c = 0; c < 3; ++c) EXPECT_DOUBLE_EQ(a[r][c].item<double>(), g.affine(r, c));
+      char name[16];
+      std::snprintf(name, sizeof name, "%06lld", static_cast<long long>(i));
+      const std::string bytes = test::read_file(dir + "/set/train/instances/" + name + ".png");
+      const cv::Mat original = image_codec::decode(bytes.data(), bytes.size());
+      const at::Tensor before = at::from_blob(original.data, {64, 64}, at::kShort).to(at::kLong);
+      const at::Tensor instances = image_datasets::apply_mask_transforms(original, moves, seed, 0);
+      const at::Tensor ids = std::get<0>(at::_unique(instances)).to(at::kLong).contiguous();
+      for (int64_t u = 0; u < ids.numel(); ++u) {
+        const int64_t id = ids[u].item<int64_t>();
+        if (id == 0) continue;
+        const at::Tensor on = instances.eq(id).nonzero();
+        const double y1 = on.select(1, 0).min().item<int64_t>(), y2 = on.select(1, 0).max().item<int64_t>() + 1;
+        const double x1 = on.select(1, 1).min().item<int64_t>(), x2 = on.select(1, 1).max().item<int64_t>() + 1;
+        // An item the crop cut has the clipped box, not the bounds of the
+        // pixels left: compared only when its whole box is in the crop.
+        const at::Tensor was = before.eq(id).nonzero();
+        const double ox1 = was.select(1, 1).min().item<int64_t>(), ox2 = was.select(1, 1).max().item<int64_t>() + 1;
+        const double oy1 = was.select(1, 0).min().item<int64_t>(), oy2 = was.select(1, 0).max().item<int64_t>() + 1;
+        bool inside = true;
+        for (const double x : {ox1, ox2})
+          for (const double y : {oy1, oy2}) {
+            const double px = g.crop_stage(0, 0) * x + g.crop_stage(0, 1) * y + g.crop_stage(0, 2);
+            const double py = g.crop_stage(1, 0) * x + g.crop_stage(1, 1) * y + g.crop_stage(1, 2);
+            inside = inside && px >= 0 && px <= 52 && py >= 0 && py <= 56;
+          }
+        if (!inside) continue;
+        const at::Tensor expected = at::tensor({x1, y1, x2, y2}, at::kFloat);
+        // Some box is the item's pixels' bounds.
+        EXPECT_TRUE(at::isclose(boxes, expected.unsqueeze(0), 0, 1e-4).all(1).any().item<bool>())
+            << "scene " << i << " seed " << seed << " item " << id << ": " << expected << " not in " << boxes;
+        ++compared;
+      }
+    }
+  EXPECT_GT(compared, 12);
+
+  // A box outside its image makes that image a bad record, named with the JSON and the annotation.
+  const std::string one = dir + "/one";
+  fs::create_directories(one);
+  test::write_file(one + "/a.png", image_codec::encode_png(cv::Mat(16, 16, CV_8UC3, cv::Scalar::all(90))));
+  test::write_file(one + "/coco.json",
+                   "{\"images\": [{\"id\": 1, \"file_name\": \"a.png\", \"height\": 16, \"width\": 16}, "
+                   "{\"id\": 7, \"file_name\": \"a.png\", \"height\": 16, \"width\": 16}], "
+                   "\"categories\": [{\"id\": 3, \"name\": \"cat\"}], \"annotations\": ["
+                   "{\"id\": 4, \"image_id\": 1, \"category_id\": 3, \"bbox\": [2, 2, 5, 5]}, "
+                   "{\"id\": 5, \"image_id\": 7, \"category_id\": 3, \"bbox\": [10, 10, 30, 4]}]}");
+  auto damaged =
+      build<Dataset>(Kind::dataset, "coco", {{"annotations", one + "/coco.json"}, {"target", std::string("boxes")}}, 0);
+  const auto* damaged_fields = dynamic_cast<const FieldDataset*>(damaged.get());
+  EXPECT_TRUE(at::equal(damaged_fields->get_with_fields(0, 0).fields.at(field_name::boxes).values,
+                        at::tensor({2.f, 2.f, 7.f, 7.f}).view({1, 4})));
+  try {
+    damaged_fields->get_with_fields(1, 0);
+    FAIL() << "a box outside its image passed";
+  } catch (const BadRecord& e) {
+    EXPECT_TRUE(test::contains(e.what(), "coco.json: annotation 5: bbox [10,10,30,4], expected a finite")) << e.what();
+    EXPECT_TRUE(test::contains(e.what(), "inside image 7's 16x16")) << e.what();
+  }
 }
 
 TEST(Coco, InstancesJsonGivesTheSceneSetsOwnMasks) {

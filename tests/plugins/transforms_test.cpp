@@ -2,15 +2,19 @@
 #include <gtest/gtest.h>
 
 #include <ATen/ATen.h>
+#include <fstream>
 #include <opencv2/core.hpp>
 #include <set>
 
 #include <trainyard/error.h>
 
+#include "support/support.h"
 #include "transforms.h"
 
 namespace image_datasets {
 namespace {
+
+namespace test = trainyard::test;
 
 // A gray image whose pixel (r, c) is r * cols + c.
 cv::Mat ramp(int rows, int cols) {
@@ -231,6 +235,155 @@ TEST(MaskTransforms, AMaskThatIsNotOneIntegerChannelIsABadRecord) {
         std::string::npos)
         << e.what();
   }
+}
+
+}  // namespace
+}  // namespace image_datasets
+
+namespace image_datasets {
+namespace {
+
+namespace test = trainyard::test;
+
+// ---- Boxes that follow the image (issue 51) ----
+
+// Four kinds of geometry, each with every random draw it can have.
+TransformOptions geometry_kind(int kind) {
+  TransformOptions o;
+  o.hflip = 0.5, o.vflip = 0.5;
+  if (kind == 0)
+    o.load_size = {96, 128}, o.crop = "random", o.crop_size = {64, 80}, o.rotate_degrees = 30, o.translate = 0.2;
+  if (kind == 1) o.crop = "random_resized", o.crop_size = {48, 48}, o.scale = {0.2, 1.0}, o.rotate_degrees = 45;
+  if (kind == 2) o.resize_short = 60, o.crop = "center", o.crop_size = {56, 56}, o.translate = 0.3;
+  if (kind == 3) o.rotate_degrees = 90, o.translate = 0.1;
+  return o;
+}
+
+// Where a box's pixels land: the mask of a filled box, moved as a mask
+// moves, covers the pixels whose centres lie in the moved box (one pixel of
+// rounding at each edge; a rotation's box also holds the rotated corners'
+// empty triangles, so it is only checked to contain them).
+TEST(BoxGeometry, ABoxFollowsThePixelsItCovers) {
+  for (uint64_t seed = 1; seed <= 200; ++seed) {
+    const int kind = static_cast<int>(seed % 4);
+    const TransformOptions o = geometry_kind(kind);
+    const cv::Size full(90 + static_cast<int>(seed * 7 % 60), 80 + static_cast<int>(seed * 13 % 50));
+    const int x1 = 10 + static_cast<int>(seed % 20), y1 = 8 + static_cast<int>(seed * 3 % 20);
+    const int x2 = x1 + 25 + static_cast<int>(seed % 15), y2 = y1 + 30 + static_cast<int>(seed % 11);
+    cv::Mat mask(full, CV_8UC1, cv::Scalar(0));
+    mask(cv::Rect(x1, y1, x2 - x1, y2 - y1)).setTo(1);
+    const at::Tensor moved = apply_mask_transforms(mask, o, seed, 255);
+    const SampleAffine geometry = sample_affine(full, o, seed);
+    ASSERT_EQ(moved.size(0), geometry.out.height);
+    ASSERT_EQ(moved.size(1), geometry.out.width);
+    std::vector<size_t> kept;
+    const auto boxes = transform_boxes({{double(x1), double(y1), double(x2), double(y2)}}, geometry, 0, 0, kept);
+    ASSERT_EQ(boxes.size(), 1u);
+    const at::Tensor on = moved.eq(1).nonzero();
+    const bool rotated = o.rotate_degrees > 0;
+    if (on.size(0) == 0) {
+      // Moved out of the sample: the box is (nearly) empty too, unless
+      // rotated (a rotated box's bounds may keep a corner the box left).
+      if (!rotated) EXPECT_LT((boxes[0][2] - boxes[0][0]) * (boxes[0][3] - boxes[0][1]), 3.0) << "seed " << seed;
+      continue;
+    }
+    const double top = on.select(1, 0).min().item<int64_t>(), bottom = on.select(1, 0).max().item<int64_t>() + 1;
+    const double left = on.select(1, 1).min().item<int64_t>(), right = on.select(1, 1).max().item<int64_t>() + 1;
+    // Nearest sampling rounds each resize and the motion by up to half a pixel.
+    const double slack = rotated ? 2.0 : 1.5;
+    // The pixels are inside the box (to the rounding of nearest sampling) ...
+    EXPECT_GE(left, boxes[0][0] - slack) << "seed " << seed;
+    EXPECT_GE(top, boxes[0][1] - slack) << "seed " << seed;
+    EXPECT_LE(right, boxes[0][2] + slack) << "seed " << seed;
+    EXPECT_LE(bottom, boxes[0][3] + slack) << "seed " << seed;
+    // ... and, without a rotation, fill it.
+    if (!rotated) {
+      EXPECT_NEAR(left, boxes[0][0], slack) << "seed " << seed;
+      EXPECT_NEAR(top, boxes[0][1], slack) << "seed " << seed;
+      EXPECT_NEAR(right, boxes[0][2], slack) << "seed " << seed;
+      EXPECT_NEAR(bottom, boxes[0][3], slack) << "seed " << seed;
+    }
+  }
+}
+
+TEST(BoxGeometry, ACutBoxIsDroppedByItsVisibleShareAndSize) {
+  const cv::Matx23d shift(1, 0, -50, 0, 1, 0);  // the left 50 columns cut away
+  const SampleAffine crop{shift, shift, std::nullopt, cv::Size(100, 100)};
+  std::vector<size_t> kept;
+  const auto boxes =
+      transform_boxes({{40, 0, 60, 10}, {45, 0, 55, 10}, {60, 0, 60.5, 10}, {10, 0, 20, 10}}, crop, 0.5, 1, kept);
+  // Half of the first and of the second are left; the third is too narrow, the fourth gone.
+  ASSERT_EQ(kept, (std::vector<size_t>{0, 1}));
+  EXPECT_DOUBLE_EQ(boxes[0][0], 0);
+  EXPECT_DOUBLE_EQ(boxes[0][2], 10);
+  EXPECT_DOUBLE_EQ(boxes[1][2], 5);
+}
+
+// 1,000 seeds of crop, flips, rotation and translation: the boxes equal
+// torchvision v2's functional ops (resize, crop, flips, affine on
+// tv_tensors.BoundingBoxes, then clamped) given the same drawn parameters,
+// within 1e-3 px; the masks of the same seeds hold only their source labels
+// and the ignore value.
+TEST(BoxGeometry, ThousandSeedsAgreeWithTorchvisionV2) {
+  const std::string dir = test::temp_dir("boxes-vs-torchvision");
+  std::ofstream cases(dir + "/cases.jsonl");
+  for (uint64_t seed = 0; seed < 1000; ++seed) {
+    const TransformOptions o = geometry_kind(static_cast<int>(seed % 4));
+    const cv::Size full(70 + static_cast<int>(seed * 37 % 150), 64 + static_cast<int>(seed * 53 % 120));
+    Draws draws(seed);
+    const Geometry g = draw_geometry(full, o, draws);
+    const auto cv_affine = draw_affine(g.out, o, draws);
+    std::vector<std::array<double, 4>> in;
+    for (int k = 0; k < 3; ++k) {
+      const double x = (seed * 11 + k * 29) % (full.width - 12), y = (seed * 17 + k * 31) % (full.height - 12);
+      in.push_back({x + 0.25, y + 0.5, x + 6 + (seed + k) % 30 * 0.75, y + 7 + (seed * k) % 25 * 0.5});
+      in.back()[2] = std::min<double>(in.back()[2], full.width),
+      in.back()[3] = std::min<double>(in.back()[3], full.height);
+    }
+    const SampleAffine geometry = sample_affine(full, o, seed);
+    std::vector<size_t> kept;
+    const auto out = transform_boxes(in, geometry, 0, 0, kept);
+    ASSERT_EQ(out.size(), in.size());
+    const auto list = [](const std::vector<std::array<double, 4>>& b) {
+      std::string s = "[";
+      for (size_t k = 0; k < b.size(); ++k) {
+        char row[160];
+        std::snprintf(row, sizeof row, "%s[%.17g, %.17g, %.17g, %.17g]", k ? ", " : "", b[k][0], b[k][1], b[k][2],
+                      b[k][3]);
+        s += row;
+      }
+      return s + "]";
+    };
+    std::string affine = "null";
+    if (cv_affine) {
+      const cv::Matx23d a(*cv_affine);
+      char text[300];
+      std::snprintf(text, sizeof text, "[%.17g, %.17g, %.17g, %.17g, %.17g, %.17g]", a(0, 0), a(0, 1), a(0, 2), a(1, 0),
+                    a(1, 1), a(1, 2));
+      affine = text;
+    }
+    cases << "{\"seed\": " << seed << ", \"full\": [" << full.height << ", " << full.width << "], \"resized\": ["
+          << g.resized.height << ", " << g.resized.width << "], \"crop\": [" << g.crop.y << ", " << g.crop.x << ", "
+          << g.crop.height << ", " << g.crop.width << "], \"out\": [" << g.out.height << ", " << g.out.width
+          << "], \"hflip\": " << g.hflip << ", \"vflip\": " << g.vflip << ", \"cv_affine\": " << affine
+          << ", \"boxes\": " << list(in) << ", \"ours\": " << list(out) << "}\n";
+
+    // The mask of the same seed: labels 0-4 in, only those and 255 out.
+    cv::Mat labels(full, CV_8UC1);
+    for (int r = 0; r < full.height; ++r)
+      for (int c = 0; c < full.width; ++c) labels.at<uint8_t>(r, c) = static_cast<uint8_t>((r / 7 + c / 5 + seed) % 5);
+    const at::Tensor moved = apply_mask_transforms(labels, o, seed, 255);
+    const at::Tensor values = std::get<0>(at::_unique(moved));
+    for (int64_t i = 0; i < values.numel(); ++i) {
+      const int64_t v = values[i].item<int64_t>();
+      EXPECT_TRUE(v <= 4 || v == 255) << "seed " << seed << " holds " << v;
+    }
+  }
+  cases.close();
+  const auto r = test::run_command(test::python() + " " + test::source_dir() +
+                                   "/tests/plugins/boxes_vs_torchvision.py " + dir + "/cases.jsonl");
+  EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
+  EXPECT_TRUE(test::contains(r.out, "1000 cases")) << r.out;
 }
 
 }  // namespace

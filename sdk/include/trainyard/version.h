@@ -1,7 +1,7 @@
 #pragma once
 /// SDK version and build fingerprint.
 ///
-/// The SDK has one version, MAJOR.MINOR.PATCH (TRAINYARD_VERSION, "1.4.0").
+/// The SDK has one version, MAJOR.MINOR.PATCH (TRAINYARD_VERSION, "1.5.0").
 /// The API number is its MAJOR.MINOR: SDK 1.0.x is API 1.0. Every plugin's
 /// entry record carries both (docs/sdk-changes.md tells the history: the
 /// pre-1.0 SDK 0.x called itself API 1.1 to 1.4).
@@ -22,9 +22,9 @@
 #include <cstddef>  // defines _GLIBCXX_USE_CXX11_ABI
 
 #define TRAINYARD_VERSION_MAJOR 1
-#define TRAINYARD_VERSION_MINOR 4
+#define TRAINYARD_VERSION_MINOR 5
 #define TRAINYARD_VERSION_PATCH 0
-#define TRAINYARD_VERSION "1.4.0"
+#define TRAINYARD_VERSION "1.5.0"
 /// The API number: the SDK version's major and minor.
 #define TRAINYARD_API_MAJOR TRAINYARD_VERSION_MAJOR
 #define TRAINYARD_API_MINOR TRAINYARD_VERSION_MINOR
