@@ -147,7 +147,8 @@ fi
 # path needs none of its C++ ops), webdataset (reads the shards trainyard
 # writes), pytorch-metric-learning (the reference the metric-learning losses
 # are checked against), torchmetrics (the reference the miou meter is checked
-# against), safetensors (reads `export --format safetensors`) and
+# against), pycocotools and faster-coco-eval (the references the coco_map
+# meter is checked against), safetensors (reads `export --format safetensors`) and
 # torch-tb-profiler (TensorBoard's PyTorch profiler view: reads `run --profile`'s
 # traces; 0.4.3 is its last release). Pinned, into the same environment as
 # torch, whose Python the tests run. torchvision is pinned per torch version
@@ -162,7 +163,8 @@ if [[ $TRAINYARD_TORCH_VERSION == 2.* ]] && [ "$torch_minor" -lt 15 ] 2>/dev/nul
   torchvision_pin="torchvision==0.$(( torch_minor + 15 )).*"
 fi
 readers=(tensorboard==2.21.0 mlflow==3.17.2 pandas==3.1.1 scikit-image==0.26.0 "$torchvision_pin" webdataset==1.0.2
-         pytorch-metric-learning==2.9.0 safetensors==0.8.0 torch-tb-profiler==0.4.3 torchmetrics==1.9.0)
+         pytorch-metric-learning==2.9.0 safetensors==0.8.0 torch-tb-profiler==0.4.3 torchmetrics==1.9.0
+         pycocotools==2.0.11 faster-coco-eval==1.8.0)
 if [ -n "$TRAINYARD_TORCH_EXTERNAL" ]; then
   echo "install-deps: the readers (${readers[*]}) are not installed into $trainyard_torch_dir's environment;" \
        "the tests that read trainyard's files with them fail there (docs/building.md: the torch check's part of the suite)"

@@ -22,6 +22,7 @@ Facets facets_of(const Component*, Network& object) {
   Facets f;
   f.network_outputs = dynamic_cast<const NetworkOutputs*>(&object);
   f.scripted_module = dynamic_cast<const ScriptedModule*>(&object);
+  f.detector = dynamic_cast<const Detector*>(&object);
   return f;
 }
 

@@ -41,6 +41,7 @@ struct Facets {
   const FieldDataset* field_dataset = nullptr;      ///< a dataset whose samples carry fields (SDK 1.5)
   FieldLoss* field_loss = nullptr;                  ///< a loss that reads fields (SDK 1.5)
   FieldMeter* field_meter = nullptr;                ///< a meter that reads fields (SDK 1.5)
+  const Detector* detector = nullptr;               ///< a network that decodes detections (SDK 1.5)
   /// The torch optimizer an optimizer built, where it can skip a step on the
   /// device (SDK 1.4): set by with_built_optimizer().
   SkippableStep* skippable_step = nullptr;

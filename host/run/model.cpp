@@ -160,6 +160,11 @@ size_t Runner::export_network(const ExportRequest& request) const {
 
 int64_t Runner::predict(const PredictRequest& request) const {
   LoadedModel m = load_model(request.checkpoint);
+  if (m.components.network.facets.detector)
+    throw ConfigError("predict: the network (" + m.stage->network.plugin + ") is a detector",
+                      "expected a classifier, an embedding or a segmentation network: predict does not write "
+                      "detections yet",
+                      "run trainyard eval on the checkpoint for coco_map, or export the network");
   const bool dense = scores_pixels(m);  // a mask per image, at any image size
   InputSet input =
       open_input(m, registry_, request.input, {}, request.input_options, "predict", "--input " + request.input, dense);

@@ -15,7 +15,15 @@ nlohmann::ordered_json task_metadata(const LoadedModel& m) {
   meta["trainyard"] = TRAINYARD_VERSION;
   meta["network"] = e.network.plugin;
   const auto kind = network_output_kind(m.components.network);
-  if (scores_pixels(m)) {
+  if (const Detector* detector = m.components.network.facets.detector) {
+    // Checked before the pixels: a detector's heatmaps are [B, C, h, w] too.
+    meta["task"] = "detection";
+    meta["output"] =
+        "the network's own encoding; its decode (SDK 1.5 Detector) gives per image boxes (x1, y1, x2, y2), classes "
+        "and scores, highest first";
+    meta["box_format"] = "xyxy, pixels of the network's input, pixel edges on integers (top-left corner (0, 0))";
+    meta["score_threshold"] = detector->score_threshold();
+  } else if (scores_pixels(m)) {
     meta["task"] = "segmentation";
     meta["output"] = "[B, C, H, W] class scores of each pixel (logits); the mask is their argmax over C";
   } else if (kind == OutputKind::embeddings) {

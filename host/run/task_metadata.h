@@ -10,8 +10,9 @@
 namespace trainyard::host {
 
 /// {trainyard, network, task, output, classes, ignore_index (segmentation,
-/// when the loss has one), input: {sample_shape, preprocessing}}. task is
-/// "segmentation" (the network scores every pixel: dense_predict.h),
+/// when the loss has one), box_format and score_threshold (detection),
+/// input: {sample_shape, preprocessing}}. task is "detection" (the network
+/// is an SDK 1.5 Detector), "segmentation" (the network scores every pixel: dense_predict.h),
 /// "embedding" (SDK 1.4 NetworkOutputs says so), "classification" (the
 /// dataset has classes) or "other".
 nlohmann::ordered_json task_metadata(const LoadedModel& m);

@@ -7,6 +7,7 @@
 #include "config/snapshot.h"
 #include "distributed/communicator.h"
 #include "distributed/gradient_reducer.h"
+#include "train/detections.h"
 #include "train/guard.h"
 #include "train/nonfinite.h"
 #include "train/output_fit.h"
@@ -198,8 +199,11 @@ void EpochLoop::default_epoch(int64_t epoch) {
     hooks_.each([&](HostHook& h) { h.before_train_iter(*this, *batch); });
     StepResult result = stages_.train_step(*batch);
     ++at_.position, ++at_.iteration;
-    for (auto& m : c_.train_meters)
-      update_meter(m, {result.batch, result.output, result.loss}, train_fields_->of(result.batch));
+    if (!c_.train_meters.empty()) {
+      const Fields measured =
+          fields_for_meters(c_, c_.train_meters, result.output, result.batch, train_fields_->of(result.batch));
+      for (auto& m : c_.train_meters) update_meter(m, {result.batch, result.output, result.loss}, measured);
+    }
     // The users' callbacks, then the periodic train log, test and checkpoint (add_builtin_hooks()).
     hooks_.each([&](HostHook& h) { h.after_train_iter(*this, result); });
   }

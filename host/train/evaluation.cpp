@@ -5,6 +5,7 @@
 #include <ATen/ATen.h>
 
 #include "distributed/communicator.h"
+#include "train/detections.h"
 #include "train/guard.h"
 #include "train/loader_settings.h"
 #include "train/meter_results.h"
@@ -78,7 +79,8 @@ MeterValues Evaluator::test_pass(const std::function<void(int64_t done, int64_t 
       if (!batch) break;
       at::Tensor output = forward(*batch);
       at::Tensor loss = checked_loss(c_, output, *batch, fields->of(*batch), "test");
-      for (auto& m : c_.test_meters) update_meter(m, {*batch, output, loss}, fields->of(*batch));
+      const Fields measured = fields_for_meters(c_, c_.test_meters, output, *batch, fields->of(*batch));
+      for (auto& m : c_.test_meters) update_meter(m, {*batch, output, loss}, measured);
       if (after_batch) after_batch(done, total);
     }
   }

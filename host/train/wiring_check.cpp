@@ -6,6 +6,7 @@
 #include <algorithm>
 
 #include "data/loader.h"
+#include "train/detections.h"
 #include "train/guard.h"
 #include "train/meter_results.h"
 #include "train/output_fit.h"
@@ -162,11 +163,17 @@ void check_split(Components& c, const Experiment& e, const Context& context, con
                " for outputs " + shape_text(output.sizes()) + " and targets " + shape_text(batch->target.sizes()),
            "expected one floating-point value (the batch's mean loss)");
 
-  // Meters see the batch too; their sums are put back as they were.
+  // Meters see the batch too (with a detector's decoded detections); their sums are put back as they were.
   const char* meter_phase = std::string(split) == "test" ? "test" : "train";
+  Fields measured;
+  {
+    at::NoGradGuard no_grad;
+    measured = on_probe_batch("output " + shape_text(output.sizes()),
+                              [&] { return fields_for_meters(c, meters, output.detach(), *batch, fields); });
+  }
   for (const auto& m : meters) {
     const MeterState before = meter_state(m);
-    update_meter(m, {*batch, output, loss}, fields);
+    update_meter(m, {*batch, output, loss}, measured);
     const auto values = guarded(*m.config, "values", [&] { return m.object->values(); });
     for (const auto& [name, value] : values) value_names.push_back(std::string(meter_phase) + "_" + name);
     set_meter_state(m, before);

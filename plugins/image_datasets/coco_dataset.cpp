@@ -48,6 +48,7 @@ struct Region {
   int64_t category = 0;  ///< 0..K-1: the category's place in id order
   bool crowd = false;
   std::optional<Box> box;                     ///< the bbox, where given
+  double area = 0;                            ///< COCO's area (the segment's, original pixels); 0: the box's
   std::vector<std::vector<double>> polygons;  ///< x, y pairs in pixels
   std::vector<uint32_t> counts;               ///< uncompressed RLE, column-major, zeros first
 };
@@ -236,17 +237,21 @@ class Coco : public ImageDataset, public trainyard::FieldDataset {
       if (r.box) boxes.push_back(*r.box), owners.push_back(&r);
     std::vector<size_t> kept;
     const std::vector<Box> out = transform_boxes(boxes, geometry, min_box_visible_, min_box_size_, kept);
-    std::vector<float> xyxy;
+    std::vector<float> xyxy, areas;
     std::vector<int64_t> labels, crowd;
     for (size_t k = 0; k < out.size(); ++k) {
+      const Region& r = *owners[kept[k]];
       for (const double v : out[k]) xyxy.push_back(static_cast<float>(v));
-      labels.push_back(owners[kept[k]]->category);
-      crowd.push_back(owners[kept[k]]->crowd ? 1 : 0);
+      labels.push_back(r.category);
+      crowd.push_back(r.crowd ? 1 : 0);
+      const Box& b = *r.box;
+      areas.push_back(static_cast<float>(r.area > 0 ? r.area : (b[2] - b[0]) * (b[3] - b[1])));
     }
     const auto n = static_cast<int64_t>(out.size());
     f[name::boxes] = trainyard::ragged(at::tensor(xyxy, at::kFloat).view({n, 4}));
     f[name::box_labels] = trainyard::ragged(at::tensor(labels, at::kLong));
     f[name::box_crowd] = trainyard::ragged(at::tensor(crowd, at::kLong));
+    f[name::box_area] = trainyard::ragged(at::tensor(areas, at::kFloat));
     return f;
   }
 
@@ -403,6 +408,8 @@ std::shared_ptr<trainyard::Dataset> read_coco(CocoOptions o) {
     r.category = category->second - 1;
     if (boxes) {
       r.box = read_box(a, where, owner, owner.bad);
+      if (const auto area = a.find("area"); area != a.end() && area->is_number() && area->get<double>() > 0)
+        r.area = area->get<double>();
       if (!r.box && owner.bad.empty())
         throw DataError(where + " has no bbox", "expected [x, y, width, height] for target: boxes", "");
     }

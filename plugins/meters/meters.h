@@ -19,5 +19,7 @@ trainyard::Schema confusion_schema();
 std::shared_ptr<trainyard::Meter> make_confusion(const trainyard::Options& options, const trainyard::Context& context);
 trainyard::Schema miou_schema();
 std::shared_ptr<trainyard::Meter> make_miou(const trainyard::Options& options, const trainyard::Context& context);
+trainyard::Schema coco_map_schema();
+std::shared_ptr<trainyard::Meter> make_coco_map(const trainyard::Options& options, const trainyard::Context& context);
 
 }  // namespace meters

@@ -19,8 +19,14 @@ void register_components(trainyard::Registrar& r) {
               "mean intersection over union over the phase's confusion matrix, dense ([B, C, H, W] against "
               "[B, H, W]) or not, with ignore_index (reports: miou, pixel_accuracy; results: iou_per_class)",
               meters::miou_schema(), meters::make_miou);
+  r.add_meter("coco_map",
+              "COCO box mAP: the 12 statistics of pycocotools' COCOeval over a test pass, of a detector's decoded "
+              "detections against a detection dataset's boxes, in original-image pixels (reports: ap, ap50, ap75, "
+              "ap_small, ap_medium, ap_large, ar1, ar10, ar100, ar_small, ar_medium, ar_large)",
+              meters::coco_map_schema(), meters::make_coco_map);
 }
 
 }  // namespace
 
-TRAINYARD_PLUGIN("meters", "1.2.0", "loss, top-k accuracy, confusion matrix and mIoU meters", register_components)
+TRAINYARD_PLUGIN("meters", "1.3.0", "loss, top-k accuracy, confusion matrix, mIoU and COCO mAP meters",
+                 register_components)

@@ -3,6 +3,7 @@
 #include "trainyard/fields.h"
 
 #include <algorithm>
+#include <cmath>
 
 #include <ATen/ATen.h>
 
@@ -151,7 +152,33 @@ at::Tensor sample_values(const Field& field, int64_t k) {
   return field.values.narrow(0, first, c[k]);
 }
 
+at::Tensor map_boxes(const at::Tensor& boxes, const at::Tensor& affine) {
+  const at::Tensor b = boxes.to(at::kDouble).reshape({-1, 4});
+  const at::Tensor a = affine.to(b.device(), at::kDouble);
+  // The four corners (x1, y1), (x2, y1), (x1, y2), (x2, y2) as homogeneous rows.
+  const at::Tensor xs = at::stack({b.select(1, 0), b.select(1, 2), b.select(1, 0), b.select(1, 2)}, 1);
+  const at::Tensor ys = at::stack({b.select(1, 1), b.select(1, 1), b.select(1, 3), b.select(1, 3)}, 1);
+  const at::Tensor px = xs * a[0][0] + ys * a[0][1] + a[0][2], py = xs * a[1][0] + ys * a[1][1] + a[1][2];
+  return at::stack({std::get<0>(px.min(1)), std::get<0>(py.min(1)), std::get<0>(px.max(1)), std::get<0>(py.max(1))}, 1);
+}
+
+at::Tensor boxes_to_original(const at::Tensor& boxes, const at::Tensor& input_from_original) {
+  const at::Tensor a = input_from_original.to(at::kCPU, at::kDouble).contiguous();
+  const double* m = a.const_data_ptr<double>();
+  // [A | t]^-1 = [A^-1 | -A^-1 t]
+  const double det = m[0] * m[4] - m[1] * m[3];
+  if (det == 0 || !std::isfinite(det))
+    throw Error("trainyard::boxes_to_original: input_from_original cannot be inverted (determinant " +
+                std::to_string(det) + ")");
+  const double i00 = m[4] / det, i01 = -m[1] / det, i10 = -m[3] / det, i11 = m[0] / det;
+  const at::Tensor inverse =
+      at::tensor({i00, i01, -(i00 * m[2] + i01 * m[5]), i10, i11, -(i10 * m[2] + i11 * m[5])}, at::kDouble)
+          .view({2, 3});
+  return map_boxes(boxes, inverse);
+}
+
 FieldDataset::~FieldDataset() = default;
+Detector::~Detector() = default;
 FieldLoss::~FieldLoss() = default;
 FieldMeter::~FieldMeter() = default;
 

@@ -296,7 +296,7 @@ TEST(Cli, PluginsListsLibrariesWithVersionsAndComponents) {
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_TRUE(contains(r.out, "libmlp.so\n  mlp 1.0.0 (API " + std::string(sdk_api_version()) + "), fingerprint ok"))
       << r.out;
-  EXPECT_TRUE(contains(r.out, "  meters: confusion_matrix, loss, miou, topk_accuracy\n")) << r.out;
+  EXPECT_TRUE(contains(r.out, "  meters: coco_map, confusion_matrix, loss, miou, topk_accuracy\n")) << r.out;
   EXPECT_TRUE(contains(r.out, "libtest_components.so")) << r.out;
   r = trainyard("plugins --plugin-dir " + fixture_dir("newer_minor"));
   EXPECT_EQ(r.exit_code, 2);

@@ -38,12 +38,13 @@ TEST(PluginLoader, LoadsEveryBuiltinPlugin) {
   load_plugin_folders({{test::builtin_plugin_dir(), "built-in"}}, r);
   EXPECT_EQ(r.names(Kind::dataset), (std::vector<std::string>{"coco", "csv", "fashion_mnist", "image_folder", "lmdb",
                                                               "synthetic", "synthetic_shapes", "webdataset"}));
-  EXPECT_EQ(r.names(Kind::network), (std::vector<std::string>{"convnet", "mlp", "resnet", "torchscript", "unet"}));
-  EXPECT_EQ(r.names(Kind::loss),
-            (std::vector<std::string>{"arcface", "contrastive", "cross_entropy", "dice", "triplet_margin"}));
+  EXPECT_EQ(r.names(Kind::network),
+            (std::vector<std::string>{"centernet", "convnet", "mlp", "resnet", "torchscript", "unet"}));
+  EXPECT_EQ(r.names(Kind::loss), (std::vector<std::string>{"arcface", "centernet_loss", "contrastive", "cross_entropy",
+                                                           "dice", "triplet_margin"}));
   EXPECT_EQ(r.names(Kind::optimizer), (std::vector<std::string>{"adam", "adamw", "rmsprop", "sgd"}));
   EXPECT_EQ(r.names(Kind::meter),
-            (std::vector<std::string>{"confusion_matrix", "loss", "miou", "retrieval", "topk_accuracy"}));
+            (std::vector<std::string>{"coco_map", "confusion_matrix", "loss", "miou", "retrieval", "topk_accuracy"}));
   EXPECT_EQ(r.names(Kind::callback),
             (std::vector<std::string>{"console", "csv_logger", "mlflow_logger", "tensorboard"}));
   EXPECT_EQ(r.names(Kind::additional_override),
@@ -143,10 +144,10 @@ TEST(PluginLoader, AClashOfNamesLoadsEveryLibraryAndTheQualifiedNameChooses) {
   // Unambiguous short names keep working; the listing qualifies the ambiguous ones.
   EXPECT_EQ(r.get(Kind::meter, "topk_accuracy").library->name, "meters");
   EXPECT_EQ(r.names(Kind::meter),
-            (std::vector<std::string>{"loss", "meters::confusion_matrix", "miou", "retrieval", "topk_accuracy",
-                                      "twin_a::confusion_matrix", "twin_b::confusion_matrix"}));
-  EXPECT_EQ(r.names(Kind::loss), (std::vector<std::string>{"arcface", "contrastive", "cross_entropy", "dice",
-                                                           "triplet_margin", "twin_a::twin", "twin_b::twin"}));
+            (std::vector<std::string>{"coco_map", "loss", "meters::confusion_matrix", "miou", "retrieval",
+                                      "topk_accuracy", "twin_a::confusion_matrix", "twin_b::confusion_matrix"}));
+  EXPECT_EQ(r.names(Kind::loss), (std::vector<std::string>{"arcface", "centernet_loss", "contrastive", "cross_entropy",
+                                                           "dice", "triplet_margin", "twin_a::twin", "twin_b::twin"}));
 }
 
 TEST(PluginLoader, MissingFolderIsAnError) {

@@ -1,11 +1,13 @@
 #pragma once
 // One built-in component built as the host builds it from an experiment: its
 // schema's defaults, the options given, and a context whose dataset has
-// `classes` classes. For tests that call a loss, meter or network directly.
+// `classes` classes (and samples of `sample_shape`). For tests that call a
+// loss, meter or network directly.
 #include <map>
 #include <memory>
 #include <string>
 #include <variant>
+#include <vector>
 
 #include "plugins/registry.h"
 #include "support/support.h"
@@ -14,7 +16,7 @@ namespace trainyard::test {
 
 template <class T>
 std::shared_ptr<T> build_builtin(host::Kind kind, const std::string& plugin, std::map<std::string, Value> set,
-                                 int64_t classes = 0) {
+                                 int64_t classes = 0, std::vector<int64_t> sample_shape = {}) {
   const host::Component& c = builtin_registry().get(kind, plugin);
   std::map<std::string, Value> values;
   for (const auto& spec : c.schema.specs())
@@ -22,6 +24,7 @@ std::shared_ptr<T> build_builtin(host::Kind kind, const std::string& plugin, std
   for (auto& [k, v] : set) values[k] = v;
   Context context;
   context.dataset.num_classes = classes;
+  context.dataset.sample_shape = std::move(sample_shape);
   return std::get<Factory<T>>(c.factory)(Options(values), context);
 }
 

@@ -102,6 +102,17 @@ inline constexpr char original_size[] = "original_size";
 inline constexpr char input_from_original[] = "input_from_original";
 /// meta int64 {}: the sample's id in its source (COCO's image id).
 inline constexpr char image_id[] = "image_id";
+/// ragged float {n}: each box's area in the original image's pixels where
+/// the source says it (COCO's `area`: the segment's, not the box's); absent:
+/// the box's own area.
+inline constexpr char box_area[] = "box_area";
+/// What a Detector's decode gives, per sample, highest score first: ragged
+/// float {n, 4} boxes (in the input's pixels from decode; the host maps them
+/// to the original image's through input_from_original before meters and
+/// predict see them), ragged int64 {n} classes, ragged float {n} scores.
+inline constexpr char detected_boxes[] = "detected_boxes";
+inline constexpr char detected_labels[] = "detected_labels";
+inline constexpr char detected_scores[] = "detected_scores";
 }  // namespace field_name
 
 /// Collates samples into a batch: inputs and targets stacked, each field by
@@ -116,6 +127,13 @@ Fields collate_fields(const std::vector<Fields>& samples, const std::vector<int6
 /// Sample k's part of a batch's field: a ragged field's rows of sample k, a
 /// meta field's row k, a dense field's row k (with its padding).
 at::Tensor sample_values(const Field& field, int64_t k);
+
+/// Boxes {n, 4} (x1, y1, x2, y2) through a 2x3 affine map: each box's four
+/// corners mapped, their bounds taken (not clipped). float64.
+at::Tensor map_boxes(const at::Tensor& boxes, const at::Tensor& affine);
+/// Boxes in a sample's input pixels back in its original image's, through
+/// the inverse of its `input_from_original` {2, 3}.
+at::Tensor boxes_to_original(const at::Tensor& boxes, const at::Tensor& input_from_original);
 
 /// Since SDK 1.5, optional: a dataset whose samples carry fields. The host
 /// then reads batches through get_batch_with_fields (and, to find a bad
@@ -147,6 +165,29 @@ class FieldLoss {
  public:
   virtual ~FieldLoss();
   virtual at::Tensor compute_with_fields(const at::Tensor& output, const Batch& batch, const Fields& fields) = 0;
+};
+
+/// Since SDK 1.5, optional: a network whose output encodes detections (a
+/// CenterNet's heatmaps, an anchor head's offsets). Wherever meters that read
+/// fields measure its output (and in `trainyard predict`), the host calls
+/// decode() once per batch, maps the boxes to each sample's original image
+/// (through its input_from_original, where the batch has one) and adds the
+/// three field_name::detected_* fields to the batch's fields.
+///
+/// Example:
+///   trainyard::Fields decode(const at::Tensor& out, const trainyard::Batch& b) const override {
+///     // per sample: peaks of the heatmaps, their boxes in input pixels, highest score first
+///     return {{trainyard::field_name::detected_boxes, {trainyard::FieldKind::ragged, boxes, counts}}, ...};
+///   }
+class Detector {
+ public:
+  virtual ~Detector();
+  /// The detections of `output` (the network's forward of `batch`): ragged
+  /// detected_boxes (input pixels), detected_labels and detected_scores, with
+  /// counts int64 {B} on the CPU, highest score first in each sample.
+  virtual Fields decode(const at::Tensor& output, const Batch& batch) const = 0;
+  /// Detections below this score are not decoded (and not written by predict).
+  virtual double score_threshold() const = 0;
 };
 
 /// Since SDK 1.5, optional: a meter that reads the batch's fields (mAP reads
