@@ -195,7 +195,7 @@ TEST(BadInput, ANameSeveralLibrariesRegisterIsAmbiguousAndItsQualifiedNameRuns) 
   expect_one_clear_error({"twin", "run " + exp + plugins + " --set loss.plugin=twin",
                           "loss 'twin' is ambiguous: 2 libraries register it"});
   expect_one_clear_error({"unknown", "run " + exp + plugins + " --set meters.0.plugin=twin_c::confusion_matrix",
-                          "meter 'twin_c::confusion_matrix' is not registered (known meters: loss, "
+                          "meter 'twin_c::confusion_matrix' is not registered (known meters: coco_map, loss, "
                           "meters::confusion_matrix, miou, retrieval, topk_accuracy, twin_a::confusion_matrix, "
                           "twin_b::confusion_matrix); did you mean 'twin_a::confusion_matrix'?"});
   const std::string out = temp_dir("out-clash");
