@@ -19,21 +19,17 @@ const Fields& FieldsBeside::of(const Batch& batch) const {
 
 namespace {
 
-// The sample a ragged field's row belongs to.
-int64_t sample_of_row(const at::Tensor& counts, int64_t row) {
+// Where a ragged field's row is: its sample, and its place among that
+// sample's rows ("box 2" counts from the sample's first row).
+struct RowPlace {
+  int64_t sample = -1, row = 0;
+};
+RowPlace place_of_row(const at::Tensor& counts, int64_t row) {
   const at::Tensor c = counts.to(at::kCPU).contiguous();
   const int64_t* p = c.const_data_ptr<int64_t>();
-  for (int64_t k = 0, end = 0; k < c.numel(); ++k)
-    if (row < (end += p[k])) return k;
-  return -1;
-}
-
-// Sample k's rows: "box 2 of the sample" counts from its first row.
-int64_t row_in_sample(const at::Tensor& counts, int64_t row) {
-  const at::Tensor c = counts.to(at::kCPU).contiguous();
-  const int64_t* p = c.const_data_ptr<int64_t>();
-  for (int64_t k = 0; k < c.numel() && row >= p[k]; ++k) row -= p[k];
-  return row;
+  for (int64_t k = 0; k < c.numel(); row -= p[k], ++k)
+    if (row < p[k]) return {k, row};
+  return {};
 }
 
 std::string row_text(const at::Tensor& row) {
@@ -98,9 +94,9 @@ std::optional<FieldProblem> boxes_problem(const Field& f, const at::Tensor& inpu
   const at::Tensor rows = bad.nonzero();
   if (rows.numel() == 0) return std::nullopt;
   const int64_t row = rows[0][0].item<int64_t>();
-  return FieldProblem{sample_of_row(f.counts, row),
-                      "box " + std::to_string(row_in_sample(f.counts, row)) + " is " + row_text(b[row]) +
-                          "; expected finite (x1, y1, x2, y2) with x1 < x2 and y1 < y2" + bounds};
+  const RowPlace place = place_of_row(f.counts, row);
+  return FieldProblem{place.sample, "box " + std::to_string(place.row) + " is " + row_text(b[row]) +
+                                        "; expected finite (x1, y1, x2, y2) with x1 < x2 and y1 < y2" + bounds};
 }
 
 std::optional<FieldProblem> labels_problem(const Field& f, int64_t num_classes) {
@@ -113,10 +109,10 @@ std::optional<FieldProblem> labels_problem(const Field& f, int64_t num_classes) 
   const at::Tensor rows = ((l < 0) | (l >= num_classes)).nonzero();
   if (rows.numel() == 0) return std::nullopt;
   const int64_t row = rows[0][0].item<int64_t>();
-  return FieldProblem{sample_of_row(f.counts, row), "box " + std::to_string(row_in_sample(f.counts, row)) +
-                                                        " has label " + std::to_string(l[row].item<int64_t>()) +
-                                                        "; expected a class from 0 to " +
-                                                        std::to_string(num_classes - 1)};
+  const RowPlace place = place_of_row(f.counts, row);
+  return FieldProblem{place.sample, "box " + std::to_string(place.row) + " has label " +
+                                        std::to_string(l[row].item<int64_t>()) + "; expected a class from 0 to " +
+                                        std::to_string(num_classes - 1)};
 }
 
 std::optional<FieldProblem> meta_problem(const std::string& name, const Field& f, at::IntArrayRef row_shape,

@@ -27,23 +27,6 @@ namespace {
 // unlike std::shuffle's across standard libraries.
 uint64_t mix(uint64_t z) { return SplitMix64::mix(z); }
 
-// Samples of one batch must share a shape: named, with a hint, instead of
-// at::stack's "stack expects each tensor to be equal size".
-at::Tensor stack_samples(const std::vector<at::Tensor>& tensors, const std::vector<int64_t>& ids, const char* what) {
-  for (size_t k = 0; k < tensors.size(); ++k) {
-    if (!tensors[k].defined())
-      throw ConfigError("sample " + std::to_string(ids[k]) + ": no " + what + " tensor",
-                        std::string("expected every sample to have a defined ") + what, "");
-    if (k > 0 && tensors[k].sizes() != tensors[0].sizes())
-      throw ConfigError(
-          "samples " + std::to_string(ids[0]) + " and " + std::to_string(ids[k]) + " differ in " + what + " shape",
-          "expected the samples of a batch to have one shape, got " + shape_text(tensors[0].sizes()) + " and " +
-              shape_text(tensors[k].sizes()),
-          "give the dataset load_size (and crop_size) so that every image has the same size");
-  }
-  return at::stack(tensors);
-}
-
 }  // namespace
 
 std::optional<LabelOutOfRange> first_label_out_of_range(const at::Tensor& class_labels, int64_t num_classes) {
@@ -155,41 +138,27 @@ std::optional<FieldBatch> assemble_unchecked(const Dataset& dataset, const std::
   } catch (const BadRecord&) {
     // Find the bad ones sample by sample.
   }
-  if (options.fields) {
-    std::vector<FieldExample> samples;
-    std::vector<int64_t> kept;
-    for (size_t k = 0; k < ids.size(); ++k) {
-      const int64_t i = ids[k];
-      try {
-        FieldExample e = options.fields->get_with_fields(i, seeds[k]);
-        // One sample's fields, checked as a batch of one.
-        size_t at = 0;
-        if (const auto problem = sample_field_problem(collate({e}, {i}), {i}, info, &at)) throw BadRecord(*problem);
-        samples.push_back(std::move(e));
-        kept.push_back(i);
-      } catch (const BadRecord& e) {
-        bad(i, e);
-      }
-    }
-    if (kept.empty()) return std::nullopt;
-    return collate(std::move(samples), std::move(kept));
-  }
-  std::vector<at::Tensor> inputs, targets;
+  // Sample by sample, collated by the SDK's rule (trainyard::collate: a
+  // shape that differs is named with both samples).
+  std::vector<FieldExample> samples;
   std::vector<int64_t> kept;
   for (size_t k = 0; k < ids.size(); ++k) {
     const int64_t i = ids[k];
     try {
-      Example e = dataset.get_seeded(i, seeds[k]);
-      inputs.push_back(std::move(e.input));
-      targets.push_back(std::move(e.target));
+      FieldExample e = options.fields ? options.fields->get_with_fields(i, seeds[k])
+                                      : FieldExample{dataset.get_seeded(i, seeds[k]), {}};
+      // One sample's fields, checked as a batch of one.
+      size_t at = 0;
+      if (options.fields)
+        if (const auto problem = sample_field_problem(collate({e}, {i}), {i}, info, &at)) throw BadRecord(*problem);
+      samples.push_back(std::move(e));
       kept.push_back(i);
     } catch (const BadRecord& e) {
       bad(i, e);
     }
   }
   if (kept.empty()) return std::nullopt;
-  at::Tensor input = stack_samples(inputs, kept, "input"), target = stack_samples(targets, kept, "target");
-  return FieldBatch{Batch{std::move(input), std::move(target), std::move(kept)}, {}};
+  return collate(std::move(samples), std::move(kept));
 }
 
 std::optional<FieldBatch> assemble(const Dataset& dataset, const std::vector<int64_t>& ids, int64_t epoch,

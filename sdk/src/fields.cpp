@@ -34,7 +34,8 @@ at::Tensor stack_part(const std::vector<FieldExample>& samples, const std::vecto
                         std::string("expected every sample to have a defined ") + what, "");
     if (k > 0 && t.sizes() != parts[0].sizes())
       throw ConfigError(pair(indices, 0, k) + " differ in " + what + " shape",
-                        "expected one shape in a batch, got " + shape(parts[0].sizes()) + " and " + shape(t.sizes()),
+                        "expected the samples of a batch to have one shape, got " + shape(parts[0].sizes()) + " and " +
+                            shape(t.sizes()),
                         "give the dataset load_size (and crop_size) so that every image has the same size");
     parts.push_back(t);
   }
