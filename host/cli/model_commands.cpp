@@ -133,8 +133,9 @@ int predict_command(int argc, char** argv) {
   own.add_options()("input", po::value<std::string>(), "an LMDB made by trainyard convert, or a folder of images")(
       "output", po::value<std::string>(),
       "CSV to write: one row per input sample; for a network that scores every pixel, a new folder of PNG masks "
-      "(class ids at each image's size) and predictions.csv")("checkpoint", po::value<std::string>(),
-                                                              "weights to use (default: the run's latest checkpoint)")(
+      "(class ids at each image's size) and predictions.csv; for a detector, a new folder of results.json (COCO "
+      "results in each image's pixels), images.json and predictions.csv")(
+      "checkpoint", po::value<std::string>(), "weights to use (default: the run's latest checkpoint)")(
       "output-dir", po::value<std::string>(), "folder of run directories (default: output.dir)")(
       "topk", ranged<int64_t>("topk", 1, 1000)->default_value(5), "classes per row, most probable first")(
       "input-options", po::value<std::string>(),

@@ -15,6 +15,7 @@ Facets facets_of(const Component* component, const Dataset& object) {
   f.streamed = has(component, SdkFeature::streamed_data);
   f.all_labels = dynamic_cast<const AllLabels*>(&object);
   f.field_dataset = dynamic_cast<const FieldDataset*>(&object);
+  f.annotation_ids = dynamic_cast<const AnnotationIds*>(&object);
   return f;
 }
 

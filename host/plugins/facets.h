@@ -39,6 +39,7 @@ struct Facets {
   LossParameters* loss_parameters = nullptr;        ///< a loss's own parameters (SDK 1.4)
   SampleMeter* sample_meter = nullptr;              ///< a meter of one row per sample (SDK 1.4)
   const FieldDataset* field_dataset = nullptr;      ///< a dataset whose samples carry fields (SDK 1.5)
+  const AnnotationIds* annotation_ids = nullptr;    ///< a dataset's class and image ids in its source (SDK 1.5)
   FieldLoss* field_loss = nullptr;                  ///< a loss that reads fields (SDK 1.5)
   FieldMeter* field_meter = nullptr;                ///< a meter that reads fields (SDK 1.5)
   const Detector* detector = nullptr;               ///< a network that decodes detections (SDK 1.5)

@@ -1,7 +1,5 @@
 #include "run/dense_predict.h"
 
-#include <unistd.h>
-
 #include <cmath>
 #include <filesystem>
 
@@ -18,47 +16,8 @@ namespace fs = std::filesystem;
 
 namespace trainyard::host {
 
-namespace {
-
-template <class T>
-T value_or(const std::map<std::string, Value>& values, const std::string& key, T fallback) {
-  const auto it = values.find(key);
-  if (it == values.end()) return fallback;
-  const T* v = std::get_if<T>(&it->second);
-  return v ? *v : fallback;
-}
-
-// The size of an image decoded from `path` (its stored size: what the dataset resized and cropped).
-cv::Size stored_size(const std::string& path) {
-  const std::string bytes = read_whole_file(path);
-  try {
-    return image_codec::decode(bytes.data(), bytes.size()).size();
-  } catch (const image_codec::Error& e) {
-    throw ConfigError("predict: " + path + ": cannot decode it (" + e.what() + ")", "expected an image file", "");
-  }
-}
-
-}  // namespace
-
-ImageGeometry image_geometry(const std::map<std::string, Value>& preprocessing) {
-  ImageGeometry g;
-  g.load_size = value_or<std::vector<int64_t>>(preprocessing, "load_size", {});
-  g.resize_short = value_or<int64_t>(preprocessing, "resize_short", 0);
-  g.crop_size = value_or<std::vector<int64_t>>(preprocessing, "crop_size", {});
-  g.center_crop = value_or<std::string>(preprocessing, "crop", "none") != "none" && g.crop_size.size() == 2;
-  return g;
-}
-
 cv::Mat mask_at_original_size(const cv::Mat& predicted, cv::Size original, const ImageGeometry& g, int unknown) {
-  // The resized size, by the datasets' rules (transforms.cpp: draw_geometry, short_side_size).
-  cv::Size resized = original;
-  if (g.load_size.size() == 2) {
-    resized = cv::Size(static_cast<int>(g.load_size[1]), static_cast<int>(g.load_size[0]));
-  } else if (g.resize_short > 0) {
-    const double scale = static_cast<double>(g.resize_short) / std::min(original.width, original.height);
-    resized = cv::Size(std::max(1, static_cast<int>(std::lround(original.width * scale))),
-                       std::max(1, static_cast<int>(std::lround(original.height * scale))));
-  }
+  const cv::Size resized = resized_size(original, g);
   cv::Mat canvas = predicted;
   if (g.center_crop) {
     canvas = cv::Mat(resized, predicted.type(), cv::Scalar::all(unknown));
@@ -87,27 +46,12 @@ bool scores_pixels(const LoadedModel& m) {
 }
 
 int64_t predict_masks(const LoadedModel& m, InputSet& input, const PredictRequest& request) {
-  if (input.labeled)
-    throw ConfigError("predict: --input " + request.input + " is an LMDB, and the network scores every pixel",
-                      "expected a folder of image files: each mask is written at its image's size, which an LMDB's "
-                      "records do not keep",
-                      "");
+  check_image_prediction(input.labeled, request.input, request.output, "scores every pixel",
+                         "each mask is written at its image's size");
   const fs::path out = request.output;
-  if (fs::exists(out))
-    throw ConfigError("predict: --output " + request.output + " exists",
-                      "expected a new folder for the masks (the network scores every pixel)",
-                      "remove it or choose another");
-  const fs::path partial = out.string() + ".partial-" + std::to_string(::getpid());
-  fs::remove_all(partial);
+  NewFolder folder(out.string());  // nothing half-written: the folder appears whole, or not at all
+  const fs::path partial = folder.dir();
   fs::create_directories(partial / "masks");
-  // Nothing half-written: the folder appears whole, or not at all.
-  struct RemovePartial {
-    fs::path path;
-    ~RemovePartial() {
-      std::error_code ec;
-      fs::remove_all(path, ec);
-    }
-  } remove_partial{partial};
   const ImageGeometry geometry = image_geometry(input.preprocessing);
   const int64_t classes = m.context.dataset.num_classes;
   const bool wide = classes > 255;  // 8-bit ids up to 254, 255 for pixels outside the crop
@@ -140,7 +84,7 @@ int64_t predict_masks(const LoadedModel& m, InputSet& input, const PredictReques
     if (wide) predicted.convertTo(mask, CV_16U);
     const int64_t sample = batch->indices[0];
     const std::string& source = input.sources[static_cast<size_t>(sample)];
-    const cv::Mat original = mask_at_original_size(mask, stored_size(source), geometry, unknown);
+    const cv::Mat original = mask_at_original_size(mask, stored_size(source, "predict"), geometry, unknown);
     const fs::path name = names[static_cast<size_t>(sample)];
     fs::create_directories((partial / name).parent_path());
     write_file_atomic((partial / name).string(), image_codec::encode_png(original));
@@ -149,7 +93,7 @@ int64_t predict_masks(const LoadedModel& m, InputSet& input, const PredictReques
     ++written;
   }
   write_file_atomic((partial / "predictions.csv").string(), csv);
-  fs::rename(partial, out);
+  folder.commit();
   return written;
 }
 

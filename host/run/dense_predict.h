@@ -3,28 +3,14 @@
 // outputs, a U-Net's): one PNG of class ids per input image, at the image's
 // own size, beside a CSV that lists them (run/model.cpp calls it).
 #include <cstdint>
-#include <map>
-#include <string>
-#include <vector>
 
 #include <opencv2/core.hpp>
 
 #include "run/loaded_model.h"
 #include "run/mode_requests.h"
-#include "trainyard/options.h"
+#include "run/original_geometry.h"
 
 namespace trainyard::host {
-
-/// The deterministic geometry of the built-in image datasets'
-/// preprocessing (Dataset::image_preprocessing's keys): a resize to
-/// load_size or to resize_short, then a center crop or none.
-struct ImageGeometry {
-  std::vector<int64_t> load_size;  ///< [h, w]; empty: no resize to a size
-  int64_t resize_short = 0;        ///< the short side's pixels after the resize; 0: none
-  bool center_crop = false;
-  std::vector<int64_t> crop_size;  ///< [h, w] with center_crop
-};
-ImageGeometry image_geometry(const std::map<std::string, Value>& preprocessing);
 
 /// A mask predicted for the network's input (the crop of the resized image)
 /// put back on an image of `original` size: the crop placed where it was

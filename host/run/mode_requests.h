@@ -43,7 +43,7 @@ struct ExportRequest {
 /// What `trainyard predict` reads and writes (Runner::predict).
 struct PredictRequest {
   std::string input;   ///< an LMDB made by trainyard convert, or a folder of images
-  std::string output;  ///< the CSV to write
+  std::string output;  ///< the CSV to write; a new folder for a segmentation network or a detector
   std::string checkpoint;
   int64_t topk = 5;
   std::string input_options;  ///< YAML flow map over the test set's preprocessing ("" for none)

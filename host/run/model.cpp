@@ -14,6 +14,7 @@
 #include "formats/state_dict.h"
 #include "run/assembly.h"
 #include "run/dense_predict.h"
+#include "run/detection_predict.h"
 #include "run/loaded_model.h"
 #include "run/runner.h"
 #include "run/task_metadata.h"
@@ -160,14 +161,12 @@ size_t Runner::export_network(const ExportRequest& request) const {
 
 int64_t Runner::predict(const PredictRequest& request) const {
   LoadedModel m = load_model(request.checkpoint);
-  if (m.components.network.facets.detector)
-    throw ConfigError("predict: the network (" + m.stage->network.plugin + ") is a detector",
-                      "expected a classifier, an embedding or a segmentation network: predict does not write "
-                      "detections yet",
-                      "run trainyard eval on the checkpoint for coco_map, or export the network");
-  const bool dense = scores_pixels(m);  // a mask per image, at any image size
+  // A detector first: its heatmaps are [B, C, h, w] too. Its inputs have the trained shape (batched).
+  const bool detector = m.components.network.facets.detector != nullptr;
+  const bool dense = !detector && scores_pixels(m);  // a mask per image, at any image size
   InputSet input =
       open_input(m, registry_, request.input, {}, request.input_options, "predict", "--input " + request.input, dense);
+  if (detector) return predict_detections(m, input, request);
   if (dense) return predict_masks(m, input, request);
   const auto& dataset = input.dataset;
   std::vector<int64_t> order(static_cast<size_t>(dataset->size()));

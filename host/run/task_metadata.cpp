@@ -3,6 +3,7 @@
 #include <variant>
 
 #include "run/dense_predict.h"
+#include "run/detection_predict.h"
 #include "trainyard/version.h"
 
 namespace trainyard::host {
@@ -41,6 +42,8 @@ nlohmann::ordered_json task_metadata(const LoadedModel& m) {
     classes.push_back(c < static_cast<int64_t>(info.class_names.size()) ? info.class_names[static_cast<size_t>(c)]
                                                                         : std::to_string(c));
   meta["classes"] = classes;
+  // The ids results files use for them (a COCO file's category ids).
+  if (meta["task"] == "detection") meta["category_ids"] = category_ids(m);
   // The void label the loss ignored: pixels of it in a mask are no class.
   const auto& loss = e.loss.options.values();
   if (const auto it = loss.find("ignore_index"); meta["task"] == "segmentation" && it != loss.end())

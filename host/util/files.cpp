@@ -30,6 +30,23 @@ void sync_path(const std::string& path) {
   if (rc != 0) throw Error(path + ": fsync failed: " + std::strerror(saved));
 }
 
+NewFolder::NewFolder(std::string path)
+    : path_(std::move(path)), partial_(path_ + ".partial-" + std::to_string(::getpid())) {
+  std::filesystem::remove_all(partial_);  // a crashed run's of the same pid
+  std::filesystem::create_directories(partial_);
+}
+
+NewFolder::~NewFolder() {
+  if (committed_) return;
+  std::error_code ec;
+  std::filesystem::remove_all(partial_, ec);
+}
+
+void NewFolder::commit() {
+  std::filesystem::rename(partial_, path_);
+  committed_ = true;
+}
+
 namespace {
 
 // A new temporary file beside `path`, created here (O_EXCL: never an existing

@@ -30,6 +30,29 @@ std::string read_whole_file(const std::string& path);
 std::vector<std::string> read_lines(const std::string& path);
 /// fsync of a file or folder by path.
 void sync_path(const std::string& path);
+
+/// A new folder written whole or not at all: filled as PATH.partial-PID
+/// (dir()), renamed to `path` by commit(); dropped uncommitted (an error on
+/// the way), the partial folder is removed. `path` itself is the caller's
+/// to check: it must not exist.
+///
+/// Example:
+///   NewFolder out(request.output);
+///   write_file_atomic(out.dir() + "/results.json", json);
+///   out.commit();
+class NewFolder {
+ public:
+  explicit NewFolder(std::string path);
+  ~NewFolder();
+  NewFolder(const NewFolder&) = delete;
+  NewFolder& operator=(const NewFolder&) = delete;
+  const std::string& dir() const { return partial_; }
+  void commit();
+
+ private:
+  std::string path_, partial_;
+  bool committed_ = false;
+};
 /// Appends one line and flushes it to the OS (not fsync'd: metrics may lose
 /// the last lines in a power cut, never their order).
 void append_line(const std::string& path, const std::string& line);

@@ -17,6 +17,16 @@ std::string json_number(double value) {
   return buf;
 }
 
+double shortest_float(float value) {
+  if (!std::isfinite(value)) return value;
+  char buf[32];
+  for (int precision = 6; precision <= 9; ++precision) {
+    std::snprintf(buf, sizeof buf, "%.*g", precision, static_cast<double>(value));
+    if (std::strtof(buf, nullptr) == value) break;
+  }
+  return std::strtod(buf, nullptr);
+}
+
 nlohmann::ordered_json json_value(double value) {
   if (!std::isfinite(value)) return nullptr;
   // Counts stay counts: 2 rather than 2.0 (exact up to 2^53).

@@ -10,6 +10,10 @@ namespace trainyard::host {
 /// Shortest text that reads back as the same double; NaN and infinities as
 /// "null". Also how numbers are printed on the console.
 std::string json_number(double value);
+/// A float32 value as the double of its shortest decimal text (12.3f as
+/// 12.3, not 12.300000190734863): how float tensors' values are written to
+/// JSON and CSV; NaN and infinities as they are.
+double shortest_float(float value);
 /// A double as a JSON value: integral values as integers (2, not 2.0), NaN
 /// and infinities as null (JSON has no such numbers).
 nlohmann::ordered_json json_value(double value);

@@ -5,7 +5,9 @@
 // crowd regions (iscrowd: 1) are ignore_index. With target: boxes each
 // sample carries its boxes as SDK 1.5 fields (trainyard/fields.h): classes 0
 // to K-1, the crowd flag, following the sample's geometry. Either way the
-// sample's original size, geometry and image id are fields too.
+// sample's original size, geometry and image id are fields too, and the
+// dataset says its category and image ids (SDK 1.5 AnnotationIds) for
+// predict's results files.
 #include <algorithm>
 #include <array>
 #include <cmath>
@@ -74,6 +76,37 @@ int64_t integer(const Json& object, const char* key, const std::string& where) {
   return it->get<int64_t>();
 }
 
+// COCO's compressed RLE (pycocotools' mask.encode, the counts as a string):
+// each count in 5-bit groups, low first, as characters from '0' (48), 0x20
+// set on every group but the last, whose 0x10 is the sign; from the third
+// count on, the value is the difference from the count two before.
+std::vector<uint32_t> compressed_counts(const std::string& text, const std::string& where) {
+  std::vector<uint32_t> counts;
+  size_t p = 0;
+  while (p < text.size()) {
+    int64_t value = 0;
+    int shift = 0;
+    for (bool more = true; more; shift += 5) {
+      if (p == text.size() || shift > 30)
+        throw DataError(where + ": a compressed RLE that ends inside a count",
+                        "expected the counts pycocotools' mask.encode writes", "");
+      const int c = static_cast<unsigned char>(text[p++]) - 48;
+      if (c < 0 || c > 63)
+        throw DataError(where + ": a compressed RLE holds '" + std::string(1, text[p - 1]) + "'",
+                        "expected characters '0' to 'o'", "");
+      value |= int64_t(c & 0x1f) << shift;
+      more = (c & 0x20) != 0;
+      if (!more && (c & 0x10)) value -= int64_t(1) << (shift + 5);  // negative: the group's sign bit
+    }
+    if (counts.size() > 2) value += counts[counts.size() - 2];
+    if (value < 0 || value > UINT32_MAX)
+      throw DataError(where + ": a compressed RLE count of " + std::to_string(value), "expected counts of 0 or more",
+                      "");
+    counts.push_back(static_cast<uint32_t>(value));
+  }
+  return counts;
+}
+
 Region read_region(const Json& a, const std::string& file, int64_t id, int rows, int cols) {
   Region r;
   r.id = id;
@@ -100,21 +133,24 @@ Region read_region(const Json& a, const std::string& file, int64_t id, int rows,
   if (!segmentation->is_object() || counts == segmentation->end() || size == segmentation->end())
     throw DataError(where + ": segmentation " + segmentation->dump().substr(0, 60),
                     "expected polygons ([[x, y, ...]]) or an RLE ({counts, size})", "");
-  if (counts->is_string())
-    throw DataError(where + " holds a compressed RLE (counts as a string)",
-                    "expected polygons or an uncompressed RLE (counts as a list); compressed RLE is not read yet",
-                    "convert it with pycocotools' mask.decode and write the counts as a list");
   if (!size->is_array() || size->size() != 2 || (*size)[0] != rows || (*size)[1] != cols)
     throw DataError(
         where + ": an RLE of size " + size->dump(),
         "expected its image's [height, width], [" + std::to_string(rows) + ", " + std::to_string(cols) + "]", "");
-  uint64_t total = 0;
-  for (const Json& c : *counts) {
-    if (!c.is_number_unsigned())
-      throw DataError(where + ": an RLE count " + c.dump(), "expected counts of 0 or more", "");
-    r.counts.push_back(c.get<uint32_t>());
-    total += r.counts.back();
+  if (counts->is_string()) {
+    r.counts = compressed_counts(counts->get<std::string>(), where);
+  } else {
+    if (!counts->is_array())
+      throw DataError(where + ": RLE counts " + counts->dump().substr(0, 60),
+                      "expected a list of counts or a compressed RLE string", "");
+    for (const Json& c : *counts) {
+      if (!c.is_number_unsigned() || c.get<uint64_t>() > UINT32_MAX)
+        throw DataError(where + ": an RLE count " + c.dump(), "expected counts of 0 or more", "");
+      r.counts.push_back(c.get<uint32_t>());
+    }
   }
+  uint64_t total = 0;
+  for (const uint32_t c : r.counts) total += c;
   if (total != uint64_t(rows) * uint64_t(cols))
     throw DataError(where + ": RLE counts that add up to " + std::to_string(total),
                     "expected height x width = " + std::to_string(uint64_t(rows) * uint64_t(cols)), "");
@@ -172,18 +208,26 @@ at::Tensor matrix_tensor(const cv::Matx23d& m) {
   return at::tensor(std::vector<double>(m.val, m.val + 6), at::kDouble).view({2, 3});
 }
 
-class Coco : public ImageDataset, public trainyard::FieldDataset {
+class Coco : public ImageDataset, public trainyard::FieldDataset, public trainyard::AnnotationIds {
  public:
   Coco(const CocoOptions& options, TransformOptions transforms, std::vector<CocoImage> images,
-       std::vector<std::string> class_names, const std::string& source)
+       std::vector<std::string> class_names, std::vector<int64_t> class_ids, const std::string& source)
       : ImageDataset(std::move(transforms)),
         images_(std::move(images)),
+        class_ids_(std::move(class_ids)),
         min_box_visible_(options.min_box_visible),
         min_box_size_(options.min_box_size) {
     const auto classes = static_cast<int64_t>(class_names.size());  // before the names are moved
     describe(classes, std::move(class_names), source);
+    for (const CocoImage& image : images_) image_ids_[comparable_path(image.path)] = image.id;
   }
   int64_t size() const override { return static_cast<int64_t>(images_.size()); }
+
+  std::vector<int64_t> class_ids() const override { return class_ids_; }
+  int64_t image_id(const std::string& path) const override {
+    const auto it = image_ids_.find(comparable_path(path));
+    return it == image_ids_.end() ? -1 : it->second;
+  }
 
   trainyard::FieldExample get_with_fields(int64_t index, uint64_t seed) const override {
     trainyard::Fields fields = fields_of(index, seed);  // first: a bad box needs no decode
@@ -255,7 +299,16 @@ class Coco : public ImageDataset, public trainyard::FieldDataset {
     return f;
   }
 
+  // One spelling of a path (absolute, no "..", symbolic links resolved) for image_id's lookups.
+  static std::string comparable_path(const std::string& path) {
+    std::error_code ec;
+    const fs::path resolved = fs::weakly_canonical(fs::absolute(path), ec);
+    return ec ? fs::absolute(path).lexically_normal().string() : resolved.string();
+  }
+
   std::vector<CocoImage> images_;
+  std::vector<int64_t> class_ids_;  ///< class k's category id (target: mask: class 0, the background, is 0)
+  std::map<std::string, int64_t> image_ids_;
   double min_box_visible_, min_box_size_;
 };
 
@@ -341,10 +394,12 @@ std::shared_ptr<trainyard::Dataset> read_coco(CocoOptions o) {
       throw DataError(at(file, "category", id) + " appears twice", "expected unique category ids", "");
   }
   std::vector<std::string> names{"background"};
+  std::vector<int64_t> class_ids{0};
   std::map<int64_t, int64_t> class_of;
   for (const auto& [id, name] : categories) {
     class_of[id] = static_cast<int64_t>(names.size());
     names.push_back(name);
+    class_ids.push_back(id);
   }
   const int64_t classes = static_cast<int64_t>(names.size());
   if (o.mask_classes == 0 && !boxes) o.mask_classes = classes;
@@ -417,8 +472,11 @@ std::shared_ptr<trainyard::Dataset> read_coco(CocoOptions o) {
   }
   for (size_t i = 0; i < images.size(); ++i)  // crowd regions last: ignored even where an instance overlaps
     for (auto& r : crowds[i]) images[i].regions.push_back(std::move(r));
-  if (boxes) names.erase(names.begin());  // boxes' classes are the categories alone: 0 to K-1
-  return std::make_shared<Coco>(o, std::move(transforms), std::move(images), std::move(names),
+  if (boxes) {  // boxes' classes are the categories alone: 0 to K-1
+    names.erase(names.begin());
+    class_ids.erase(class_ids.begin());
+  }
+  return std::make_shared<Coco>(o, std::move(transforms), std::move(images), std::move(names), std::move(class_ids),
                                 "annotations '" + file + "'");
 }
 

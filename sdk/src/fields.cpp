@@ -182,6 +182,7 @@ FieldDataset::~FieldDataset() = default;
 Detector::~Detector() = default;
 FieldLoss::~FieldLoss() = default;
 FieldMeter::~FieldMeter() = default;
+AnnotationIds::~AnnotationIds() = default;
 
 FieldBatch FieldDataset::get_batch_with_fields(const std::vector<int64_t>& indices,
                                                const std::vector<uint64_t>& seeds) const {

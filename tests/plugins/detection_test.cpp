@@ -5,10 +5,14 @@
 
 #include <cmath>
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <random>
 #include <sstream>
 
+#include <nlohmann/json.hpp>
+
+#include "formats/metrics.h"
 #include "support/built_component.h"
 #include "support/support.h"
 #include "trainyard/error.h"
@@ -149,7 +153,8 @@ TEST(CocoMap, TheTwelveStatisticsEqualPycocotoolsAndFasterCocoEval) {
     for (size_t k = 0; k < s.truth.size(); ++k) {
       std::array<double, 4> b;
       for (int c = 0; c < 4; ++c) b[c] = static_cast<double>(static_cast<float>(s.truth[k][c] * 0.5)) * 2;
-      truth << (annotation ? ", " : "") << "{\"id\": " << ++annotation << ", \"image_id\": " << s.id
+      ++annotation;
+      truth << (annotation > 1 ? ", " : "") << "{\"id\": " << annotation << ", \"image_id\": " << s.id
             << ", \"category_id\": " << s.truth_labels[k] + 1 << ", \"bbox\": " << xywh(b)
             << ", \"area\": " << number((b[2] - b[0]) * (b[3] - b[1])) << ", \"iscrowd\": " << s.crowd[k] << "}";
     }
@@ -267,29 +272,109 @@ TEST(CenterNet, LossIsSmallAtTheExactOutputAndItsL1PartsAreMeansPerObject) {
   EXPECT_THROW(with_fields->compute_with_fields(exact.output, batch, {}), ConfigError);
 }
 
-TEST(Detection, CenterNetTrainsOnTheSceneSetAndCocoMapReportsItsTwelveValues) {
-  const std::string dir = test::temp_dir("detect");
+// A small detector trained on two ranks: the ranks' coco_map is what one
+// process's eval gives on the saved weights, and predict's results.json,
+// scored by pycocotools against the test set's JSON, gives it too (boxes
+// back through the resize to each image's pixels, COCO's ids).
+TEST(Detection, TwoRanksEvalAndPredictsResultsInPycocotoolsGiveOneMap) {
+  const std::string dir = test::temp_dir("detect-ranks");
   ASSERT_EQ(std::system((test::python() + " " + test::source_dir() + "/scripts/data/make_scene_set.py " + dir +
-                         "/set --train 24 --test 8 --size 64 > /dev/null")
+                         "/set --train 48 --test 8 --size 64 > /dev/null")
                             .c_str()),
             0);
   const std::string exp = dir + "/detect.yaml";
+  // load_size: the boxes go back through a 64 -> 48 resize.
   test::write_file(exp,
                    "name: detect\n"
                    "dataset:\n"
-                   "  train: {plugin: coco, annotations: set/train/instances.json, target: boxes, hflip: 0.5}\n"
-                   "  test: {plugin: coco, annotations: set/test/instances.json, target: boxes}\n"
-                   "network: {plugin: centernet, depth: 2, width: 4, head_width: 8}\n"
+                   "  train: {plugin: coco, annotations: set/train/instances.json, target: boxes, hflip: 0.5,"
+                   " load_size: [48, 48]}\n"
+                   "  test: {plugin: coco, annotations: set/test/instances.json, target: boxes, load_size: [48, 48]}\n"
+                   "network: {plugin: centernet, depth: 2, width: 8, head_width: 16}\n"
                    "loss: {plugin: centernet_loss}\n"
-                   "optimizer: {plugin: adam, lr: 0.003}\n"
+                   "optimizer: {plugin: adam, lr: 0.005}\n"
                    "meters: [{plugin: loss}, {plugin: coco_map, phases: [test]}]\n"
-                   "loop: {epochs: 2, batch_per_device: 8, test_batch_per_device: 4}\n"
+                   "loop: {epochs: 12, batch_per_device: 4, test_batch_per_device: 2}\n"
                    "distributed: {threads_per_process: 1}\n");
-  const auto r = test::trainyard("run " + exp + " --output-dir " + dir + "/out");
+  const std::string out = dir + "/out";
+  const auto r = test::trainyard("run " + exp + " --output-dir " + out + " --nproc-per-node 2");
   ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
-  const std::string summary = test::read_file(dir + "/out/detect/summary.json");
+  std::map<std::string, double> two_ranks;
+  for (const auto& e : read_events(out + "/detect/metrics.jsonl"))
+    if (e.phase == "test")
+      for (const auto& [k, v] : e.values) two_ranks[k] = v;
+  const auto e = test::trainyard("eval " + exp + " --output-dir " + out + " --output " + dir + "/eval.json");
+  ASSERT_EQ(e.exit_code, 0) << e.out << e.err;
+  const auto one = nlohmann::json::parse(test::read_file(dir + "/eval.json"));
+  const auto& values = one.contains("values") ? one["values"] : one;
+  const char* names[12] = {"ap",  "ap50", "ap75",  "ap_small", "ap_medium", "ap_large",
+                           "ar1", "ar10", "ar100", "ar_small", "ar_medium", "ar_large"};
+  for (const char* name : names) {
+    const std::string key = std::string("test_") + name;
+    ASSERT_TRUE(two_ranks.count(key)) << key;
+    ASSERT_TRUE(values.contains(key)) << one.dump();
+    EXPECT_NEAR(two_ranks.at(key), values[key].get<double>(), 1e-9) << key << ": 2 ranks against 1 process";
+  }
+  EXPECT_GT(values["test_ar100"].get<double>(), 0.03) << "a model that finds something";
+  const std::string summary = test::read_file(out + "/detect/summary.json");
   for (const char* name : {"test_ap\"", "test_ap50", "test_ap75", "test_ap_small", "test_ar100", "test_ar_large"})
     EXPECT_TRUE(test::contains(summary, name)) << name << " not in " << summary;
+
+  const auto p = test::trainyard("predict " + exp + " --output-dir " + out + " --input " + dir +
+                                 "/set/test/images --output " + dir + "/pred");
+  ASSERT_EQ(p.exit_code, 0) << p.out << p.err;
+  const auto c =
+      test::run_command(test::python() + " " + test::source_dir() + "/tests/plugins/coco_eval_reference.py " + dir +
+                        "/set/test/instances.json " + dir + "/pred/results.json");
+  ASSERT_EQ(c.exit_code, 0) << c.out << c.err;
+  const std::vector<double> pycocotools = parse_list(test::nonempty_lines(c.out).at(0));
+  ASSERT_EQ(pycocotools.size(), 12u) << c.out;
+  for (int s = 0; s < 12; ++s)
+    EXPECT_NEAR(pycocotools[s], values[std::string("test_") + names[s]].get<double>(), 1e-4)
+        << names[s] << ": predict's results.json in pycocotools against eval's coco_map";
+  // images.json lists the images (COCO's ids, their own sizes) for loadRes; the CSV has a row per detection.
+  const auto listing = nlohmann::json::parse(test::read_file(dir + "/pred/images.json"));
+  const auto truth = nlohmann::json::parse(test::read_file(dir + "/set/test/instances.json"));
+  ASSERT_EQ(listing["images"].size(), truth["images"].size());
+  EXPECT_EQ(listing["images"][0]["id"], truth["images"][0]["id"]);
+  EXPECT_EQ(listing["images"][0]["width"], 64);
+  EXPECT_EQ(listing["categories"][3]["id"], truth["categories"][3]["id"]);
+  const auto results = nlohmann::json::parse(test::read_file(dir + "/pred/results.json"));
+  EXPECT_EQ(test::nonempty_lines(test::read_file(dir + "/pred/predictions.csv")).size(), results.size() + 1);
+  // An existing folder is refused, as is an LMDB input.
+  const auto again = test::trainyard("predict " + exp + " --output-dir " + out + " --input " + dir +
+                                     "/set/test/images --output " + dir + "/pred");
+  EXPECT_EQ(again.exit_code, 2);
+  EXPECT_TRUE(test::contains(again.err, "error: predict: --output " + dir + "/pred exists")) << again.err;
+
+  // Images no annotation file lists are numbered 1 to N in path order; images.json lets loadRes read them.
+  std::filesystem::create_directories(dir + "/new");
+  std::filesystem::copy_file(dir + "/set/test/images/000003.jpg", dir + "/new/b.jpg");
+  std::filesystem::copy_file(dir + "/set/test/images/000005.jpg", dir + "/new/a.jpg");
+  const auto n = test::trainyard("predict " + exp + " --output-dir " + out + " --input " + dir + "/new --output " +
+                                 dir + "/pred-new");
+  ASSERT_EQ(n.exit_code, 0) << n.out << n.err;
+  const auto fresh = nlohmann::json::parse(test::read_file(dir + "/pred-new/images.json"));
+  ASSERT_EQ(fresh["images"].size(), 2u);
+  EXPECT_EQ(fresh["images"][0]["file_name"], "a.jpg");
+  EXPECT_EQ(fresh["images"][0]["id"], 1);
+  const auto loaded = test::run_command(test::python() +
+                                        " -c 'import sys; from pycocotools.coco import COCO; "
+                                        "print(len(COCO(sys.argv[1]).loadRes(sys.argv[2]).getAnnIds()))' " +
+                                        dir + "/pred-new/images.json " + dir + "/pred-new/results.json");
+  ASSERT_EQ(loaded.exit_code, 0) << loaded.out << loaded.err;
+  EXPECT_EQ(test::nonempty_lines(loaded.out).back(),
+            std::to_string(nlohmann::json::parse(test::read_file(dir + "/pred-new/results.json")).size()));
+
+  // export names the task, the classes' COCO ids and the decode's threshold beside the weights.
+  const auto x = test::trainyard("export " + exp + " --output-dir " + out + " --format safetensors --output " + dir +
+                                 "/detector.safetensors");
+  ASSERT_EQ(x.exit_code, 0) << x.out << x.err;
+  const auto task = nlohmann::json::parse(test::read_file(dir + "/detector.safetensors.json"));
+  EXPECT_EQ(task["task"], "detection");
+  EXPECT_EQ(task["category_ids"].size(), 10u);
+  EXPECT_EQ(task["category_ids"][0], truth["categories"][0]["id"]);
+  EXPECT_TRUE(task.contains("score_threshold"));
 }
 
 }  // namespace

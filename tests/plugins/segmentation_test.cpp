@@ -696,6 +696,24 @@ TEST(Coco, InstancesJsonGivesTheSceneSetsOwnMasks) {
     EXPECT_TRUE(at::equal(mask, expected)) << "scene " << name;
   }
 
+  // The same JSON with each RLE compressed by pycocotools' mask.encode (counts as strings): the same masks.
+  const std::string compressed = dir + "/set/train/compressed.json";
+  const auto encoded =
+      test::run_command(test::python() +
+                        " -c 'import json, sys; from pycocotools import mask as M\n"
+                        "d = json.load(open(sys.argv[1]))\n"
+                        "for a in d[\"annotations\"]:\n"
+                        "    s = a[\"segmentation\"]; r = M.frPyObjects(s, *s[\"size\"])\n"
+                        "    a[\"segmentation\"] = {\"size\": s[\"size\"], \"counts\": r[\"counts\"].decode()}\n"
+                        "json.dump(d, open(sys.argv[2], \"w\"))' " +
+                        dir + "/set/train/instances.json " + compressed);
+  ASSERT_EQ(encoded.exit_code, 0) << encoded.out << encoded.err;
+  ASSERT_TRUE(test::contains(test::read_file(compressed), "\"counts\": \""));
+  auto from_strings =
+      build<Dataset>(Kind::dataset, "coco", {{"annotations", compressed}, {"target", std::string("mask")}}, 0);
+  for (int64_t i = 0; i < scenes; ++i)
+    EXPECT_TRUE(at::equal(from_strings->get(i).target, data->get(i).target)) << "scene " << i << ", compressed RLE";
+
   // Polygons: a pixel is the polygon's where its centre is inside, as COCO's
   // areas count (an 8x8 square); a crowd region is the ignore value over any instance.
   const std::string one = dir + "/one";
@@ -741,6 +759,13 @@ TEST(Coco, InstancesJsonGivesTheSceneSetsOwnMasks) {
                                   "/coco.json: annotation 4: a polygon of 4 values; expected x, y pairs of 3 points "
                                   "or more");
   test::expect_one_error_line(validate(json(square + ", " + square)), one + "/coco.json: annotation 1 appears twice");
+  // A compressed RLE cut inside a count (a last "P" has 0x20 set: more to come), and one of 100 pixels.
+  test::expect_one_error_line(validate(json("{\"id\": 6, \"image_id\": 7, \"category_id\": 9, "
+                                            "\"segmentation\": {\"counts\": \"T3P\", \"size\": [16, 16]}}")),
+                              one + "/coco.json: annotation 6: a compressed RLE that ends inside a count");
+  test::expect_one_error_line(validate(json("{\"id\": 6, \"image_id\": 7, \"category_id\": 9, "
+                                            "\"segmentation\": {\"counts\": \"T3\", \"size\": [16, 16]}}")),
+                              one + "/coco.json: annotation 6: RLE counts that add up to");
   test::expect_one_error_line(
       validate(json("{\"id\": 5, \"image_id\": 8, \"category_id\": 9, \"segmentation\": [[1, 1, 5, 5, 1, 5]]}")),
       one + "/coco.json: annotation 5 names image 8; expected an id of the images list");

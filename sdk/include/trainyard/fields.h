@@ -198,4 +198,24 @@ class FieldMeter {
   virtual void update_with_fields(const MeterInput& input, const Fields& fields) = 0;
 };
 
+/// Since SDK 1.5 (added within 1.5), optional: a dataset whose classes and
+/// images have ids in the file it reads (COCO's category and image ids).
+/// `trainyard predict` writes a detector's results with them (a COCO
+/// results.json that pycocotools' loadRes reads against that file) and
+/// `trainyard export` writes the class ids beside the weights. A dataset
+/// without it: class k is id k, images are numbered in predict's order.
+///
+/// Example:
+///   std::vector<int64_t> class_ids() const override { return category_ids_; }  // sorted COCO ids
+///   int64_t image_id(const std::string& path) const override { ... }          // -1: not in the file
+class AnnotationIds {
+ public:
+  virtual ~AnnotationIds();
+  /// Class k's id in the source, for k = 0 to num_classes - 1.
+  virtual std::vector<int64_t> class_ids() const = 0;
+  /// The id of the image file at `path` (absolute, as predict finds it) in
+  /// the source, or -1 when the source has no such image.
+  virtual int64_t image_id(const std::string& path) const = 0;
+};
+
 }  // namespace trainyard
