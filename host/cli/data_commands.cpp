@@ -23,7 +23,8 @@ namespace trainyard::host {
 
 int convert_command(int argc, char** argv) {
   const std::string usage =
-      "trainyard convert --from folder|csv|idx|parallel [--input PATH]... [--target DIR]... [--images F --labels F]"
+      "trainyard convert --from folder|csv|idx|parallel|coco [--input PATH]... [--target DIR]... [--images F "
+      "--labels F]"
       " --output DIR [--to lmdb|webdataset] [--shard-size N] [--encoding png|jpeg|raw|keep] [--quality Q] [--resize "
       "HxW] [--shuffle] [--seed S]"
       " [--test-fraction F] [--limit N] [--overwrite]";
@@ -33,11 +34,14 @@ int convert_command(int argc, char** argv) {
   int64_t seed = 0;
   visible.add_options()("from", po::value<std::string>(&o.from)->required(),
                         "folder (ROOT/<class>/images), csv (path,label lines), idx (MNIST files), "
-                        "parallel (folders of matching file names)")(
-      "input", po::value<std::vector<std::string>>(&o.inputs)->composing(),
-      "source folder or CSV (parallel: repeatable)")(
+                        "parallel (folders of matching file names), coco (an instances JSON: each image with its "
+                        "annotations painted into a mask)")("input",
+                                                            po::value<std::vector<std::string>>(&o.inputs)->composing(),
+                                                            "source folder, CSV or COCO JSON (parallel: repeatable)")(
       "target", po::value<std::vector<std::string>>(&o.targets)->composing(),
-      "parallel: target image folder (repeatable)")("images", po::value<std::string>(&o.images), "idx: images file")(
+      "parallel: target image folder (repeatable)")("images", po::value<std::string>(&o.images),
+                                                    "idx: images file; coco: the folder of the JSON's file_names "
+                                                    "(default: the JSON's folder)")(
       "labels", po::value<std::string>(&o.labels), "idx: labels file")(
       "output", po::value<std::string>(&o.output)->required(), "folder to create: the LMDB, or the shards")(
       "to", po::value<std::string>(&o.to)->default_value("lmdb"),

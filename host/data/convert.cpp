@@ -144,9 +144,9 @@ std::string shard_name(int64_t shard) {
 
 // Writes records[order] as tar shards of o.shard_size samples under `dir`:
 // KEY.jpg|png (the image as encoded for an LMDB record) and KEY.cls (the
-// class index as text), or, for parallel folders of images and masks,
-// KEY.mask.png (the target, lossless); KEY is the sample's position,
-// zero-padded.
+// class index as text), or, for parallel folders of images and masks and
+// for a COCO file's painted masks, KEY.mask.png (the target, lossless); KEY
+// is the sample's position, zero-padded.
 std::string write_shards(const std::string& dir, const Source& s, const std::vector<size_t>& order,
                          const ConvertOptions& o, Progress& progress, int64_t& done) {
   fs::create_directories(dir);
@@ -154,10 +154,10 @@ std::string write_shards(const std::string& dir, const Source& s, const std::vec
   int64_t shard = -1;
   for (size_t r = 0; r < order.size(); ++r) {
     const Item& item = s.items[order[r]];
-    const bool with_mask = item.label < 0 && s.input_images == 1 && item.files.size() == 2;
+    const bool with_mask = item.label < 0 && s.input_images == 1 && (item.files.size() == 2 || item.coco_image >= 0);
     if (!with_mask && (item.label < 0 || (item.idx_index < 0 && item.files.size() != 1)))
       throw ConfigError("convert --to webdataset: sample " + item.id + " is not one image with a class or a mask",
-                        "a folder, csv or idx source, or parallel folders of one --input and one --target",
+                        "a folder, csv, idx or coco source, or parallel folders of one --input and one --target",
                         "write an LMDB (--to lmdb) for more parallel folders");
     std::vector<EncodedImage> images = encode_images(s, item, o);
     if (int64_t(r) / o.shard_size != shard) {

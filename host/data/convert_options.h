@@ -9,10 +9,10 @@
 namespace trainyard::host {
 
 struct ConvertOptions {
-  std::string from;                  ///< folder | csv | idx | parallel
-  std::vector<std::string> inputs;   ///< folder: one root; csv: one file; parallel: input folders
+  std::string from;                  ///< folder | csv | idx | parallel | coco
+  std::vector<std::string> inputs;   ///< folder: one root; csv, coco: one file; parallel: input folders
   std::vector<std::string> targets;  ///< parallel: target folders
-  std::string images, labels;        ///< idx files
+  std::string images, labels;        ///< idx files; coco: images is the folder of the JSON's file_names
   std::string output;
   std::string to = "lmdb";         ///< lmdb | webdataset
   int64_t shard_size = 1000;       ///< webdataset: samples per shard

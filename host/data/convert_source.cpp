@@ -125,9 +125,33 @@ Source read_source(const ConvertOptions& o) {
     }
     s.input_images = int64_t(o.inputs.size());
     s.description = "parallel " + join(dirs);
+  } else if (o.from == "coco") {
+    if (o.inputs.size() != 1)
+      throw ConfigError("convert --from coco: give one --input instances.json (and --images DIR for its file_names)",
+                        "expected 1 --input, got " + std::to_string(o.inputs.size()), "");
+    // Masks, as the coco dataset's target: mask paints them: 0 the background, categories 1 to K in id order.
+    coco::Instances set;
+    try {
+      set = coco::read_instances(o.inputs[0], o.images, coco::Read::masks);
+    } catch (const DataError& e) {
+      throw ConfigError(std::string("convert: ") + e.what());
+    }
+    s.class_names = {"background"};
+    s.class_names.insert(s.class_names.end(), set.category_names.begin(), set.category_names.end());
+    s.coco_crowd = s.class_names.size() < 255 ? 255 : 65535;
+    const fs::path root = o.images.empty() ? fs::path(o.inputs[0]).parent_path() : fs::path(o.images);
+    for (size_t i = 0; i < set.images.size(); ++i) {
+      Item item;
+      item.files = {set.images[i].path};
+      item.coco_image = static_cast<int64_t>(i);
+      item.id = fs::relative(set.images[i].path, root).string();
+      s.items.push_back(std::move(item));
+    }
+    s.coco_images = std::move(set.images);
+    s.description = "coco " + o.inputs[0];
   } else {
-    throw ConfigError("convert: unknown --from '" + o.from + "'", "expected one of folder, csv, idx, parallel",
-                      did_you_mean(o.from, {"folder", "csv", "idx", "parallel"}));
+    throw ConfigError("convert: unknown --from '" + o.from + "'", "expected one of folder, csv, idx, parallel, coco",
+                      did_you_mean(o.from, {"folder", "csv", "idx", "parallel", "coco"}));
   }
   if (s.items.empty())
     throw ConfigError("convert: the source holds no samples (" + s.description + ")", "expected images", "");
@@ -234,6 +258,12 @@ std::vector<EncodedImage> encode_images(const Source& s, const Item& item, const
       if (role == Role::target && image.encoding != ImageEncoding::png) image = encode(load(f, role), o, f, role);
       images.push_back(std::move(image));
     }
+  }
+  if (item.coco_image >= 0) {
+    const coco::Image& image = s.coco_images[static_cast<size_t>(item.coco_image)];
+    cv::Mat mask = coco::paint_mask(image, s.coco_crowd);
+    if (s.coco_crowd <= 255) mask.convertTo(mask, CV_8U);  // every id fits in 8 bits
+    images.push_back(encode(mask, o, item.files[0] + " (its COCO annotations)", Role::target));
   }
   return images;
 }

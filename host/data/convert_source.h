@@ -1,12 +1,14 @@
 #pragma once
 // convert's input side (data/convert.h): the samples a source names (an
-// image folder, a CSV of files and labels, or idx arrays) and each sample's
-// images as they are stored in a record (encoded, or kept as they are).
+// image folder, a CSV of files and labels, idx arrays, parallel folders of
+// images and masks, or a COCO instances file) and each sample's images as
+// they are stored in a record (encoded, or kept as they are).
 #include <cstdint>
 #include <string>
 #include <vector>
 
 #include "data/convert_options.h"
+#include "trainyard/coco.h"
 #include "trainyard/record.h"
 
 namespace trainyard::host {
@@ -17,6 +19,7 @@ struct Item {
   int64_t idx_index = -1;          ///< row in the idx arrays
   int64_t label = -1;              ///< class index, -1 for none
   std::string id;
+  int64_t coco_image = -1;  ///< coco: the image whose annotations are painted into its mask
 };
 
 /// A source's samples, in the order read, and what the records say of them.
@@ -28,6 +31,9 @@ struct Source {
   // idx: the arrays in memory
   std::vector<uint8_t> idx_pixels;
   int idx_rows = 0, idx_cols = 0;
+  // coco: the images and their annotations, and the crowd regions' value in the masks
+  std::vector<coco::Image> coco_images;
+  int coco_crowd = 255;
 };
 
 /// The samples `o`'s source names, checked (folders and files exist, labels

@@ -8,19 +8,13 @@
 // sample's original size, geometry and image id are fields too, and the
 // dataset says its category and image ids (SDK 1.5 AnnotationIds) for
 // predict's results files.
-#include <algorithm>
-#include <array>
-#include <cmath>
 #include <filesystem>
-#include <fstream>
 #include <map>
-#include <optional>
-#include <set>
 
 #include <ATen/ATen.h>
+#include <trainyard/coco.h>
 #include <trainyard/error.h>
 #include <trainyard/fields.h>
-#include <nlohmann/json.hpp>
 
 #include "image_dataset.h"
 
@@ -31,8 +25,7 @@ namespace {
 
 using trainyard::BadRecord;
 using trainyard::ConfigError;
-using trainyard::DataError;
-using Json = nlohmann::json;
+namespace coco = trainyard::coco;
 
 struct CocoOptions : TransformOptions {
   std::string annotations;        ///< the instances JSON
@@ -41,168 +34,6 @@ struct CocoOptions : TransformOptions {
   double min_box_size = 1;        ///< target: boxes: ... and this width and height in the sample's pixels
 };
 
-using Box = std::array<double, 4>;  ///< x1, y1, x2, y2 in the original image's pixels
-
-// One annotation's region, as the JSON gives it.
-struct Region {
-  int64_t id = 0;
-  int64_t class_id = 0;  ///< 1..K, or the ignore value for a crowd region
-  int64_t category = 0;  ///< 0..K-1: the category's place in id order
-  bool crowd = false;
-  std::optional<Box> box;                     ///< the bbox, where given
-  double area = 0;                            ///< COCO's area (the segment's, original pixels); 0: the box's
-  std::vector<std::vector<double>> polygons;  ///< x, y pairs in pixels
-  std::vector<uint32_t> counts;               ///< uncompressed RLE, column-major, zeros first
-};
-
-struct CocoImage {
-  int64_t id = 0;
-  std::string path;
-  int rows = 0, cols = 0;
-  std::vector<Region> regions;  ///< in the file's order; crowd regions painted last
-  std::string bad;              ///< why a sample of this image is a bad record (a box outside it); empty: fine
-};
-
-// "FILE: annotation ID" or "FILE: image ID": how errors name what they found.
-std::string at(const std::string& file, const char* what, int64_t id) {
-  return file + ": " + what + " " + std::to_string(id);
-}
-
-int64_t integer(const Json& object, const char* key, const std::string& where) {
-  const auto it = object.find(key);
-  if (it == object.end() || !it->is_number_integer())
-    throw DataError(where + ": '" + key + "' is " + (it == object.end() ? "missing" : it->dump()),
-                    "expected an integer", "");
-  return it->get<int64_t>();
-}
-
-// COCO's compressed RLE (pycocotools' mask.encode, the counts as a string):
-// each count in 5-bit groups, low first, as characters from '0' (48), 0x20
-// set on every group but the last, whose 0x10 is the sign; from the third
-// count on, the value is the difference from the count two before.
-std::vector<uint32_t> compressed_counts(const std::string& text, const std::string& where) {
-  std::vector<uint32_t> counts;
-  size_t p = 0;
-  while (p < text.size()) {
-    int64_t value = 0;
-    int shift = 0;
-    for (bool more = true; more; shift += 5) {
-      if (p == text.size() || shift > 30)
-        throw DataError(where + ": a compressed RLE that ends inside a count",
-                        "expected the counts pycocotools' mask.encode writes", "");
-      const int c = static_cast<unsigned char>(text[p++]) - 48;
-      if (c < 0 || c > 63)
-        throw DataError(where + ": a compressed RLE holds '" + std::string(1, text[p - 1]) + "'",
-                        "expected characters '0' to 'o'", "");
-      value |= int64_t(c & 0x1f) << shift;
-      more = (c & 0x20) != 0;
-      if (!more && (c & 0x10)) value -= int64_t(1) << (shift + 5);  // negative: the group's sign bit
-    }
-    if (counts.size() > 2) value += counts[counts.size() - 2];
-    if (value < 0 || value > UINT32_MAX)
-      throw DataError(where + ": a compressed RLE count of " + std::to_string(value), "expected counts of 0 or more",
-                      "");
-    counts.push_back(static_cast<uint32_t>(value));
-  }
-  return counts;
-}
-
-Region read_region(const Json& a, const std::string& file, int64_t id, int rows, int cols) {
-  Region r;
-  r.id = id;
-  const std::string where = at(file, "annotation", id);
-  const auto segmentation = a.find("segmentation");
-  if (segmentation == a.end()) throw DataError(where + " has no segmentation", "expected polygons or an RLE", "");
-  if (segmentation->is_array()) {
-    for (const Json& polygon : *segmentation) {
-      if (!polygon.is_array() || polygon.size() < 6 || polygon.size() % 2 != 0)
-        throw DataError(where + ": a polygon of " + std::to_string(polygon.is_array() ? polygon.size() : 0) + " values",
-                        "expected x, y pairs of 3 points or more (6 values or more, an even count)", "");
-      std::vector<double> xy;
-      for (const Json& v : polygon) {
-        if (!v.is_number() || !std::isfinite(v.get<double>()))
-          throw DataError(where + ": a polygon holds " + v.dump(), "expected finite numbers", "");
-        xy.push_back(v.get<double>());
-      }
-      r.polygons.push_back(std::move(xy));
-    }
-    return r;
-  }
-  const auto counts = segmentation->find("counts");
-  const auto size = segmentation->find("size");
-  if (!segmentation->is_object() || counts == segmentation->end() || size == segmentation->end())
-    throw DataError(where + ": segmentation " + segmentation->dump().substr(0, 60),
-                    "expected polygons ([[x, y, ...]]) or an RLE ({counts, size})", "");
-  if (!size->is_array() || size->size() != 2 || (*size)[0] != rows || (*size)[1] != cols)
-    throw DataError(
-        where + ": an RLE of size " + size->dump(),
-        "expected its image's [height, width], [" + std::to_string(rows) + ", " + std::to_string(cols) + "]", "");
-  if (counts->is_string()) {
-    r.counts = compressed_counts(counts->get<std::string>(), where);
-  } else {
-    if (!counts->is_array())
-      throw DataError(where + ": RLE counts " + counts->dump().substr(0, 60),
-                      "expected a list of counts or a compressed RLE string", "");
-    for (const Json& c : *counts) {
-      if (!c.is_number_unsigned() || c.get<uint64_t>() > UINT32_MAX)
-        throw DataError(where + ": an RLE count " + c.dump(), "expected counts of 0 or more", "");
-      r.counts.push_back(c.get<uint32_t>());
-    }
-  }
-  uint64_t total = 0;
-  for (const uint32_t c : r.counts) total += c;
-  if (total != uint64_t(rows) * uint64_t(cols))
-    throw DataError(where + ": RLE counts that add up to " + std::to_string(total),
-                    "expected height x width = " + std::to_string(uint64_t(rows) * uint64_t(cols)), "");
-  return r;
-}
-
-// Fills a polygon (x, y pairs) into `mask` with `id`: a pixel is the
-// polygon's where its centre lies inside (even-odd rule, a centre on the
-// right or lower edge outside), so [2, 2, 10, 2, 10, 10, 2, 10] covers
-// 8x8 pixels, the area COCO counts for it.
-void fill_polygon(const std::vector<double>& xy, uint16_t id, cv::Mat& mask) {
-  const size_t n = xy.size() / 2;
-  double top = xy[1], bottom = xy[1];
-  for (size_t i = 1; i < n; ++i) top = std::min(top, xy[2 * i + 1]), bottom = std::max(bottom, xy[2 * i + 1]);
-  const int first = static_cast<int>(std::clamp(std::floor(top), 0.0, double(mask.rows)));
-  const int last = static_cast<int>(std::clamp(std::ceil(bottom), 0.0, double(mask.rows)));
-  std::vector<double> crossings;
-  for (int y = first; y < last; ++y) {
-    const double centre = y + 0.5;
-    crossings.clear();
-    for (size_t i = 0; i < n; ++i) {
-      const double x0 = xy[2 * i], y0 = xy[2 * i + 1];
-      const double x1 = xy[2 * ((i + 1) % n)], y1 = xy[2 * ((i + 1) % n) + 1];
-      if ((y0 <= centre) != (y1 <= centre)) crossings.push_back(x0 + (centre - y0) * (x1 - x0) / (y1 - y0));
-    }
-    std::sort(crossings.begin(), crossings.end());
-    // Centres x + 0.5 in [enter, leave): columns ceil(enter - 0.5) to ceil(leave - 0.5) - 1.
-    const auto column = [&](double x) {
-      return static_cast<int>(std::ceil(std::clamp(x - 0.5, -1.0, double(mask.cols))));
-    };
-    for (size_t k = 0; k + 1 < crossings.size(); k += 2)
-      for (int x = std::max(0, column(crossings[k])); x < std::min(mask.cols, column(crossings[k + 1])); ++x)
-        mask.at<uint16_t>(y, x) = id;
-  }
-}
-
-// Paints region `r` into `mask` (16-bit) with value `id`.
-void paint(const Region& r, int id, cv::Mat& mask) {
-  for (const auto& xy : r.polygons) fill_polygon(xy, static_cast<uint16_t>(id), mask);
-  // Uncompressed RLE: alternating runs of 0 and 1 down the columns.
-  uint64_t position = 0;
-  bool on = false;
-  for (const uint32_t run : r.counts) {
-    if (on)
-      for (uint64_t p = position; p < position + run; ++p)
-        mask.at<uint16_t>(static_cast<int>(p % uint64_t(mask.rows)), static_cast<int>(p / uint64_t(mask.rows))) =
-            static_cast<uint16_t>(id);
-    position += run;
-    on = !on;
-  }
-}
-
 // at::Tensor of a 2x3 double matrix.
 at::Tensor matrix_tensor(const cv::Matx23d& m) {
   return at::tensor(std::vector<double>(m.val, m.val + 6), at::kDouble).view({2, 3});
@@ -210,16 +41,17 @@ at::Tensor matrix_tensor(const cv::Matx23d& m) {
 
 class Coco : public ImageDataset, public trainyard::FieldDataset, public trainyard::AnnotationIds {
  public:
-  Coco(const CocoOptions& options, TransformOptions transforms, std::vector<CocoImage> images,
+  Coco(const CocoOptions& options, TransformOptions transforms, std::vector<coco::Image> images,
        std::vector<std::string> class_names, std::vector<int64_t> class_ids, const std::string& source)
       : ImageDataset(std::move(transforms)),
         images_(std::move(images)),
         class_ids_(std::move(class_ids)),
         min_box_visible_(options.min_box_visible),
-        min_box_size_(options.min_box_size) {
+        min_box_size_(options.min_box_size),
+        ignore_index_(options.ignore_index) {
     const auto classes = static_cast<int64_t>(class_names.size());  // before the names are moved
     describe(classes, std::move(class_names), source);
-    for (const CocoImage& image : images_) image_ids_[comparable_path(image.path)] = image.id;
+    for (const coco::Image& image : images_) image_ids_[comparable_path(image.path)] = image.id;
   }
   int64_t size() const override { return static_cast<int64_t>(images_.size()); }
 
@@ -244,21 +76,20 @@ class Coco : public ImageDataset, public trainyard::FieldDataset, public trainya
 
  protected:
   LoadedSample load(int64_t index) const override {
-    const CocoImage& image = images_.at(static_cast<size_t>(index));
+    const coco::Image& image = images_.at(static_cast<size_t>(index));
     if (!image.bad.empty()) throw BadRecord(image.bad);
     LoadedSample s;
     // The JSON's size: the boxes' geometry is drawn on it, so the file must have it.
     s.inputs.push_back(SourceImage{read_file_bytes(image.path), {}, image.path, cv::Size(image.cols, image.rows)});
     if (transforms().target == "boxes") {
       int64_t boxes = 0;
-      for (const Region& r : image.regions) boxes += !r.crowd;
+      for (const coco::Region& r : image.regions) boxes += !r.crowd;
       s.label = at::scalar_tensor(boxes, at::kLong);
       return s;
     }
-    // 16 bits: room for any class count and the ignore value; class ids as stored.
-    cv::Mat mask(image.rows, image.cols, CV_16UC1, cv::Scalar(0));
-    for (const Region& r : image.regions) paint(r, static_cast<int>(r.class_id), mask);
-    s.targets.push_back(SourceImage{{}, mask, image.path + " (its COCO annotations)", {}});
+    // 16 bits: room for any class count and the ignore value.
+    s.targets.push_back(SourceImage{
+        {}, coco::paint_mask(image, static_cast<int>(ignore_index_)), image.path + " (its COCO annotations)", {}});
     return s;
   }
 
@@ -267,7 +98,7 @@ class Coco : public ImageDataset, public trainyard::FieldDataset, public trainya
   // target: boxes its boxes through that geometry.
   trainyard::Fields fields_of(int64_t index, uint64_t seed) const {
     namespace name = trainyard::field_name;
-    const CocoImage& image = images_.at(static_cast<size_t>(index));
+    const coco::Image& image = images_.at(static_cast<size_t>(index));
     if (!image.bad.empty()) throw BadRecord(image.bad);
     const SampleAffine geometry = sample_affine(cv::Size(image.cols, image.rows), transforms(), seed);
     trainyard::Fields f;
@@ -275,20 +106,20 @@ class Coco : public ImageDataset, public trainyard::FieldDataset, public trainya
     f[name::input_from_original] = trainyard::meta(matrix_tensor(geometry.affine));
     f[name::image_id] = trainyard::meta(at::scalar_tensor(image.id, at::kLong));
     if (transforms().target != "boxes") return f;
-    std::vector<Box> boxes;
-    std::vector<const Region*> owners;
-    for (const Region& r : image.regions)
+    std::vector<coco::Box> boxes;
+    std::vector<const coco::Region*> owners;
+    for (const coco::Region& r : image.regions)
       if (r.box) boxes.push_back(*r.box), owners.push_back(&r);
     std::vector<size_t> kept;
-    const std::vector<Box> out = transform_boxes(boxes, geometry, min_box_visible_, min_box_size_, kept);
+    const std::vector<coco::Box> out = transform_boxes(boxes, geometry, min_box_visible_, min_box_size_, kept);
     std::vector<float> xyxy, areas;
     std::vector<int64_t> labels, crowd;
     for (size_t k = 0; k < out.size(); ++k) {
-      const Region& r = *owners[kept[k]];
+      const coco::Region& r = *owners[kept[k]];
       for (const double v : out[k]) xyxy.push_back(static_cast<float>(v));
       labels.push_back(r.category);
       crowd.push_back(r.crowd ? 1 : 0);
-      const Box& b = *r.box;
+      const coco::Box& b = *r.box;
       areas.push_back(static_cast<float>(r.area > 0 ? r.area : (b[2] - b[0]) * (b[3] - b[1])));
     }
     const auto n = static_cast<int64_t>(out.size());
@@ -306,40 +137,12 @@ class Coco : public ImageDataset, public trainyard::FieldDataset, public trainya
     return ec ? fs::absolute(path).lexically_normal().string() : resolved.string();
   }
 
-  std::vector<CocoImage> images_;
+  std::vector<coco::Image> images_;
   std::vector<int64_t> class_ids_;  ///< class k's category id (target: mask: class 0, the background, is 0)
   std::map<std::string, int64_t> image_ids_;
   double min_box_visible_, min_box_size_;
+  int64_t ignore_index_;  ///< target: mask: the crowd regions' value
 };
-
-// An annotation's bbox [x, y, width, height] as x1, y1, x2, y2; a box that
-// is not finite, not positive in size or reaches outside its image gives the
-// image's bad-record reason instead.
-std::optional<Box> read_box(const Json& a, const std::string& where, const CocoImage& image, std::string& bad) {
-  const auto bbox = a.find("bbox");
-  if (bbox == a.end()) return std::nullopt;
-  const auto text = bbox->dump().substr(0, 80);
-  if (!bbox->is_array() || bbox->size() != 4 ||
-      !std::all_of(bbox->begin(), bbox->end(), [](const Json& v) { return v.is_number(); })) {
-    if (bad.empty()) bad = where + ": bbox " + text + ", expected [x, y, width, height]";
-    return std::nullopt;
-  }
-  const double x = (*bbox)[0].get<double>(), y = (*bbox)[1].get<double>();
-  const double w = (*bbox)[2].get<double>(), h = (*bbox)[3].get<double>();
-  // Half a pixel of slack: COCO's own boxes round to 2 decimals past the border.
-  constexpr double kSlack = 0.5;
-  const bool finite = std::isfinite(x) && std::isfinite(y) && std::isfinite(w) && std::isfinite(h);
-  if (!finite || w <= 0 || h <= 0 || x < -kSlack || y < -kSlack || x + w > image.cols + kSlack ||
-      y + h > image.rows + kSlack) {
-    if (bad.empty())
-      bad = where + ": bbox " + text + ", expected a finite [x, y, width, height] with width and height above 0 " +
-            "inside image " + std::to_string(image.id) + "'s " + std::to_string(image.rows) + "x" +
-            std::to_string(image.cols);
-    return std::nullopt;
-  }
-  return Box{std::max(0.0, x), std::max(0.0, y), std::min<double>(image.cols, x + w),
-             std::min<double>(image.rows, y + h)};
-}
 
 const trainyard::TypedSchema<CocoOptions>& coco_typed_schema() {
   static const auto s = [] {
@@ -373,33 +176,13 @@ std::shared_ptr<trainyard::Dataset> read_coco(CocoOptions o) {
     throw ConfigError("coco with target: image (the default)", "expected target: mask or target: boxes",
                       "add target: mask (segmentation) or target: boxes (detection)");
   const bool boxes = o.target == "boxes";
-  std::ifstream in(file);
-  if (!in)
-    throw ConfigError("annotations '" + file + "' cannot be read", "expected a COCO instances JSON", "check the path");
-  Json json;
-  try {
-    json = Json::parse(in);
-  } catch (const Json::parse_error& e) {
-    throw DataError(file + ": not JSON (" + std::string(e.what()) + ")", "expected a COCO instances JSON", "");
-  }
-  for (const char* key : {"images", "annotations", "categories"})
-    if (!json.is_object() || !json.contains(key) || !json[key].is_array())
-      throw DataError(file + ": no '" + key + "' list",
-                      "expected a COCO instances JSON (images, annotations, categories)", "");
-  // Categories, in id order, are classes 1..K.
-  std::map<int64_t, std::string> categories;
-  for (const Json& c : json["categories"]) {
-    const int64_t id = integer(c, "id", file + ": a category");
-    if (!categories.emplace(id, c.value("name", std::to_string(id))).second)
-      throw DataError(at(file, "category", id) + " appears twice", "expected unique category ids", "");
-  }
-  std::vector<std::string> names{"background"};
-  std::vector<int64_t> class_ids{0};
-  std::map<int64_t, int64_t> class_of;
-  for (const auto& [id, name] : categories) {
-    class_of[id] = static_cast<int64_t>(names.size());
-    names.push_back(name);
-    class_ids.push_back(id);
+  const coco::Instances set = coco::read_instances(file, o.images, boxes ? coco::Read::boxes : coco::Read::masks);
+  // Masks: the background, then the categories in id order; boxes: the categories alone (0 to K-1).
+  std::vector<std::string> names = set.category_names;
+  std::vector<int64_t> class_ids = set.category_ids;
+  if (!boxes) {
+    names.insert(names.begin(), "background");
+    class_ids.insert(class_ids.begin(), 0);
   }
   const int64_t classes = static_cast<int64_t>(names.size());
   if (o.mask_classes == 0 && !boxes) o.mask_classes = classes;
@@ -411,84 +194,14 @@ std::shared_ptr<trainyard::Dataset> read_coco(CocoOptions o) {
                           std::to_string(classes - 1) + " categories",
                       "expected the categories + 1 (the background), " + std::to_string(classes), "drop mask_classes");
   TransformOptions transforms = checked_transforms(o);
-  const fs::path root = o.images.empty() ? fs::path(file).parent_path() : fs::path(o.images);
-  std::vector<CocoImage> images;
-  std::map<int64_t, size_t> index_of;
-  for (const Json& i : json["images"]) {
-    CocoImage image;
-    image.id = integer(i, "id", file + ": an image");
-    const std::string where = at(file, "image", image.id);
-    if (index_of.count(image.id)) throw DataError(where + " appears twice", "expected unique image ids", "");
-    if (!i.contains("file_name") || !i["file_name"].is_string())
-      throw DataError(where + " has no file_name", "expected the image's path", "");
-    image.path = (root / i["file_name"].get<std::string>()).string();
-    if (!fs::is_regular_file(image.path))
-      throw DataError(where + ": " + image.path + " does not exist", "expected the image file", "check images:");
-    // Checked as read, before narrowing: a damaged 4294967312 must not become 16.
-    const int64_t rows = integer(i, "height", where), cols = integer(i, "width", where);
-    constexpr int64_t kLongestSide = 1 << 20;
-    if (rows < 1 || cols < 1 || rows > kLongestSide || cols > kLongestSide ||
-        uint64_t(rows) * uint64_t(cols) > kMaxImagePixels)
-      throw DataError(where + ": " + std::to_string(rows) + "x" + std::to_string(cols),
-                      "expected a height and width from 1 to " + std::to_string(kLongestSide) + ", at most " +
-                          std::to_string(kMaxImagePixels) + " pixels",
-                      "");
-    image.rows = static_cast<int>(rows);
-    image.cols = static_cast<int>(cols);
-    index_of[image.id] = images.size();
-    images.push_back(std::move(image));
-  }
-  if (images.empty()) throw DataError(file + " lists no images", "expected images", "");
-  std::set<int64_t> annotation_ids;
-  std::vector<std::vector<Region>> crowds(images.size());
-  for (const Json& a : json["annotations"]) {
-    const int64_t id = integer(a, "id", file + ": an annotation");
-    const std::string where = at(file, "annotation", id);
-    if (!annotation_ids.insert(id).second)
-      throw DataError(where + " appears twice", "expected unique annotation ids", "");
-    const auto image = index_of.find(integer(a, "image_id", where));
-    if (image == index_of.end())
-      throw DataError(where + " names image " + std::to_string(integer(a, "image_id", where)),
-                      "expected an id of the images list", "");
-    const auto category = class_of.find(integer(a, "category_id", where));
-    if (category == class_of.end())
-      throw DataError(where + " names category " + std::to_string(integer(a, "category_id", where)),
-                      "expected an id of the categories list", "");
-    CocoImage& owner = images[image->second];
-    // Boxes need no segmentation (and masks no bbox): each target reads its own.
-    Region r = boxes ? Region{} : read_region(a, file, id, owner.rows, owner.cols);
-    r.id = id;
-    r.crowd = a.value("iscrowd", 0) != 0;
-    r.class_id = r.crowd ? o.ignore_index : category->second;
-    r.category = category->second - 1;
-    if (boxes) {
-      r.box = read_box(a, where, owner, owner.bad);
-      if (const auto area = a.find("area"); area != a.end() && area->is_number() && area->get<double>() > 0)
-        r.area = area->get<double>();
-      if (!r.box && owner.bad.empty())
-        throw DataError(where + " has no bbox", "expected [x, y, width, height] for target: boxes", "");
-    }
-    (r.crowd ? crowds[image->second] : owner.regions).push_back(std::move(r));
-  }
-  for (size_t i = 0; i < images.size(); ++i)  // crowd regions last: ignored even where an instance overlaps
-    for (auto& r : crowds[i]) images[i].regions.push_back(std::move(r));
-  if (boxes) {  // boxes' classes are the categories alone: 0 to K-1
-    names.erase(names.begin());
-    class_ids.erase(class_ids.begin());
-  }
-  return std::make_shared<Coco>(o, std::move(transforms), std::move(images), std::move(names), std::move(class_ids),
+  return std::make_shared<Coco>(o, std::move(transforms), set.images, std::move(names), std::move(class_ids),
                                 "annotations '" + file + "'");
 }
 
 }  // namespace
 
 std::shared_ptr<trainyard::Dataset> make_coco(const trainyard::Options& options) {
-  const CocoOptions o = coco_typed_schema().bind(options);
-  try {
-    return read_coco(o);
-  } catch (const Json::exception& e) {  // a value of another type than COCO's ("iscrowd": "no")
-    throw DataError(o.annotations + ": " + e.what(), "expected a COCO instances JSON", "");
-  }
+  return read_coco(coco_typed_schema().bind(options));
 }
 
 }  // namespace image_datasets

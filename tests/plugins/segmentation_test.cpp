@@ -714,6 +714,26 @@ TEST(Coco, InstancesJsonGivesTheSceneSetsOwnMasks) {
   for (int64_t i = 0; i < scenes; ++i)
     EXPECT_TRUE(at::equal(from_strings->get(i).target, data->get(i).target)) << "scene " << i << ", compressed RLE";
 
+  // convert --from coco paints the same masks into an LMDB's records and into shards' KEY.mask.png.
+  for (const std::string to : {"lmdb", "webdataset"}) {
+    const std::string written = dir + "/converted-" + to;
+    const auto c = test::trainyard("convert --from coco --input " + dir + "/set/train/instances.json --output " +
+                                   written + " --to " + to + " --encoding keep --quiet");
+    ASSERT_EQ(c.exit_code, 0) << c.out << c.err;
+    std::map<std::string, Value> options{{"target", std::string("mask")}, {"mask_classes", int64_t{11}}};
+    if (to == "lmdb")
+      options["path"] = written;
+    else
+      options["urls"] = written + "/shard-000000.tar";
+    auto converted = build<Dataset>(Kind::dataset, to, options, 0);
+    ASSERT_EQ(converted->size(), scenes);
+    for (int64_t i = 0; i < scenes; ++i) {
+      const Example e = converted->get(i);
+      EXPECT_TRUE(at::equal(e.target, data->get(i).target)) << to << " scene " << i;
+      EXPECT_TRUE(at::equal(e.input, data->get(i).input)) << to << " scene " << i << ": the JPEG's own bytes";
+    }
+  }
+
   // Polygons: a pixel is the polygon's where its centre is inside, as COCO's
   // areas count (an 8x8 square); a crowd region is the ignore value over any instance.
   const std::string one = dir + "/one";
@@ -759,6 +779,11 @@ TEST(Coco, InstancesJsonGivesTheSceneSetsOwnMasks) {
                                   "/coco.json: annotation 4: a polygon of 4 values; expected x, y pairs of 3 points "
                                   "or more");
   test::expect_one_error_line(validate(json(square + ", " + square)), one + "/coco.json: annotation 1 appears twice");
+  // convert reads the same file the same way: one line naming it and the id, nothing written.
+  test::expect_one_error_line(test::trainyard("convert --from coco --input " + json(square + ", " + square) +
+                                              " --output " + dir + "/never --quiet"),
+                              "convert: " + one + "/coco.json: annotation 1 appears twice");
+  EXPECT_FALSE(fs::exists(dir + "/never"));
   // A compressed RLE cut inside a count (a last "P" has 0x20 set: more to come), and one of 100 pixels.
   test::expect_one_error_line(validate(json("{\"id\": 6, \"image_id\": 7, \"category_id\": 9, "
                                             "\"segmentation\": {\"counts\": \"T3P\", \"size\": [16, 16]}}")),
