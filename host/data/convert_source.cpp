@@ -139,12 +139,11 @@ Source read_source(const ConvertOptions& o) {
     s.class_names = {"background"};
     s.class_names.insert(s.class_names.end(), set.category_names.begin(), set.category_names.end());
     s.coco_crowd = s.class_names.size() < 255 ? 255 : 65535;
-    const fs::path root = o.images.empty() ? fs::path(o.inputs[0]).parent_path() : fs::path(o.images);
     for (size_t i = 0; i < set.images.size(); ++i) {
       Item item;
       item.files = {set.images[i].path};
       item.coco_image = static_cast<int64_t>(i);
-      item.id = fs::relative(set.images[i].path, root).string();
+      item.id = set.images[i].file_name;
       s.items.push_back(std::move(item));
     }
     s.coco_images = std::move(set.images);

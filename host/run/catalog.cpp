@@ -1,7 +1,5 @@
 #include "run/mode_requests.h"
 
-#include <unistd.h>
-
 #include <ctime>
 #include <filesystem>
 #include <fstream>
@@ -186,11 +184,9 @@ int64_t Runner::embed(const EmbedRequest& request) const {
     if (!input.labeled) labels.fill_(-1);
     sources = input.sources;
   }
-  // Built beside the final name, then renamed: a catalog is whole or absent.
-  const std::string tmp = out + ".tmp-" + std::to_string(::getpid());
-  fs::remove_all(tmp);
-  fs::create_directories(tmp);
-  try {
+  {
+    NewFolder folder(out);  // a catalog is whole or absent
+    const std::string& tmp = folder.dir();
     write_npy(tmp + "/embeddings.npy", embeddings);
     write_npy(tmp + "/labels.npy", labels);
     std::string items = csv_row({"index", "source", "label", "class"});
@@ -220,12 +216,7 @@ int64_t Runner::embed(const EmbedRequest& request) const {
     j["created"] = now_utc();
     j["trainyard"] = TRAINYARD_VERSION;
     write_file_atomic(tmp + "/catalog.json", json_text(j, true) + "\n");
-    sync_path(tmp);
-    fs::rename(tmp, out);
-  } catch (...) {
-    std::error_code ec;
-    fs::remove_all(tmp, ec);
-    throw;
+    folder.commit();
   }
   return embeddings.size(0);
 }

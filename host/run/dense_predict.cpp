@@ -21,9 +21,7 @@ cv::Mat mask_at_original_size(const cv::Mat& predicted, cv::Size original, const
   cv::Mat canvas = predicted;
   if (g.center_crop) {
     canvas = cv::Mat(resized, predicted.type(), cv::Scalar::all(unknown));
-    const cv::Rect crop((resized.width - predicted.cols) / 2, (resized.height - predicted.rows) / 2, predicted.cols,
-                        predicted.rows);
-    predicted.copyTo(canvas(crop));
+    predicted.copyTo(canvas(center_crop(resized, g)));
   }
   if (canvas.size() == original) return canvas;
   cv::Mat out;

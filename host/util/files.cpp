@@ -43,6 +43,7 @@ NewFolder::~NewFolder() {
 }
 
 void NewFolder::commit() {
+  sync_path(partial_);  // its entries on disk before the name appears
   std::filesystem::rename(partial_, path_);
   committed_ = true;
 }

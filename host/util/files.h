@@ -32,8 +32,8 @@ std::vector<std::string> read_lines(const std::string& path);
 void sync_path(const std::string& path);
 
 /// A new folder written whole or not at all: filled as PATH.partial-PID
-/// (dir()), renamed to `path` by commit(); dropped uncommitted (an error on
-/// the way), the partial folder is removed. `path` itself is the caller's
+/// (dir()), synced and renamed to `path` by commit(); dropped uncommitted
+/// (an error on the way), the partial folder is removed. `path` itself is the caller's
 /// to check: it must not exist.
 ///
 /// Example:

@@ -176,7 +176,7 @@ std::shared_ptr<trainyard::Dataset> read_coco(CocoOptions o) {
     throw ConfigError("coco with target: image (the default)", "expected target: mask or target: boxes",
                       "add target: mask (segmentation) or target: boxes (detection)");
   const bool boxes = o.target == "boxes";
-  const coco::Instances set = coco::read_instances(file, o.images, boxes ? coco::Read::boxes : coco::Read::masks);
+  coco::Instances set = coco::read_instances(file, o.images, boxes ? coco::Read::boxes : coco::Read::masks);
   // Masks: the background, then the categories in id order; boxes: the categories alone (0 to K-1).
   std::vector<std::string> names = set.category_names;
   std::vector<int64_t> class_ids = set.category_ids;
@@ -194,7 +194,7 @@ std::shared_ptr<trainyard::Dataset> read_coco(CocoOptions o) {
                           std::to_string(classes - 1) + " categories",
                       "expected the categories + 1 (the background), " + std::to_string(classes), "drop mask_classes");
   TransformOptions transforms = checked_transforms(o);
-  return std::make_shared<Coco>(o, std::move(transforms), set.images, std::move(names), std::move(class_ids),
+  return std::make_shared<Coco>(o, std::move(transforms), std::move(set.images), std::move(names), std::move(class_ids),
                                 "annotations '" + file + "'");
 }
 

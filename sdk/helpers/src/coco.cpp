@@ -227,7 +227,8 @@ Instances read(const std::string& file, const std::string& images_folder, Read w
     if (index_of.count(image.id)) throw DataError(where + " appears twice", "expected unique image ids", "");
     if (!i.contains("file_name") || !i["file_name"].is_string())
       throw DataError(where + " has no file_name", "expected the image's path", "");
-    image.path = (root / i["file_name"].get<std::string>()).string();
+    image.file_name = i["file_name"].get<std::string>();
+    image.path = (root / image.file_name).string();
     if (!fs::is_regular_file(image.path))
       throw DataError(where + ": " + image.path + " does not exist", "expected the image file",
                       "check the images folder (the coco dataset's images:, convert's --images)");

@@ -37,7 +37,8 @@ struct Region {
 
 struct Image {
   int64_t id = 0;
-  std::string path;  ///< the images folder / file_name
+  std::string file_name;  ///< as the JSON gives it
+  std::string path;       ///< the images folder / file_name
   int rows = 0, cols = 0;
   std::vector<Region> regions;  ///< in the file's order, crowd regions last (painted over the others)
   std::string bad;              ///< Read::boxes: why this image is a bad record (a box outside it); empty: fine
