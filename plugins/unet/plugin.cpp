@@ -14,4 +14,4 @@ void register_components(trainyard::Registrar& r) {
 
 }  // namespace
 
-TRAINYARD_PLUGIN("unet", "1.0.0", "U-Net segmentation network", register_components)
+TRAINYARD_PLUGIN("unet", "1.1.0", "U-Net segmentation network", register_components)

@@ -318,7 +318,7 @@ TEST(Distributed, TorchrunStaticAndStandaloneModesEqualOneProcess) {
   // The default (static) rendezvous: the agent serves the store at
   // MASTER_PORT and says so (TORCHELASTIC_USE_AGENT_STORE=True); --standalone:
   // c10d rendezvous on a port of its own.
-  for (const std::string mode : {"--master-port " + std::to_string(free_port()), std::string("--standalone")}) {
+  for (const std::string& mode : {"--master-port " + std::to_string(free_port()), std::string("--standalone")}) {
     const std::string out = temp_dir("torchrun");
     auto r = run_command(torchrun() + " --nproc-per-node 2 " + mode + " --no-python " + trainyard_binary() + " run " +
                          experiment("dp") + " --output-dir " + out + " --set loop.batch_per_device=32");

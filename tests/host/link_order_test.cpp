@@ -28,7 +28,7 @@ std::vector<std::string> needed(const std::string& file) {
 
 TEST(LinkOrder, LibstdcxxIsSearchedBeforeLibTorchByTheExecutables) {
   // The host, and this test program (as the fuzz targets, linked with the same flags).
-  for (const std::string binary : {trainyard_binary(), std::filesystem::read_symlink("/proc/self/exe").string()}) {
+  for (const std::string& binary : {trainyard_binary(), std::filesystem::read_symlink("/proc/self/exe").string()}) {
     const auto libraries = needed(binary);
     ASSERT_FALSE(libraries.empty()) << binary;
     EXPECT_EQ(libraries.front(), "libstdc++.so.6") << binary;

@@ -142,6 +142,41 @@ std::vector<double> train_losses(const std::string& run_dir) {
   return out;
 }
 
+TEST(Unet, ADecoderStrideLeavesOutTheFullSizeLevelsAndUpsamplesTheScores) {
+  // depth 3, width 4: levels of 4, 8, 16 channels, a 32-channel bottleneck
+  // at stride 8. decoder_stride 4 keeps the decoder's deepest level (stride
+  // 8 to 4), so the head takes its 16 channels, not 4, and the weights of
+  // the levels at strides 2 and 1 are gone; the scores come back at the
+  // input's size, any size the depth halves.
+  auto full = build("unet", {{"depth", int64_t{3}}, {"width", int64_t{4}}}, {3, 32, 32}, 5);
+  auto strided =
+      build("unet", {{"depth", int64_t{3}}, {"width", int64_t{4}}, {"decoder_stride", int64_t{4}}}, {3, 32, 32}, 5);
+  const auto head = [](Network& n) { return n.named_parameters()["classes.weight"].sizes().vec(); };
+  EXPECT_EQ(head(*full), (std::vector<int64_t>{5, 4, 1, 1}));
+  EXPECT_EQ(head(*strided), (std::vector<int64_t>{5, 16, 1, 1}));
+  // Each left-out level: a 2x2 transposed convolution (with bias) and two 3x3
+  // convolutions (no bias) with batch norm; the head has 12 more inputs.
+  const int64_t left_out = (16 * 8 * 4 + 8) + (16 * 8 * 9 + 8 * 8 * 9 + 2 * 8 * 2) +  // stride 2: 16 -> 8
+                           (8 * 4 * 4 + 4) + (8 * 4 * 9 + 4 * 4 * 9 + 2 * 4 * 2) -    // stride 1: 8 -> 4
+                           5 * 12;
+  EXPECT_EQ(count(*full) - count(*strided), left_out);
+  Batch b{at::randn({2, 3, 40, 48}), at::Tensor(), {}};
+  at::Tensor out = strided->forward(b);
+  EXPECT_EQ(out.sizes(), (at::IntArrayRef{2, 5, 40, 48}));
+  out.sum().backward();
+  for (const auto& p : strided->named_parameters()) EXPECT_TRUE(p.value().grad().defined()) << p.key();
+  // Only strides the decoder passes through: a power of 2 up to 2^depth.
+  for (int64_t bad : {3, 16}) {
+    try {
+      build("unet", {{"depth", int64_t{3}}, {"decoder_stride", bad}}, {3, 32, 32}, 5);
+      ADD_FAILURE() << bad;
+    } catch (const ConfigError& e) {
+      EXPECT_TRUE(test::contains(e.what(), "network.decoder_stride: " + std::to_string(bad))) << e.what();
+      EXPECT_TRUE(test::contains(e.what(), "a power of 2 from 1 to 2^depth = 8")) << e.what();
+    }
+  }
+}
+
 TEST(TorchScript, ANetworkExportedFromPythonTrainsChecksPointsAndResumes) {
   const std::string python = python_with_torch();
   ASSERT_FALSE(python.empty()) << "no Python with torch at '" << ::trainyard::test::python()
