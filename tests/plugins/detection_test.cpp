@@ -315,7 +315,11 @@ TEST(Detection, TwoRanksEvalAndPredictsResultsInPycocotoolsGiveOneMap) {
     ASSERT_TRUE(values.contains(key)) << one.dump();
     EXPECT_NEAR(two_ranks.at(key), values[key].get<double>(), 1e-9) << key << ": 2 ranks against 1 process";
   }
-  EXPECT_GT(values["test_ar100"].get<double>(), 0.03) << "a model that finds something";
+  // A model that finds something, so that the values compared are not all
+  // zeros. Its level depends on the CPU's kernels (this tiny model's 12
+  // epochs reached AR@100 0.018 on an AVX2-only AMD EPYC, more on AVX-512),
+  // so the bar is any match at all.
+  EXPECT_GT(values["test_ar100"].get<double>(), 0.0) << "a model that finds something";
   const std::string summary = test::read_file(out + "/detect/summary.json");
   for (const char* name : {"test_ap\"", "test_ap50", "test_ap75", "test_ap_small", "test_ar100", "test_ar_large"})
     EXPECT_TRUE(test::contains(summary, name)) << name << " not in " << summary;
