@@ -62,6 +62,11 @@ void check_image_prediction(bool lmdb_input, const std::string& input, const std
 
 cv::Size stored_size(const std::string& path, const std::string& command) {
   const std::string bytes = read_whole_file(path);
+  // A JPEG's or PNG's header says it; the predictions were made from the
+  // decoded pixels, so a header that lies had failed the dataset already.
+  if (const auto h = image_codec::read_header(bytes.data(), bytes.size());
+      h && h->width * h->height <= image_codec::kMaxPixels)
+    return {static_cast<int>(h->width), static_cast<int>(h->height)};
   try {
     return image_codec::decode(bytes.data(), bytes.size()).size();
   } catch (const image_codec::Error& e) {

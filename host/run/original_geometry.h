@@ -43,8 +43,9 @@ cv::Matx23d input_from_original(cv::Size original, const ImageGeometry& g);
 void check_image_prediction(bool lmdb_input, const std::string& input, const std::string& output,
                             const std::string& network, const std::string& writes);
 
-/// The size of the image decoded from the file at `path`; a file that does
-/// not decode is a ConfigError naming it (`command`: "predict").
+/// The size of the image stored in the file at `path`: a JPEG's or PNG's
+/// header's, another format's decoded; a file that does not decode is a
+/// ConfigError naming it (`command`: "predict").
 cv::Size stored_size(const std::string& path, const std::string& command);
 
 }  // namespace trainyard::host

@@ -1,22 +1,22 @@
-// The centernet network: a U-Net-shaped encoder and decoder that stops at
-// stride 4 (levels of two 3x3 convolutions, batch norm and ReLU; 2x2
-// pooling down, 2x2 transposed convolutions up with the encoder's features
-// of that size), then three heads of a 3x3 and a 1x1 convolution: K class
-// heatmaps, the size, the offset. decode() turns an output into detections.
+// The centernet network: the unet plugin's levels with the decoder stopped
+// at stride 4 (plugins/unet/levels.h: two 3x3 convolutions, batch norm and
+// ReLU per level; 2x2 pooling down, 2x2 transposed convolutions up with the
+// encoder's features of that size), then three heads of a 3x3 and a 1x1
+// convolution: K class heatmaps, the size, the offset. decode() turns an
+// output into detections.
 #include <torch/nn/init.h>
 #include <torch/nn/modules/activation.h>
-#include <torch/nn/modules/batchnorm.h>
-#include <torch/nn/modules/container/modulelist.h>
 #include <torch/nn/modules/container/sequential.h>
 #include <torch/nn/modules/conv.h>
 #include <trainyard/error.h>
-#include <trainyard/sync_batch_norm.h>
 
 #include <ATen/ATen.h>
 
 #include <cmath>
+#include <optional>
 
 #include "centernet.h"
+#include "levels.h"
 
 namespace centernet {
 namespace {
@@ -59,38 +59,9 @@ class CenterNet : public trainyard::Network, public trainyard::Detector {
     if (classes_ <= 0)
       throw trainyard::ConfigError("the dataset reports no classes",
                                    "expected a detection dataset (coco with target: boxes: num_classes > 0)", "");
-    const int64_t multiple = int64_t{1} << o.depth;
-    if (shape[1] % multiple != 0 || shape[2] % multiple != 0)
-      throw trainyard::ConfigError("a " + std::to_string(shape[1]) + "x" + std::to_string(shape[2]) +
-                                       " input does not halve " + std::to_string(o.depth) + " times",
-                                   "expected a height and width divisible by 2^depth = " + std::to_string(multiple),
-                                   "crop or resize the images to a multiple, or lower depth");
-    auto norm = [&](int64_t channels) -> torch::nn::AnyModule {
-      if (c.sync_batch_norm && c.collectives)
-        return torch::nn::AnyModule(trainyard::SyncBatchNorm2d(channels, c.collectives));
-      return torch::nn::AnyModule(torch::nn::BatchNorm2d(channels));
-    };
-    auto block = [&](int64_t in, int64_t out) {
-      torch::nn::Sequential b;
-      for (int64_t i = 0; i < 2; ++i, in = out) {
-        b->push_back(torch::nn::Conv2d(torch::nn::Conv2dOptions(in, out, 3).padding(1).bias(false)));
-        b->push_back(norm(out));
-        b->push_back(torch::nn::ReLU());
-      }
-      return b;
-    };
-    int64_t channels = shape[0], width = o.width;
-    for (int64_t level = 0; level < o.depth; ++level, width *= 2) {
-      down_->push_back(block(channels, width));
-      channels = width;
-    }
-    bottom_ = block(channels, width);
-    // Back up to level 2 (stride 4): depth - 2 upsamplings.
-    for (int64_t level = o.depth - 1; level >= 2; --level) {
-      up_->push_back(torch::nn::ConvTranspose2d(torch::nn::ConvTranspose2dOptions(width, width / 2, 2).stride(2)));
-      merge_->push_back(block(width, width / 2));
-      width /= 2;
-    }
+    levels_.emplace(*this, unet::LevelOptions{o.depth, o.width, /*stop_level=*/2, /*batch_norm=*/true},
+                    c);  // 2^2 = kStride
+    const int64_t width = levels_->out_channels();
     auto head = [&](int64_t out, double bias) {
       torch::nn::Sequential h;
       h->push_back(torch::nn::Conv2d(torch::nn::Conv2dOptions(width, o.head_width, 3).padding(1)));
@@ -105,28 +76,13 @@ class CenterNet : public trainyard::Network, public trainyard::Detector {
     heat_ = head(classes_, -2.19);
     size_ = head(2, 0);
     offset_ = head(2, 0);
-    register_module("down", down_);
-    register_module("bottom", bottom_);
-    register_module("up", up_);
-    register_module("merge", merge_);
     register_module("heat", heat_);
     register_module("size", size_);
     register_module("offset", offset_);
   }
 
   at::Tensor forward(const trainyard::Batch& batch) override {
-    std::vector<at::Tensor> skips;
-    at::Tensor x = batch.input;
-    for (const auto& level : *down_) {
-      x = level->as<torch::nn::Sequential>()->forward(x);
-      skips.push_back(x);
-      x = at::max_pool2d(x, {2, 2});
-    }
-    x = bottom_->forward(x);
-    for (size_t i = 0; i < up_->size(); ++i) {
-      x = up_[i]->as<torch::nn::ConvTranspose2d>()->forward(x);
-      x = merge_[i]->as<torch::nn::Sequential>()->forward(at::cat({skips[skips.size() - 1 - i], x}, 1));
-    }
+    const at::Tensor x = levels_->forward(batch.input);
     return at::cat({heat_->forward(x), size_->forward(x), offset_->forward(x)}, 1);
   }
 
@@ -164,8 +120,8 @@ class CenterNet : public trainyard::Network, public trainyard::Detector {
  private:
   int64_t classes_, max_detections_;
   double threshold_;
-  torch::nn::ModuleList down_, up_, merge_;
-  torch::nn::Sequential bottom_, heat_, size_, offset_;
+  std::optional<unet::Levels> levels_;  // registered first: the keys' order as before the levels were shared
+  torch::nn::Sequential heat_, size_, offset_;
 };
 
 }  // namespace

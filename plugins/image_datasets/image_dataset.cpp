@@ -7,7 +7,6 @@
 #include <cstdlib>
 #include <fstream>
 #include <optional>
-#include <tuple>
 #include <utility>
 
 #include <ATen/ATen.h>
@@ -25,17 +24,6 @@ bool is_png(const void* data, size_t size) {
   return size >= 8 && std::equal(std::begin(signature), std::end(signature), static_cast<const unsigned char*>(data));
 }
 
-// A PNG's width and height from its IHDR chunk (each up to 2^32), or nothing
-// for bytes that are not a PNG or too short to hold one.
-std::optional<std::pair<uint64_t, uint64_t>> png_size(const void* data, size_t size) {
-  const auto* p = static_cast<const unsigned char*>(data);
-  if (!is_png(data, size) || size < 24 || !std::equal(p + 12, p + 16, "IHDR")) return std::nullopt;
-  const auto be32 = [&](size_t at) {
-    return (uint64_t(p[at]) << 24) | (p[at + 1] << 16) | (p[at + 2] << 8) | p[at + 3];
-  };
-  return std::make_pair(be32(16), be32(20));
-}
-
 // Damage OpenCV would decode silently (libjpeg fills a cut JPEG with grey and
 // only warns) or report without a reason.
 void check_encoded(const void* data, size_t size, const std::string& what) {
@@ -51,11 +39,9 @@ void check_encoded(const void* data, size_t size, const std::string& what) {
     throw trainyard::BadRecord(what + ": truncated PNG (" + std::to_string(size) + " bytes, no IEND chunk)");
   // The frame a header claims, checked before a decoder allocates it: a
   // 763-byte JPEG may claim 65500x65500 (12.9 GB of pixels).
-  cv::Size claimed;
-  if (const auto jpeg = read_jpeg_header(data, size)) claimed = jpeg->size;
-  uint64_t width = uint64_t(claimed.width), height = uint64_t(claimed.height);
-  if (const auto png = png_size(data, size)) std::tie(width, height) = *png;
-  if (width * height > kMaxImagePixels)  // each at most 2^32: no overflow
+  const auto header = trainyard::image_codec::read_header(data, size);
+  const uint64_t width = header ? header->width : 0, height = header ? header->height : 0;
+  if (width * height > kMaxImagePixels)  // each below 2^32: no overflow
     throw trainyard::BadRecord(what + ": its header claims " + std::to_string(height) + "x" + std::to_string(width) +
                                " pixels (" + std::to_string(width * height) + "), expected at most " +
                                std::to_string(kMaxImagePixels) +
@@ -102,10 +88,9 @@ at::Tensor stack_channels(const std::vector<SourceImage>& images, const Transfor
 // The size an image is stored at: its pixels', its JPEG or PNG header's, else decoded.
 cv::Size stored_size(const SourceImage& image) {
   if (!image.pixels.empty()) return image.pixels.size();
-  if (const auto jpeg = read_jpeg_header(image.bytes.data(), image.bytes.size())) return jpeg->size;
   // The input was decoded before its mask, so its header's sizes passed check_encoded's bound.
-  if (const auto png = png_size(image.bytes.data(), image.bytes.size()))
-    return {static_cast<int>(png->first), static_cast<int>(png->second)};
+  if (const auto h = trainyard::image_codec::read_header(image.bytes.data(), image.bytes.size()))
+    return {static_cast<int>(h->width), static_cast<int>(h->height)};
   return decode_image(image.bytes.data(), image.bytes.size(), image.what).size();
 }
 
@@ -421,33 +406,9 @@ std::string read_file_bytes(const std::string& path) {
 }
 
 std::optional<JpegHeader> read_jpeg_header(const void* data, size_t size) {
-  // Markers after SOI (FF D8): FF xx, then a big-endian length that counts
-  // itself. The frame header (SOF0-SOF15 but DHT C4, JPG C8, DAC CC) holds
-  // precision, height, width and the component count.
-  const auto* p = static_cast<const unsigned char*>(data);
-  if (size < 4 || p[0] != 0xFF || p[1] != 0xD8) return std::nullopt;
-  size_t at = 2;
-  while (at + 4 <= size) {
-    if (p[at] != 0xFF) return std::nullopt;
-    const unsigned char marker = p[at + 1];
-    if (marker == 0xFF) {
-      ++at;
-      continue;
-    }  // fill byte
-    const size_t length = (size_t(p[at + 2]) << 8) | p[at + 3];
-    const bool frame = marker >= 0xC0 && marker <= 0xCF && marker != 0xC4 && marker != 0xC8 && marker != 0xCC;
-    if (frame) {
-      if (at + 10 > size || length < 8) return std::nullopt;
-      JpegHeader h;
-      h.size = cv::Size((int(p[at + 7]) << 8) | p[at + 8], (int(p[at + 5]) << 8) | p[at + 6]);
-      h.components = p[at + 9];
-      if (h.size.empty()) return std::nullopt;
-      return h;
-    }
-    if (marker == 0xDA || marker == 0xD9 || length < 2) return std::nullopt;  // scan or end before a frame
-    at += 2 + length;
-  }
-  return std::nullopt;
+  const auto h = trainyard::image_codec::read_header(data, size);
+  if (!h || h->format != trainyard::image_codec::Format::jpeg) return std::nullopt;
+  return JpegHeader{cv::Size(static_cast<int>(h->width), static_cast<int>(h->height)), h->components};  // < 2^16
 }
 
 }  // namespace image_datasets

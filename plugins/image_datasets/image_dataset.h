@@ -124,7 +124,8 @@ std::string read_file_bytes(const std::string& path);
 bool jpeg_is_complete(const void* data, size_t size);
 
 /// A baseline or progressive JPEG's size and colour components, read from its
-/// frame header; nothing for other formats or a header that cannot be read.
+/// frame header (image_codec::read_header); nothing for other formats or a
+/// header that cannot be read.
 struct JpegHeader {
   cv::Size size;
   int components = 0;  ///< 1 grey, 3 YCbCr, 4 CMYK/YCCK

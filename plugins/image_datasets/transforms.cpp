@@ -255,7 +255,9 @@ cv::Matx33d with_last_row(const cv::Matx23d& m) {
   return {m(0, 0), m(0, 1), m(0, 2), m(1, 0), m(1, 1), m(1, 2), 0, 0, 1};
 }
 
-// A box's four corners through `a`: their bounds.
+// A box's four corners through `a`: their bounds. The rule of the SDK's
+// trainyard::map_boxes, on plain doubles: the loader maps a few boxes per
+// sample and makes no tensor for each.
 std::array<double, 4> corners_through(const std::array<double, 4>& box, const cv::Matx23d& a) {
   double lo_x = INFINITY, lo_y = INFINITY, hi_x = -INFINITY, hi_y = -INFINITY;
   for (const double x : {box[0], box[2]})

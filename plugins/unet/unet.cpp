@@ -4,7 +4,8 @@
 // convolution, concatenate the encoder's features of that size (the skip
 // connection) and apply two 3x3 convolutions; a 1x1 convolution gives each
 // pixel's class scores. Padded convolutions: the output has the input's size.
-// Channels start at `width` and double at each level.
+// Channels start at `width` and double at each level (levels.h, which the
+// centernet plugin's backbone shares).
 //
 // With decoder_stride S > 1 the decoder stops at 1/S of the input's size and
 // the class scores are upsampled bilinearly to the input's size (the head of
@@ -15,14 +16,15 @@
 // learned the garments from its first epoch (docs/performance.md).
 #include "unet.h"
 
-#include <torch/nn/modules/activation.h>
-#include <torch/nn/modules/batchnorm.h>
-#include <torch/nn/modules/container/modulelist.h>
-#include <torch/nn/modules/container/sequential.h>
 #include <torch/nn/modules/conv.h>
-#include <torch/nn/modules/pooling.h>
 #include <trainyard/error.h>
-#include <trainyard/sync_batch_norm.h>
+
+#include <ATen/ATen.h>
+
+#include <optional>
+#include <string>
+
+#include "levels.h"
 
 namespace unet {
 namespace {
@@ -63,71 +65,26 @@ class Unet : public trainyard::Network {
     if (c.dataset.num_classes <= 0)
       throw trainyard::ConfigError("the dataset reports no classes",
                                    "expected a segmentation dataset (num_classes > 0: the mask's class count)", "");
-    const int64_t multiple = int64_t{1} << o.depth;
     int64_t skipped_levels = 0;  // full-size levels the decoder leaves out: log2(decoder_stride)
     while ((int64_t{1} << skipped_levels) < o.decoder_stride) ++skipped_levels;
     if ((int64_t{1} << skipped_levels) != o.decoder_stride || skipped_levels > o.depth)
       throw trainyard::ConfigError(
           "network.decoder_stride: " + std::to_string(o.decoder_stride) + " is not a stride the decoder passes through",
-          "expected a power of 2 from 1 to 2^depth = " + std::to_string(multiple), "");
-    if (shape[1] % multiple != 0 || shape[2] % multiple != 0)
-      throw trainyard::ConfigError("a " + std::to_string(shape[1]) + "x" + std::to_string(shape[2]) +
-                                       " input does not halve " + std::to_string(o.depth) + " times",
-                                   "expected a height and width divisible by 2^depth = " + std::to_string(multiple),
-                                   "crop or resize the images to a multiple, or lower depth");
-    auto block = [&](int64_t in, int64_t out) {
-      torch::nn::Sequential b;
-      for (int64_t i = 0; i < 2; ++i, in = out) {
-        b->push_back(torch::nn::Conv2d(torch::nn::Conv2dOptions(in, out, 3).padding(1).bias(!o.batch_norm)));
-        if (o.batch_norm && c.sync_batch_norm && c.collectives)
-          b->push_back(trainyard::SyncBatchNorm2d(out, c.collectives));
-        else if (o.batch_norm)
-          b->push_back(torch::nn::BatchNorm2d(out));
-        b->push_back(torch::nn::ReLU());
-      }
-      return b;
-    };
-    int64_t channels = shape[0], width = o.width;
-    for (int64_t level = 0; level < o.depth; ++level, width *= 2) {
-      down_->push_back(block(channels, width));
-      channels = width;
-    }
-    bottom_ = block(channels, width);
-    for (int64_t level = o.depth - 1; level >= skipped_levels; --level) {
-      up_->push_back(torch::nn::ConvTranspose2d(torch::nn::ConvTranspose2dOptions(width, width / 2, 2).stride(2)));
-      merge_->push_back(block(width, width / 2));  // width / 2 upsampled + width / 2 from the skip
-      width /= 2;
-    }
-    classes_ = torch::nn::Conv2d(torch::nn::Conv2dOptions(width, c.dataset.num_classes, 1));
+          "expected a power of 2 from 1 to 2^depth = " + std::to_string(int64_t{1} << o.depth), "");
+    levels_.emplace(*this, LevelOptions{o.depth, o.width, skipped_levels, o.batch_norm}, c);
+    classes_ = torch::nn::Conv2d(torch::nn::Conv2dOptions(levels_->out_channels(), c.dataset.num_classes, 1));
     upsample_ = o.decoder_stride > 1;
-    register_module("down", down_);
-    register_module("bottom", bottom_);
-    register_module("up", up_);
-    register_module("merge", merge_);
     register_module("classes", classes_);
   }
   at::Tensor forward(const trainyard::Batch& batch) override {
-    std::vector<at::Tensor> skips;
-    at::Tensor x = batch.input;
-    for (const auto& level : *down_) {
-      x = level->as<torch::nn::Sequential>()->forward(x);
-      skips.push_back(x);
-      x = at::max_pool2d(x, {2, 2});
-    }
-    x = bottom_->forward(x);
-    for (size_t i = 0; i < up_->size(); ++i) {
-      x = up_[i]->as<torch::nn::ConvTranspose2d>()->forward(x);
-      x = merge_[i]->as<torch::nn::Sequential>()->forward(at::cat({skips[skips.size() - 1 - i], x}, 1));
-    }
-    x = classes_->forward(x);
+    const at::Tensor x = classes_->forward(levels_->forward(batch.input));
     if (!upsample_) return x;
     const auto& input = batch.input;
     return at::upsample_bilinear2d(x, {input.size(-2), input.size(-1)}, /*align_corners=*/false);
   }
 
  private:
-  torch::nn::ModuleList down_, up_, merge_;
-  torch::nn::Sequential bottom_;
+  std::optional<Levels> levels_;  // registers its modules first: the keys' order is the paper network's
   torch::nn::Conv2d classes_{nullptr};
   bool upsample_ = false;
 };

@@ -168,7 +168,7 @@ TEST(Convert, NeverReplacesTheCurrentFolderOrOneItDidNotWrite) {
   const std::string root = test::temp_dir("images"), work = test::temp_dir("work");
   write_images(fs::path(root) / "a", ".png", 2, 10);
   test::write_file(work + "/notes.txt", "mine");
-  for (const std::string output : std::vector<std::string>{".", "./", "..", work}) {
+  for (const std::string& output : std::vector<std::string>{".", "./", "..", work}) {
     for (const std::string overwrite : {"", " --overwrite"}) {
       auto r = test::run_command("cd " + work + " && " + test::trainyard_binary() +
                                  " convert --quiet --from folder --input " + root + " --output " + output + overwrite);

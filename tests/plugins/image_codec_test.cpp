@@ -79,6 +79,44 @@ TEST(ImageCodec, EveryFormatAndVariantDecodesToThePixelsPillowWrote) {
   EXPECT_GE(count, 40) << "the reference script wrote every case";
 }
 
+// What predict and the loader take for an image's size without decoding it.
+TEST(ImageCodec, EveryJpegAndPngHeaderDeclaresTheSizeItDecodesToAndOtherFormatsNone) {
+  const std::string dir = reference_cases();
+  std::istringstream cases(test::read_file(dir + "/cases.txt"));
+  std::string name, file;
+  int rows, cols, channels, sample, exact, headers = 0;
+  while (cases >> name >> file >> rows >> cols >> channels >> sample >> exact) {
+    SCOPED_TRACE(file);
+    const std::string bytes = test::read_file(dir + "/" + file);
+    const Format format = sniff(bytes.data(), bytes.size());
+    const auto h = read_header(bytes.data(), bytes.size());
+    if (format != Format::jpeg && format != Format::png) {
+      EXPECT_FALSE(h.has_value());
+      continue;
+    }
+    ASSERT_TRUE(h.has_value());
+    ++headers;
+    EXPECT_EQ(h->format, format);
+    EXPECT_EQ(h->width, uint64_t(cols));
+    EXPECT_EQ(h->height, uint64_t(rows));
+    if (format == Format::jpeg) {
+      EXPECT_EQ(h->components, channels);  // the cases: grey and colour
+    }
+    EXPECT_FALSE(read_header(bytes.data(), 20).has_value()) << "cut before the frame header or IHDR ends";
+  }
+  EXPECT_GE(headers, 10);
+  // A PNG's sides may declare up to 2^32 - 1 each: read as declared, for the caller's bound.
+  std::string huge = encode_png(cv::Mat(3, 2, CV_8UC1, cv::Scalar(7)));
+  put_be32(huge, 16, 0xFFFFFFFFu), put_be32(huge, 20, 0xFFFFFFFEu);
+  const auto h = read_header(huge.data(), huge.size());
+  ASSERT_TRUE(h.has_value());
+  EXPECT_EQ(h->width, 0xFFFFFFFFull);
+  EXPECT_EQ(h->height, 0xFFFFFFFEull);
+  put_be32(huge, 16, 0);
+  EXPECT_FALSE(read_header(huge.data(), huge.size()).has_value()) << "an empty frame";
+  EXPECT_FALSE(read_header("", 0).has_value());
+}
+
 TEST(ImageCodec, DamagedFilesAreOneErrorNamingWhatIsWrongAndPrintNothing) {
   const std::string dir = reference_cases();
   std::string printed;

@@ -151,7 +151,7 @@ TEST(ImageDecode, OnlyThePhotographFormatsReachADecoder) {
   // A Radiance HDR (OpenCV's imdecode, which trainyard once used, decoded it
   // through a temporary file) or an OpenEXR header named .jpg is refused
   // before any codec sees it; the formats trainyard reads still decode.
-  for (const std::string bytes :
+  for (const std::string& bytes :
        {std::string("#?RADIANCE\nFORMAT=32-bit_rle_rgbe\n\n-Y 2 +X 2\n") + std::string(16, '\x80'),
         std::string("\x76\x2f\x31\x01\x02\x00\x00\x00", 8) + std::string(64, '\0')}) {
     try {

@@ -619,6 +619,57 @@ Format sniff(const void* data, size_t size) {
   return Format::unknown;
 }
 
+namespace {
+// Markers after SOI (FF D8): FF xx, then a big-endian length that counts
+// itself. The frame header (SOF0-SOF15 but DHT C4, JPG C8, DAC CC) holds
+// precision, height, width and the component count.
+std::optional<Header> jpeg_header(const u8* p, size_t size) {
+  size_t at = 2;
+  while (at + 4 <= size) {
+    if (p[at] != 0xFF) return std::nullopt;
+    const u8 marker = p[at + 1];
+    if (marker == 0xFF) {  // a fill byte
+      ++at;
+      continue;
+    }
+    const size_t length = (size_t(p[at + 2]) << 8) | p[at + 3];
+    const bool frame = marker >= 0xC0 && marker <= 0xCF && marker != 0xC4 && marker != 0xC8 && marker != 0xCC;
+    if (frame) {
+      if (at + 10 > size || length < 8) return std::nullopt;
+      Header h{Format::jpeg, (uint64_t(p[at + 7]) << 8) | p[at + 8], (uint64_t(p[at + 5]) << 8) | p[at + 6], p[at + 9]};
+      if (h.width == 0 || h.height == 0) return std::nullopt;
+      return h;
+    }
+    if (marker == 0xDA || marker == 0xD9 || length < 2) return std::nullopt;  // a scan or the end before a frame
+    at += 2 + length;
+  }
+  return std::nullopt;
+}
+
+// IHDR is a PNG's first chunk: length, "IHDR", then the big-endian width and height.
+std::optional<Header> png_header(const u8* p, size_t size) {
+  if (size < 24 || std::memcmp(p + 12, "IHDR", 4) != 0) return std::nullopt;
+  const auto be32 = [&](size_t at) {
+    return (uint64_t(p[at]) << 24) | (uint64_t(p[at + 1]) << 16) | (uint64_t(p[at + 2]) << 8) | p[at + 3];
+  };
+  Header h{Format::png, be32(16), be32(20), 0};
+  if (h.width == 0 || h.height == 0) return std::nullopt;
+  return h;
+}
+}  // namespace
+
+std::optional<Header> read_header(const void* data, size_t size) {
+  const auto* p = static_cast<const u8*>(data);
+  switch (sniff(data, size)) {
+    case Format::jpeg:
+      return jpeg_header(p, size);
+    case Format::png:
+      return png_header(p, size);
+    default:
+      return std::nullopt;
+  }
+}
+
 const std::vector<FormatInfo>& formats() {
   static const std::vector<FormatInfo> table{
       {Format::jpeg, "JPEG", "image/jpeg", {"jpg", "jpeg"}},

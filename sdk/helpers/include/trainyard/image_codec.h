@@ -10,6 +10,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <initializer_list>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -62,6 +63,21 @@ std::vector<std::string> image_extensions(std::initializer_list<Format> among);
 Format sniff(const void* data, size_t size);
 /// "JPEG", "PNG", ..., "unknown".
 const char* format_name(Format format);
+
+/// What a JPEG's frame header or a PNG's IHDR chunk declares, read without
+/// decoding: enough to know an image's size, or to refuse a frame too large
+/// (check width * height against kMaxPixels) before a decoder allocates it.
+struct Header {
+  Format format = Format::unknown;
+  uint64_t width = 0, height = 0;  ///< as declared: a PNG's may each be up to 2^32 - 1
+  int components = 0;              ///< a JPEG's: 1 grey, 3 YCbCr, 4 CMYK/YCCK; 0 for a PNG
+};
+/// The header of a JPEG (baseline or progressive) or a PNG; nothing for
+/// other formats, a header cut short, or one declaring an empty frame.
+///
+/// Example:
+///   if (auto h = trainyard::image_codec::read_header(bytes.data(), bytes.size())) use(h->width, h->height);
+std::optional<Header> read_header(const void* data, size_t size);
 
 /// Decodes a JPEG, PNG, BMP, TIFF (its first page), WebP or PNM (P1-P6)
 /// with the channels as stored, like OpenCV's IMREAD_UNCHANGED: grey

@@ -1,0 +1,1 @@
+// The object library that owns the built-in plugins' precompiled header (pch.h) needs a source.
