@@ -102,6 +102,33 @@ function(trainyard_stamp_fingerprint target)
   target_compile_definitions(${target} ${scope} TRAINYARD_TORCH_CUDA="${cuda}")
 endfunction()
 
+# trainyard_compile_like_a_plugin(TARGET)
+#
+# Compiles TARGET's sources as trainyard_add_plugin() compiles a plugin's:
+# position-independent, hidden visibility, the fingerprint's definition, and
+# -O2 -DNDEBUG when the project sets no build type. For a static library of
+# code that plugins link (it adds no exported symbol to them), or an object
+# library whose precompiled header plugins reuse (GCC ignores a header
+# compiled with other flags).
+#
+# Example:
+#   add_library(my_backbone STATIC backbone.cpp)
+#   target_link_libraries(my_backbone PUBLIC Trainyard::sdk)
+#   trainyard_compile_like_a_plugin(my_backbone)
+#   trainyard_add_plugin(my_net SOURCES plugin.cpp LINK_LIBRARIES my_backbone)
+function(trainyard_compile_like_a_plugin target)
+  set_target_properties(${target} PROPERTIES
+    POSITION_INDEPENDENT_CODE ON
+    CXX_VISIBILITY_PRESET hidden
+    VISIBILITY_INLINES_HIDDEN ON)
+  get_property(multi_config GLOBAL PROPERTY GENERATOR_IS_MULTI_CONFIG)
+  if(NOT CMAKE_BUILD_TYPE AND NOT multi_config)
+    target_compile_options(${target} PRIVATE -O2)
+    target_compile_definitions(${target} PRIVATE NDEBUG)
+  endif()
+  trainyard_stamp_fingerprint(${target})
+endfunction()
+
 # trainyard_add_plugin(NAME SOURCES src... [OUTPUT_DIRECTORY dir] [LINK_LIBRARIES lib...])
 #
 # Builds a trainyard plugin: a MODULE library named lib<NAME>.so, linked to the
@@ -126,20 +153,12 @@ function(trainyard_add_plugin name)
   endif()
   add_library(${name} MODULE ${ARG_SOURCES})
   target_link_libraries(${name} PRIVATE Trainyard::sdk ${ARG_LINK_LIBRARIES})
-  set_target_properties(${name} PROPERTIES
-    PREFIX "lib"
-    CXX_VISIBILITY_PRESET hidden
-    VISIBILITY_INLINES_HIDDEN ON)
+  set_target_properties(${name} PROPERTIES PREFIX "lib")
+  trainyard_compile_like_a_plugin(${name})
   set(exports "${CMAKE_BINARY_DIR}/trainyard_plugin_exports.map")
   file(CONFIGURE OUTPUT "${exports}" CONTENT "{\n  global: trainyard_plugin_entry;\n  local: *;\n};\n")
   target_link_options(${name} PRIVATE "LINKER:-z,nodelete" "LINKER:--version-script=${exports}")
   set_property(TARGET ${name} APPEND PROPERTY LINK_DEPENDS "${exports}")
-  get_property(multi_config GLOBAL PROPERTY GENERATOR_IS_MULTI_CONFIG)
-  if(NOT CMAKE_BUILD_TYPE AND NOT multi_config)
-    target_compile_options(${name} PRIVATE -O2)
-    target_compile_definitions(${name} PRIVATE NDEBUG)
-  endif()
-  trainyard_stamp_fingerprint(${name})
   if(ARG_OUTPUT_DIRECTORY)
     set_target_properties(${name} PROPERTIES LIBRARY_OUTPUT_DIRECTORY ${ARG_OUTPUT_DIRECTORY})
   elseif(DEFINED TRAINYARD_PLUGIN_OUTPUT_DIR)

@@ -24,7 +24,7 @@ namespace trainyard::host {
 int convert_command(int argc, char** argv) {
   const std::string usage =
       "trainyard convert --from folder|csv|idx|parallel|coco [--input PATH]... [--target DIR]... [--images F "
-      "--labels F]"
+      "--labels F] [--coco-target mask|boxes]"
       " --output DIR [--to lmdb|webdataset] [--shard-size N] [--encoding png|jpeg|raw|keep] [--quality Q] [--resize "
       "HxW] [--shuffle] [--seed S]"
       " [--test-fraction F] [--limit N] [--overwrite]";
@@ -35,14 +35,17 @@ int convert_command(int argc, char** argv) {
   visible.add_options()("from", po::value<std::string>(&o.from)->required(),
                         "folder (ROOT/<class>/images), csv (path,label lines), idx (MNIST files), "
                         "parallel (folders of matching file names), coco (an instances JSON: each image with its "
-                        "annotations painted into a mask)")("input",
-                                                            po::value<std::vector<std::string>>(&o.inputs)->composing(),
-                                                            "source folder, CSV or COCO JSON (parallel: repeatable)")(
+                        "annotations painted into a mask, or its boxes: --coco-target)")(
+      "input", po::value<std::vector<std::string>>(&o.inputs)->composing(),
+      "source folder, CSV or COCO JSON (parallel: repeatable)")(
       "target", po::value<std::vector<std::string>>(&o.targets)->composing(),
       "parallel: target image folder (repeatable)")("images", po::value<std::string>(&o.images),
                                                     "idx: images file; coco: the folder of the JSON's file_names "
                                                     "(default: the JSON's folder)")(
       "labels", po::value<std::string>(&o.labels), "idx: labels file")(
+      "coco-target", po::value<std::string>(&o.coco_target)->default_value("mask"),
+      "coco: mask (the annotations painted into one mask per image) or boxes (each image's boxes, classes, crowd "
+      "flags and areas; LMDB format version 2, shards' KEY.boxes.json)")(
       "output", po::value<std::string>(&o.output)->required(), "folder to create: the LMDB, or the shards")(
       "to", po::value<std::string>(&o.to)->default_value("lmdb"),
       "lmdb (trainyard's records) or webdataset (tar shards: KEY.jpg|png + KEY.cls)")(
@@ -63,6 +66,9 @@ int convert_command(int argc, char** argv) {
   po::variables_map vm;
   if (!parse_command_line(argc, argv, usage, visible, "", vm)) return 0;
   o.seed = static_cast<uint64_t>(seed);
+  if (!vm["coco-target"].defaulted() && o.from != "coco")
+    throw ConfigError("command line: --coco-target with --from " + o.from, "expected --coco-target with --from coco",
+                      "drop --coco-target");
   if (!resize.empty()) {
     std::smatch m;
     const bool form = std::regex_match(resize, m, std::regex("([0-9]{1,5})x([0-9]{1,5})"));

@@ -18,6 +18,7 @@
 #include "trainyard/random.h"
 #include "trainyard/record.h"
 #include "util/files.h"
+#include "util/json.h"
 #include "util/text.h"
 
 namespace fs = std::filesystem;
@@ -79,11 +80,13 @@ void write_database(const std::string& dir, const Source& s, const std::vector<s
   meta.class_names = s.class_names;
   meta.input_images = s.input_images;
   meta.source = s.description;
+  if (s.coco_boxes) meta.format_version = kBoxesRecordFormatVersion;  // older readers refuse the database
   for (size_t r = 0; r < order.size(); ++r) {
     const Item& item = s.items[order[r]];
     Record record;
     record.images = encode_images(s, item, o);
     if (item.label >= 0) record.labels.push_back(Label::class_index(item.label));
+    if (s.coco_boxes) record.labels.push_back(box_label(s, item, record.images[0].rows, record.images[0].cols));
     record.id = item.id;
     if (r == 0)
       for (const auto& im : record.images)
@@ -142,11 +145,34 @@ std::string shard_name(int64_t shard) {
   return name;
 }
 
+// A record's boxes label as a shard's KEY.boxes.json: {"height": H,
+// "width": W (the stored image's), "boxes": [[x1, y1, x2, y2], ...],
+// "labels": [...], "crowd": [0|1, ...], "area": [...]}, each float32 in its
+// shortest text, so the webdataset reader gets the LMDB's values.
+std::string boxes_json(const Label& label, const EncodedImage& image) {
+  nlohmann::ordered_json boxes = nlohmann::ordered_json::array(), labels = boxes, crowd = boxes, area = boxes;
+  const std::vector<float>& v = label.values;
+  for (size_t k = 0; k + kBoxLabelValues <= v.size(); k += kBoxLabelValues) {
+    boxes.push_back(
+        {shortest_float(v[k]), shortest_float(v[k + 1]), shortest_float(v[k + 2]), shortest_float(v[k + 3])});
+    labels.push_back(static_cast<int64_t>(v[k + 4]));
+    crowd.push_back(static_cast<int64_t>(v[k + 5]));
+    area.push_back(shortest_float(v[k + 6]));
+  }
+  return json_text({{"height", image.rows},
+                    {"width", image.cols},
+                    {"boxes", boxes},
+                    {"labels", labels},
+                    {"crowd", crowd},
+                    {"area", area}});
+}
+
 // Writes records[order] as tar shards of o.shard_size samples under `dir`:
 // KEY.jpg|png (the image as encoded for an LMDB record) and KEY.cls (the
 // class index as text), or, for parallel folders of images and masks and
-// for a COCO file's painted masks, KEY.mask.png (the target, lossless); KEY
-// is the sample's position, zero-padded.
+// for a COCO file's painted masks, KEY.mask.png (the target, lossless), or
+// for a COCO file's boxes KEY.boxes.json (boxes_json); KEY is the sample's
+// position, zero-padded.
 std::string write_shards(const std::string& dir, const Source& s, const std::vector<size_t>& order,
                          const ConvertOptions& o, Progress& progress, int64_t& done) {
   fs::create_directories(dir);
@@ -154,8 +180,10 @@ std::string write_shards(const std::string& dir, const Source& s, const std::vec
   int64_t shard = -1;
   for (size_t r = 0; r < order.size(); ++r) {
     const Item& item = s.items[order[r]];
-    const bool with_mask = item.label < 0 && s.input_images == 1 && (item.files.size() == 2 || item.coco_image >= 0);
-    if (!with_mask && (item.label < 0 || (item.idx_index < 0 && item.files.size() != 1)))
+    const bool with_boxes = s.coco_boxes;
+    const bool with_mask =
+        !with_boxes && item.label < 0 && s.input_images == 1 && (item.files.size() == 2 || item.coco_image >= 0);
+    if (!with_mask && !with_boxes && (item.label < 0 || (item.idx_index < 0 && item.files.size() != 1)))
       throw ConfigError("convert --to webdataset: sample " + item.id + " is not one image with a class or a mask",
                         "a folder, csv, idx or coco source, or parallel folders of one --input and one --target",
                         "write an LMDB (--to lmdb) for more parallel folders");
@@ -171,7 +199,10 @@ std::string write_shards(const std::string& dir, const Source& s, const std::vec
     const EncodedImage& image = images.front();
     const auto format = image.encoding == ImageEncoding::png ? image_codec::Format::png : image_codec::Format::jpeg;
     write_tar_member(out, std::string(key) + "." + image_codec::extension_of(format), image.bytes);
-    if (with_mask)
+    if (with_boxes)
+      write_tar_member(out, std::string(key) + ".boxes.json",
+                       boxes_json(box_label(s, item, image.rows, image.cols), image));
+    else if (with_mask)
       write_tar_member(out, std::string(key) + ".mask.png", images.back().bytes);  // a target: always PNG
     else
       write_tar_member(out, std::string(key) + ".cls", std::to_string(item.label));

@@ -13,6 +13,7 @@ struct ConvertOptions {
   std::vector<std::string> inputs;   ///< folder: one root; csv, coco: one file; parallel: input folders
   std::vector<std::string> targets;  ///< parallel: target folders
   std::string images, labels;        ///< idx files; coco: images is the folder of the JSON's file_names
+  std::string coco_target = "mask";  ///< coco: mask (painted masks) | boxes (each image's boxes, format version 2)
   std::string output;
   std::string to = "lmdb";         ///< lmdb | webdataset
   int64_t shard_size = 1000;       ///< webdataset: samples per shard

@@ -129,17 +129,26 @@ Source read_source(const ConvertOptions& o) {
     if (o.inputs.size() != 1)
       throw ConfigError("convert --from coco: give one --input instances.json (and --images DIR for its file_names)",
                         "expected 1 --input, got " + std::to_string(o.inputs.size()), "");
+    if (o.coco_target != "mask" && o.coco_target != "boxes")
+      throw ConfigError("convert: --coco-target '" + o.coco_target + "'", "expected mask or boxes",
+                        did_you_mean(o.coco_target, {"mask", "boxes"}));
+    s.coco_boxes = o.coco_target == "boxes";
     // Masks, as the coco dataset's target: mask paints them: 0 the background, categories 1 to K in id order.
+    // Boxes, as its target: boxes reads them: classes 0 to K-1, the categories in id order.
     coco::Instances set;
     try {
-      set = coco::read_instances(o.inputs[0], o.images, coco::Read::masks);
+      set = coco::read_instances(o.inputs[0], o.images, s.coco_boxes ? coco::Read::boxes : coco::Read::masks);
     } catch (const DataError& e) {
       throw ConfigError(std::string("convert: ") + e.what());
     }
-    s.class_names = {"background"};
+    if (!s.coco_boxes) s.class_names = {"background"};
     s.class_names.insert(s.class_names.end(), set.category_names.begin(), set.category_names.end());
     s.coco_crowd = s.class_names.size() < 255 ? 255 : 65535;
     for (size_t i = 0; i < set.images.size(); ++i) {
+      // A box the dataset would skip as a bad record stops convert: a database holds no damaged record.
+      if (!set.images[i].bad.empty())
+        throw ConfigError("convert: " + set.images[i].bad, "expected every box inside its image",
+                          "fix or remove the annotation");
       Item item;
       item.files = {set.images[i].path};
       item.coco_image = static_cast<int64_t>(i);
@@ -252,19 +261,46 @@ std::vector<EncodedImage> encode_images(const Source& s, const Item& item, const
     for (size_t i = 0; i < item.files.size(); ++i) {
       const std::string& f = item.files[i];
       const Role role = static_cast<int64_t>(i) < s.input_images ? Role::input : Role::target;
+      if (item.coco_image >= 0) {  // its annotations are drawn on the JSON's size: the file must have it
+        const coco::Image& image = s.coco_images[static_cast<size_t>(item.coco_image)];
+        const cv::Mat m = load(f, role);
+        if (m.rows != image.rows || m.cols != image.cols)
+          throw ConfigError("convert: " + f + ": " + std::to_string(m.rows) + "x" + std::to_string(m.cols) +
+                                " pixels, and " + o.inputs[0] + " says image " + std::to_string(image.id) + " is " +
+                                std::to_string(image.rows) + "x" + std::to_string(image.cols),
+                            "expected the size the JSON gives (its annotations are in those pixels)",
+                            "fix the image's height and width in the JSON, or the file");
+        images.push_back(o.encoding == "keep" ? keep_file(f, o) : encode(m, o, f, role));
+        continue;
+      }
       EncodedImage image = o.encoding == "keep" ? keep_file(f, o) : encode(load(f, role), o, f, role);
       // A target kept as a JPEG would be a lossy mask: such a file is stored as a PNG instead.
       if (role == Role::target && image.encoding != ImageEncoding::png) image = encode(load(f, role), o, f, role);
       images.push_back(std::move(image));
     }
   }
-  if (item.coco_image >= 0) {
+  if (item.coco_image >= 0 && !s.coco_boxes) {
     const coco::Image& image = s.coco_images[static_cast<size_t>(item.coco_image)];
     cv::Mat mask = coco::paint_mask(image, s.coco_crowd);
     if (s.coco_crowd <= 255) mask.convertTo(mask, CV_8U);  // every id fits in 8 bits
     images.push_back(encode(mask, o, item.files[0] + " (its COCO annotations)", Role::target));
   }
   return images;
+}
+
+Label box_label(const Source& s, const Item& item, uint32_t stored_rows, uint32_t stored_cols) {
+  const coco::Image& image = s.coco_images.at(static_cast<size_t>(item.coco_image));
+  const double sx = double(stored_cols) / image.cols, sy = double(stored_rows) / image.rows;
+  std::vector<float> values;
+  for (const coco::Region& r : image.regions) {
+    if (!r.box) continue;
+    const coco::Box& b = *r.box;
+    const double area = r.area > 0 ? r.area : (b[2] - b[0]) * (b[3] - b[1]);
+    for (const double v :
+         {b[0] * sx, b[1] * sy, b[2] * sx, b[3] * sy, double(r.category), r.crowd ? 1.0 : 0.0, area * sx * sy})
+      values.push_back(static_cast<float>(v));
+  }
+  return Label::boxes(std::move(values));
 }
 
 }  // namespace trainyard::host

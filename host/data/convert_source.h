@@ -19,7 +19,7 @@ struct Item {
   int64_t idx_index = -1;          ///< row in the idx arrays
   int64_t label = -1;              ///< class index, -1 for none
   std::string id;
-  int64_t coco_image = -1;  ///< coco: the image whose annotations are painted into its mask
+  int64_t coco_image = -1;  ///< coco: the image whose annotations are painted into its mask, or whose boxes it holds
 };
 
 /// A source's samples, in the order read, and what the records say of them.
@@ -34,6 +34,7 @@ struct Source {
   // coco: the images and their annotations, and the crowd regions' value in the masks
   std::vector<coco::Image> coco_images;
   int coco_crowd = 255;
+  bool coco_boxes = false;  ///< --coco-target boxes: records hold boxes, not masks
 };
 
 /// The samples `o`'s source names, checked (folders and files exist, labels
@@ -43,5 +44,10 @@ Source read_source(const ConvertOptions& o);
 /// A sample's images as stored: the idx row's pixels, or each file, encoded
 /// (or kept as it is, with --encoding keep).
 std::vector<EncodedImage> encode_images(const Source& s, const Item& item, const ConvertOptions& o);
+
+/// --coco-target boxes: the item's COCO boxes as a record's `boxes` label
+/// (kBoxLabelValues floats each), scaled from the JSON's image size to the
+/// stored image's `stored_rows` x `stored_cols` (--resize), area too.
+Label box_label(const Source& s, const Item& item, uint32_t stored_rows, uint32_t stored_cols);
 
 }  // namespace trainyard::host

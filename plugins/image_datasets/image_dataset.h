@@ -137,12 +137,14 @@ std::optional<JpegHeader> read_jpeg_header(const void* data, size_t size);
 struct PathDatasetOptions : TransformOptions {
   std::string path;  ///< absolute: the host resolves it against the experiment file's folder
 };
-/// Their schema: `key`, a required path option bound to `path`, then the transform options.
+/// Their schema: `key`, a required path option bound to `path`, then the
+/// transform options (`boxes`: with target: boxes, add_transform_options).
 template <class T = PathDatasetOptions>
-trainyard::TypedSchema<T> path_dataset_schema(const std::string& key, const std::string& description) {
+trainyard::TypedSchema<T> path_dataset_schema(const std::string& key, const std::string& description,
+                                              bool boxes = false) {
   trainyard::TypedSchema<T> s;
   s.require_path(key, &T::path, description);
-  add_transform_options(s);
+  add_transform_options(s, boxes);
   return s;
 }
 
@@ -156,6 +158,7 @@ struct WebDatasetOptions : TransformOptions {
   int64_t read_ahead = 0;
   double start_timeout = 0;  ///< pipe: seconds to wait for the first sample at start-up
   std::string mask_member;   ///< target: mask: the extension of each sample's mask member ("mask.png": KEY.mask.png)
+  std::string box_member;    ///< target: boxes: the extension of each sample's boxes member ("boxes.json")
 };
 
 trainyard::Schema lmdb_schema();

@@ -1,6 +1,8 @@
 // lmdb: reads trainyard's record format (docs/lmdb-format.md) from an LMDB
 // environment opened read-only; every get() uses its own read transaction,
-// so any number of decode threads can read at once.
+// so any number of decode threads can read at once. A database of records
+// with boxes (format version 2, `convert --from coco --coco-target boxes`)
+// is read with target: boxes, its boxes as the sample's fields.
 #include <lmdb.h>
 
 #include <filesystem>
@@ -9,7 +11,7 @@
 #include <trainyard/error.h>
 #include <trainyard/record.h>
 
-#include "image_dataset.h"
+#include "annotated_dataset.h"
 
 namespace image_datasets {
 namespace {
@@ -17,9 +19,10 @@ namespace {
 using trainyard::ConfigError;
 using trainyard::DataError;
 
-class Lmdb : public ImageDataset {
+// The environment, opened read-only, and its metadata, checked.
+class RecordStore {
  public:
-  explicit Lmdb(const PathDatasetOptions& o) : ImageDataset(checked_transforms(o)), path_(o.path) {
+  explicit RecordStore(const std::string& path) : path_(path) {
     if (!std::filesystem::exists(path_))
       throw ConfigError("database '" + path_ + "' does not exist", "expected an LMDB folder made by trainyard convert",
                         "run: trainyard convert --from idx ... --output " + path_);
@@ -35,6 +38,7 @@ class Lmdb : public ImageDataset {
     if (rc == 0) rc = mdb_get(txn, dbi_, &key, &value);
     if (rc != 0) {
       mdb_txn_abort(txn);
+      close();
       throw DataError("database '" + path_ + "' has no trainyard metadata entry (" + mdb_strerror(rc) + ")",
                       "expected a database written by trainyard convert", "convert the data with trainyard convert");
     }
@@ -49,32 +53,40 @@ class Lmdb : public ImageDataset {
       last_key = trainyard::record_key(std::max<int64_t>(0, meta_.count - 1));
     } catch (const trainyard::Error& e) {
       mdb_txn_abort(txn);
+      close();
       throw DataError("database '" + path_ + "': bad metadata: " + e.what(),
-                      "expected format version " + std::to_string(trainyard::kRecordFormatVersion),
+                      "expected format version " + std::to_string(trainyard::kRecordFormatVersion) + " or " +
+                          std::to_string(trainyard::kBoxesRecordFormatVersion),
                       "convert the data again");
     }
     MDB_val last{last_key.size(), last_key.data()};
     const bool last_found = meta_.count == 0 || mdb_get(txn, dbi_, &last, &last_value) == 0;
     mdb_txn_abort(txn);
     const int64_t records = stat_rc == 0 ? static_cast<int64_t>(stat.ms_entries) - 1 : -1;  // less the metadata entry
-    if (meta_.count <= 0)
+    if (meta_.count <= 0) {
+      close();
       throw DataError(
           "database '" + path_ + "' holds no samples (its metadata says " + std::to_string(meta_.count) + ")",
           "expected at least one record", "convert the data again");
-    if ((records >= 0 && records < meta_.count) || !last_found)
+    }
+    if ((records >= 0 && records < meta_.count) || !last_found) {
+      close();
       throw DataError("database '" + path_ + "': its metadata says " + std::to_string(meta_.count) + " records, but " +
                           (last_found ? "it holds " + std::to_string(records) : "record " + last_key + " is missing"),
                       "expected every record the metadata counts",
                       "the database is incomplete: convert the data again");
-    describe(static_cast<int64_t>(meta_.class_names.size()), meta_.class_names, "database '" + path_ + "'");
+    }
   }
-  ~Lmdb() override {
-    if (env_) mdb_env_close(env_);
-  }
-  int64_t size() const override { return meta_.count; }
+  RecordStore(const RecordStore&) = delete;
+  RecordStore& operator=(const RecordStore&) = delete;
+  ~RecordStore() { close(); }
 
- protected:
-  LoadedSample load(int64_t index) const override {
+  const trainyard::DatasetMetadata& meta() const { return meta_; }
+  const std::string& path() const { return path_; }
+  bool holds_boxes() const { return meta_.format_version == trainyard::kBoxesRecordFormatVersion; }
+
+  /// Record `index`, decoded; throws BadRecord naming it ("record 0000000012: ...").
+  trainyard::Record read(int64_t index) const {
     const std::string key_text = trainyard::record_key(index);
     MDB_txn* txn = nullptr;
     int rc = mdb_txn_begin(env_, nullptr, MDB_RDONLY, &txn);
@@ -85,43 +97,22 @@ class Lmdb : public ImageDataset {
     } abort{txn};
     MDB_val key{key_text.size(), const_cast<char*>(key_text.data())}, value;
     rc = mdb_get(txn, dbi_, &key, &value);
-    const std::string what = "record " + key_text;
-    if (rc != 0) throw trainyard::BadRecord(what + ": " + mdb_strerror(rc));
-    trainyard::Record record;
+    if (rc != 0) throw trainyard::BadRecord(name(index) + ": " + mdb_strerror(rc));
     try {
-      record = trainyard::decode_record(value.mv_data, value.mv_size);
+      return trainyard::decode_record(value.mv_data, value.mv_size);
     } catch (const trainyard::BadRecord& e) {
-      throw trainyard::BadRecord(what + ": " + e.what());
+      throw trainyard::BadRecord(name(index) + ": " + e.what());
     }
-    LoadedSample s;
-    for (size_t i = 0; i < record.images.size(); ++i) {
-      auto& im = record.images[i];
-      SourceImage image;
-      image.expected_size = cv::Size(static_cast<int>(im.cols), static_cast<int>(im.rows));
-      image.what = what + " image " + std::to_string(i);
-      if (im.encoding == trainyard::ImageEncoding::raw) {
-        image.pixels = cv::Mat(image.expected_size, CV_8UC(im.channels), const_cast<char*>(im.bytes.data())).clone();
-      } else {
-        image.what += std::string(" (") + encoding_name(im.encoding) + ")";
-        image.bytes = std::move(im.bytes);
-      }
-      (static_cast<int64_t>(i) < meta_.input_images ? s.inputs : s.targets).push_back(std::move(image));
-    }
-    if (s.inputs.empty()) throw trainyard::BadRecord(what + ": no input image");
-    if (s.targets.empty()) {
-      if (record.labels.empty()) throw trainyard::BadRecord(what + ": neither a label nor a target image");
-      const auto& l = record.labels[0];
-      s.label = l.kind == trainyard::Label::Kind::class_index
-                    ? at::scalar_tensor(l.index, at::kLong)
-                    : at::tensor(at::ArrayRef<float>(l.values.data(), l.values.size()), at::kFloat);
-    }
-    return s;
   }
+  static std::string name(int64_t index) { return "record " + trainyard::record_key(index); }
 
  private:
+  void close() {
+    if (env_) mdb_env_close(env_), env_ = nullptr;
+  }
   void check(int rc, const std::string& action) {
     if (rc == 0) return;
-    if (env_) mdb_env_close(env_), env_ = nullptr;
+    close();
     throw ConfigError("database '" + path_ + "': cannot " + action + ": " + mdb_strerror(rc),
                       "expected a readable LMDB made by trainyard convert",
                       rc == EAGAIN || rc == EBUSY ? "another process holds it locked; wait or copy it"
@@ -133,9 +124,117 @@ class Lmdb : public ImageDataset {
   trainyard::DatasetMetadata meta_;
 };
 
+// A record's images as a sample's: the first input_images its inputs, the rest its targets.
+LoadedSample images_of(trainyard::Record& record, int64_t index, int64_t input_images) {
+  const std::string what = RecordStore::name(index);
+  LoadedSample s;
+  for (size_t i = 0; i < record.images.size(); ++i) {
+    auto& im = record.images[i];
+    SourceImage image;
+    image.expected_size = cv::Size(static_cast<int>(im.cols), static_cast<int>(im.rows));
+    image.what = what + " image " + std::to_string(i);
+    if (im.encoding == trainyard::ImageEncoding::raw) {
+      image.pixels = cv::Mat(image.expected_size, CV_8UC(im.channels), const_cast<char*>(im.bytes.data())).clone();
+    } else {
+      image.what += std::string(" (") + encoding_name(im.encoding) + ")";
+      image.bytes = std::move(im.bytes);
+    }
+    (static_cast<int64_t>(i) < input_images ? s.inputs : s.targets).push_back(std::move(image));
+  }
+  if (s.inputs.empty()) throw trainyard::BadRecord(what + ": no input image");
+  return s;
+}
+
+class Lmdb : public ImageDataset {
+ public:
+  explicit Lmdb(const PathDatasetOptions& o) : ImageDataset(checked_transforms(o)), store_(o.path) {
+    if (store_.holds_boxes())
+      throw ConfigError("database '" + store_.path() + "' holds boxes (format version 2), and target is " + o.target,
+                        "expected target: boxes for a database of boxes", "add target: boxes");
+    const auto& meta = store_.meta();
+    describe(static_cast<int64_t>(meta.class_names.size()), meta.class_names, "database '" + store_.path() + "'");
+  }
+  int64_t size() const override { return store_.meta().count; }
+
+ protected:
+  LoadedSample load(int64_t index) const override {
+    trainyard::Record record = store_.read(index);
+    LoadedSample s = images_of(record, index, store_.meta().input_images);
+    if (s.targets.empty()) {
+      if (record.labels.empty())
+        throw trainyard::BadRecord(RecordStore::name(index) + ": neither a label nor a target image");
+      const auto& l = record.labels[0];
+      if (l.kind == trainyard::Label::Kind::boxes)
+        throw trainyard::BadRecord(RecordStore::name(index) +
+                                   ": a boxes label in a database without boxes (its metadata says format version " +
+                                   std::to_string(store_.meta().format_version) + ")");
+      s.label = l.kind == trainyard::Label::Kind::class_index
+                    ? at::scalar_tensor(l.index, at::kLong)
+                    : at::tensor(at::ArrayRef<float>(l.values.data(), l.values.size()), at::kFloat);
+    }
+    return s;
+  }
+
+ private:
+  RecordStore store_;
+};
+
+// target: boxes: each record's first image and its boxes label. The boxes
+// are read twice a sample (for its fields, then with its image), a second
+// LMDB lookup and record parse beside a JPEG decode.
+class LmdbBoxes : public AnnotatedImageDataset {
+ public:
+  explicit LmdbBoxes(const PathDatasetOptions& o) : AnnotatedImageDataset(checked_transforms(o)), store_(o.path) {
+    const auto& meta = store_.meta();
+    if (!store_.holds_boxes())
+      throw ConfigError("target: boxes, and database '" + store_.path() + "' holds no boxes (format version " +
+                            std::to_string(meta.format_version) + ")",
+                        "expected a database of boxes (format version 2)",
+                        "convert it with trainyard convert --from coco --coco-target boxes, or drop target: boxes");
+    if (meta.class_names.empty())
+      throw DataError("database '" + store_.path() + "' holds boxes and names no classes",
+                      "expected class= lines in its metadata (convert writes the categories)", "convert it again");
+    describe(static_cast<int64_t>(meta.class_names.size()), meta.class_names, "database '" + store_.path() + "'");
+  }
+  int64_t size() const override { return store_.meta().count; }
+
+ protected:
+  LoadedSample load(int64_t index) const override {
+    trainyard::Record record = store_.read(index);
+    LoadedSample s = images_of(record, index, /*input_images=*/1);
+    if (!s.targets.empty())
+      throw trainyard::BadRecord(RecordStore::name(index) + ": " + std::to_string(record.images.size()) +
+                                 " images; a record of boxes holds one");
+    int64_t counted = 0;
+    for (const StoredBox& b : boxes_of(record, index)) counted += !b.crowd;
+    s.label = at::scalar_tensor(counted, at::kLong);
+    return s;
+  }
+  SampleAnnotations annotations(int64_t index) const override {
+    const trainyard::Record record = store_.read(index);
+    if (record.images.empty()) throw trainyard::BadRecord(RecordStore::name(index) + ": no input image");
+    const auto& image = record.images[0];
+    SampleAnnotations a{cv::Size(static_cast<int>(image.cols), static_cast<int>(image.rows)), boxes_of(record, index),
+                        std::nullopt};
+    check_stored_boxes(a.boxes, a.stored, static_cast<int64_t>(store_.meta().class_names.size()),
+                       RecordStore::name(index));
+    return a;
+  }
+
+ private:
+  static std::vector<StoredBox> boxes_of(const trainyard::Record& record, int64_t index) {
+    const trainyard::Label* boxes = nullptr;
+    for (const auto& l : record.labels)
+      if (l.kind == trainyard::Label::Kind::boxes) boxes = &l;
+    if (!boxes) throw trainyard::BadRecord(RecordStore::name(index) + ": no boxes label in a database of boxes");
+    return boxes_of_label(boxes->values, RecordStore::name(index));
+  }
+  RecordStore store_;
+};
+
 const trainyard::TypedSchema<PathDatasetOptions>& lmdb_typed_schema() {
-  static const auto s =
-      path_dataset_schema("path", "LMDB folder written by 'trainyard convert'; relative to the experiment file");
+  static const auto s = path_dataset_schema(
+      "path", "LMDB folder written by 'trainyard convert'; relative to the experiment file", /*boxes=*/true);
   return s;
 }
 
@@ -144,7 +243,9 @@ const trainyard::TypedSchema<PathDatasetOptions>& lmdb_typed_schema() {
 trainyard::Schema lmdb_schema() { return lmdb_typed_schema().schema(); }
 
 std::shared_ptr<trainyard::Dataset> make_lmdb(const trainyard::Options& options) {
-  return std::make_shared<Lmdb>(lmdb_typed_schema().bind(options));
+  const PathDatasetOptions o = lmdb_typed_schema().bind(options);
+  if (o.target == "boxes") return std::make_shared<LmdbBoxes>(o);
+  return std::make_shared<Lmdb>(o);
 }
 
 }  // namespace image_datasets

@@ -1,6 +1,7 @@
 // image_datasets: images from LMDB (trainyard's record format), from class
 // folders, from WebDataset tar shards, from a CSV, or with COCO annotations,
-// all with the same transforms.
+// all with the same transforms. Classes, masks (target: mask) and, from
+// COCO, LMDB and shards, boxes (target: boxes: annotated_dataset.h).
 #include <trainyard/plugin.h>
 #include <opencv2/core/utility.hpp>
 
@@ -31,8 +32,9 @@ void register_components(trainyard::Registrar& r) {
   r.add_dataset("image_folder", "image files in one sub-folder per class", image_datasets::image_folder_schema(),
                 factory(image_datasets::make_image_folder));
   r.add_dataset("webdataset",
-                "tar shards in the WebDataset convention (KEY.jpg|png + KEY.cls|json): local files indexed and read by "
-                "offset, or pipe:COMMAND streams with shard shuffling and a shuffle buffer",
+                "tar shards in the WebDataset convention (KEY.jpg|png + KEY.cls|json, KEY.mask.png or KEY.boxes.json): "
+                "local files indexed and read by offset, or pipe:COMMAND streams with shard shuffling and a shuffle "
+                "buffer",
                 image_datasets::webdataset_schema(), [](const trainyard::Options& o, const trainyard::Context& c) {
                   cv::setNumThreads(0);
                   return chosen(image_datasets::make_webdataset(o, c), c);
@@ -41,7 +43,8 @@ void register_components(trainyard::Registrar& r) {
                 factory(image_datasets::make_csv));
   r.add_dataset("coco",
                 "images with COCO instances annotations (JSON): with target: mask, each image's polygons and RLE "
-                "regions as one mask of class ids, crowd regions ignored",
+                "regions as one mask of class ids, crowd regions ignored; with target: boxes, its boxes as the "
+                "sample's fields",
                 image_datasets::coco_schema(), factory(image_datasets::make_coco));
 }
 

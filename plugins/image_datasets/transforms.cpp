@@ -33,6 +33,9 @@ TransformOptions checked_transforms(const TransformOptions& options) {
                       "expected an ignore_index of mask_classes or more (255 by default)", "");
   if (t.target == "image" && t.mask_classes > 0)
     throw ConfigError("mask_classes without target: mask", "expected target: mask for masks", "");
+  if (t.target == "boxes" && t.mask_classes > 0)
+    throw ConfigError("mask_classes with target: boxes", "expected mask_classes with target: mask only",
+                      "drop mask_classes");
   if (t.decode == "gpu")
     if (const auto why = gpu_decode_refuses(t))
       throw ConfigError(

@@ -41,13 +41,16 @@ struct TransformOptions {
   /// image (transformed as the input, float) or mask (class ids:
   /// apply_mask_transforms, int64 {H, W}).
   std::string target = "image";
-  int64_t ignore_index = 255;  ///< target: mask: the id of pixels a rotation or translation brings in
-  int64_t mask_classes = 0;    ///< target: mask: the classes the masks hold (ids 0 to mask_classes - 1)
+  int64_t ignore_index = 255;     ///< target: mask: the id of pixels a rotation or translation brings in
+  int64_t mask_classes = 0;       ///< target: mask: the classes the masks hold (ids 0 to mask_classes - 1)
+  double min_box_visible = 0.25;  ///< target: boxes: a box keeps at least this share of its area after a crop
+  double min_box_size = 1;        ///< target: boxes: ... and this width and height in the sample's pixels
 };
 
 /// Declares the transform options in the schema of a dataset whose options
 /// struct T derives from TransformOptions: bind() fills them with the rest.
-/// `boxes`: the dataset also reads boxes (coco), so `target` may be boxes.
+/// `boxes`: the dataset also reads boxes (coco, lmdb, webdataset), so
+/// `target` may be boxes, with min_box_visible and min_box_size.
 template <class T>
 void add_transform_options(trainyard::TypedSchema<T>& s, bool boxes = false) {
   static_assert(std::is_base_of_v<TransformOptions, T>, "a dataset's options derive from TransformOptions");
@@ -96,8 +99,9 @@ void add_transform_options(trainyard::TypedSchema<T>& s, bool boxes = false) {
         "transforms, float) or mask (class ids in one 8- or 16-bit channel, a grey PNG: the input's resize, crop, "
         "flips, rotation and translation, nearest neighbour, nothing else; int64 [H, W]). Masks come from an LMDB "
         "converted with --from parallel --target MASKS, image_folder's masks folder or csv's image,mask lines" +
-            std::string(boxes ? "; coco: mask or boxes (the target is then the image's count of boxes, and the "
-                                "boxes, their labels and the geometry are the sample's fields)"
+            std::string(boxes ? "; or boxes (coco, or an LMDB or shards converted with --from coco --coco-target "
+                                "boxes: the target is then the image's count of boxes, and the boxes, their labels "
+                                "and the geometry are the sample's fields)"
                               : ""))
       .one_of(boxes ? std::vector<std::string>{"mask", "boxes", "image"} : std::vector<std::string>{"image", "mask"});
   s.add("ignore_index", in_t(&O::ignore_index), 255,
@@ -108,6 +112,13 @@ void add_transform_options(trainyard::TypedSchema<T>& s, bool boxes = false) {
         "target: mask: how many classes the masks hold (ids 0 to mask_classes - 1, besides ignore_index); the "
         "dataset's class count")
       .range(0, 65535);
+  if (!boxes) return;
+  s.add("min_box_visible", in_t(&O::min_box_visible), 0.25,
+        "target: boxes: a box a crop or rotation cuts is kept when at least this share of its area is left")
+      .range(0.0, 1.0);
+  s.add("min_box_size", in_t(&O::min_box_size), 1.0,
+        "target: boxes: a kept box is at least this many pixels wide and high in the sample")
+      .min(0.0);
 }
 /// Why `decode: gpu` cannot apply these transforms (the GPU path crops,
 /// resizes and flips into uint8 pixels, nothing else), or nothing.

@@ -2,7 +2,9 @@
 // members of one sample share a key (the member's path up to the first dot
 // of its file name) and sit next to each other; KEY.jpg|jpeg|png is the
 // image, KEY.cls its class (a decimal integer) or KEY.json an object with a
-// "label" (or "cls") integer.
+// "label" (or "cls") integer; with target: mask KEY.mask.png its mask, with
+// target: boxes KEY.boxes.json its boxes (convert --from coco --coco-target
+// boxes --to webdataset writes them: boxes_of_member says the form).
 //
 // Local shards are indexed once when the dataset is built (the tar headers
 // only: 512 bytes read per member; an offset, a size, a label and the member's
@@ -24,8 +26,9 @@
 
 #include <ATen/ATen.h>
 #include <trainyard/error.h>
+#include <nlohmann/json.hpp>
 
-#include "image_dataset.h"
+#include "annotated_dataset.h"
 #include "tar.h"
 
 namespace fs = std::filesystem;
@@ -175,9 +178,63 @@ struct Sample {
   uint64_t offset = 0, size = 0;  ///< the image member's bytes
   int64_t label = -1;
   std::string member;                       ///< its path in the shard: named in errors
-  uint64_t mask_offset = 0, mask_size = 0;  ///< target: mask: the mask member's bytes
-  std::string mask;                         ///< target: mask: the mask member's path
+  uint64_t mask_offset = 0, mask_size = 0;  ///< target: mask or boxes: the mask or boxes member's bytes
+  std::string mask;                         ///< target: mask or boxes: that member's path
 };
+
+// A KEY.boxes.json member: {"height": H, "width": W, "boxes": [[x1, y1, x2,
+// y2], ...] in the image's pixels, "labels": [class, ...], and optionally
+// "crowd": [0|1, ...] and "area": [...] (default: not crowd, the box's area)}.
+// Throws BadRecord "WHERE: ..." for another form; check_stored_boxes checks the values.
+SampleAnnotations boxes_of_member(const std::string& body, const std::string& where) {
+  using Json = nlohmann::json;
+  const Json j = Json::parse(body, nullptr, false);
+  const auto bad = [&](const std::string& found) {
+    throw trainyard::BadRecord(where + ": " + found +
+                               "; expected {\"height\": H, \"width\": W, \"boxes\": [[x1, y1, x2, y2], ...], "
+                               "\"labels\": [...]} and optionally \"crowd\" and \"area\" lists of as many");
+  };
+  if (j.is_discarded() || !j.is_object()) bad("not a JSON object");
+  const auto side = [&](const char* key) {
+    const auto it = j.find(key);
+    if (it == j.end() || !it->is_number_integer() || it->get<int64_t>() < 1 || it->get<int64_t>() > 1048576)
+      bad(std::string("\"") + key + "\" missing or not a size from 1 to 1048576");
+    return static_cast<int>(it->get<int64_t>());
+  };
+  SampleAnnotations a{cv::Size(side("width"), side("height")), {}, std::nullopt};
+  const auto list = [&](const char* key, bool required) -> const Json* {
+    const auto it = j.find(key);
+    if (it == j.end() && !required) return nullptr;
+    if (it == j.end() || !it->is_array()) bad(std::string("\"") + key + "\" missing or not a list");
+    return &*it;
+  };
+  const Json& boxes = *list("boxes", true);
+  const Json& labels = *list("labels", true);
+  const Json* crowd = list("crowd", false);
+  const Json* area = list("area", false);
+  for (const Json* l : {&labels, crowd, area})
+    if (l && l->size() != boxes.size())
+      bad(std::to_string(boxes.size()) + " boxes and a list of " + std::to_string(l->size()));
+  for (size_t k = 0; k < boxes.size(); ++k) {
+    const Json& b = boxes[k];
+    if (!b.is_array() || b.size() != 4 || !std::all_of(b.begin(), b.end(), [](const Json& v) { return v.is_number(); }))
+      bad("box " + std::to_string(k) + " is " + b.dump().substr(0, 80) + ", not 4 numbers");
+    StoredBox s;
+    for (size_t c = 0; c < 4; ++c) s.box[c] = b[c].get<double>();
+    if (!labels[k].is_number_integer()) bad("label " + std::to_string(k) + " is not an integer");
+    s.label = labels[k].get<int64_t>();
+    if (crowd) {
+      const Json& c = (*crowd)[k];
+      if (!c.is_number_integer() || (c.get<int64_t>() != 0 && c.get<int64_t>() != 1))
+        bad("crowd " + std::to_string(k) + " is " + c.dump().substr(0, 20) + ", not 0 or 1");
+      s.crowd = c.get<int64_t>() == 1;
+    }
+    if (area && !(*area)[k].is_number()) bad("area " + std::to_string(k) + " is not a number");
+    s.area = area ? (*area)[k].get<double>() : (s.box[2] - s.box[0]) * (s.box[3] - s.box[1]);
+    a.boxes.push_back(s);
+  }
+  return a;
+}
 
 constexpr size_t kMaxOpenShards = 64;
 
@@ -223,10 +280,16 @@ class OpenShards {
   uint64_t clock_ = 0;
 };
 
-class Shards : public ImageDataset {
+// Indexed shards; Base is ImageDataset, or AnnotatedImageDataset for target: boxes (ShardBoxes).
+template <class Base>
+class ShardsOf : public Base {
  public:
-  explicit Shards(const WebDatasetOptions& o)
-      : ImageDataset(checked_transforms(o)), mask_member_(o.target == "mask" ? o.mask_member : "") {
+  explicit ShardsOf(const WebDatasetOptions& o)
+      : Base(checked_transforms(o)),
+        boxes_(o.target == "boxes"),
+        mask_member_(o.target == "mask" ? o.mask_member
+                     : boxes_           ? o.box_member
+                                        : "") {
     const std::string pattern = o.urls;
     paths_ = expand_braces(pattern);
     files_ = std::make_unique<OpenShards>(paths_);
@@ -234,8 +297,16 @@ class Shards : public ImageDataset {
     if (samples_.empty())
       throw DataError("urls: '" + pattern + "': " + std::to_string(paths_.size()) + " shards hold no samples",
                       "members " + tar::image_member_names() + " with " + sample_members(), "");
+    if (boxes_) {
+      if (o.num_classes < 1)
+        throw ConfigError("target: boxes with num_classes: " + std::to_string(o.num_classes),
+                          "expected num_classes: K, the box classes (labels 0 to K-1)",
+                          "set num_classes to the number of categories");
+      this->describe(o.num_classes, {}, "urls '" + pattern + "'");
+      return;
+    }
     if (!mask_member_.empty()) {  // the classes are mask_classes (describe)
-      describe(0, {}, "urls '" + pattern + "'");
+      this->describe(0, {}, "urls '" + pattern + "'");
       return;
     }
     int64_t classes = o.num_classes;
@@ -257,7 +328,7 @@ class Shards : public ImageDataset {
       throw ConfigError(
           "num_classes: " + std::to_string(classes) + ", but the shards hold label " + std::to_string(top),
           "labels 0.." + std::to_string(classes - 1), "raise num_classes or set it to 0 (the largest label + 1)");
-    describe(classes, {}, "urls '" + pattern + "'");
+    this->describe(classes, {}, "urls '" + pattern + "'");
   }
   int64_t size() const override { return static_cast<int64_t>(samples_.size()); }
 
@@ -271,6 +342,15 @@ class Shards : public ImageDataset {
     if (pread(file->fd, image.bytes.data(), s.size, static_cast<off_t>(s.offset)) != static_cast<ssize_t>(s.size))
       throw BadRecord(image.what + ": cannot read " + std::to_string(s.size) + " bytes");
     LoadedSample out;
+    if (boxes_) {  // the target: the boxes not crowd, counted; the boxes' size is the image's
+      const SampleAnnotations a = read_boxes(index);
+      image.expected_size = a.stored;
+      int64_t counted = 0;
+      for (const StoredBox& b : a.boxes) counted += !b.crowd;
+      out.inputs.push_back(std::move(image));
+      out.label = at::scalar_tensor(counted, at::kLong);
+      return out;
+    }
     out.inputs.push_back(std::move(image));
     if (!s.mask.empty()) {
       SourceImage mask;
@@ -286,9 +366,31 @@ class Shards : public ImageDataset {
     return out;
   }
 
+  // target: boxes: sample `index`'s KEY.boxes.json, read and parsed (not checked).
+  SampleAnnotations read_boxes(int64_t index) const {
+    const Sample& s = samples_.at(static_cast<size_t>(index));
+    const std::string what = paths_[s.shard] + ": " + s.mask;
+    if (s.mask_size > kMaxBoxesBytes)
+      throw BadRecord(what + ": " + std::to_string(s.mask_size) + " bytes, expected at most " +
+                      std::to_string(kMaxBoxesBytes) + " (16 MiB) of boxes");
+    std::string body(s.mask_size, '\0');
+    const auto file = files_->get(s.shard);
+    if (pread(file->fd, body.data(), body.size(), static_cast<off_t>(s.mask_offset)) !=
+        static_cast<ssize_t>(body.size()))
+      throw BadRecord(what + ": cannot read " + std::to_string(s.mask_size) + " bytes");
+    return boxes_of_member(body, what);
+  }
+  std::string member_what(int64_t index) const {
+    const Sample& s = samples_.at(static_cast<size_t>(index));
+    return paths_[s.shard] + ": " + s.mask;
+  }
+
  private:
-  // What a sample holds besides its image: a class, or its mask.
+  static constexpr uint64_t kMaxBoxesBytes = uint64_t{16} << 20;
+
+  // What a sample holds besides its image: a class, its mask or its boxes.
   std::string sample_members() const {
+    if (boxes_) return "KEY." + mask_member_ + " (box_member)";
     return mask_member_.empty() ? "KEY.cls or KEY.json" : "KEY." + mask_member_ + " (mask_member)";
   }
 
@@ -337,8 +439,10 @@ class Shards : public ImageDataset {
       if (!image && !mask && sample.label < 0) continue;  // e.g. a __meta__ member: not a sample
       if (!image) throw DataError(where + " has no image member", tar::image_member_names(), "");
       if (masks && !mask)
-        throw DataError(where + " has no mask member", "expected KEY." + mask_member_ + " (target: mask, mask_member)",
-                        "check mask_member against the shard's member names");
+        throw DataError(
+            where + " has no " + (boxes_ ? "boxes" : "mask") + " member",
+            "expected KEY." + mask_member_ + (boxes_ ? " (target: boxes, box_member)" : " (target: mask, mask_member)"),
+            std::string("check ") + (boxes_ ? "box_member" : "mask_member") + " against the shard's member names");
       if (!masks && sample.label < 0)
         throw DataError(where + " has no label member", "KEY.cls or KEY.json with \"label\"", "");
       for (const Member* m : {image, mask})
@@ -360,10 +464,26 @@ class Shards : public ImageDataset {
     return tar::parse_label(text, ext, "shard " + shard + ", member " + m.path);
   }
 
-  std::string mask_member_;  ///< target: mask: the mask members' extension; empty: samples have classes
+  bool boxes_;               ///< target: boxes
+  std::string mask_member_;  ///< target: mask or boxes: the mask or boxes members' extension; empty: classes
   std::vector<std::string> paths_;
   std::unique_ptr<OpenShards> files_;
   std::vector<Sample> samples_;
+};
+
+using Shards = ShardsOf<ImageDataset>;
+
+// target: boxes: each sample's KEY.boxes.json as its fields.
+class ShardBoxes : public ShardsOf<AnnotatedImageDataset> {
+ public:
+  using ShardsOf::ShardsOf;
+
+ protected:
+  SampleAnnotations annotations(int64_t index) const override {
+    SampleAnnotations a = read_boxes(index);
+    check_stored_boxes(a.boxes, a.stored, info().num_classes, member_what(index));
+    return a;
+  }
 };
 
 const trainyard::TypedSchema<WebDatasetOptions>& webdataset_typed_schema() {
@@ -395,7 +515,11 @@ const trainyard::TypedSchema<WebDatasetOptions>& webdataset_typed_schema() {
     t.add("mask_member", &O::mask_member, "mask.png",
           "target: mask: the extension of each sample's mask member, a grey PNG of class ids (KEY.mask.png, as "
           "trainyard convert --from parallel --to webdataset writes it; KEY.seg.png: seg.png)");
-    add_transform_options(t);
+    t.add("box_member", &O::box_member, "boxes.json",
+          "target: boxes (local shards): the extension of each sample's boxes member, JSON with height, width, "
+          "boxes [[x1, y1, x2, y2], ...], labels, and optionally crowd and area (KEY.boxes.json, as trainyard "
+          "convert --from coco --coco-target boxes --to webdataset writes it)");
+    add_transform_options(t, /*boxes=*/true);
     return t;
   }();
   return s;
@@ -408,7 +532,13 @@ trainyard::Schema webdataset_schema() { return webdataset_typed_schema().schema(
 std::shared_ptr<trainyard::Dataset> make_webdataset(const trainyard::Options& options,
                                                     const trainyard::Context& context) {
   const WebDatasetOptions o = webdataset_typed_schema().bind(options);
-  if (o.urls.rfind("pipe:", 0) == 0) return make_streamed_webdataset(o, context);
+  if (o.urls.rfind("pipe:", 0) == 0) {
+    if (o.target == "boxes")
+      throw ConfigError("target: boxes with pipe: urls", "expected local shard files for target: boxes",
+                        "copy the shards to local files (streamed shards carry classes and masks only)");
+    return make_streamed_webdataset(o, context);
+  }
+  if (o.target == "boxes") return std::make_shared<ShardBoxes>(o);
   return std::make_shared<Shards>(o);
 }
 

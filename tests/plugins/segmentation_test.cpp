@@ -25,6 +25,7 @@
 #include "trainyard/labeled_files.h"
 #include "trainyard/loss.h"
 #include "trainyard/meter.h"
+#include "trainyard/record.h"
 #include "transforms.h"
 
 namespace trainyard::host {
@@ -667,6 +668,207 @@ TEST(Coco, BoxesFollowEachSampleAsFieldsWithItsGeometry) {
     EXPECT_TRUE(test::contains(e.what(), "coco.json: annotation 5: bbox [10,10,30,4], expected a finite")) << e.what();
     EXPECT_TRUE(test::contains(e.what(), "inside image 7's 16x16")) << e.what();
   }
+}
+
+// convert --from coco --coco-target boxes packs each image's boxes beside it:
+// an LMDB's records (format version 2) and shards' KEY.boxes.json give the
+// samples and fields the coco dataset gives for the same seeds, and the same
+// training run to the last bit.
+TEST(Coco, BoxesConvertedToAnLmdbAndShardsAreTheCocoDatasetsSamples) {
+  const std::string dir = test::temp_dir("coco-boxes-packed");
+  ASSERT_EQ(std::system((test::python() + " " + test::source_dir() + "/scripts/data/make_scene_set.py " + dir +
+                         "/set --train 16 --test 4 --size 64 > /dev/null")
+                            .c_str()),
+            0);
+  for (const char* split : {"train", "test"})
+    for (const char* to : {"lmdb", "webdataset"}) {
+      const auto r = test::trainyard("convert --from coco --coco-target boxes --input " + dir + "/set/" + split +
+                                     "/instances.json --encoding keep --to " + to + " --output " + dir + "/" + split +
+                                     "." + to + " --quiet");
+      ASSERT_EQ(r.exit_code, 0) << r.err;
+    }
+  const std::string shards = dir + "/train.webdataset/shard-000000.tar";
+  std::map<std::string, Value> moves{{"target", std::string("boxes")},
+                                     {"crop", std::string("random")},
+                                     {"crop_size", std::vector<int64_t>{56, 52}},
+                                     {"hflip", 0.5},
+                                     {"rotate_degrees", 10.0},
+                                     {"min_box_visible", 0.3}};
+  const auto with = [&](std::map<std::string, Value> set, const std::string& key, const Value& value) {
+    set[key] = value;
+    return set;
+  };
+  auto coco = build<Dataset>(Kind::dataset, "coco", with(moves, "annotations", dir + "/set/train/instances.json"), 0);
+  auto lmdb = build<Dataset>(Kind::dataset, "lmdb", with(moves, "path", dir + "/train.lmdb"), 0);
+  auto tar =
+      build<Dataset>(Kind::dataset, "webdataset", with(with(moves, "urls", shards), "num_classes", int64_t{10}), 0);
+  EXPECT_EQ(lmdb->info().class_names, coco->info().class_names);
+  EXPECT_EQ(lmdb->info().num_classes, 10);
+  EXPECT_EQ(tar->info().num_classes, 10);
+  ASSERT_EQ(lmdb->size(), 16);
+  ASSERT_EQ(tar->size(), 16);
+  int64_t boxes_seen = 0;
+  for (int64_t i = 0; i < 16; ++i)
+    for (uint64_t seed : {1u, 29u, 64u}) {
+      const FieldExample want = dynamic_cast<const FieldDataset&>(*coco).get_with_fields(i, seed);
+      for (const auto& packed : {lmdb, tar}) {
+        const FieldExample got = dynamic_cast<const FieldDataset&>(*packed).get_with_fields(i, seed);
+        EXPECT_TRUE(at::equal(got.example.input, want.example.input)) << i;
+        EXPECT_TRUE(at::equal(got.example.target, want.example.target)) << i;
+        for (const char* name : {field_name::boxes, field_name::box_labels, field_name::box_crowd, field_name::box_area,
+                                 field_name::original_size, field_name::input_from_original})
+          EXPECT_TRUE(at::equal(got.fields.at(name).values, want.fields.at(name).values))
+              << "sample " << i << " seed " << seed << " " << name << ": " << got.fields.at(name).values << " against "
+              << want.fields.at(name).values;
+        EXPECT_FALSE(got.fields.count(field_name::image_id));  // packed records carry no COCO image id
+      }
+      boxes_seen += want.fields.at(field_name::boxes).values.size(0);
+    }
+  EXPECT_GT(boxes_seen, 48);
+
+  // --resize scales the boxes and their areas with the image.
+  auto r = test::trainyard("convert --from coco --coco-target boxes --input " + dir +
+                           "/set/train/instances.json --resize 32x48 --output " + dir + "/small --quiet");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  auto whole = build<Dataset>(
+      Kind::dataset, "coco",
+      {{"annotations", dir + "/set/train/instances.json"}, {"target", std::string("boxes")}, {"min_box_size", 0.0}}, 0);
+  auto small = build<Dataset>(Kind::dataset, "lmdb",
+                              {{"path", dir + "/small"}, {"target", std::string("boxes")}, {"min_box_size", 0.0}}, 0);
+  for (int64_t i = 0; i < 4; ++i) {
+    const Fields a = dynamic_cast<const FieldDataset&>(*whole).get_with_fields(i, 0).fields;
+    const Fields b = dynamic_cast<const FieldDataset&>(*small).get_with_fields(i, 0).fields;
+    EXPECT_TRUE(at::allclose(b.at(field_name::boxes).values,
+                             a.at(field_name::boxes).values * at::tensor({0.75f, 0.5f, 0.75f, 0.5f}), 0, 1e-4));
+    EXPECT_TRUE(at::allclose(b.at(field_name::box_area).values, a.at(field_name::box_area).values * 0.375, 1e-6));
+    EXPECT_TRUE(at::equal(b.at(field_name::original_size).values, at::tensor({32, 48}, at::kLong)));
+  }
+
+  // A detector trains the same from the JSON, the LMDB and the shards.
+  const auto experiment = [&](const std::string& name, const std::string& train, const std::string& test) {
+    const std::string file = dir + "/" + name + ".yaml";
+    test::write_file(file, "name: " + name + "\ndataset:\n  train: {" + train +
+                               ", target: boxes, hflip: 0.5, load_size: [48, 48]}\n  test: {" + test +
+                               ", target: boxes, load_size: [48, 48]}\n"
+                               "network: {plugin: centernet, depth: 2, width: 8, head_width: 16}\n"
+                               "loss: {plugin: centernet_loss}\noptimizer: {plugin: adam, lr: 0.005}\n"
+                               "meters: [{plugin: loss}, {plugin: coco_map, phases: [test]}]\n"
+                               "loop: {epochs: 2, batch_per_device: 4, test_batch_per_device: 2}\n"
+                               "distributed: {threads_per_process: 1}\n");
+    return file;
+  };
+  std::vector<std::vector<double>> runs;
+  for (const auto& [name, train, test] : std::vector<std::array<std::string, 3>>{
+           {"json", "plugin: coco, annotations: set/train/instances.json",
+            "plugin: coco, annotations: set/test/instances.json"},
+           {"lmdb", "plugin: lmdb, path: train.lmdb", "plugin: lmdb, path: test.lmdb"},
+           {"shards", "plugin: webdataset, urls: train.webdataset/shard-000000.tar, num_classes: 10",
+            "plugin: webdataset, urls: test.webdataset/shard-000000.tar, num_classes: 10"}}) {
+    r = test::trainyard("run " + experiment(name, train, test) + " --output-dir " + dir + "/runs");
+    ASSERT_EQ(r.exit_code, 0) << name << "\n" << r.err;
+    std::vector<double> values = test::series(dir + "/runs/" + name + "/metrics.jsonl", "test_loss");
+    for (const char* key : {"test_ap", "test_ar100", "test_ap_small"}) {
+      const auto more = test::series(dir + "/runs/" + name + "/metrics.jsonl", key);
+      values.insert(values.end(), more.begin(), more.end());
+    }
+    ASSERT_EQ(values.size(), 8u) << name;
+    runs.push_back(values);
+  }
+  EXPECT_EQ(runs[0], runs[1]) << "the coco dataset and the LMDB";
+  EXPECT_EQ(runs[0], runs[2]) << "the coco dataset and the shards";
+}
+
+// Damaged boxes in a database or a shard are bad records naming the record
+// and the box; a database of boxes and one without are each refused with
+// the other target.
+TEST(Coco, DamagedPackedBoxesAreBadRecordsAndTheTargetMustMatchTheDatabase) {
+  const std::string dir = test::temp_dir("coco-boxes-damaged");
+  fs::create_directories(dir + "/in");
+  test::write_file(dir + "/in/a.png", image_codec::encode_png(cv::Mat(16, 20, CV_8UC3, cv::Scalar::all(90))));
+  test::write_file(dir + "/in/coco.json",
+                   "{\"images\": [{\"id\": 1, \"file_name\": \"a.png\", \"height\": 16, \"width\": 20}], "
+                   "\"categories\": [{\"id\": 3, \"name\": \"cat\"}, {\"id\": 4, \"name\": \"dog\"}], "
+                   "\"annotations\": [{\"id\": 4, \"image_id\": 1, \"category_id\": 4, \"bbox\": [2, 2, 5, 5], "
+                   "\"segmentation\": [[2, 2, 7, 2, 7, 7, 2, 7]]}]}");
+  auto r = test::trainyard("convert --from coco --coco-target boxes --input " + dir + "/in/coco.json --output " + dir +
+                           "/db --quiet");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const std::map<std::string, Value> boxes{{"path", dir + "/db"}, {"target", std::string("boxes")}};
+  auto data = build<Dataset>(Kind::dataset, "lmdb", boxes, 0);
+  const auto& fields = dynamic_cast<const FieldDataset&>(*data);
+  const FieldExample e = fields.get_with_fields(0, 0);
+  EXPECT_TRUE(at::equal(e.fields.at(field_name::boxes).values, at::tensor({2.f, 2.f, 7.f, 7.f}).view({1, 4})));
+  EXPECT_EQ(e.fields.at(field_name::box_labels).values.item<int64_t>(), 1);  // dog: the second category by id
+
+  Record record;
+  record.images.push_back({ImageEncoding::png, 16, 20, 3, test::read_file(dir + "/in/a.png")});
+  const auto reason = [&](std::vector<float> values) {
+    record.labels = {Label::boxes(std::move(values))};
+    test::put_lmdb_record(dir + "/db", 0, encode_record(record));
+    try {
+      fields.get_with_fields(0, 0);
+    } catch (const BadRecord& bad) {
+      return std::string(bad.what());
+    }
+    return std::string("no error");
+  };
+  EXPECT_EQ(reason({2, 2, 21, 7, 0, 0, 25}),
+            "record 0000000000: box 0: (2, 2, 21, 7), expected a box inside the image's 16x20 pixels");
+  EXPECT_EQ(reason({2, 2, 7, 7, 0, 0, 25, 7, 2, 3, 7, 0, 0, 4}),
+            "record 0000000000: box 1: (7, 2, 3, 7), expected finite x1, y1, x2, y2 with x1 < x2 and y1 < y2");
+  EXPECT_EQ(reason({2, NAN, 7, 7, 0, 0, 25}),
+            "record 0000000000: box 0: (2, nan, 7, 7), expected finite x1, y1, x2, y2 with x1 < x2 and y1 < y2");
+  EXPECT_EQ(reason({2, 2, 7, 7, 2, 0, 25}), "record 0000000000: box 0: class 2, expected a class from 0 to 1");
+  EXPECT_EQ(reason({2, 2, 7, 7, 0.5f, 0, 25}),
+            "record 0000000000: box 0: class 0.500000, expected a class index (0, 1, ...)");
+  EXPECT_EQ(reason({2, 2, 7, 7, 0, 2, 25}), "record 0000000000: box 0: crowd flag 2.000000, expected 0 or 1");
+  EXPECT_EQ(reason({2, 2, 7, 7, 0, 0, 0}), "record 0000000000: box 0: area 0.000000, expected a finite area above 0");
+
+  // The target must match what the database holds.
+  const std::string exp = dir + "/e.yaml";
+  const auto validate = [&](const std::string& dataset) {
+    test::write_file(exp, "name: e\ndataset:\n  train: {" + dataset +
+                              "}\nnetwork: {plugin: centernet, depth: 2, width: 4, head_width: 4}\n"
+                              "loss: {plugin: centernet_loss}\noptimizer: {plugin: adam}\n");
+    return test::trainyard("validate " + exp);
+  };
+  test::expect_one_error_line(validate("plugin: lmdb, path: db"),
+                              "holds boxes (format version 2), and target is image");
+  r = test::trainyard("convert --from coco --input " + dir + "/in/coco.json --output " + dir + "/masks --quiet");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  test::expect_one_error_line(validate("plugin: lmdb, path: masks, target: boxes"),
+                              "/masks' holds no boxes (format version 1)");
+  test::expect_one_error_line(
+      test::trainyard("convert --from folder --coco-target boxes --input " + dir + "/in --output " + dir + "/x"),
+      "--coco-target with --from folder");
+  test::expect_one_error_line(
+      test::trainyard("convert --from coco --coco-target box --input " + dir + "/in/coco.json --output " + dir + "/x"),
+      "--coco-target 'box'");
+  // An image of another size than its JSON entry: its boxes would be in the wrong pixels.
+  std::string json = test::read_file(dir + "/in/coco.json");
+  json.replace(json.find("\"width\": 20"), 11, "\"width\": 24");
+  test::write_file(dir + "/in/wrong.json", json);
+  test::expect_one_error_line(test::trainyard("convert --from coco --coco-target boxes --input " + dir +
+                                              "/in/wrong.json --output " + dir + "/x"),
+                              "a.png: 16x20 pixels, and " + dir + "/in/wrong.json says image 1 is 16x24");
+  EXPECT_FALSE(fs::exists(dir + "/x"));
+
+  // A shard's KEY.boxes.json of another form, or boxes without num_classes.
+  r = test::trainyard("convert --from coco --coco-target boxes --input " + dir + "/in/coco.json --to webdataset " +
+                      "--output " + dir + "/shards --quiet");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const std::string shard = dir + "/shards/shard-000000.tar";
+  test::expect_one_error_line(validate("plugin: webdataset, urls: " + shard + ", target: boxes"),
+                              "target: boxes with num_classes: 0");
+  const std::string tar = test::read_file(shard);
+  const auto at = tar.find("\"labels\": [");
+  ASSERT_NE(at, std::string::npos);
+  std::string damaged = tar;
+  damaged[at + 1] = 'L';  // "Labels": the member's size and checksum stay right
+  test::write_file(shard, damaged);
+  // The first sample is read as the dataset is built (for its shape): one error line.
+  test::expect_one_error_line(validate("plugin: webdataset, urls: " + shard + ", target: boxes, num_classes: 2"),
+                              shard + ": 000000000.boxes.json: \"labels\" missing or not a list");
 }
 
 TEST(Coco, InstancesJsonGivesTheSceneSetsOwnMasks) {

@@ -284,7 +284,9 @@ TEST(BoxGeometry, ABoxFollowsThePixelsItCovers) {
     if (on.size(0) == 0) {
       // Moved out of the sample: the box is (nearly) empty too, unless
       // rotated (a rotated box's bounds may keep a corner the box left).
-      if (!rotated) EXPECT_LT((boxes[0][2] - boxes[0][0]) * (boxes[0][3] - boxes[0][1]), 3.0) << "seed " << seed;
+      if (!rotated) {
+        EXPECT_LT((boxes[0][2] - boxes[0][0]) * (boxes[0][3] - boxes[0][1]), 3.0) << "seed " << seed;
+      }
       continue;
     }
     const double top = on.select(1, 0).min().item<int64_t>(), bottom = on.select(1, 0).max().item<int64_t>() + 1;

@@ -74,6 +74,42 @@ TEST(RecordFormat, MetadataRoundTripAndVersionCheck) {
   EXPECT_EQ(back.class_names, m.class_names);
   EXPECT_EQ(back.image_shapes, m.image_shapes);
   EXPECT_THROW(decode_metadata("format_version=9\ncount=1\n"), Error);
+  EXPECT_EQ(decode_metadata("format_version=2\ncount=1\n").format_version, kBoxesRecordFormatVersion);
+}
+
+// Boxes make a version-2 record (so that older readers refuse it); a version-1
+// record stays byte for byte what it was.
+TEST(RecordFormat, BoxesRoundTripAsVersion2AndDamagedBoxesAreBadRecords) {
+  const std::string plain = encode_record(sample());
+  EXPECT_EQ(plain[4], char(kRecordFormatVersion));
+  Record r = sample();
+  const std::vector<float> boxes = {1, 2, 30, 40, 3, 0, 1000, 5.5f, 6, 7, 8, 0, 1, 2.25f};
+  r.labels = {Label::boxes(boxes)};
+  const std::string bytes = encode_record(r);
+  EXPECT_EQ(bytes[4], char(kBoxesRecordFormatVersion));
+  const Record back = decode_record(bytes.data(), bytes.size());
+  ASSERT_EQ(back.labels.size(), 1u);
+  EXPECT_EQ(back.labels[0].kind, Label::Kind::boxes);
+  EXPECT_EQ(back.labels[0].values, boxes);
+  const auto reason = [](std::string b) {
+    try {
+      decode_record(b.data(), b.size());
+    } catch (const BadRecord& e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  std::string v1 = bytes;
+  v1[4] = char(kRecordFormatVersion);
+  EXPECT_EQ(reason(v1), "a boxes label (kind 2) in a version-1 record, expected version 2");
+  // One float short of two boxes: the length field (after the kind byte) says 13, and 4 bytes go.
+  Record short_by_one = r;
+  short_by_one.labels[0].values.pop_back();
+  EXPECT_EQ(reason(encode_record(short_by_one)),
+            "a boxes label of 13 values, expected 7 per box (x1, y1, x2, y2, class, crowd, area)");
+  std::string v3 = bytes;
+  v3[4] = 3;
+  EXPECT_EQ(reason(v3), "record format version 3, this reader knows 1 and 2");
 }
 
 }  // namespace

@@ -51,9 +51,17 @@ const char* encoding_name(ImageEncoding encoding) {
   return "?";
 }
 
+namespace {
+bool holds_boxes(const Record& r) {
+  for (const auto& l : r.labels)
+    if (l.kind == Label::Kind::boxes) return true;
+  return false;
+}
+}  // namespace
+
 std::string encode_record(const Record& r) {
   std::string out(kMagic, 4);
-  put<uint8_t>(out, kRecordFormatVersion);
+  put<uint8_t>(out, holds_boxes(r) ? kBoxesRecordFormatVersion : kRecordFormatVersion);
   put<uint8_t>(out, static_cast<uint8_t>(r.images.size()));
   for (const auto& im : r.images) {
     put<uint8_t>(out, static_cast<uint8_t>(im.encoding));
@@ -82,9 +90,9 @@ Record decode_record(const void* data, size_t size) {
   Reader in{static_cast<const char*>(data), size};
   if (in.bytes(4, "the magic") != std::string(kMagic, 4)) throw BadRecord("not a trainyard record (bad magic)");
   uint8_t version = in.get<uint8_t>("the version");
-  if (version != kRecordFormatVersion)
+  if (version != kRecordFormatVersion && version != kBoxesRecordFormatVersion)
     throw BadRecord("record format version " + std::to_string(version) + ", this reader knows " +
-                    std::to_string(kRecordFormatVersion));
+                    std::to_string(kRecordFormatVersion) + " and " + std::to_string(kBoxesRecordFormatVersion));
   Record r;
   uint8_t images = in.get<uint8_t>("the image count");
   for (uint8_t i = 0; i < images; ++i) {
@@ -113,7 +121,10 @@ Record decode_record(const void* data, size_t size) {
   uint8_t labels = in.get<uint8_t>("the label count");
   for (uint8_t i = 0; i < labels; ++i) {
     uint8_t kind = in.get<uint8_t>("a label kind");
-    if (kind > 1) throw BadRecord("unknown label kind " + std::to_string(kind));
+    if (kind > 2) throw BadRecord("unknown label kind " + std::to_string(kind));
+    if (kind == 2 && version < kBoxesRecordFormatVersion)
+      throw BadRecord("a boxes label (kind 2) in a version-" + std::to_string(version) + " record, expected version " +
+                      std::to_string(kBoxesRecordFormatVersion));
     if (kind == 0) {
       r.labels.push_back(Label::class_index(in.get<int64_t>("a class index")));
     } else {
@@ -122,9 +133,12 @@ Record decode_record(const void* data, size_t size) {
       if (uint64_t(n) * sizeof(float) > in.left)
         throw BadRecord("a label of " + std::to_string(n) + " values, but only " + std::to_string(in.left) +
                         " bytes are left in the record");
+      if (kind == 2 && n % kBoxLabelValues != 0)
+        throw BadRecord("a boxes label of " + std::to_string(n) + " values, expected " +
+                        std::to_string(kBoxLabelValues) + " per box (x1, y1, x2, y2, class, crowd, area)");
       std::vector<float> v(n);
       for (auto& x : v) x = in.get<float>("a label value");
-      r.labels.push_back(Label::vector(std::move(v)));
+      r.labels.push_back(kind == 2 ? Label::boxes(std::move(v)) : Label::vector(std::move(v)));
     }
   }
   uint16_t id = in.get<uint16_t>("the id length");
@@ -175,9 +189,9 @@ DatasetMetadata decode_metadata(const std::string& text) {
       throw Error("metadata '" + key + "' is not a number: " + value);
     }
   }
-  if (m.format_version != kRecordFormatVersion)
+  if (m.format_version != kRecordFormatVersion && m.format_version != kBoxesRecordFormatVersion)
     throw Error("metadata format_version " + std::to_string(m.format_version) + ", this reader knows " +
-                std::to_string(kRecordFormatVersion));
+                std::to_string(kRecordFormatVersion) + " and " + std::to_string(kBoxesRecordFormatVersion));
   return m;
 }
 

@@ -35,7 +35,12 @@ def record(images=None, labels=None, magic=b"TYRC", version=1, ident=b"case"):
 
 CASES = {
     "bad_magic": (record(magic=b"TYRX"), "not a trainyard record (bad magic)"),
-    "newer_version": (record(version=2), "record format version 2, this reader knows 1"),
+    "newer_version": (record(version=3), "record format version 3, this reader knows 1 and 2"),
+    "boxes_in_version_1": (record(labels=[struct.pack("<BI7f", 2, 7, 1, 1, 5, 5, 0, 0, 16)]),
+                           "a boxes label (kind 2) in a version-1 record"),
+    # A version-2 record of boxes in a database of classes (its metadata says version 1).
+    "boxes_among_classes": (record(version=2, labels=[struct.pack("<BI7f", 2, 7, 1, 1, 5, 5, 0, 0, 16)]),
+                            "a boxes label in a database without boxes"),
     "header_only": (b"TYRC\x01", "truncated record: no room for"),
     "image_past_the_end": (record(images=[image(data=bytes(100), size=784)]), "truncated record"),
     "raw_size_mismatch": (record(images=[image(data=bytes(700))]), "raw image of 28x28x1"),

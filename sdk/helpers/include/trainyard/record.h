@@ -1,5 +1,6 @@
 #pragma once
-/// trainyard's record format for packed datasets (LMDB values), version 1.
+/// trainyard's record format for packed datasets (LMDB values), versions 1
+/// and 2 (2: the records hold boxes, label kind 2).
 /// Documented byte by byte in docs/lmdb-format.md. No LibTorch, no OpenCV:
 /// anyone can write or read it.
 ///
@@ -17,7 +18,16 @@
 
 namespace trainyard {
 
+/// The version of records without boxes, which every reader knows.
 inline constexpr uint8_t kRecordFormatVersion = 1;
+/// Since SDK 1.5 (helpers, additive): records that hold a `boxes` label, and
+/// the metadata of a database of them, say version 2, so that a reader of an
+/// older SDK refuses them instead of reading boxes as a vector of floats.
+inline constexpr uint8_t kBoxesRecordFormatVersion = 2;
+/// A `boxes` label's floats per box: x1, y1, x2, y2 (the stored image's
+/// pixels, trainyard/fields.h's convention), class (0 to K-1), crowd (0 or
+/// 1), area (COCO's area of the object, in the stored image's pixels).
+inline constexpr size_t kBoxLabelValues = 7;
 /// The largest image side a record may declare (decode_record refuses more).
 inline constexpr uint32_t kMaxImageSide = 16384;
 
@@ -32,11 +42,13 @@ struct EncodedImage {
 };
 
 struct Label {
-  enum class Kind : uint8_t { class_index = 0, vector = 1 } kind = Kind::class_index;
+  /// boxes: since format version 2; `values` holds kBoxLabelValues floats per box.
+  enum class Kind : uint8_t { class_index = 0, vector = 1, boxes = 2 } kind = Kind::class_index;
   int64_t index = 0;
   std::vector<float> values;
   static Label class_index(int64_t i) { return {Kind::class_index, i, {}}; }
   static Label vector(std::vector<float> v) { return {Kind::vector, 0, std::move(v)}; }
+  static Label boxes(std::vector<float> v) { return {Kind::boxes, 0, std::move(v)}; }
 };
 
 struct Record {
@@ -45,9 +57,12 @@ struct Record {
   std::string id;
 };
 
+/// Version 2 when a label is `boxes`, else version 1.
 std::string encode_record(const Record& record);
 /// Throws trainyard::BadRecord with the reason when the bytes are not a
-/// complete version-1 record.
+/// complete version-1 or version-2 record (a `boxes` label in a version-1
+/// record, or one whose length is not a multiple of kBoxLabelValues, is
+/// damage too).
 Record decode_record(const void* data, size_t size);
 
 /// The key of the i-th record: 10 decimal digits, so byte order is insertion order.
@@ -57,7 +72,7 @@ inline constexpr const char* kMetadataKey = "__trainyard_metadata__";
 
 /// The metadata entry: one "name=value" line each, see docs/lmdb-format.md.
 struct DatasetMetadata {
-  int64_t format_version = kRecordFormatVersion;
+  int64_t format_version = kRecordFormatVersion;  ///< kBoxesRecordFormatVersion: the records hold boxes
   int64_t count = 0;
   int64_t input_images = 1;  ///< the first input_images images of a record are inputs, the rest targets
   std::vector<std::string> class_names;
@@ -65,7 +80,8 @@ struct DatasetMetadata {
   std::string source;                     ///< what it was converted from
 };
 std::string encode_metadata(const DatasetMetadata& metadata);
-/// Throws trainyard::Error with the reason for a malformed entry.
+/// Throws trainyard::Error with the reason for a malformed entry or a
+/// format version other than 1 and 2.
 DatasetMetadata decode_metadata(const std::string& text);
 
 }  // namespace trainyard
