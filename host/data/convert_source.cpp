@@ -261,19 +261,26 @@ std::vector<EncodedImage> encode_images(const Source& s, const Item& item, const
     for (size_t i = 0; i < item.files.size(); ++i) {
       const std::string& f = item.files[i];
       const Role role = static_cast<int64_t>(i) < s.input_images ? Role::input : Role::target;
-      if (item.coco_image >= 0) {  // its annotations are drawn on the JSON's size: the file must have it
-        const coco::Image& image = s.coco_images[static_cast<size_t>(item.coco_image)];
+      cv::Size decoded;  // before --resize: a kept file's own size, else the decoded image's
+      EncodedImage image;
+      if (o.encoding == "keep") {
+        image = keep_file(f, o);
+        decoded = cv::Size(int(image.cols), int(image.rows));
+      } else {
         const cv::Mat m = load(f, role);
-        if (m.rows != image.rows || m.cols != image.cols)
-          throw ConfigError("convert: " + f + ": " + std::to_string(m.rows) + "x" + std::to_string(m.cols) +
-                                " pixels, and " + o.inputs[0] + " says image " + std::to_string(image.id) + " is " +
-                                std::to_string(image.rows) + "x" + std::to_string(image.cols),
+        decoded = m.size();
+        image = encode(m, o, f, role);
+      }
+      if (item.coco_image >= 0) {  // its annotations are drawn on the JSON's size: the file must have it
+        const coco::Image& entry = s.coco_images[static_cast<size_t>(item.coco_image)];
+        if (decoded != cv::Size(entry.cols, entry.rows))
+          throw ConfigError("convert: " + f + ": " + std::to_string(decoded.height) + "x" +
+                                std::to_string(decoded.width) + " pixels, and " + o.inputs[0] + " says image " +
+                                std::to_string(entry.id) + " is " + std::to_string(entry.rows) + "x" +
+                                std::to_string(entry.cols),
                             "expected the size the JSON gives (its annotations are in those pixels)",
                             "fix the image's height and width in the JSON, or the file");
-        images.push_back(o.encoding == "keep" ? keep_file(f, o) : encode(m, o, f, role));
-        continue;
       }
-      EncodedImage image = o.encoding == "keep" ? keep_file(f, o) : encode(load(f, role), o, f, role);
       // A target kept as a JPEG would be a lossy mask: such a file is stored as a PNG instead.
       if (role == Role::target && image.encoding != ImageEncoding::png) image = encode(load(f, role), o, f, role);
       images.push_back(std::move(image));

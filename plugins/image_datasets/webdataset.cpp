@@ -369,7 +369,7 @@ class ShardsOf : public Base {
   // target: boxes: sample `index`'s KEY.boxes.json, read and parsed (not checked).
   SampleAnnotations read_boxes(int64_t index) const {
     const Sample& s = samples_.at(static_cast<size_t>(index));
-    const std::string what = paths_[s.shard] + ": " + s.mask;
+    const std::string what = member_what(index);
     if (s.mask_size > kMaxBoxesBytes)
       throw BadRecord(what + ": " + std::to_string(s.mask_size) + " bytes, expected at most " +
                       std::to_string(kMaxBoxesBytes) + " (16 MiB) of boxes");

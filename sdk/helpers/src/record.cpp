@@ -37,6 +37,12 @@ struct Reader {
   }
 };
 
+bool holds_boxes(const Record& r) {
+  for (const auto& l : r.labels)
+    if (l.kind == Label::Kind::boxes) return true;
+  return false;
+}
+
 }  // namespace
 
 const char* encoding_name(ImageEncoding encoding) {
@@ -50,14 +56,6 @@ const char* encoding_name(ImageEncoding encoding) {
   }
   return "?";
 }
-
-namespace {
-bool holds_boxes(const Record& r) {
-  for (const auto& l : r.labels)
-    if (l.kind == Label::Kind::boxes) return true;
-  return false;
-}
-}  // namespace
 
 std::string encode_record(const Record& r) {
   std::string out(kMagic, 4);
