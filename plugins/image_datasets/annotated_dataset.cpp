@@ -17,23 +17,39 @@ at::Tensor matrix_tensor(const cv::Matx23d& m) {
 }  // namespace
 
 trainyard::FieldExample AnnotatedImageDataset::get_with_fields(int64_t index, uint64_t seed) const {
-  trainyard::Fields fields = fields_of(index, seed);  // first: a bad box needs no decode
-  return {get_seeded(index, seed), std::move(fields)};
+  const AnnotatedSample a = labelled(read_annotated(index));
+  trainyard::Fields fields = fields_of(a.annotations, seed);
+  return {example_of(a.sample, seed), std::move(fields)};
 }
 
 trainyard::FieldBatch AnnotatedImageDataset::get_batch_with_fields(const std::vector<int64_t>& indices,
                                                                    const std::vector<uint64_t>& seeds) const {
+  if (!decodes_on_gpu()) return FieldDataset::get_batch_with_fields(indices, seeds);  // get_with_fields each
+  std::vector<LoadedSample> samples;
   std::vector<trainyard::Fields> fields;
+  samples.reserve(indices.size());
   fields.reserve(indices.size());
-  for (size_t k = 0; k < indices.size(); ++k) fields.push_back(fields_of(indices[k], seeds[k]));
-  return {get_batch(indices, seeds), trainyard::collate_fields(fields, indices)};
+  for (size_t k = 0; k < indices.size(); ++k) {
+    AnnotatedSample a = labelled(read_annotated(indices[k]));
+    fields.push_back(fields_of(a.annotations, seeds[k]));
+    samples.push_back(std::move(a.sample));
+  }
+  return {decode_loaded_on_gpu(samples, indices, seeds), trainyard::collate_fields(fields, indices)};
+}
+
+AnnotatedSample AnnotatedImageDataset::labelled(AnnotatedSample a) const {
+  if (transforms().target == "boxes") {
+    int64_t counted = 0;
+    for (const StoredBox& b : a.annotations.boxes) counted += !b.crowd;
+    a.sample.label = at::scalar_tensor(counted, at::kLong);
+  }
+  return a;
 }
 
 // The sample's fields: its image's size, id and geometry, and with
 // target: boxes its boxes through that geometry.
-trainyard::Fields AnnotatedImageDataset::fields_of(int64_t index, uint64_t seed) const {
+trainyard::Fields AnnotatedImageDataset::fields_of(const SampleAnnotations& a, uint64_t seed) const {
   namespace name = trainyard::field_name;
-  const SampleAnnotations a = annotations(index);
   const SampleAffine geometry = sample_affine(a.stored, transforms(), seed);
   trainyard::Fields f;
   f[name::original_size] = trainyard::meta(at::tensor({int64_t{a.stored.height}, int64_t{a.stored.width}}, at::kLong));

@@ -3,8 +3,9 @@
 // each sample's original size and geometry, and with target: boxes its boxes
 // through that geometry. The coco dataset, and lmdb and webdataset with
 // target: boxes (what `trainyard convert --from coco --coco-target boxes`
-// writes), are one: they say where a sample's boxes are, this class makes
-// the fields the same way for all three.
+// writes), are one: each reads a sample's image and annotations in one go
+// (read_annotated), this class makes the fields and the target the same way
+// for all three.
 #include <array>
 #include <cstdint>
 #include <optional>
@@ -31,6 +32,12 @@ struct SampleAnnotations {
   std::optional<int64_t> image_id;  ///< the source's id of the image (COCO's), when it has one
 };
 
+/// A sample as read once: its images (target: mask, its mask) and its annotations.
+struct AnnotatedSample {
+  LoadedSample sample;  ///< its label is AnnotatedImageDataset's to set
+  SampleAnnotations annotations;
+};
+
 class AnnotatedImageDataset : public ImageDataset, public trainyard::FieldDataset {
  public:
   using ImageDataset::ImageDataset;
@@ -40,12 +47,18 @@ class AnnotatedImageDataset : public ImageDataset, public trainyard::FieldDatase
                                               const std::vector<uint64_t>& seeds) const override;
 
  protected:
-  /// Sample `index`'s annotations; throws trainyard::BadRecord naming the
-  /// record for damaged ones. Read before the image is decoded.
-  virtual SampleAnnotations annotations(int64_t index) const = 0;
+  /// Sample `index`'s images and annotations, each read once; throws
+  /// trainyard::BadRecord naming the record for damaged ones (the boxes are
+  /// checked here, before any image is decoded).
+  virtual AnnotatedSample read_annotated(int64_t index) const = 0;
+  /// read_annotated()'s sample with its target: with target: boxes the
+  /// number of boxes not crowd (the loader's check_batch sees a class-like
+  /// scalar; the boxes themselves are fields).
+  LoadedSample load(int64_t index) const final { return labelled(read_annotated(index)).sample; }
 
  private:
-  trainyard::Fields fields_of(int64_t index, uint64_t seed) const;
+  AnnotatedSample labelled(AnnotatedSample a) const;
+  trainyard::Fields fields_of(const SampleAnnotations& a, uint64_t seed) const;
 };
 
 /// A record's `boxes` label (trainyard/record.h: kBoxLabelValues floats a

@@ -52,37 +52,29 @@ class Coco : public AnnotatedImageDataset, public trainyard::AnnotationIds {
   }
 
  protected:
-  LoadedSample load(int64_t index) const override {
+  // The image file; its size and id; with target: mask the mask its regions
+  // paint, with target: boxes each region's box (read_instances checked
+  // them: a bad one is the image's `bad` reason).
+  AnnotatedSample read_annotated(int64_t index) const override {
     const coco::Image& image = images_.at(static_cast<size_t>(index));
     if (!image.bad.empty()) throw BadRecord(image.bad);
-    LoadedSample s;
+    AnnotatedSample out;
+    SampleAnnotations& a = out.annotations;
+    a = {cv::Size(image.cols, image.rows), {}, image.id};
     // The JSON's size: the boxes' geometry is drawn on it, so the file must have it.
-    s.inputs.push_back(SourceImage{read_file_bytes(image.path), {}, image.path, cv::Size(image.cols, image.rows)});
+    out.sample.inputs.push_back(SourceImage{read_file_bytes(image.path), {}, image.path, a.stored});
     if (transforms().target == "boxes") {
-      int64_t boxes = 0;
-      for (const coco::Region& r : image.regions) boxes += !r.crowd;
-      s.label = at::scalar_tensor(boxes, at::kLong);
-      return s;
+      for (const coco::Region& r : image.regions) {
+        if (!r.box) continue;
+        const coco::Box& b = *r.box;
+        a.boxes.push_back({b, r.category, r.crowd, r.area > 0 ? r.area : (b[2] - b[0]) * (b[3] - b[1])});
+      }
+      return out;
     }
     // 16 bits: room for any class count and the ignore value.
-    s.targets.push_back(SourceImage{
+    out.sample.targets.push_back(SourceImage{
         {}, coco::paint_mask(image, static_cast<int>(ignore_index_)), image.path + " (its COCO annotations)", {}});
-    return s;
-  }
-
-  // Its size and id, and with target: boxes each region's box (read_instances
-  // checked them: a bad one is the image's `bad` reason).
-  SampleAnnotations annotations(int64_t index) const override {
-    const coco::Image& image = images_.at(static_cast<size_t>(index));
-    if (!image.bad.empty()) throw BadRecord(image.bad);
-    SampleAnnotations a{cv::Size(image.cols, image.rows), {}, image.id};
-    if (transforms().target != "boxes") return a;
-    for (const coco::Region& r : image.regions) {
-      if (!r.box) continue;
-      const coco::Box& b = *r.box;
-      a.boxes.push_back({b, r.category, r.crowd, r.area > 0 ? r.area : (b[2] - b[0]) * (b[3] - b[1])});
-    }
-    return a;
+    return out;
   }
 
  private:

@@ -145,9 +145,12 @@ at::Tensor ImageDataset::target_of(const LoadedSample& s, uint64_t seed) const {
 }
 
 trainyard::Example ImageDataset::get_seeded(int64_t index, uint64_t seed) const {
-  LoadedSample s = load(index);
-  at::Tensor input = stack_channels(s.inputs, transforms_, seed);
-  return {input, target_of(s, seed)};
+  return example_of(load(index), seed);
+}
+
+trainyard::Example ImageDataset::example_of(const LoadedSample& sample, uint64_t seed) const {
+  at::Tensor input = stack_channels(sample.inputs, transforms_, seed);
+  return {input, target_of(sample, seed)};
 }
 
 trainyard::DatasetInfo ImageDataset::info() const { return info_; }
@@ -162,7 +165,10 @@ namespace {
 
 std::string shape_text(at::IntArrayRef sizes) {
   std::string text;
-  for (size_t d = 0; d < sizes.size(); ++d) text += (d ? "x" : "") + std::to_string(sizes[d]);
+  for (size_t d = 0; d < sizes.size(); ++d) {
+    if (d) text += 'x';  // not ("x" + to_string): GCC 12 warns of a bogus memcpy bound there
+    text += std::to_string(sizes[d]);
+  }
   return text;
 }
 
@@ -269,13 +275,19 @@ void ImageDataset::note_cpu_decode(const std::string& what, const std::string& w
 
 trainyard::Batch ImageDataset::decode_batch_on_gpu(const std::vector<int64_t>& indices,
                                                    const std::vector<uint64_t>& seeds) const {
+  std::vector<LoadedSample> samples(indices.size());
+  for (size_t k = 0; k < indices.size(); ++k) samples[k] = load(indices[k]);
+  return decode_loaded_on_gpu(samples, indices, seeds);
+}
+
+trainyard::Batch ImageDataset::decode_loaded_on_gpu(const std::vector<LoadedSample>& samples,
+                                                    const std::vector<int64_t>& indices,
+                                                    const std::vector<uint64_t>& seeds) const {
   // Every sample has the shape info() declares (sample 0 through the CPU
   // path): 3 x H x W, or choose_decoder() left the decoding to the CPU path.
   const std::vector<int64_t>& shape = info_.sample_shape;
   const cv::Size out(static_cast<int>(shape[2]), static_cast<int>(shape[1]));
   const size_t n = indices.size();
-  std::vector<LoadedSample> samples(n);
-  for (size_t k = 0; k < n; ++k) samples[k] = load(indices[k]);
 
   std::vector<GpuJob> jobs;
   std::vector<std::string> not_taken(n);  // why a row is the CPU path's from the start

@@ -72,6 +72,8 @@ class ImageDataset : public trainyard::Dataset {
  protected:
   /// Reads and decodes sample `index`. Throws trainyard::BadRecord naming the record.
   virtual LoadedSample load(int64_t index) const = 0;
+  /// A loaded sample transformed: get_seeded() is example_of(load(index), seed).
+  trainyard::Example example_of(const LoadedSample& sample, uint64_t seed) const;
   /// Call at the end of the constructor: fills info() from sample 0. An
   /// unreadable sample 0 is a DataError naming `source` ("database 'db'").
   void describe(int64_t num_classes, std::vector<std::string> class_names, const std::string& source);
@@ -83,6 +85,9 @@ class ImageDataset : public trainyard::Dataset {
   /// counted and logged. A damaged record throws BadRecord as load() and the
   /// CPU path do, and the host then retries the batch sample by sample.
   trainyard::Batch decode_batch_on_gpu(const std::vector<int64_t>& indices, const std::vector<uint64_t>& seeds) const;
+  /// The same for samples already loaded (samples[k] is sample indices[k]).
+  trainyard::Batch decode_loaded_on_gpu(const std::vector<LoadedSample>& samples, const std::vector<int64_t>& indices,
+                                        const std::vector<uint64_t>& seeds) const;
 
  private:
   static TransformOptions as_float(TransformOptions t) {

@@ -179,9 +179,7 @@ class Lmdb : public ImageDataset {
   RecordStore store_;
 };
 
-// target: boxes: each record's first image and its boxes label. The boxes
-// are read twice a sample (for its fields, then with its image), a second
-// LMDB lookup and record parse beside a JPEG decode.
+// target: boxes: each record's image and its boxes label.
 class LmdbBoxes : public AnnotatedImageDataset {
  public:
   explicit LmdbBoxes(const PathDatasetOptions& o) : AnnotatedImageDataset(checked_transforms(o)), store_(o.path) {
@@ -199,26 +197,18 @@ class LmdbBoxes : public AnnotatedImageDataset {
   int64_t size() const override { return store_.meta().count; }
 
  protected:
-  LoadedSample load(int64_t index) const override {
+  AnnotatedSample read_annotated(int64_t index) const override {
     trainyard::Record record = store_.read(index);
-    LoadedSample s = images_of(record, index, /*input_images=*/1);
-    if (!s.targets.empty())
+    AnnotatedSample out;
+    out.sample = images_of(record, index, /*input_images=*/1);
+    if (!out.sample.targets.empty())
       throw trainyard::BadRecord(RecordStore::name(index) + ": " + std::to_string(record.images.size()) +
                                  " images; a record of boxes holds one");
-    int64_t counted = 0;
-    for (const StoredBox& b : boxes_of(record, index)) counted += !b.crowd;
-    s.label = at::scalar_tensor(counted, at::kLong);
-    return s;
-  }
-  SampleAnnotations annotations(int64_t index) const override {
-    const trainyard::Record record = store_.read(index);
-    if (record.images.empty()) throw trainyard::BadRecord(RecordStore::name(index) + ": no input image");
-    const auto& image = record.images[0];
-    SampleAnnotations a{cv::Size(static_cast<int>(image.cols), static_cast<int>(image.rows)), boxes_of(record, index),
-                        std::nullopt};
-    check_stored_boxes(a.boxes, a.stored, static_cast<int64_t>(store_.meta().class_names.size()),
-                       RecordStore::name(index));
-    return a;
+    out.annotations.boxes = boxes_of(record, index);
+    out.annotations.stored = out.sample.inputs[0].expected_size;  // the record's rows and columns
+    check_stored_boxes(out.annotations.boxes, out.annotations.stored,
+                       static_cast<int64_t>(store_.meta().class_names.size()), RecordStore::name(index));
+    return out;
   }
 
  private:

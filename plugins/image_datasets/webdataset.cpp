@@ -22,6 +22,7 @@
 #include <filesystem>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <regex>
 
 #include <ATen/ATen.h>
@@ -280,7 +281,10 @@ class OpenShards {
   uint64_t clock_ = 0;
 };
 
-// Indexed shards; Base is ImageDataset, or AnnotatedImageDataset for target: boxes (ShardBoxes).
+// Indexed shards: the index and the reading of members. Base is
+// ImageDataset (Shards: classes and masks) or AnnotatedImageDataset
+// (ShardBoxes: target: boxes); each calls describe_shards() once its reading
+// is in place.
 template <class Base>
 class ShardsOf : public Base {
  public:
@@ -291,6 +295,7 @@ class ShardsOf : public Base {
                      : boxes_           ? o.box_member
                                         : "") {
     const std::string pattern = o.urls;
+    source_ = "urls '" + pattern + "'";
     paths_ = expand_braces(pattern);
     files_ = std::make_unique<OpenShards>(paths_);
     for (size_t s = 0; s < paths_.size(); ++s) index_shard(s);
@@ -302,13 +307,10 @@ class ShardsOf : public Base {
         throw ConfigError("target: boxes with num_classes: " + std::to_string(o.num_classes),
                           "expected num_classes: K, the box classes (labels 0 to K-1)",
                           "set num_classes to the number of categories");
-      this->describe(o.num_classes, {}, "urls '" + pattern + "'");
+      classes_ = o.num_classes;
       return;
     }
-    if (!mask_member_.empty()) {  // the classes are mask_classes (describe)
-      this->describe(0, {}, "urls '" + pattern + "'");
-      return;
-    }
+    if (!mask_member_.empty()) return;  // the classes are mask_classes (describe)
     int64_t classes = o.num_classes;
     const Sample* top_sample = &samples_.front();
     for (const auto& s : samples_)
@@ -328,43 +330,31 @@ class ShardsOf : public Base {
       throw ConfigError(
           "num_classes: " + std::to_string(classes) + ", but the shards hold label " + std::to_string(top),
           "labels 0.." + std::to_string(classes - 1), "raise num_classes or set it to 0 (the largest label + 1)");
-    this->describe(classes, {}, "urls '" + pattern + "'");
+    classes_ = classes;
   }
   int64_t size() const override { return static_cast<int64_t>(samples_.size()); }
 
  protected:
-  LoadedSample load(int64_t index) const override {
+  void describe_shards() { this->describe(classes_, {}, source_); }
+
+  // Sample `index`'s image member, its bytes read.
+  SourceImage image_of(int64_t index) const {
     const Sample& s = samples_.at(static_cast<size_t>(index));
     SourceImage image;
     image.what = paths_[s.shard] + ": " + s.member;
-    const auto file = files_->get(s.shard);
-    image.bytes.resize(s.size);
-    if (pread(file->fd, image.bytes.data(), s.size, static_cast<off_t>(s.offset)) != static_cast<ssize_t>(s.size))
-      throw BadRecord(image.what + ": cannot read " + std::to_string(s.size) + " bytes");
-    LoadedSample out;
-    if (boxes_) {  // the target: the boxes not crowd, counted; the boxes' size is the image's
-      const SampleAnnotations a = read_boxes(index);
-      image.expected_size = a.stored;
-      int64_t counted = 0;
-      for (const StoredBox& b : a.boxes) counted += !b.crowd;
-      out.inputs.push_back(std::move(image));
-      out.label = at::scalar_tensor(counted, at::kLong);
-      return out;
-    }
-    out.inputs.push_back(std::move(image));
-    if (!s.mask.empty()) {
-      SourceImage mask;
-      mask.what = paths_[s.shard] + ": " + s.mask;
-      mask.bytes.resize(s.mask_size);
-      if (pread(file->fd, mask.bytes.data(), s.mask_size, static_cast<off_t>(s.mask_offset)) !=
-          static_cast<ssize_t>(s.mask_size))
-        throw BadRecord(mask.what + ": cannot read " + std::to_string(s.mask_size) + " bytes");
-      out.targets.push_back(std::move(mask));
-    } else {
-      out.label = at::scalar_tensor(s.label, at::kLong);
-    }
-    return out;
+    image.bytes = read_member(s.shard, s.offset, s.size, image.what);
+    return image;
   }
+  // Sample `index`'s mask or boxes member, its bytes read; nothing for a sample of classes.
+  std::optional<SourceImage> mask_of(int64_t index) const {
+    const Sample& s = samples_.at(static_cast<size_t>(index));
+    if (s.mask.empty()) return std::nullopt;
+    SourceImage mask;
+    mask.what = member_what(index);
+    mask.bytes = read_member(s.shard, s.mask_offset, s.mask_size, mask.what);
+    return mask;
+  }
+  int64_t label_of(int64_t index) const { return samples_.at(static_cast<size_t>(index)).label; }
 
   // target: boxes: sample `index`'s KEY.boxes.json, read and parsed (not checked).
   SampleAnnotations read_boxes(int64_t index) const {
@@ -373,12 +363,7 @@ class ShardsOf : public Base {
     if (s.mask_size > kMaxBoxesBytes)
       throw BadRecord(what + ": " + std::to_string(s.mask_size) + " bytes, expected at most " +
                       std::to_string(kMaxBoxesBytes) + " (16 MiB) of boxes");
-    std::string body(s.mask_size, '\0');
-    const auto file = files_->get(s.shard);
-    if (pread(file->fd, body.data(), body.size(), static_cast<off_t>(s.mask_offset)) !=
-        static_cast<ssize_t>(body.size()))
-      throw BadRecord(what + ": cannot read " + std::to_string(s.mask_size) + " bytes");
-    return boxes_of_member(body, what);
+    return boxes_of_member(mask_of(index).value().bytes, what);
   }
   std::string member_what(int64_t index) const {
     const Sample& s = samples_.at(static_cast<size_t>(index));
@@ -387,6 +372,14 @@ class ShardsOf : public Base {
 
  private:
   static constexpr uint64_t kMaxBoxesBytes = uint64_t{16} << 20;
+
+  std::string read_member(uint32_t shard, uint64_t offset, uint64_t size, const std::string& what) const {
+    std::string bytes(size, '\0');
+    const auto file = files_->get(shard);
+    if (pread(file->fd, bytes.data(), size, static_cast<off_t>(offset)) != static_cast<ssize_t>(size))
+      throw BadRecord(what + ": cannot read " + std::to_string(size) + " bytes");
+    return bytes;
+  }
 
   // What a sample holds besides its image: a class, its mask or its boxes.
   std::string sample_members() const {
@@ -466,23 +459,44 @@ class ShardsOf : public Base {
 
   bool boxes_;               ///< target: boxes
   std::string mask_member_;  ///< target: mask or boxes: the mask or boxes members' extension; empty: classes
+  int64_t classes_ = 0;      ///< for describe(): 0 with target: mask (mask_classes)
+  std::string source_;       ///< "urls 'PATTERN'": named in describe()'s errors
   std::vector<std::string> paths_;
   std::unique_ptr<OpenShards> files_;
   std::vector<Sample> samples_;
 };
 
-using Shards = ShardsOf<ImageDataset>;
-
-// target: boxes: each sample's KEY.boxes.json as its fields.
-class ShardBoxes : public ShardsOf<AnnotatedImageDataset> {
+// Classes (KEY.cls or KEY.json) or, with target: mask, masks.
+class Shards final : public ShardsOf<ImageDataset> {
  public:
-  using ShardsOf::ShardsOf;
+  explicit Shards(const WebDatasetOptions& o) : ShardsOf(o) { describe_shards(); }
 
  protected:
-  SampleAnnotations annotations(int64_t index) const override {
-    SampleAnnotations a = read_boxes(index);
-    check_stored_boxes(a.boxes, a.stored, info().num_classes, member_what(index));
-    return a;
+  LoadedSample load(int64_t index) const override {
+    LoadedSample out;
+    out.inputs.push_back(image_of(index));
+    if (std::optional<SourceImage> mask = mask_of(index))
+      out.targets.push_back(std::move(*mask));
+    else
+      out.label = at::scalar_tensor(label_of(index), at::kLong);
+    return out;
+  }
+};
+
+// target: boxes: each sample's KEY.boxes.json as its fields.
+class ShardBoxes final : public ShardsOf<AnnotatedImageDataset> {
+ public:
+  explicit ShardBoxes(const WebDatasetOptions& o) : ShardsOf(o) { describe_shards(); }
+
+ protected:
+  AnnotatedSample read_annotated(int64_t index) const override {
+    AnnotatedSample out;
+    out.annotations = read_boxes(index);
+    check_stored_boxes(out.annotations.boxes, out.annotations.stored, info().num_classes, member_what(index));
+    SourceImage image = image_of(index);
+    image.expected_size = out.annotations.stored;  // the boxes' pixels are the image's
+    out.sample.inputs.push_back(std::move(image));
+    return out;
   }
 };
 

@@ -8,6 +8,7 @@
 
 #include <ATen/ATen.h>
 #include <torch/cuda.h>
+#include <cstdlib>
 #include <filesystem>
 #include <set>
 #include <tuple>
@@ -21,6 +22,7 @@
 #include "resample.h"
 #include "support/support.h"
 #include "trainyard/error.h"
+#include "trainyard/fields.h"
 
 namespace image_datasets {
 namespace {
@@ -38,6 +40,14 @@ std::shared_ptr<ImageDataset> dataset(const std::string& name, std::map<std::str
   auto images = std::dynamic_pointer_cast<ImageDataset>(made);
   if (!images) throw std::runtime_error(name + " is not an ImageDataset");
   return images;
+}
+
+// The same dataset twice: one through the CPU path, one through the GPU path as specified.
+std::pair<std::shared_ptr<ImageDataset>, std::shared_ptr<ImageDataset>> cpu_and_gpu(
+    const std::string& name, const std::map<std::string, trainyard::Value>& o) {
+  auto gpu = dataset(name, o);
+  gpu->use_decoder(make_reference_decoder());
+  return {dataset(name, o), gpu};
 }
 
 std::shared_ptr<ImageDataset> folder(const std::string& root, std::map<std::string, trainyard::Value> o,
@@ -247,9 +257,7 @@ TEST(GpuDecode, LmdbRecordsLocalShardsAndStreamedShardsDecodeThroughIt) {
         std::tuple{"local shards", "webdataset", std::map<std::string, trainyard::Value>{{"urls", shards}}}}) {
     auto options = training();
     options.insert(source.begin(), source.end());
-    auto cpu = dataset(kind, options);
-    auto gpu = dataset(kind, options);
-    gpu->use_decoder(make_reference_decoder());
+    const auto [cpu, gpu] = cpu_and_gpu(kind, options);
     const std::vector<int64_t> ids = all_indices(*cpu);
     ASSERT_EQ(ids.size(), 20u) << name;
     std::vector<uint64_t> seeds;
@@ -278,6 +286,58 @@ TEST(GpuDecode, LmdbRecordsLocalShardsAndStreamedShardsDecodeThroughIt) {
     expect_within_tolerance(ours[b].input, theirs[b].input, "streamed batch " + std::to_string(b));
   }
   EXPECT_EQ(gpu->decode_counts().gpu, 20);
+}
+
+// target: boxes through the GPU path's batches (coco, and an LMDB and shards
+// convert made of its scene set): each sample read once, the batch gets the
+// CPU path's fields and targets, and inputs within the stated tolerance.
+TEST(GpuDecode, BoxDatasetsGiveTheirBatchesTheCpuPathsFields) {
+  const std::string dir = trainyard::test::temp_dir("gpu-decode-boxes");
+  fs::remove_all(dir);
+  ASSERT_EQ(std::system((trainyard::test::python() + " " + trainyard::test::source_dir() +
+                         "/scripts/data/make_scene_set.py " + dir + "/set --train 12 --test 1 --size 64 > /dev/null")
+                            .c_str()),
+            0);
+  const std::string json = dir + "/set/train/instances.json";
+  for (const std::string to : {"lmdb", "webdataset"}) {
+    const auto r = trainyard::test::trainyard("convert --from coco --coco-target boxes --input " + json +
+                                              " --encoding keep --quiet --to " + to + " --output " + dir + "/" + to);
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+  }
+  using Options = std::map<std::string, trainyard::Value>;
+  for (const auto& [kind, source] :
+       {std::pair{"coco", Options{{"annotations", json}}}, std::pair{"lmdb", Options{{"path", dir + "/lmdb"}}},
+        std::pair{"webdataset",
+                  Options{{"urls", dir + "/webdataset/shard-000000.tar"}, {"num_classes", int64_t{10}}}}}) {
+    Options options{{"target", std::string("boxes")},
+                    {"crop", std::string("random")},
+                    {"crop_size", std::vector<int64_t>{48, 40}},
+                    {"hflip", 0.5},
+                    {"min_box_visible", 0.3}};
+    options.insert(source.begin(), source.end());
+    const auto [cpu, gpu] = cpu_and_gpu(kind, options);
+    const std::vector<int64_t> ids = all_indices(*cpu);
+    ASSERT_EQ(ids.size(), 12u) << kind;
+    std::vector<uint64_t> seeds;
+    for (int64_t i : ids) seeds.push_back(uint64_t(i) * 5 + 3);
+    const trainyard::FieldBatch want =
+        dynamic_cast<const trainyard::FieldDataset&>(*cpu).get_batch_with_fields(ids, seeds);
+    const trainyard::FieldBatch got =
+        dynamic_cast<const trainyard::FieldDataset&>(*gpu).get_batch_with_fields(ids, seeds);
+    EXPECT_EQ(gpu->decode_counts().gpu, 12) << kind;
+    EXPECT_EQ(cpu->decode_counts().gpu, 0) << kind;
+    EXPECT_TRUE(at::equal(got.batch.target, want.batch.target)) << kind;
+    EXPECT_EQ(got.batch.indices, want.batch.indices) << kind;
+    expect_within_tolerance(got.batch.input, want.batch.input, kind);
+    ASSERT_EQ(got.fields.size(), want.fields.size()) << kind;
+    EXPECT_GT(want.fields.at(trainyard::field_name::boxes).values.size(0), 12) << kind;
+    for (const auto& [name, field] : want.fields) {
+      EXPECT_TRUE(at::equal(got.fields.at(name).values, field.values)) << kind << ": " << name;
+      if (field.counts.defined()) {
+        EXPECT_TRUE(at::equal(got.fields.at(name).counts, field.counts)) << kind << ": " << name;
+      }
+    }
+  }
 }
 
 // Files the GPU path does not take (a PNG named .jpg, a CMYK JPEG) fill
