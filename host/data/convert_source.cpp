@@ -302,7 +302,7 @@ Label box_label(const Source& s, const Item& item, uint32_t stored_rows, uint32_
   for (const coco::Region& r : image.regions) {
     if (!r.box) continue;
     const coco::Box& b = *r.box;
-    const double area = r.area > 0 ? r.area : (b[2] - b[0]) * (b[3] - b[1]);
+    const double area = coco::region_area(r);
     for (const double v :
          {b[0] * sx, b[1] * sy, b[2] * sx, b[3] * sy, double(r.category), r.crowd ? 1.0 : 0.0, area * sx * sy})
       values.push_back(static_cast<float>(v));

@@ -3,6 +3,7 @@
 #include <cmath>
 
 #include <ATen/ATen.h>
+#include <trainyard/coco.h>
 #include <trainyard/error.h>
 #include <trainyard/record.h>
 
@@ -94,7 +95,6 @@ std::vector<StoredBox> boxes_of_label(const std::vector<float>& values, const st
 
 void check_stored_boxes(const std::vector<StoredBox>& boxes, cv::Size stored, int64_t classes,
                         const std::string& what) {
-  constexpr double kSlack = 0.5;  // COCO's own boxes round to 2 decimals past the border
   for (size_t k = 0; k < boxes.size(); ++k) {
     const StoredBox& b = boxes[k];
     const auto [x1, y1, x2, y2] = b.box;
@@ -109,7 +109,7 @@ void check_stored_boxes(const std::vector<StoredBox>& boxes, cv::Size stored, in
     if (!std::isfinite(x1) || !std::isfinite(y1) || !std::isfinite(x2) || !std::isfinite(y2) || !(x1 < x2) ||
         !(y1 < y2))
       fail(coordinates(), "finite x1, y1, x2, y2 with x1 < x2 and y1 < y2");
-    if (x1 < -kSlack || y1 < -kSlack || x2 > stored.width + kSlack || y2 > stored.height + kSlack)
+    if (!trainyard::coco::box_inside(b.box, stored.height, stored.width))
       fail(coordinates(), "a box inside the image's " + std::to_string(stored.height) + "x" +
                               std::to_string(stored.width) + " pixels");
     if (b.label < 0 || b.label >= classes)

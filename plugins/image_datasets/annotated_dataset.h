@@ -68,7 +68,7 @@ std::vector<StoredBox> boxes_of_label(const std::vector<float>& values, const st
 
 /// The boxes of a `boxes` record label or shard member, checked against the
 /// stored image (`stored`) and the class count: finite, x1 < x2 and y1 < y2,
-/// inside the image (half a pixel of slack, as COCO's own boxes need),
+/// inside the image (coco::box_inside: half a pixel of slack, as COCO's own boxes need),
 /// classes 0 to classes - 1, a finite area above 0 (the crowd flag was
 /// checked as it was read: StoredBox holds a bool). Throws
 /// BadRecord "WHAT: box K: ..." for the first that is not.

@@ -64,11 +64,8 @@ class Coco : public AnnotatedImageDataset, public trainyard::AnnotationIds {
     // The JSON's size: the boxes' geometry is drawn on it, so the file must have it.
     out.sample.inputs.push_back(SourceImage{read_file_bytes(image.path), {}, image.path, a.stored});
     if (transforms().target == "boxes") {
-      for (const coco::Region& r : image.regions) {
-        if (!r.box) continue;
-        const coco::Box& b = *r.box;
-        a.boxes.push_back({b, r.category, r.crowd, r.area > 0 ? r.area : (b[2] - b[0]) * (b[3] - b[1])});
-      }
+      for (const coco::Region& r : image.regions)
+        if (r.box) a.boxes.push_back({*r.box, r.category, r.crowd, coco::region_area(r)});
       return out;
     }
     // 16 bits: room for any class count and the ignore value.

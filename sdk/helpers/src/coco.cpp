@@ -174,11 +174,8 @@ std::optional<Box> read_box(const Json& a, const std::string& where, const Image
   }
   const double x = (*bbox)[0].get<double>(), y = (*bbox)[1].get<double>();
   const double w = (*bbox)[2].get<double>(), h = (*bbox)[3].get<double>();
-  // Half a pixel of slack: COCO's own boxes round to 2 decimals past the border.
-  constexpr double kSlack = 0.5;
   const bool finite = std::isfinite(x) && std::isfinite(y) && std::isfinite(w) && std::isfinite(h);
-  if (!finite || w <= 0 || h <= 0 || x < -kSlack || y < -kSlack || x + w > image.cols + kSlack ||
-      y + h > image.rows + kSlack) {
+  if (!finite || w <= 0 || h <= 0 || !box_inside({x, y, x + w, y + h}, image.rows, image.cols)) {
     if (bad.empty())
       bad = where + ": bbox " + text + ", expected a finite [x, y, width, height] with width and height above 0 " +
             "inside image " + std::to_string(image.id) + "'s " + std::to_string(image.rows) + "x" +

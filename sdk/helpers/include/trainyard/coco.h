@@ -50,6 +50,22 @@ struct Instances {
   std::vector<std::string> category_names;  ///< "name", or the id where there is none
 };
 
+/// How far a box may reach past its image's border: half a pixel, as COCO's
+/// own boxes, rounded to 2 decimals, sometimes do.
+constexpr double kBoxSlack = 0.5;
+
+/// True when x1, y1, x2, y2 lie within a rows x cols image, kBoxSlack allowed past each border.
+inline bool box_inside(const Box& b, double rows, double cols) {
+  return b[0] >= -kBoxSlack && b[1] >= -kBoxSlack && b[2] <= cols + kBoxSlack && b[3] <= rows + kBoxSlack;
+}
+
+/// A region's area as COCOeval's area ranges take it: COCO's `area` where
+/// the file gives one, else its box's. The region has a box (Read::boxes).
+inline double region_area(const Region& r) {
+  const Box& b = r.box.value();
+  return r.area > 0 ? r.area : (b[2] - b[0]) * (b[3] - b[1]);
+}
+
 /// What read_instances reads of each annotation: its segmentation (polygons,
 /// RLE: compressed or not) or its bbox and area.
 enum class Read { masks, boxes };
