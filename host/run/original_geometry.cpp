@@ -6,6 +6,7 @@
 
 #include "trainyard/error.h"
 #include "trainyard/image_codec.h"
+#include "trainyard/image_geometry.h"
 #include "util/files.h"
 
 namespace trainyard::host {
@@ -30,17 +31,12 @@ ImageGeometry image_geometry(const std::map<std::string, Value>& preprocessing) 
 }
 
 cv::Size resized_size(cv::Size original, const ImageGeometry& g) {
-  if (g.load_size.size() == 2) return {static_cast<int>(g.load_size[1]), static_cast<int>(g.load_size[0])};
-  if (g.resize_short <= 0) return original;
-  const double scale = static_cast<double>(g.resize_short) / std::min(original.width, original.height);
-  return {std::max(1, static_cast<int>(std::lround(original.width * scale))),
-          std::max(1, static_cast<int>(std::lround(original.height * scale)))};
+  return image_geometry::resized(original, g.load_size, g.resize_short);
 }
 
 cv::Rect center_crop(cv::Size resized, const ImageGeometry& g) {
   if (!g.center_crop) return {0, 0, resized.width, resized.height};
-  const int h = static_cast<int>(g.crop_size[0]), w = static_cast<int>(g.crop_size[1]);
-  return {(resized.width - w) / 2, (resized.height - h) / 2, w, h};
+  return image_geometry::center_crop(resized, static_cast<int>(g.crop_size[0]), static_cast<int>(g.crop_size[1]));
 }
 
 cv::Matx23d input_from_original(cv::Size original, const ImageGeometry& g) {

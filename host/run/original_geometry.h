@@ -25,8 +25,8 @@ struct ImageGeometry {
 };
 ImageGeometry image_geometry(const std::map<std::string, Value>& preprocessing);
 
-/// An image of `original` size after the resize (the image datasets' rule:
-/// transforms.cpp, draw_geometry and short_side_size).
+/// An image of `original` size after the resize (image_geometry::resized,
+/// the rule the image datasets apply).
 cv::Size resized_size(cv::Size original, const ImageGeometry& g);
 /// The center crop's rectangle in the resized image (the whole of it without a crop).
 cv::Rect center_crop(cv::Size resized, const ImageGeometry& g);

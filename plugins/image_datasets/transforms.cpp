@@ -6,6 +6,7 @@
 
 #include <ATen/ATen.h>
 #include <trainyard/error.h>
+#include <trainyard/image_geometry.h>
 #include <opencv2/imgproc.hpp>
 
 namespace image_datasets {
@@ -170,20 +171,11 @@ at::Tensor to_tensor(const cv::Mat& m, const TransformOptions& t) {
 
 }  // namespace
 
-// The size resize_short gives an image of `full` size.
-cv::Size short_side_size(cv::Size full, int64_t short_side) {
-  const double scale = static_cast<double>(short_side) / std::min(full.width, full.height);
-  return {std::max(1, static_cast<int>(std::lround(full.width * scale))),
-          std::max(1, static_cast<int>(std::lround(full.height * scale)))};
-}
-
 int decode_reduction(cv::Size full, const TransformOptions& t, uint64_t seed) {
   if (t.rotate_degrees > 0 || t.translate > 0) return 1;
   cv::Size needed, region = full;
-  if (!t.load_size.empty()) {
-    needed = cv::Size(static_cast<int>(t.load_size[1]), static_cast<int>(t.load_size[0]));
-  } else if (t.resize_short > 0) {
-    needed = short_side_size(full, t.resize_short);
+  if (!t.load_size.empty() || t.resize_short > 0) {
+    needed = trainyard::image_geometry::resized(full, t.load_size, t.resize_short);
   } else if (t.crop == "random_resized") {
     Draws draws(seed);
     region = random_resized_region(full, t, draws).size();
@@ -198,11 +190,7 @@ int decode_reduction(cv::Size full, const TransformOptions& t, uint64_t seed) {
 
 Geometry draw_geometry(cv::Size full, const TransformOptions& t, Draws& draws) {
   Geometry g;
-  g.resized = full;
-  if (!t.load_size.empty())
-    g.resized = cv::Size(static_cast<int>(t.load_size[1]), static_cast<int>(t.load_size[0]));
-  else if (t.resize_short > 0)
-    g.resized = short_side_size(full, t.resize_short);
+  g.resized = trainyard::image_geometry::resized(full, t.load_size, t.resize_short);
   g.crop = cv::Rect(0, 0, g.resized.width, g.resized.height);
   if (t.crop == "random_resized") {
     g.crop = random_resized_region(g.resized, t, draws);
@@ -214,12 +202,11 @@ Geometry draw_geometry(cv::Size full, const TransformOptions& t, Draws& draws) {
       throw trainyard::BadRecord("image of " + std::to_string(rows) + "x" + std::to_string(cols) +
                                  " is smaller than crop_size " + std::to_string(ch) + "x" + std::to_string(cw) +
                                  " (set load_size)");
-    int y = (rows - ch) / 2, x = (cols - cw) / 2;
+    g.crop = trainyard::image_geometry::center_crop(g.resized, ch, cw);
     if (t.crop == "random") {
-      y = static_cast<int>(draws.uniform(0, rows - ch + 1));
-      x = static_cast<int>(draws.uniform(0, cols - cw + 1));
+      g.crop.y = static_cast<int>(draws.uniform(0, rows - ch + 1));
+      g.crop.x = static_cast<int>(draws.uniform(0, cols - cw + 1));
     }
-    g.crop = cv::Rect(x, y, cw, ch);
   }
   if (g.out.empty()) g.out = g.crop.size();
   g.hflip = draws.chance(t.hflip);
@@ -234,10 +221,9 @@ cv::Rect decode_region(cv::Size full, const TransformOptions& t, uint64_t seed) 
     Draws draws(seed);
     return random_resized_region(full, t, draws);
   }
-  if (t.crop == "center" && t.crop_size[0] <= full.height && t.crop_size[1] <= full.width) {
-    const int ch = static_cast<int>(t.crop_size[0]), cw = static_cast<int>(t.crop_size[1]);
-    return {(full.width - cw) / 2, (full.height - ch) / 2, cw, ch};
-  }
+  if (t.crop == "center" && t.crop_size[0] <= full.height && t.crop_size[1] <= full.width)
+    return trainyard::image_geometry::center_crop(full, static_cast<int>(t.crop_size[0]),
+                                                  static_cast<int>(t.crop_size[1]));
   return whole;
 }
 
