@@ -1,0 +1,142 @@
+"""How well can the scene set's garments be named at all? A probe behind the
+scene targets in docs/performance.md (issue 51), not a speed benchmark.
+
+Each item of the scene set (scripts/make-scene-set.sh) is cut out as a 64x64
+window centred on its COCO box, so the network is told where every item is
+and only has to name it: localization is given away. The classifier is the
+scene U-Net's encoder (plugins/unet at depth 4, width 16: two 3x3
+convolutions with batch norm per level, max-pooling between) with a global
+average pool and a linear layer; Adam at LR with a cosine schedule over
+EPOCHS, batch 32, horizontal flips, channels_last, 2 threads. Prints the
+CPU, then train and test accuracy after each epoch over the test split's
+items (other Fashion-MNIST items, other photographs), and at the end the
+test mIoU of a segmentation that has every item's exact mask and paints it
+with the class this classifier names (background exact): the most a
+network that names items as well as this one can score, macro over the 11
+classes as the miou meter counts.
+
+usage: scene_item_naming.py DATA [EPOCHS] [LR]
+"""
+import json
+import math
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+from PIL import Image
+
+WINDOW, BATCH, DEPTH, WIDTH = 64, 32, 4, 16
+
+
+def cpu():
+    info = Path("/proc/cpuinfo").read_text()
+    model = next((line.split(":", 1)[1].strip() for line in info.splitlines() if line.startswith("model name")), "?")
+    flags = next((line.split(":", 1)[1].split() for line in info.splitlines() if line.startswith("flags")), [])
+    wanted = [f for f in ("avx2", "fma", "avx512f", "avx512_bf16", "amx_bf16") if f in flags]
+    return f"{model}; {' '.join(wanted) or 'no avx2'}"
+
+
+def items(root, split):
+    """Every item's window and class (0-9) from SPLIT's COCO file."""
+    coco = json.loads((root / split / "instances.json").read_text())
+    files = {image["id"]: image["file_name"] for image in coco["images"]}
+    half = WINDOW // 2
+    padded, windows, classes, masks = {}, [], [], []
+    for a in coco["annotations"]:
+        if a["image_id"] not in padded:
+            image = np.asarray(Image.open(root / split / files[a["image_id"]]).convert("RGB"))
+            padded[a["image_id"]] = np.pad(image, ((half, half), (half, half), (0, 0)))
+        x, y, w, h = a["bbox"]
+        cx, cy = x + w // 2, y + h // 2
+        windows.append(padded[a["image_id"]][cy:cy + WINDOW, cx:cx + WINDOW])
+        classes.append(a["category_id"] - 1)
+        masks.append((a["image_id"], visible(a["segmentation"])))
+    x = torch.from_numpy(np.stack(windows)).permute(0, 3, 1, 2).float() / 255
+    return (x - 0.4) / 0.25, torch.tensor(classes), masks
+
+
+def visible(rle):
+    """COCO's uncompressed RLE (column-major runs, zeros first) as a boolean mask."""
+    height, width = rle["size"]
+    flat = np.repeat(np.arange(len(rle["counts"])) % 2, rle["counts"]).astype(bool)
+    return flat.reshape(width, height).T
+
+
+def painted_miou(root, masks, named):
+    """Test mIoU when each item's exact mask is painted with its named class."""
+    confusion = np.zeros((11, 11), np.int64)
+    truth = {}
+    painted = {}
+    for (image_id, mask), name in zip(masks, named.tolist()):
+        if image_id not in truth:
+            truth[image_id] = np.asarray(Image.open(root / "test" / "masks" / f"{image_id - 1:06d}.png"))
+            painted[image_id] = np.zeros_like(truth[image_id])
+        painted[image_id][mask] = 1 + name
+    for image_id, t in truth.items():
+        confusion += np.bincount(11 * t.astype(np.int64).ravel() + painted[image_id].ravel(),
+                                 minlength=121).reshape(11, 11)
+    union = confusion.sum(0) + confusion.sum(1) - np.diag(confusion)
+    return float(np.mean(np.diag(confusion) / union))
+
+
+def level(inputs, outputs):
+    return nn.Sequential(
+        nn.Conv2d(inputs, outputs, 3, padding=1, bias=False), nn.BatchNorm2d(outputs), nn.ReLU(),
+        nn.Conv2d(outputs, outputs, 3, padding=1, bias=False), nn.BatchNorm2d(outputs), nn.ReLU())
+
+
+def encoder_classifier():
+    layers, channels = [], 3
+    for d in range(DEPTH):
+        layers += [level(channels, WIDTH << d), nn.MaxPool2d(2)]
+        channels = WIDTH << d
+    layers += [level(channels, WIDTH << DEPTH), nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(WIDTH << DEPTH, 10)]
+    return nn.Sequential(*layers).to(memory_format=torch.channels_last)
+
+
+def main():
+    root = Path(sys.argv[1])
+    epochs = int(sys.argv[2]) if len(sys.argv) > 2 else 12
+    lr = float(sys.argv[3]) if len(sys.argv) > 3 else 1e-3
+    torch.set_num_threads(2)
+    torch.manual_seed(0)
+    print(f"cpu: {cpu()}; torch {torch.__version__}", flush=True)
+    train_x, train_y, _ = items(root, "train")
+    test_x, test_y, test_masks = items(root, "test")
+    print(f"items: {len(train_y)} train, {len(test_y)} test; epochs {epochs}, Adam {lr}, cosine", flush=True)
+    net = encoder_classifier()
+    optimizer = torch.optim.Adam(net.parameters(), lr=lr)
+    steps, step, start = epochs * math.ceil(len(train_y) / BATCH), 0, time.perf_counter()
+    for epoch in range(1, epochs + 1):
+        net.train()
+        order, right = torch.randperm(len(train_y)), 0
+        for first in range(0, len(order), BATCH):
+            batch = order[first:first + BATCH]
+            x, y = train_x[batch], train_y[batch]
+            x = torch.where(torch.rand(len(x), 1, 1, 1) < 0.5, x.flip(3), x)
+            for group in optimizer.param_groups:
+                group["lr"] = lr * 0.5 * (1 + math.cos(math.pi * step / steps))
+            scores = net(x.contiguous(memory_format=torch.channels_last))
+            loss = F.cross_entropy(scores, y)
+            optimizer.zero_grad()
+            loss.backward()
+            optimizer.step()
+            step += 1
+            right += (scores.argmax(1) == y).sum().item()
+        net.eval()
+        with torch.no_grad():
+            named = torch.cat([net(test_x[i:i + 200].contiguous(memory_format=torch.channels_last)).argmax(1)
+                               for i in range(0, len(test_y), 200)])
+        print(f"epoch {epoch} train_accuracy {right / len(train_y):.3f} "
+              f"test_accuracy {(named == test_y).float().mean():.3f} seconds {time.perf_counter() - start:.0f}",
+              flush=True)
+    print(f"test mIoU, exact masks painted with the named classes: {painted_miou(root, test_masks, named):.3f}; "
+          f"with the true classes: {painted_miou(root, test_masks, test_y):.3f}", flush=True)
+
+
+if __name__ == "__main__":
+    main()
