@@ -13,7 +13,8 @@ items (other Fashion-MNIST items, other photographs), and at the end the
 test mIoU of a segmentation that has every item's exact mask and paints it
 with the class this classifier names (background exact): the most a
 network that names items as well as this one can score, macro over the 11
-classes as the miou meter counts.
+classes as the miou meter counts (torchmetrics' macro Jaccard index, the
+reference that meter is tested against; masks decoded by pycocotools).
 
 With HELD_OUT=1 the last tenth of the training scenes is kept out of
 training, and accuracy on their items (training's photographs, other
@@ -26,6 +27,7 @@ usage: [HELD_OUT=1] scene_item_naming.py DATA [EPOCHS] [LR]
 import json
 import math
 import os
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -35,24 +37,25 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 from PIL import Image
+from pycocotools import mask as coco_mask
+from torchmetrics.functional.classification import multiclass_jaccard_index
 
 WINDOW, BATCH, DEPTH, WIDTH = 64, 32, 4, 16
 
 
-def cpu():
-    info = Path("/proc/cpuinfo").read_text()
-    model = next((line.split(":", 1)[1].strip() for line in info.splitlines() if line.startswith("model name")), "?")
-    flags = next((line.split(":", 1)[1].split() for line in info.splitlines() if line.startswith("flags")), [])
-    wanted = [f for f in ("avx2", "fma", "avx512f", "avx512_bf16", "amx_bf16") if f in flags]
-    return f"{model}; {' '.join(wanted) or 'no avx2'}"
+def print_cpu():
+    """The header every benchmark prints (scripts/bench/cpu-header.sh)."""
+    here = Path(__file__).resolve().parent
+    subprocess.run(["bash", "-c", f'source "{here}/cpu-header.sh" && bench_cpu_header "{here.parent.parent}/build/bin/trainyard"'],
+                   check=True)
 
 
 def items(root, split):
-    """Every item's window and class (0-9) from SPLIT's COCO file."""
+    """Every item's window and class (0-9) from SPLIT's COCO file, and its annotation."""
     coco = json.loads((root / split / "instances.json").read_text())
     files = {image["id"]: image["file_name"] for image in coco["images"]}
     half = WINDOW // 2
-    padded, windows, classes, masks = {}, [], [], []
+    padded, windows, classes = {}, [], []
     for a in coco["annotations"]:
         if a["image_id"] not in padded:
             image = np.asarray(Image.open(root / split / files[a["image_id"]]).convert("RGB"))
@@ -61,33 +64,25 @@ def items(root, split):
         cx, cy = x + w // 2, y + h // 2
         windows.append(padded[a["image_id"]][cy:cy + WINDOW, cx:cx + WINDOW])
         classes.append(a["category_id"] - 1)
-        masks.append((a["image_id"], visible(a["segmentation"])))
     x = torch.from_numpy(np.stack(windows)).permute(0, 3, 1, 2).float() / 255
-    return (x - 0.4) / 0.25, torch.tensor(classes), masks
+    return (x - 0.4) / 0.25, torch.tensor(classes), coco["annotations"]
 
 
-def visible(rle):
-    """COCO's uncompressed RLE (column-major runs, zeros first) as a boolean mask."""
-    height, width = rle["size"]
-    flat = np.repeat(np.arange(len(rle["counts"])) % 2, rle["counts"]).astype(bool)
-    return flat.reshape(width, height).T
-
-
-def painted_miou(root, masks, named):
+def painted_miou(root, annotations, named):
     """Test mIoU when each item's exact mask is painted with its named class."""
-    confusion = np.zeros((11, 11), np.int64)
-    truth = {}
-    painted = {}
-    for (image_id, mask), name in zip(masks, named.tolist()):
+    truth, painted = {}, {}
+    for a, name in zip(annotations, named.tolist()):
+        image_id = a["image_id"]
         if image_id not in truth:
             truth[image_id] = np.asarray(Image.open(root / "test" / "masks" / f"{image_id - 1:06d}.png"))
             painted[image_id] = np.zeros_like(truth[image_id])
-        painted[image_id][mask] = 1 + name
-    for image_id, t in truth.items():
-        confusion += np.bincount(11 * t.astype(np.int64).ravel() + painted[image_id].ravel(),
-                                 minlength=121).reshape(11, 11)
-    union = confusion.sum(0) + confusion.sum(1) - np.diag(confusion)
-    return float(np.mean(np.diag(confusion) / union))
+        height, width = a["segmentation"]["size"]
+        visible = coco_mask.decode(coco_mask.frPyObjects(a["segmentation"], height, width)).astype(bool)
+        painted[image_id][visible] = 1 + name
+    ids = sorted(truth)
+    return multiclass_jaccard_index(torch.from_numpy(np.stack([painted[i] for i in ids])).long(),
+                                    torch.from_numpy(np.stack([truth[i] for i in ids])).long(),
+                                    num_classes=11, average="macro").item()
 
 
 def level(inputs, outputs):
@@ -118,13 +113,14 @@ def main():
     lr = float(sys.argv[3]) if len(sys.argv) > 3 else 1e-3
     torch.set_num_threads(2)
     torch.manual_seed(0)
-    print(f"cpu: {cpu()}; torch {torch.__version__}", flush=True)
-    train_x, train_y, train_masks = items(root, "train")
-    test_x, test_y, test_masks = items(root, "test")
+    print_cpu()
+    print(f"torch {torch.__version__}", flush=True)
+    train_x, train_y, train_annotations = items(root, "train")
+    test_x, test_y, test_annotations = items(root, "test")
     held_x, held_y = train_x[:0], train_y[:0]
     if os.environ.get("HELD_OUT") == "1":
-        last = max(image_id for image_id, _ in train_masks)
-        held = torch.tensor([image_id > last * 9 // 10 for image_id, _ in train_masks])
+        last = max(a["image_id"] for a in train_annotations)
+        held = torch.tensor([a["image_id"] > last * 9 // 10 for a in train_annotations])
         held_x, held_y, train_x, train_y = train_x[held], train_y[held], train_x[~held], train_y[~held]
     print(f"items: {len(train_y)} train, {len(held_y)} held out, {len(test_y)} test; "
           f"epochs {epochs}, Adam {lr}, cosine", flush=True)
@@ -152,8 +148,8 @@ def main():
         print(f"epoch {epoch} train_accuracy {right / len(train_y):.3f} {held}"
               f"test_accuracy {(named == test_y).float().mean():.3f} seconds {time.perf_counter() - start:.0f}",
               flush=True)
-    print(f"test mIoU, exact masks painted with the named classes: {painted_miou(root, test_masks, named):.3f}; "
-          f"with the true classes: {painted_miou(root, test_masks, test_y):.3f}", flush=True)
+    print(f"test mIoU, exact masks painted with the named classes: {painted_miou(root, test_annotations, named):.3f}; "
+          f"with the true classes: {painted_miou(root, test_annotations, test_y):.3f}", flush=True)
 
 
 if __name__ == "__main__":
